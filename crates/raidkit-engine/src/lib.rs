@@ -1,0 +1,1 @@
+//! The raidkit engine (work in progress).
