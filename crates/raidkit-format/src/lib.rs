@@ -16,6 +16,8 @@ pub mod uuid;
 pub mod v090;
 pub mod v1;
 
+mod le;
+
 use thiserror::Error;
 
 /// MD superblock magic (both 0.90 and 1.x).
