@@ -310,6 +310,28 @@ impl SuperblockV090 {
         }
     }
 
+    /// The UUID as mdadm shows and parses it for 0.90 (`%08x` of each word, i.e. the words
+    /// as big-endian bytes): `uuid::format(&sb.uuid_mdadm())` is mdadm's "UUID" line.
+    /// (The kernel's raw view, also copied into a bitmap superblock, is [`Self::uuid`].)
+    pub fn uuid_mdadm(&self) -> [u8; 16] {
+        let mut u = [0u8; 16];
+        for (dst, w) in u.chunks_exact_mut(4).zip(self.uuid_words) {
+            dst.copy_from_slice(&w.to_be_bytes());
+        }
+        u
+    }
+
+    /// Set the UUID from mdadm's textual form (as parsed by [`crate::uuid::parse`]): each
+    /// group of 4 bytes becomes one word, read big-endian. `--uuid=…:01234567` therefore
+    /// stores word 15 = 0x01234567 (bytes `67 45 23 01` on disk), as mdadm 4.2 does.
+    pub fn set_uuid_mdadm(&mut self, text_bytes: [u8; 16]) {
+        for (w, src) in self.uuid_words.iter_mut().zip(text_bytes.chunks_exact(4)) {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(src);
+            *w = u32::from_be_bytes(b);
+        }
+    }
+
     /// Resync offset as a v1-style value: MAX_SECTOR if CLEAN, `recovery_cp` if
     /// `cp_events == events`, else 0.
     pub fn resync_offset(&self) -> u64 {
