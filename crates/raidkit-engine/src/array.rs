@@ -1,0 +1,1076 @@
+//! A running array: read and write any byte range at every level and layout, degraded
+//! included, keeping the superblocks' clean/dirty state and the write-intent bitmap the way
+//! Linux MD does.
+
+use crate::bitmap::RunBitmap;
+use crate::dev::BlockDev;
+use crate::error::{EngineError, Result};
+use crate::sb::{write_super, Metadata, Super};
+use raidkit_format::badblocks::BadRange;
+use raidkit_format::{v090, v1, MAX_SECTOR};
+use raidkit_layout::{Geometry, Level, StripeLayout};
+use raidkit_parity as parity;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+const SECTOR: u64 = 512;
+
+/// One member device in a role slot.
+pub struct Member {
+    /// The device.
+    pub dev: Arc<dyn BlockDev>,
+    /// Index into the array's device list (and superblock list).
+    pub index: usize,
+    /// Start of the data area, sectors.
+    pub data_offset: u64,
+    /// If partially rebuilt: data sectors below this are valid.
+    pub recovery: Option<u64>,
+    /// Bad-block log entries (absolute device sectors).
+    pub bad: Vec<BadRange>,
+    failed: AtomicBool,
+}
+
+impl Member {
+    /// Build a member.
+    pub fn new(
+        dev: Arc<dyn BlockDev>,
+        index: usize,
+        data_offset: u64,
+        recovery: Option<u64>,
+        bad: Vec<BadRange>,
+    ) -> Member {
+        Member {
+            dev,
+            index,
+            data_offset,
+            recovery,
+            bad,
+            failed: AtomicBool::new(false),
+        }
+    }
+    /// True once the member has been failed at run time.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+    fn readable(&self, data_sector: u64, n: u64) -> bool {
+        if self.is_failed() {
+            return false;
+        }
+        if let Some(r) = self.recovery {
+            if data_sector + n > r {
+                return false;
+            }
+        }
+        let s = self.data_offset + data_sector;
+        !self.bad.iter().any(|b| b.start < s + n && s < b.start + b.len)
+    }
+}
+
+/// Mutable superblock state shared by all writers.
+pub(crate) struct Meta {
+    /// Superblocks, one per device (index = `Member::index` / spare index).
+    pub sbs: Vec<Super>,
+    /// Current event count.
+    pub events: u64,
+    /// True while the superblocks say "dirty" (resync_offset != MAX written by us).
+    pub dirty: bool,
+    /// Resync checkpoint: MAX_SECTOR when redundancy is known consistent.
+    pub resync_from: u64,
+    /// v1 role table (shared by all members).
+    pub roles: Vec<u16>,
+}
+
+struct StripeLocks {
+    held: Mutex<HashSet<u64>>,
+    cv: Condvar,
+}
+
+struct StripeGuard<'a> {
+    locks: &'a StripeLocks,
+    stripe: u64,
+}
+
+impl StripeLocks {
+    fn lock(&self, stripe: u64) -> StripeGuard<'_> {
+        let mut g = lock(&self.held);
+        while g.contains(&stripe) {
+            g = match self.cv.wait(g) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+        }
+        g.insert(stripe);
+        StripeGuard {
+            locks: self,
+            stripe,
+        }
+    }
+}
+
+impl Drop for StripeGuard<'_> {
+    fn drop(&mut self) {
+        let mut g = lock(&self.locks.held);
+        g.remove(&self.stripe);
+        self.locks.cv.notify_all();
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Blocks of one stripe over a sector range, with missing ones reconstructed.
+pub(crate) struct StripeData {
+    pub data: Vec<Vec<u8>>,
+    pub p: Vec<u8>,
+    pub q: Option<Vec<u8>>,
+}
+
+/// A running array.
+pub struct Array {
+    pub(crate) geo: Geometry,
+    pub(crate) uuid: [u8; 16],
+    pub(crate) name: String,
+    pub(crate) metadata: Metadata,
+    /// Every device (members and spares), in the order of `meta.sbs`.
+    pub(crate) devs: Vec<Arc<dyn BlockDev>>,
+    /// Role slot → member.
+    pub(crate) slots: Vec<Option<Member>>,
+    /// Device indices of spares.
+    pub(crate) spares: Vec<usize>,
+    pub(crate) writable: bool,
+    pub(crate) meta: Mutex<Meta>,
+    pub(crate) bitmap: Option<Mutex<RunBitmap>>,
+    locks: StripeLocks,
+    /// Forced start of a dirty degraded array: mark clean on the first write.
+    pub(crate) forced_clean: bool,
+}
+
+/// Description of a member for reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MemberInfo {
+    /// Device name.
+    pub device: String,
+    /// Role slot, or None for a spare.
+    pub role: Option<usize>,
+    /// `in_sync`, `recovering`, `failed`, `spare`.
+    pub state: String,
+}
+
+impl Array {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        geo: Geometry,
+        uuid: [u8; 16],
+        name: String,
+        metadata: Metadata,
+        devs: Vec<Arc<dyn BlockDev>>,
+        slots: Vec<Option<Member>>,
+        spares: Vec<usize>,
+        writable: bool,
+        meta: Meta,
+        bitmap: Option<RunBitmap>,
+        forced_clean: bool,
+    ) -> Array {
+        Array {
+            geo,
+            uuid,
+            name,
+            metadata,
+            devs,
+            slots,
+            spares,
+            writable,
+            meta: Mutex::new(meta),
+            bitmap: bitmap.map(Mutex::new),
+            locks: StripeLocks {
+                held: Mutex::new(HashSet::new()),
+                cv: Condvar::new(),
+            },
+            forced_clean,
+        }
+    }
+
+    /// The array's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.geo.array_sectors() * SECTOR
+    }
+    /// Array UUID.
+    pub fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+    /// Array name from the superblock.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Metadata version.
+    pub fn metadata(&self) -> Metadata {
+        self.metadata
+    }
+    /// Level.
+    pub fn level(&self) -> Level {
+        self.geo.level
+    }
+    /// True if opened for writing.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+    /// Current event count.
+    pub fn events(&self) -> u64 {
+        lock(&self.meta).events
+    }
+    /// True if the superblocks say redundancy may be inconsistent (resync needed).
+    pub fn needs_resync(&self) -> bool {
+        lock(&self.meta).resync_from != MAX_SECTOR
+    }
+    /// Roles without a working member.
+    pub fn missing_roles(&self) -> Vec<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.as_ref().is_none_or(|m| m.is_failed()))
+            .map(|(i, _)| i)
+            .collect()
+    }
+    /// True if any role lacks a fully valid member.
+    pub fn is_degraded(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|m| m.as_ref().is_none_or(|m| m.is_failed() || m.recovery.is_some()))
+    }
+    /// Members and spares for reports.
+    pub fn members(&self) -> Vec<MemberInfo> {
+        let mut v = Vec::new();
+        for (r, m) in self.slots.iter().enumerate() {
+            if let Some(m) = m {
+                let state = if m.is_failed() {
+                    "failed"
+                } else if m.recovery.is_some() {
+                    "recovering"
+                } else {
+                    "in_sync"
+                };
+                v.push(MemberInfo {
+                    device: m.dev.name().to_string(),
+                    role: Some(r),
+                    state: state.into(),
+                });
+            }
+        }
+        for &i in &self.spares {
+            v.push(MemberInfo {
+                device: self.devs[i].name().to_string(),
+                role: None,
+                state: "spare".into(),
+            });
+        }
+        v
+    }
+
+    fn member(&self, role: usize) -> Option<&Member> {
+        self.slots.get(role).and_then(|m| m.as_ref()).filter(|m| !m.is_failed())
+    }
+
+    fn can_read(&self, role: usize, dsec: u64, n: u64) -> bool {
+        self.member(role).is_some_and(|m| m.readable(dsec, n))
+    }
+
+    /// Read from one member's data area; any failure is returned (the member is not failed
+    /// for read errors here — callers reconstruct).
+    fn member_read(&self, role: usize, dsec: u64, buf: &mut [u8]) -> Result<()> {
+        let m = self.member(role).ok_or_else(|| EngineError::Unreadable {
+            offset: 0,
+            end: 0,
+            why: format!("role {role} is missing"),
+        })?;
+        if !m.readable(dsec, buf.len() as u64 / SECTOR) {
+            return Err(EngineError::Unreadable {
+                offset: 0,
+                end: 0,
+                why: format!("role {role} ({}) has no valid data there", m.dev.name()),
+            });
+        }
+        m.dev
+            .read_at(buf, (m.data_offset + dsec) * SECTOR)
+            .map_err(|e| EngineError::io(m.dev.name(), "reading member data", e))
+    }
+
+    /// Write to one member; a failure fails the member (md behaviour) and is reported
+    /// as `Ok(false)`. Missing members are skipped (`Ok(false)`).
+    fn member_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        let Some(m) = self.member(role) else {
+            return Ok(false);
+        };
+        match m.dev.write_at(buf, (m.data_offset + dsec) * SECTOR) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                self.fail_member(role, &format!("write error: {e}"))?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Mark a member failed and record it in the superblocks of the others.
+    pub fn fail_member(&self, role: usize, why: &str) -> Result<()> {
+        let Some(Some(m)) = self.slots.get(role) else {
+            return Ok(());
+        };
+        if m.failed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let _ = why;
+        if self.writable {
+            let mut meta = lock(&self.meta);
+            let devnum = meta.sbs[m.index].dev_number();
+            if let Some(r) = meta.roles.get_mut(devnum) {
+                *r = v1::role::FAULTY;
+            }
+            self.write_superblocks(&mut meta, |_| {})?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ superblocks
+
+    /// Apply `f` to every live superblock, bump events, update times, role tables and
+    /// the bitmap superblock, then write bitmap first and superblocks second, flushing.
+    pub(crate) fn write_superblocks(
+        &self,
+        meta: &mut Meta,
+        mut f: impl FnMut(&mut Super),
+    ) -> Result<()> {
+        let events = meta.events + 1;
+        let t = crate::util::now();
+        let live = self.live_devices();
+        let roles = meta.roles.clone();
+        let missing: Vec<usize> = self.missing_roles();
+        for &i in &live {
+            let sb = &mut meta.sbs[i];
+            f(sb);
+            sb.set_events(events);
+            sb.set_utime(t);
+            match sb {
+                Super::V1(s) => {
+                    for (j, r) in roles.iter().enumerate() {
+                        if let Some(slot) = s.dev_roles.get_mut(j) {
+                            *slot = *r;
+                        }
+                    }
+                }
+                Super::V090(s) => update_090_counts(s, &missing),
+            }
+        }
+        if let Some(bm) = &self.bitmap {
+            let mut b = lock(bm);
+            b.sb.events = events;
+            b.write_header(self, &live)?;
+        }
+        for &i in &live {
+            write_super(self.devs[i].as_ref(), &meta.sbs[i])?;
+        }
+        for &i in &live {
+            self.devs[i]
+                .flush()
+                .map_err(|e| EngineError::io(self.devs[i].name(), "flushing superblocks", e))?;
+        }
+        meta.events = events;
+        Ok(())
+    }
+
+    /// Devices that get superblock writes: working members and spares.
+    pub(crate) fn live_devices(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self
+            .slots
+            .iter()
+            .flatten()
+            .filter(|m| !m.is_failed())
+            .map(|m| m.index)
+            .collect();
+        v.extend(self.spares.iter().copied());
+        v
+    }
+
+    pub(crate) fn ensure_dirty(&self) -> Result<()> {
+        if !self.writable {
+            return Err(EngineError::Invalid(
+                "the array was assembled read-only; reassemble it for writing".into(),
+            ));
+        }
+        let mut meta = lock(&self.meta);
+        if meta.dirty {
+            return Ok(());
+        }
+        if self.forced_clean {
+            meta.resync_from = MAX_SECTOR;
+        }
+        let resync = if meta.resync_from == MAX_SECTOR {
+            0
+        } else {
+            meta.resync_from
+        };
+        self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
+        meta.dirty = true;
+        Ok(())
+    }
+
+    /// Flush every member's completed writes to stable storage.
+    pub fn flush(&self) -> Result<()> {
+        for m in self.slots.iter().flatten().filter(|m| !m.is_failed()) {
+            m.dev
+                .flush()
+                .map_err(|e| EngineError::io(m.dev.name(), "flushing", e))?;
+        }
+        Ok(())
+    }
+
+    /// Flush, then record the array as clean (`resync_offset = MAX` if redundancy is
+    /// consistent) and clear the bitmap if the array is not degraded — what md does after
+    /// writes go idle, and on a clean stop.
+    pub fn mark_clean(&self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        self.flush()?;
+        let mut meta = lock(&self.meta);
+        if !meta.dirty {
+            return Ok(());
+        }
+        let resync = meta.resync_from;
+        let degraded = self.is_degraded();
+        if let Some(bm) = &self.bitmap {
+            let mut b = lock(bm);
+            if !degraded && resync == MAX_SECTOR {
+                b.clear_all();
+                b.sb.events_cleared = meta.events + 1;
+                let live = self.live_devices();
+                b.write_bits(self, &live)?;
+            }
+        }
+        self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
+        meta.dirty = false;
+        Ok(())
+    }
+
+    /// Stop the array: flush and mark clean.
+    pub fn stop(self) -> Result<()> {
+        self.mark_clean()
+    }
+
+    // ------------------------------------------------------------------ public IO
+
+    fn check_range(&self, offset: u64, len: u64) -> Result<()> {
+        let size = self.size_bytes();
+        if offset.checked_add(len).is_none_or(|e| e > size) {
+            return Err(EngineError::OutOfRange { offset, len, size });
+        }
+        Ok(())
+    }
+
+    /// Read `buf.len()` bytes at byte `offset` (any alignment).
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.check_range(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let head = offset % SECTOR;
+        let end = offset + buf.len() as u64;
+        if head == 0 && end % SECTOR == 0 {
+            return self.read_sectors(offset / SECTOR, buf);
+        }
+        let s0 = offset / SECTOR;
+        let s1 = end.div_ceil(SECTOR);
+        let mut tmp = vec![0u8; ((s1 - s0) * SECTOR) as usize];
+        self.read_sectors(s0, &mut tmp)?;
+        buf.copy_from_slice(&tmp[head as usize..head as usize + buf.len()]);
+        Ok(())
+    }
+
+    /// Write `buf` at byte `offset` (any alignment; partial sectors are read-modify-written).
+    pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        self.check_range(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let head = offset % SECTOR;
+        let end = offset + buf.len() as u64;
+        if head == 0 && end % SECTOR == 0 {
+            return self.write_sectors(offset / SECTOR, buf);
+        }
+        let s0 = offset / SECTOR;
+        let s1 = end.div_ceil(SECTOR);
+        let mut tmp = vec![0u8; ((s1 - s0) * SECTOR) as usize];
+        // Only the first and last sector need their old contents.
+        self.read_sectors(s0, &mut tmp[..SECTOR as usize])?;
+        let last = tmp.len() - SECTOR as usize;
+        if s1 - 1 > s0 {
+            self.read_sectors(s1 - 1, &mut tmp[last..])?;
+        }
+        tmp[head as usize..head as usize + buf.len()].copy_from_slice(buf);
+        self.write_sectors(s0, &tmp)
+    }
+
+    /// Read whole sectors starting at array sector `s`.
+    pub fn read_sectors(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        let mut done = 0u64;
+        while done < total {
+            let cur = s + done;
+            let n = match self.geo.level {
+                Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                    let c = self.geo.chunk_sectors;
+                    (c - cur % c).min(total - done)
+                }
+                _ => {
+                    let p = self.locate(cur)?;
+                    p.run.min(total - done)
+                }
+            };
+            let b = &mut buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
+            self.read_piece(cur, b)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn locate(&self, s: u64) -> Result<raidkit_layout::Placement> {
+        self.geo.locate(s).ok_or(EngineError::OutOfRange {
+            offset: s * SECTOR,
+            len: SECTOR,
+            size: self.size_bytes(),
+        })
+    }
+
+    /// Read a piece that does not cross a mapping boundary.
+    fn read_piece(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        let n = buf.len() as u64 / SECTOR;
+        match self.geo.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                let c = self.geo.chunk_sectors;
+                let k_count = self.geo.data_disks() as u64;
+                let chunk = s / c;
+                let stripe = chunk / k_count;
+                let k = (chunk % k_count) as usize;
+                let a = s % c;
+                let lay = self.stripe_layout(stripe)?;
+                let role = lay.data[k];
+                let dsec = stripe * c + a;
+                if self.can_read(role, dsec, n) && self.member_read(role, dsec, buf).is_ok() {
+                    return Ok(());
+                }
+                let _g = self.locks.lock(stripe);
+                let sd = self.read_stripe(stripe, &lay, a, n, false).map_err(|e| {
+                    annotate_unreadable(e, s * SECTOR, (s + n) * SECTOR)
+                })?;
+                buf.copy_from_slice(&sd.data[k]);
+                Ok(())
+            }
+            _ => {
+                let p = self.locate(s)?;
+                let mut errs = Vec::new();
+                for &(role, dsec) in &p.copies {
+                    if !self.can_read(role, dsec, n) {
+                        errs.push(format!("role {role} unavailable"));
+                        continue;
+                    }
+                    match self.member_read(role, dsec, buf) {
+                        Ok(()) => return Ok(()),
+                        Err(e) => errs.push(e.to_string()),
+                    }
+                }
+                Err(EngineError::Unreadable {
+                    offset: s * SECTOR,
+                    end: (s + n) * SECTOR,
+                    why: errs.join("; "),
+                })
+            }
+        }
+    }
+
+    pub(crate) fn stripe_layout(&self, stripe: u64) -> Result<StripeLayout> {
+        self.geo
+            .stripe(stripe)
+            .ok_or_else(|| EngineError::Invalid(format!("stripe {stripe} out of range")))
+    }
+
+    /// Read the blocks of `stripe` over chunk sectors `[a, a+n)`, reconstructing what is
+    /// missing. With `need_parity`, missing P/Q are recomputed too.
+    pub(crate) fn read_stripe(
+        &self,
+        stripe: u64,
+        lay: &StripeLayout,
+        a: u64,
+        n: u64,
+        need_parity: bool,
+    ) -> Result<StripeData> {
+        let c = self.geo.chunk_sectors;
+        let dsec = stripe * c + a;
+        let len = (n * SECTOR) as usize;
+        let kc = lay.data.len();
+        let mut data = Vec::with_capacity(kc);
+        let mut missing = Vec::new();
+        let mut why = Vec::new();
+        for (k, &role) in lay.data.iter().enumerate() {
+            let mut b = vec![0u8; len];
+            let ok = self.can_read(role, dsec, n) && {
+                match self.member_read(role, dsec, &mut b) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        why.push(e.to_string());
+                        false
+                    }
+                }
+            };
+            if !ok {
+                missing.push(k);
+            }
+            data.push(b);
+        }
+        let read_par = |role: usize| -> Option<Vec<u8>> {
+            let mut b = vec![0u8; len];
+            if self.can_read(role, dsec, n) && self.member_read(role, dsec, &mut b).is_ok() {
+                Some(b)
+            } else {
+                None
+            }
+        };
+        let p = read_par(lay.p);
+        let q = match lay.q {
+            Some(qr) => read_par(qr),
+            None => None,
+        };
+        let is6 = lay.q.is_some();
+        let fail = |what: &str, why: &[String]| EngineError::Unreadable {
+            offset: 0,
+            end: 0,
+            why: format!(
+                "stripe {stripe}: {what}{}{}",
+                if why.is_empty() { "" } else { ": " },
+                why.join("; ")
+            ),
+        };
+        match (missing.len(), is6) {
+            (0, _) => {}
+            (1, false) => {
+                let Some(p) = &p else {
+                    return Err(fail("a data block and parity are both unavailable", &why));
+                };
+                let k = missing[0];
+                let mut out = p.clone();
+                for (j, d) in data.iter().enumerate() {
+                    if j != k {
+                        parity::xor_into(&mut out, d);
+                    }
+                }
+                data[k] = out;
+            }
+            (1, true) => {
+                let k = missing[0];
+                if let Some(p) = &p {
+                    let mut out = p.clone();
+                    for (j, d) in data.iter().enumerate() {
+                        if j != k {
+                            parity::xor_into(&mut out, d);
+                        }
+                    }
+                    data[k] = out;
+                } else if let Some(q) = &q {
+                    let sk = lay.slot[k];
+                    let mut slots = to_slots(lay, &mut data, len);
+                    {
+                        let mut refs: Vec<&mut [u8]> =
+                            slots.iter_mut().map(|v| v.as_mut_slice()).collect();
+                        parity::recover_one_q(&mut refs, sk, q);
+                    }
+                    from_slots(lay, &mut data, &mut slots);
+                } else {
+                    return Err(fail("a data block, P and Q are all unavailable", &why));
+                }
+            }
+            (2, true) => {
+                let (Some(p), Some(q)) = (&p, &q) else {
+                    return Err(fail(
+                        "two data blocks and a parity block are unavailable",
+                        &why,
+                    ));
+                };
+                let (sa, sb) = (lay.slot[missing[0]], lay.slot[missing[1]]);
+                let mut slots = to_slots(lay, &mut data, len);
+                {
+                    let mut refs: Vec<&mut [u8]> =
+                        slots.iter_mut().map(|v| v.as_mut_slice()).collect();
+                    parity::recover_two(&mut refs, sa.min(sb), sa.max(sb), p, q);
+                }
+                from_slots(lay, &mut data, &mut slots);
+            }
+            (m, _) => {
+                return Err(fail(&format!("{m} data blocks are unavailable"), &why));
+            }
+        }
+        let (p, q) = if need_parity && (p.is_none() || (is6 && q.is_none())) {
+            let (np, nq) = compute_parity(lay, &data, len);
+            (p.unwrap_or(np), if is6 { Some(q.unwrap_or(nq)) } else { None })
+        } else {
+            (p.unwrap_or_else(|| vec![0u8; len]), q)
+        };
+        Ok(StripeData { data, p, q })
+    }
+
+    /// Write whole sectors starting at array sector `s`.
+    pub fn write_sectors(&self, s: u64, buf: &[u8]) -> Result<()> {
+        self.ensure_dirty()?;
+        let total = buf.len() as u64 / SECTOR;
+        match self.geo.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => self.write_parity(s, buf),
+            _ => {
+                let mut done = 0;
+                while done < total {
+                    let cur = s + done;
+                    let p = self.locate(cur)?;
+                    let n = p.run.min(total - done);
+                    let b = &buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
+                    if matches!(self.geo.level, Level::Raid1 | Level::Raid10) {
+                        self.bitmap_mark(cur, n)?;
+                    }
+                    let mut ok = 0;
+                    for &(role, dsec) in &p.copies {
+                        if self.member_write(role, dsec, b)? {
+                            ok += 1;
+                        }
+                    }
+                    if ok == 0 {
+                        return Err(EngineError::WriteFailed {
+                            offset: cur * SECTOR,
+                            end: (cur + n) * SECTOR,
+                            why: "no member holding this range could be written".into(),
+                        });
+                    }
+                    done += n;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
+        if let Some(bm) = &self.bitmap {
+            let mut b = lock(bm);
+            if b.mark(start, n) {
+                let live = self.live_devices();
+                b.write_bits(self, &live)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_parity(&self, s: u64, buf: &[u8]) -> Result<()> {
+        let c = self.geo.chunk_sectors;
+        let kc = self.geo.data_disks() as u64;
+        let stripe_sectors = c * kc;
+        let total = buf.len() as u64 / SECTOR;
+        let mut done = 0;
+        while done < total {
+            let cur = s + done;
+            let stripe = cur / stripe_sectors;
+            let stripe_end = (stripe + 1) * stripe_sectors;
+            let n = (stripe_end - cur).min(total - done);
+            let mut pieces = Vec::new();
+            let mut off = 0;
+            while off < n {
+                let o = cur + off - stripe * stripe_sectors;
+                let k = (o / c) as usize;
+                let a = o % c;
+                let len = (c - a).min(n - off);
+                let from = ((done + off) * SECTOR) as usize;
+                pieces.push(Piece {
+                    k,
+                    a,
+                    n: len,
+                    data: &buf[from..from + (len * SECTOR) as usize],
+                });
+                off += len;
+            }
+            self.write_stripe(stripe, &pieces)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn write_stripe(&self, stripe: u64, pieces: &[Piece<'_>]) -> Result<()> {
+        let c = self.geo.chunk_sectors;
+        let lay = self.stripe_layout(stripe)?;
+        let kc = lay.data.len();
+        let lo = pieces.iter().map(|p| p.a).min().unwrap_or(0);
+        let hi = pieces.iter().map(|p| p.a + p.n).max().unwrap_or(0);
+        let rn = hi - lo;
+        let rlen = (rn * SECTOR) as usize;
+        let base = stripe * c;
+        let _g = self.locks.lock(stripe);
+        self.bitmap_mark(base + lo, rn)?;
+        let is6 = lay.q.is_some();
+        let full = pieces.len() == kc && pieces.iter().all(|p| p.a == 0 && p.n == c);
+        let mut roles: Vec<usize> = lay.data.clone();
+        roles.push(lay.p);
+        if let Some(q) = lay.q {
+            roles.push(q);
+        }
+        let all_readable = roles.iter().all(|&r| self.can_read(r, base + lo, rn));
+
+        if full {
+            let data: Vec<&[u8]> = pieces.iter().map(|p| p.data).collect();
+            let (p, q) = compute_parity_refs(&lay, &data, (c * SECTOR) as usize);
+            for pc in pieces {
+                self.member_write(lay.data[pc.k], base, pc.data)?;
+            }
+            self.member_write(lay.p, base, &p)?;
+            if let Some(qr) = lay.q {
+                self.member_write(qr, base, &q)?;
+            }
+            return self.check_still_runs(stripe);
+        }
+
+        if all_readable {
+            // Count sectors to read for read-modify-write vs reconstruct-write.
+            let written: u64 = pieces.iter().map(|p| p.n).sum();
+            let rmw = written + rn * if is6 { 2 } else { 1 };
+            let rcw = rn * kc as u64 - written;
+            let done = if rmw < rcw {
+                self.rmw(&lay, base, lo, rn, pieces)
+            } else {
+                self.rcw(&lay, base, lo, rn, pieces)
+            };
+            match done {
+                Ok(()) => return self.check_still_runs(stripe),
+                Err(EngineError::Io { .. }) | Err(EngineError::Unreadable { .. }) => {
+                    // fall through to the degraded path, which reconstructs
+                }
+                Err(e) => return Err(e),
+            }
+        }
+
+        // Degraded (or a read failed): reconstruct the row range, overlay, recompute.
+        let mut sd = self.read_stripe(stripe, &lay, lo, rn, false).map_err(|e| {
+            annotate_unreadable(e, 0, 0)
+        })?;
+        for pc in pieces {
+            let off = ((pc.a - lo) * SECTOR) as usize;
+            sd.data[pc.k][off..off + pc.data.len()].copy_from_slice(pc.data);
+        }
+        let (p, q) = compute_parity(&lay, &sd.data, rlen);
+        for pc in pieces {
+            self.member_write(lay.data[pc.k], base + pc.a, pc.data)?;
+        }
+        self.member_write(lay.p, base + lo, &p)?;
+        if let Some(qr) = lay.q {
+            self.member_write(qr, base + lo, &q)?;
+        }
+        self.check_still_runs(stripe)
+    }
+
+    fn rmw(&self, lay: &StripeLayout, base: u64, lo: u64, rn: u64, pieces: &[Piece<'_>]) -> Result<()> {
+        let rlen = (rn * SECTOR) as usize;
+        let mut p = vec![0u8; rlen];
+        self.member_read(lay.p, base + lo, &mut p)?;
+        let mut q = vec![0u8; if lay.q.is_some() { rlen } else { 0 }];
+        if let Some(qr) = lay.q {
+            self.member_read(qr, base + lo, &mut q)?;
+        }
+        let mut olds = Vec::with_capacity(pieces.len());
+        for pc in pieces {
+            let mut old = vec![0u8; pc.data.len()];
+            self.member_read(lay.data[pc.k], base + pc.a, &mut old)?;
+            olds.push(old);
+        }
+        for (pc, old) in pieces.iter().zip(olds.iter_mut()) {
+            parity::xor_into(old, pc.data); // old := delta
+            let off = ((pc.a - lo) * SECTOR) as usize;
+            parity::xor_into(&mut p[off..off + old.len()], old);
+            if lay.q.is_some() {
+                let coef = parity::gf::exp(lay.slot[pc.k]);
+                parity::mul_acc(&mut q[off..off + old.len()], old, coef);
+            }
+        }
+        for pc in pieces {
+            self.member_write(lay.data[pc.k], base + pc.a, pc.data)?;
+        }
+        self.member_write(lay.p, base + lo, &p)?;
+        if let Some(qr) = lay.q {
+            self.member_write(qr, base + lo, &q)?;
+        }
+        Ok(())
+    }
+
+    fn rcw(&self, lay: &StripeLayout, base: u64, lo: u64, rn: u64, pieces: &[Piece<'_>]) -> Result<()> {
+        let rlen = (rn * SECTOR) as usize;
+        let kc = lay.data.len();
+        let mut data: Vec<Vec<u8>> = Vec::with_capacity(kc);
+        for k in 0..kc {
+            let mut b = vec![0u8; rlen];
+            let mine: Vec<&Piece<'_>> = pieces.iter().filter(|p| p.k == k).collect();
+            // Read the parts of [lo, hi) not covered by this block's piece.
+            let (ca, cb) = match mine.first() {
+                Some(p) => (p.a, p.a + p.n),
+                None => (lo, lo),
+            };
+            if ca > lo {
+                self.member_read(lay.data[k], base + lo, &mut b[..((ca - lo) * SECTOR) as usize])?;
+            }
+            if cb < lo + rn {
+                let from = ((cb - lo) * SECTOR) as usize;
+                self.member_read(lay.data[k], base + cb, &mut b[from..])?;
+            }
+            if let Some(p) = mine.first() {
+                let off = ((p.a - lo) * SECTOR) as usize;
+                b[off..off + p.data.len()].copy_from_slice(p.data);
+            }
+            data.push(b);
+        }
+        let (p, q) = compute_parity(lay, &data, rlen);
+        for pc in pieces {
+            self.member_write(lay.data[pc.k], base + pc.a, pc.data)?;
+        }
+        self.member_write(lay.p, base + lo, &p)?;
+        if let Some(qr) = lay.q {
+            self.member_write(qr, base + lo, &q)?;
+        }
+        Ok(())
+    }
+
+    /// After member failures during a write, make sure the stripe is still recoverable.
+    fn check_still_runs(&self, stripe: u64) -> Result<()> {
+        let missing = self.missing_roles().len();
+        let tolerated = match self.geo.level {
+            Level::Raid4 | Level::Raid5 => 1,
+            Level::Raid6 => 2,
+            _ => 0,
+        };
+        if missing > tolerated {
+            return Err(EngineError::WriteFailed {
+                offset: 0,
+                end: 0,
+                why: format!(
+                    "stripe {stripe}: {missing} members have failed, more than {} can survive",
+                    self.geo.level
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Write raw parity/data blocks for a stripe row range (used by sync/repair).
+    pub(crate) fn write_block(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        self.member_write(role, dsec, buf)
+    }
+
+    /// Read raw blocks (used by sync/check).
+    pub(crate) fn read_block(&self, role: usize, dsec: u64, buf: &mut [u8]) -> Result<()> {
+        self.member_read(role, dsec, buf)
+    }
+
+    /// Can this role be read over this range right now?
+    pub(crate) fn readable(&self, role: usize, dsec: u64, n: u64) -> bool {
+        self.can_read(role, dsec, n)
+    }
+
+    /// Is a working (writable) member present in this role?
+    pub(crate) fn present(&self, role: usize) -> bool {
+        self.member(role).is_some()
+    }
+
+    /// True if the member in `role` is a file hole over the data range (reads as zeros).
+    pub(crate) fn member_hole(&self, role: usize, dsec: u64, n: u64) -> bool {
+        self.member(role).is_some_and(|m| {
+            m.dev
+                .is_hole((m.data_offset + dsec) * SECTOR, n * SECTOR)
+        })
+    }
+
+    pub(crate) fn lock_stripe(&self, stripe: u64) -> impl Drop + '_ {
+        self.locks.lock(stripe)
+    }
+
+    pub(crate) fn set_resync_done(&self) {
+        lock(&self.meta).resync_from = MAX_SECTOR;
+    }
+}
+
+struct Piece<'a> {
+    k: usize,
+    a: u64,
+    n: u64,
+    data: &'a [u8],
+}
+
+fn annotate_unreadable(e: EngineError, offset: u64, end: u64) -> EngineError {
+    match e {
+        EngineError::Unreadable { why, .. } if end > 0 => EngineError::Unreadable { offset, end, why },
+        e => e,
+    }
+}
+
+/// Move data blocks into syndrome-slot order (zero blocks for unused DDF slots).
+fn to_slots(lay: &StripeLayout, data: &mut [Vec<u8>], len: usize) -> Vec<Vec<u8>> {
+    let mut slots: Vec<Vec<u8>> = vec![Vec::new(); lay.syndrome_width];
+    for (k, d) in data.iter_mut().enumerate() {
+        slots[lay.slot[k]] = std::mem::take(d);
+    }
+    for s in slots.iter_mut() {
+        if s.is_empty() {
+            *s = vec![0u8; len];
+        }
+    }
+    slots
+}
+
+fn from_slots(lay: &StripeLayout, data: &mut [Vec<u8>], slots: &mut [Vec<u8>]) {
+    for (k, d) in data.iter_mut().enumerate() {
+        *d = std::mem::take(&mut slots[lay.slot[k]]);
+    }
+}
+
+/// P (and Q) over data blocks given in logical order.
+pub(crate) fn compute_parity(lay: &StripeLayout, data: &[Vec<u8>], len: usize) -> (Vec<u8>, Vec<u8>) {
+    let refs: Vec<&[u8]> = data.iter().map(|v| v.as_slice()).collect();
+    compute_parity_refs(lay, &refs, len)
+}
+
+pub(crate) fn compute_parity_refs(lay: &StripeLayout, data: &[&[u8]], len: usize) -> (Vec<u8>, Vec<u8>) {
+    let mut p = vec![0u8; len];
+    if lay.q.is_none() {
+        parity::xor_gen(data, &mut p);
+        return (p, Vec::new());
+    }
+    let zero = vec![0u8; len];
+    let mut slots: Vec<&[u8]> = vec![zero.as_slice(); lay.syndrome_width];
+    for (k, d) in data.iter().enumerate() {
+        slots[lay.slot[k]] = d;
+    }
+    let mut q = vec![0u8; len];
+    parity::pq_gen(&slots, &mut p, &mut q);
+    (p, q)
+}
+
+fn update_090_counts(s: &mut v090::SuperblockV090, missing: &[usize]) {
+    use v090::disk_state::*;
+    let raid = s.raid_disks as usize;
+    for d in s.disks.iter_mut() {
+        let r = d.raid_disk as usize;
+        if r < raid && missing.contains(&r) && d.state & (ACTIVE | SYNC) == (ACTIVE | SYNC) {
+            d.state = FAULTY | REMOVED;
+        }
+    }
+    let active = raid - missing.len().min(raid);
+    s.active_disks = active as u32;
+    s.working_disks = active as u32 + s.spare_disks;
+    s.failed_disks = missing.len() as u32;
+    if let Some(d) = s.disks.get(s.this_disk.number as usize) {
+        s.this_disk = *d;
+    }
+}

@@ -1,0 +1,516 @@
+//! Assembly: find the members of one array by UUID and role (never by argument order),
+//! refuse anything ambiguous or stale with an explanation, and build a running [`Array`].
+
+use crate::array::{Array, Member, Meta};
+use crate::bitmap::RunBitmap;
+use crate::dev::{BlockDev, FileDev};
+use crate::error::{EngineError, Result};
+use crate::sb::{probe, Metadata, Role, Super};
+use raidkit_format::badblocks;
+use raidkit_format::uuid::format as uuid_text;
+use raidkit_format::v1::{feature, role as v1role};
+use raidkit_format::MAX_SECTOR;
+use raidkit_layout::{Geometry, Level};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How to assemble.
+#[derive(Clone, Debug, Default)]
+pub struct AssembleOptions {
+    /// Open members for writing (otherwise nothing is ever written).
+    pub writable: bool,
+    /// Start a dirty degraded array, and accept stale members when they are needed to run.
+    pub force: bool,
+    /// Which superblock to use when a device carries both 0.90 and 1.x.
+    pub metadata: Option<Metadata>,
+}
+
+/// Open the given paths and assemble them.
+pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array> {
+    let mut seen: Vec<((u64, u64), String)> = Vec::new();
+    let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
+    for p in paths {
+        let md = std::fs::metadata(p).map_err(|e| EngineError::io(&p.display().to_string(), "looking up the member", e))?;
+        let id = if md.file_type().is_file() {
+            (md.dev(), md.ino())
+        } else {
+            (u64::MAX, md.rdev())
+        };
+        if let Some((_, other)) = seen.iter().find(|(i, _)| *i == id) {
+            return Err(EngineError::BadMember {
+                device: p.display().to_string(),
+                why: format!("is the same device as {other}; give each member once"),
+            });
+        }
+        seen.push((id, p.display().to_string()));
+        let d = FileDev::open(p, opts.writable).map_err(|e| {
+            EngineError::io(
+                &p.display().to_string(),
+                if opts.writable { "opening the member for writing" } else { "opening the member" },
+                e,
+            )
+        })?;
+        devs.push(Arc::new(d));
+    }
+    assemble(devs, opts)
+}
+
+fn pick_super(dev: &dyn BlockDev, opts: &AssembleOptions) -> Result<Super> {
+    let p = probe(dev)?;
+    let mut found = p.found;
+    if let Some(m) = opts.metadata {
+        found.retain(|(s, _)| match (m, s) {
+            (Metadata::V090, Super::V090(_)) => true,
+            (Metadata::V1(_), Super::V1(_)) => s.metadata() == m,
+            _ => false,
+        });
+    }
+    if found.is_empty() {
+        let detail = if let Some((what, e)) = p.broken.first() {
+            format!("the {what} is damaged ({e}); if this device is a member, leave it out, start the array degraded and re-add it")
+        } else {
+            "no MD superblock found (looked for 1.2 at sector 8, 1.1 at sector 0, 1.0 and 0.90 at the end); check the device name".to_string()
+        };
+        return Err(EngineError::NoSuperblock {
+            device: dev.name().to_string(),
+            detail,
+        });
+    }
+    let has090 = found.iter().any(|(s, _)| matches!(s, Super::V090(_)));
+    let has1 = found.iter().any(|(s, _)| matches!(s, Super::V1(_)));
+    if has090 && has1 {
+        return Err(EngineError::BadMember {
+            device: dev.name().to_string(),
+            why: "carries both a 0.90 and a 1.x superblock; raidkit will not guess which one is current: pass --metadata 0.90 or --metadata 1.x".into(),
+        });
+    }
+    // Several 1.x variants: the one with the largest ctime (mdadm's rule).
+    found.sort_by_key(|(s, _)| std::cmp::Reverse(s.ctime()));
+    let (sb, ok) = found.swap_remove(0);
+    if !ok {
+        return Err(EngineError::NoSuperblock {
+            device: dev.name().to_string(),
+            detail: format!(
+                "the {} superblock has a bad checksum; if this device is a member, leave it out, start the array degraded and re-add it",
+                sb.metadata()
+            ),
+        });
+    }
+    Ok(sb)
+}
+
+/// Assemble the array formed by `devs`.
+pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<Array> {
+    if devs.is_empty() {
+        return Err(EngineError::Invalid("no members given".into()));
+    }
+    let mut sbs = Vec::with_capacity(devs.len());
+    for d in &devs {
+        sbs.push(pick_super(d.as_ref(), opts)?);
+    }
+    // One array only.
+    let uuid = sbs[0].uuid();
+    for (i, s) in sbs.iter().enumerate() {
+        if s.uuid() != uuid {
+            return Err(EngineError::BadMember {
+                device: devs[i].name().to_string(),
+                why: format!(
+                    "belongs to array {} ({}), not to array {} like {}; give the members of one array only",
+                    uuid_text(&s.uuid()),
+                    s.name(),
+                    uuid_text(&uuid),
+                    devs[0].name()
+                ),
+            });
+        }
+    }
+    let uuid_s = uuid_text(&uuid);
+    // Freshest non-spare member.
+    let max_events = sbs
+        .iter()
+        .filter(|s| !matches!(s.own_role(), Role::Spare))
+        .map(|s| s.events())
+        .max()
+        .ok_or_else(|| EngineError::NotEnoughMembers {
+            level: level_name(sbs[0].level()),
+            uuid: uuid_s.clone(),
+            why: "every device given is a spare; give the active members".into(),
+        })?;
+    let fresh_i = sbs
+        .iter()
+        .position(|s| s.events() == max_events && !matches!(s.own_role(), Role::Spare))
+        .unwrap_or(0);
+    let fresh = sbs[fresh_i].clone();
+    for (i, s) in sbs.iter().enumerate() {
+        if s.level() != fresh.level()
+            || s.layout() != fresh.layout()
+            || s.chunk_sectors() != fresh.chunk_sectors()
+            || s.raid_disks() != fresh.raid_disks()
+        {
+            return Err(EngineError::BadMember {
+                device: devs[i].name().to_string(),
+                why: format!(
+                    "its superblock describes a different shape (level {}, layout {}, chunk {}, {} devices) than {} (level {}, layout {}, chunk {}, {} devices); leave the odd one out",
+                    s.level(), s.layout(), s.chunk_sectors(), s.raid_disks(), devs[fresh_i].name(),
+                    fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks()
+                ),
+            });
+        }
+    }
+    let level = Level::from_md(fresh.level()).ok_or_else(|| EngineError::Unsupported {
+        uuid: uuid_s.clone(),
+        what: format!("level {}", fresh.level()),
+        advice: "raidkit handles linear, raid0, raid1, raid4, raid5, raid6 and raid10; multipath and faulty are legacy kernel personalities".into(),
+    })?;
+    if fresh.reshape_active() {
+        return Err(EngineError::Unsupported {
+            uuid: uuid_s,
+            what: "a reshape is in progress".into(),
+            advice: "let the kernel finish it (mdadm --assemble) before using raidkit on this array".into(),
+        });
+    }
+    let fm = fresh.feature_map();
+    for (bit, what) in [
+        (feature::JOURNAL, "a write journal (raid5-cache)"),
+        (feature::PPL | feature::MULTIPLE_PPLS, "a partial parity log (PPL)"),
+        (feature::CLUSTERED, "clustered md"),
+    ] {
+        if fm & bit != 0 {
+            return Err(EngineError::Unsupported {
+                uuid: uuid_s,
+                what: format!("the array uses {what}"),
+                advice: "raidkit does not handle this feature; assemble it with the kernel".into(),
+            });
+        }
+    }
+    let raid_disks = fresh.raid_disks();
+    let mut slots: Vec<Option<usize>> = vec![None; raid_disks];
+    let mut spares = Vec::new();
+    let mut stale = Vec::new();
+    for (i, s) in sbs.iter().enumerate() {
+        let ev = s.events();
+        let role = fresh.role_of(s.dev_number());
+        if ev > max_events || matches!(role, Role::Spare) {
+            spares.push(i);
+            continue;
+        }
+        if ev + 1 < max_events {
+            stale.push(i);
+            continue;
+        }
+        if s.feature_map() & feature::REPLACEMENT != 0 {
+            // A half-built replacement: not a data source. Treat as a spare.
+            spares.push(i);
+            continue;
+        }
+        match role {
+            Role::Active(r) if r < raid_disks => {
+                if let Some(j) = slots[r] {
+                    return Err(EngineError::BadMember {
+                        device: devs[i].name().to_string(),
+                        why: format!(
+                            "claims role {r}, which {} also claims (events {} and {}); remove the one that does not belong",
+                            devs[j].name(),
+                            ev,
+                            sbs[j].events()
+                        ),
+                    });
+                }
+                slots[r] = Some(i);
+            }
+            Role::Active(r) => {
+                return Err(EngineError::BadMember {
+                    device: devs[i].name().to_string(),
+                    why: format!("claims role {r} but the array has only {raid_disks} devices"),
+                })
+            }
+            Role::Faulty => {
+                return Err(EngineError::BadMember {
+                    device: devs[i].name().to_string(),
+                    why: "the array recorded this member as faulty; leave it out (its data is out of date) and add it back as a new member".into(),
+                })
+            }
+            Role::Journal => {
+                return Err(EngineError::Unsupported {
+                    uuid: uuid_s,
+                    what: "a journal device".into(),
+                    advice: "assemble it with the kernel".into(),
+                })
+            }
+            Role::Spare => spares.push(i),
+        }
+    }
+    // Geometry.
+    let dev_sectors: Vec<u64> = devs.iter().map(|d| d.size_bytes() / 512).collect();
+    let member_sectors: Vec<u64> = if matches!(level, Level::Linear | Level::Raid0) {
+        slots
+            .iter()
+            .map(|s| s.map(|i| sbs[i].data_size(dev_sectors[i])).unwrap_or(0))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let missing: Vec<usize> = (0..raid_disks).filter(|&r| slots[r].is_none()).collect();
+    if !stale.is_empty() {
+        let names: Vec<String> = stale
+            .iter()
+            .map(|&i| format!("{} (events {})", devs[i].name(), sbs[i].events()))
+            .collect();
+        let ok_without = can_run(level, raid_disks, &missing, &fresh, &member_sectors).is_ok();
+        if !opts.force {
+            return Err(EngineError::BadMember {
+                device: names.join(", "),
+                why: format!(
+                    "out of date: the newest member has events {max_events}, so this member missed writes and its data is stale. {}",
+                    if ok_without {
+                        "Leave it out to use the array degraded, then re-add it so it is rebuilt."
+                    } else {
+                        "Without it the array cannot run; --force would use its old data anyway (possible corruption in recently written areas)."
+                    }
+                ),
+            });
+        }
+        if !ok_without {
+            // Forced: take stale members back into their roles, newest first.
+            let mut st = stale.clone();
+            st.sort_by_key(|&i| std::cmp::Reverse(sbs[i].events()));
+            for i in st {
+                if let Role::Active(r) = sbs[i].own_role() {
+                    if r < raid_disks && slots[r].is_none() {
+                        slots[r] = Some(i);
+                    }
+                }
+            }
+        }
+    }
+    let member_sectors: Vec<u64> = if matches!(level, Level::Linear | Level::Raid0) {
+        slots
+            .iter()
+            .map(|s| s.map(|i| sbs[i].data_size(dev_sectors[i])).unwrap_or(0))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let missing: Vec<usize> = (0..raid_disks).filter(|&r| slots[r].is_none()).collect();
+    can_run(level, raid_disks, &missing, &fresh, &member_sectors).map_err(|why| {
+        EngineError::NotEnoughMembers {
+            level: level.to_string(),
+            uuid: uuid_s.clone(),
+            why,
+        }
+    })?;
+    let geo = Geometry::new(
+        level,
+        fresh.layout(),
+        fresh.chunk_sectors(),
+        raid_disks,
+        fresh.size_sectors(),
+        member_sectors,
+    )?;
+    // Resync state.
+    let mut resync = if matches!(level, Level::Linear | Level::Raid0) {
+        MAX_SECTOR
+    } else {
+        fresh.resync_offset()
+    };
+    let recovering = slots
+        .iter()
+        .flatten()
+        .any(|&i| sbs[i].recovery_offset().is_some());
+    let degraded = !missing.is_empty() || recovering;
+    let mut forced_clean = false;
+    if level.has_parity() && degraded && resync != MAX_SECTOR {
+        if !opts.force {
+            return Err(EngineError::DirtyDegraded {
+                uuid: uuid_s,
+                resync,
+            });
+        }
+        forced_clean = true;
+        resync = MAX_SECTOR;
+    }
+    // Members with their bad-block logs.
+    let mut members: Vec<Option<Member>> = Vec::with_capacity(raid_disks);
+    for s in &slots {
+        match *s {
+            None => members.push(None),
+            Some(i) => {
+                let sb = &sbs[i];
+                let bad = load_bbl(devs[i].as_ref(), sb)?;
+                members.push(Some(Member::new(
+                    devs[i].clone(),
+                    i,
+                    sb.data_offset(),
+                    sb.recovery_offset(),
+                    bad,
+                )));
+            }
+        }
+    }
+    // Role table for later superblock writes: absent devices lose their role.
+    let mut roles: Vec<u16> = match &fresh {
+        Super::V1(s) => s.dev_roles.clone(),
+        Super::V090(_) => Vec::new(),
+    };
+    let present: Vec<usize> = slots.iter().flatten().map(|&i| sbs[i].dev_number()).collect();
+    for (j, r) in roles.iter_mut().enumerate() {
+        if *r < 0xff00 && !present.contains(&j) {
+            *r = v1role::SPARE;
+        }
+    }
+    for &i in &spares {
+        if let Some(r) = roles.get_mut(sbs[i].dev_number()) {
+            *r = v1role::SPARE;
+        }
+    }
+    // Bitmap.
+    let bitmap = match fresh.bitmap_sector(dev_sectors[fresh_i]) {
+        None => None,
+        Some(_) => {
+            let locs: Vec<Option<u64>> = sbs
+                .iter()
+                .zip(&dev_sectors)
+                .map(|(s, &ds)| s.bitmap_sector(ds))
+                .collect();
+            let src = slots
+                .iter()
+                .flatten()
+                .copied()
+                .find(|&i| sbs[i].recovery_offset().is_none())
+                .unwrap_or(fresh_i);
+            let loc = locs[src].unwrap_or(0);
+            Some(RunBitmap::load(
+                devs[src].as_ref(),
+                loc,
+                uuid,
+                max_events,
+                locs,
+            )?)
+        }
+    };
+    if let Some(b) = &bitmap {
+        if !b.dirty().is_empty() && resync == MAX_SECTOR && !degraded {
+            // Dirty bits on a clean array: harmless leftovers, cleared on next clean mark.
+        }
+    }
+    let name = fresh.name();
+    let metadata = fresh.metadata();
+    let meta = Meta {
+        sbs,
+        events: max_events,
+        dirty: false,
+        resync_from: resync,
+        roles,
+    };
+    Ok(Array::from_parts(
+        geo,
+        uuid,
+        name,
+        metadata,
+        devs,
+        members,
+        spares,
+        opts.writable,
+        meta,
+        bitmap,
+        forced_clean,
+    ))
+}
+
+fn level_name(level: i32) -> String {
+    Level::from_md(level)
+        .map(|l| l.to_string())
+        .unwrap_or_else(|| format!("level {level}"))
+}
+
+fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> {
+    let Some((sector, size, shift)) = sb.bblog() else {
+        return Ok(Vec::new());
+    };
+    if sb.feature_map() & feature::BAD_BLOCKS == 0 || size == 0 || size > 100 {
+        return Ok(Vec::new());
+    }
+    let mut buf = vec![0u8; (size * 512) as usize];
+    dev.read_at(&mut buf, sector * 512)
+        .map_err(|e| EngineError::io(dev.name(), "reading the bad-block log", e))?;
+    badblocks::parse(&buf, shift).map_err(|e| EngineError::NoSuperblock {
+        device: dev.name().to_string(),
+        detail: format!("the bad-block log is corrupt ({e}); assemble without this member and re-add it"),
+    })
+}
+
+/// Can the array run with these roles missing? Err explains which roles are needed.
+fn can_run(
+    level: Level,
+    n: usize,
+    missing: &[usize],
+    fresh: &Super,
+    member_sectors: &[u64],
+) -> std::result::Result<(), String> {
+    let list = |m: &[usize]| {
+        m.iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = member_sectors;
+    match level {
+        Level::Linear | Level::Raid0 => {
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "role(s) {} missing and {level} has no redundancy: every member is needed; give the device(s) that held role(s) {}",
+                    list(missing),
+                    list(missing)
+                ))
+            }
+        }
+        Level::Raid1 => {
+            if missing.len() < n {
+                Ok(())
+            } else {
+                Err("no member with data is present; give at least one mirror".into())
+            }
+        }
+        Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+            let tol = if level == Level::Raid6 { 2 } else { 1 };
+            if missing.len() <= tol {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} of {n} members missing (roles {}), {level} survives at most {tol}; give more of the members",
+                    missing.len(),
+                    list(missing)
+                ))
+            }
+        }
+        Level::Raid10 => {
+            let geo = Geometry::new(
+                level,
+                fresh.layout(),
+                fresh.chunk_sectors(),
+                n,
+                fresh.size_sectors(),
+                Vec::new(),
+            )
+            .map_err(|e| e.to_string())?;
+            let c = fresh.chunk_sectors().max(1);
+            let chunks = geo.array_sectors() / c;
+            let probe = chunks.min((n as u64) * 4 + 8);
+            for ch in 0..probe {
+                if let Some(p) = geo.locate(ch * c) {
+                    if p.copies.iter().all(|(r, _)| missing.contains(r)) {
+                        let roles: Vec<usize> = p.copies.iter().map(|c| c.0).collect();
+                        return Err(format!(
+                            "every copy of some data is missing (roles {} all absent); give at least one of them",
+                            list(&roles)
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}

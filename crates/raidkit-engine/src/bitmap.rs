@@ -1,0 +1,164 @@
+//! The internal write-intent bitmap at run time: bits set on stable storage before the
+//! writes they cover, cleared when the array is clean and not degraded (§3.4).
+
+use crate::array::Array;
+use crate::dev::BlockDev;
+use crate::error::{EngineError, Result};
+use raidkit_format::bitmap::{self, BitmapSuper, BITMAP_SB_BYTES};
+
+/// Loaded bitmap: superblock, bits, and where it lives on each device.
+pub struct RunBitmap {
+    /// The bitmap superblock (kept current).
+    pub sb: BitmapSuper,
+    /// Bit bytes, covering at least `ceil(chunks/8)` bytes (padding preserved).
+    pub bits: Vec<u8>,
+    /// Bitmap superblock device sector, per device index (None: device has none).
+    pub locs: Vec<Option<u64>>,
+    /// Sectors per bit.
+    pub chunk_sectors: u64,
+}
+
+/// Write `data` at byte `off`, read-modify-writing to the device's logical block size.
+pub(crate) fn write_region(dev: &dyn BlockDev, off: u64, data: &[u8]) -> Result<()> {
+    let lbs = u64::from(dev.logical_block_size().max(512));
+    let start = off / lbs * lbs;
+    let end = (off + data.len() as u64).div_ceil(lbs) * lbs;
+    if start == off && end == off + data.len() as u64 {
+        return dev
+            .write_at(data, off)
+            .map_err(|e| EngineError::io(dev.name(), "writing the bitmap", e));
+    }
+    let mut buf = vec![0u8; (end - start) as usize];
+    dev.read_at(&mut buf, start)
+        .map_err(|e| EngineError::io(dev.name(), "reading the bitmap", e))?;
+    let o = (off - start) as usize;
+    buf[o..o + data.len()].copy_from_slice(data);
+    dev.write_at(&buf, start)
+        .map_err(|e| EngineError::io(dev.name(), "writing the bitmap", e))
+}
+
+impl RunBitmap {
+    /// Read the bitmap of an array from device `from` at sector `loc`.
+    pub fn load(
+        dev: &dyn BlockDev,
+        loc: u64,
+        uuid: [u8; 16],
+        array_events: u64,
+        locs: Vec<Option<u64>>,
+    ) -> Result<RunBitmap> {
+        let mut head = vec![0u8; BITMAP_SB_BYTES];
+        dev.read_at(&mut head, loc * 512)
+            .map_err(|e| EngineError::io(dev.name(), "reading the bitmap superblock", e))?;
+        let sb = BitmapSuper::parse(&head).map_err(|e| EngineError::NoSuperblock {
+            device: dev.name().to_string(),
+            detail: format!(
+                "the superblock says there is an internal bitmap but it is unreadable ({e}); remove it with mdadm --grow --bitmap=none or assemble with the kernel"
+            ),
+        })?;
+        if sb.uuid != uuid {
+            return Err(EngineError::BadMember {
+                device: dev.name().to_string(),
+                why: "the internal bitmap belongs to another array (UUID differs)".into(),
+            });
+        }
+        if sb.version != 4 && sb.version != 3 {
+            return Err(EngineError::Unsupported {
+                uuid: raidkit_format::uuid::format(&uuid),
+                what: format!("bitmap version {}", sb.version),
+                advice: "only bitmap versions 3 and 4 are supported; assemble it with the kernel, or remove the bitmap".into(),
+            });
+        }
+        let chunks = sb.chunks();
+        let nbytes = chunks.div_ceil(8);
+        let total = (BITMAP_SB_BYTES as u64 + nbytes).div_ceil(512) * 512;
+        let mut all = vec![0u8; total as usize];
+        dev.read_at(&mut all, loc * 512)
+            .map_err(|e| EngineError::io(dev.name(), "reading the bitmap", e))?;
+        let mut bits = all.split_off(BITMAP_SB_BYTES);
+        let chunk_sectors = u64::from(sb.chunksize / 512).max(1);
+        let mut rb = RunBitmap {
+            sb,
+            bits: Vec::new(),
+            locs,
+            chunk_sectors,
+        };
+        if rb.sb.events < array_events {
+            // Stale bitmap: everything must be considered dirty (the kernel does the same).
+            for i in 0..chunks {
+                bitmap::set_bit(&mut bits, i, true);
+            }
+            rb.sb.state |= bitmap::state::STALE;
+        }
+        rb.bits = bits;
+        Ok(rb)
+    }
+
+    /// Number of bits.
+    pub fn chunks(&self) -> u64 {
+        self.sb.chunks()
+    }
+
+    /// Indices of set bits.
+    pub fn dirty(&self) -> Vec<u64> {
+        (0..self.chunks())
+            .filter(|&i| bitmap::bit_is_set(&self.bits, i))
+            .collect()
+    }
+
+    /// Set the bits covering `[start, start+n)` (bitmap address space). True if any bit
+    /// changed (then the caller must write the bits before the data).
+    pub fn mark(&mut self, start: u64, n: u64) -> bool {
+        if n == 0 {
+            return false;
+        }
+        let first = start / self.chunk_sectors;
+        let last = (start + n - 1) / self.chunk_sectors;
+        let mut changed = false;
+        for i in first..=last.min(self.chunks().saturating_sub(1)) {
+            if !bitmap::bit_is_set(&self.bits, i) {
+                bitmap::set_bit(&mut self.bits, i, true);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Clear every bit.
+    pub fn clear_all(&mut self) {
+        for i in 0..self.chunks() {
+            bitmap::set_bit(&mut self.bits, i, false);
+        }
+        self.sb.state &= !bitmap::state::STALE;
+    }
+
+    /// Clear one bit.
+    pub fn clear(&mut self, i: u64) {
+        bitmap::set_bit(&mut self.bits, i, false);
+    }
+
+    /// Write the bitmap superblock to every live device.
+    pub fn write_header(&self, arr: &Array, live: &[usize]) -> Result<()> {
+        let head = self.sb.encode();
+        for &i in live {
+            if let Some(Some(loc)) = self.locs.get(i) {
+                write_region(arr.devs[i].as_ref(), loc * 512, &head)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write superblock and bits to every live device and flush them.
+    pub fn write_bits(&self, arr: &Array, live: &[usize]) -> Result<()> {
+        let mut buf = self.sb.encode();
+        buf.extend_from_slice(&self.bits);
+        for &i in live {
+            if let Some(Some(loc)) = self.locs.get(i) {
+                let d = arr.devs[i].as_ref();
+                write_region(d, loc * 512, &buf)?;
+                d.flush()
+                    .map_err(|e| EngineError::io(d.name(), "flushing the bitmap", e))?;
+            }
+        }
+        Ok(())
+    }
+}
