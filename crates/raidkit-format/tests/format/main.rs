@@ -1,6 +1,7 @@
 //! Tests for raidkit-format: worked examples from the reference, golden superblocks made
 //! by the real mdadm 4.2 / Linux 6.1, and property tests.
 
+mod accept;
 mod badblocks;
 mod bitmap;
 mod golden;
