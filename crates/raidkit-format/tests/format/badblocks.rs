@@ -88,6 +88,20 @@ fn shift_and_errors() {
     );
     assert!(badblocks::parse(&(u64::MAX - 1).to_le_bytes(), 20).is_err());
     assert!(badblocks::parse(&[0xff; 8], 64).is_err());
+    // Start and length each fit after the shift, but the range ends beyond 2^64.
+    let raw = (((1u64 << 54) - 1) << 10) | 1022;
+    assert_eq!(
+        badblocks::parse(&raw.to_le_bytes(), 10),
+        Err(FormatError::BadField {
+            field: "bad-block log",
+            why: format!("entry 0 ({raw:#018x}) ends beyond 2^64 sectors")
+        })
+    );
+    let raw = (((1u64 << 54) - 1) << 10) | 1;
+    assert_eq!(
+        badblocks::parse(&raw.to_le_bytes(), 9).unwrap(),
+        vec![r(((1 << 54) - 1) << 9, 1 << 9)]
+    );
     assert_eq!(badblocks::encode_entry(1000, 8), Some(0xfa008));
     assert_eq!(badblocks::encode_entry(1000, 0), None);
     assert_eq!(badblocks::decode_entry(0x44d_c058), (70512, 88));
