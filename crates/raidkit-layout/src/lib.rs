@@ -360,7 +360,11 @@ impl Geometry {
             Level::Linear => {}
             Level::Raid0 => {
                 if c == 0 {
-                    return Err(bad_chunk(level, c, "RAID0 needs a chunk of at least 1 sector"));
+                    return Err(bad_chunk(
+                        level,
+                        c,
+                        "RAID0 needs a chunk of at least 1 sector",
+                    ));
                 }
                 if let Some(i) = self.member_sectors.iter().position(|&m| m < c) {
                     return Err(LayoutError::Invalid(format!(
@@ -527,7 +531,7 @@ impl Geometry {
                 None
             }
             Level::Raid0 => raid0::locate(self, s),
-            Level::Raid1 if self.raid_disks > MAX_RAID_DISKS => None,
+            Level::Raid1 if self.raid_disks == 0 || self.raid_disks > MAX_RAID_DISKS => None,
             Level::Raid1 => Some(Placement {
                 copies: (0..self.raid_disks).map(|r| (r, s)).collect(),
                 run: self.dev_sectors - s,
@@ -626,7 +630,7 @@ fn linear_lens(g: &Geometry) -> Option<Vec<u64>> {
     Some(
         g.member_sectors
             .iter()
-            .map(|&m| if c == 0 { m } else { m / c * c })
+            .map(|&m| m.checked_div(c).map_or(m, |q| q * c))
             .collect(),
     )
 }

@@ -165,7 +165,11 @@ pub fn parse_layout(level: Level, name: &str) -> Result<u32, LayoutError> {
     }
     match parse_number(name) {
         Some(v) if layout_valid(level, v) => Ok(v),
-        Some(_) => Err(bad(level, name, "this raw value is not a layout of the level")),
+        Some(_) => Err(bad(
+            level,
+            name,
+            "this raw value is not a layout of the level",
+        )),
         None => {
             let why = match level {
                 Level::Raid5 => "expected left-asymmetric, right-asymmetric, left-symmetric, right-symmetric, parity-first, parity-last (or la, ra, ls, rs, ddf-zero-restart, ddf-N-restart, ddf-N-continue)",
@@ -213,7 +217,7 @@ fn raid10_name(layout: u32) -> Option<String> {
     let fc = (layout >> 8) & 0xff;
     let offset = layout & (1 << 16) != 0;
     let mode = layout >> 17;
-    if nc == 0 || fc == 0 || mode == 3 {
+    if nc == 0 || fc == 0 || nc * fc < 2 || mode == 3 {
         return None;
     }
     let sets = if mode == 0 {

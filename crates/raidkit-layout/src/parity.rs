@@ -2,7 +2,6 @@
 
 use crate::{Geometry, Level};
 
-
 /// How logical data block `k` is placed on the members of one stripe.
 #[derive(Clone, Copy, Debug)]
 enum Rule {
@@ -47,7 +46,15 @@ impl PStripe {
                 if k == 0 {
                     return None;
                 }
-                (k, None, Rule::Rotate { start: 0, modulus: n }, false)
+                (
+                    k,
+                    None,
+                    Rule::Rotate {
+                        start: 0,
+                        modulus: n,
+                    },
+                    false,
+                )
             }
             Level::Raid5 => {
                 let last = n.checked_sub(1)?;
@@ -76,8 +83,20 @@ impl PStripe {
                             },
                         )
                     }
-                    4 => (0, Rule::Rotate { start: 1, modulus: n }),
-                    5 => (last, Rule::Rotate { start: 0, modulus: n }),
+                    4 => (
+                        0,
+                        Rule::Rotate {
+                            start: 1,
+                            modulus: n,
+                        },
+                    ),
+                    5 => (
+                        last,
+                        Rule::Rotate {
+                            start: 0,
+                            modulus: n,
+                        },
+                    ),
                     _ => return None,
                 };
                 (p, None, rule, false)
@@ -127,11 +146,22 @@ impl PStripe {
                             false,
                         )
                     }
-                    4 => (0, Some(1), Rule::Rotate { start: 2, modulus: n }, false),
+                    4 => (
+                        0,
+                        Some(1),
+                        Rule::Rotate {
+                            start: 2,
+                            modulus: n,
+                        },
+                        false,
+                    ),
                     5 => (
                         n - 2,
                         Some(last),
-                        Rule::Rotate { start: 0, modulus: n },
+                        Rule::Rotate {
+                            start: 0,
+                            modulus: n,
+                        },
                         false,
                     ),
                     10 => {
@@ -167,7 +197,15 @@ impl PStripe {
                         };
                         (p, Some(last), rule, false)
                     }
-                    20 => (0, Some(last), Rule::Rotate { start: 1, modulus: n }, false),
+                    20 => (
+                        0,
+                        Some(last),
+                        Rule::Rotate {
+                            start: 1,
+                            modulus: n,
+                        },
+                        false,
+                    ),
                     _ => return None,
                 }
             }
@@ -187,7 +225,9 @@ impl PStripe {
     /// Member holding logical data block `k` (`k < self.k`).
     pub(crate) fn member(&self, k: usize) -> usize {
         match self.rule {
-            Rule::Rotate { start, modulus } => start.saturating_add(k).checked_rem(modulus).unwrap_or(0),
+            Rule::Rotate { start, modulus } => {
+                start.saturating_add(k).checked_rem(modulus).unwrap_or(0)
+            }
             Rule::Skip { base, at, width } => {
                 let d = base.saturating_add(k);
                 if d >= at {

@@ -96,7 +96,9 @@ impl R10 {
     }
 
     fn last_start(&self) -> usize {
-        (self.n / self.fss).saturating_sub(1).saturating_mul(self.fss)
+        (self.n / self.fss)
+            .saturating_sub(1)
+            .saturating_mul(self.fss)
     }
 
     /// One far step: the member of the next far copy (the kernel's rule, including its
@@ -193,10 +195,7 @@ impl R10 {
         }
         let s = chunk.checked_mul(c)?.checked_add(in_chunk)?;
         // Only answer what the forward map confirms.
-        self.locate(s)?
-            .copies
-            .contains(&(m, x))
-            .then_some(s)
+        self.locate(s)?.copies.contains(&(m, x)).then_some(s)
     }
 }
 

@@ -478,17 +478,11 @@ fn raid10_worked_examples() {
     assert_eq!(f2.reverse(0, 7400), Some(1000));
 
     let o2 = geo(Level::Raid10, 0x10201, 128, 4, 14336);
-    assert_eq!(
-        o2.locate(1000).unwrap().copies,
-        vec![(3, 360), (0, 488)]
-    );
+    assert_eq!(o2.locate(1000).unwrap().copies, vec![(3, 360), (0, 488)]);
     assert_eq!(o2.reverse(0, 488), Some(1000));
 
     let n2 = geo(Level::Raid10, 0x102, 128, 3, 14336);
-    assert_eq!(
-        n2.locate(1000).unwrap().copies,
-        vec![(2, 616), (0, 744)]
-    );
+    assert_eq!(n2.locate(1000).unwrap().copies, vec![(2, 616), (0, 744)]);
     assert_eq!(n2.reverse(2, 616), Some(1000));
     assert_eq!(n2.reverse(0, 744), Some(1000));
     assert_eq!(n2.copies(), 2);
@@ -542,8 +536,14 @@ fn raid0_worked_example_both_layouts() {
     assert_eq!(alt.locate(8 * 128 + 5).unwrap().copies, vec![(1, 256 + 5)]);
     let err = Geometry::new(Level::Raid0, 0, 128, 4, 0, big).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("original") && msg.contains("alternate"), "{msg}");
-    assert!(raidkit_layout::raid0_layout_matters(128, &[256, 384, 384, 384]));
+    assert!(
+        msg.contains("original") && msg.contains("alternate"),
+        "{msg}"
+    );
+    assert!(raidkit_layout::raid0_layout_matters(
+        128,
+        &[256, 384, 384, 384]
+    ));
 }
 
 #[test]
@@ -556,7 +556,13 @@ fn raid0_dangerous_accepted_when_unambiguous() {
     let g = Geometry::new(Level::Raid0, 0, 8, 3, 0, vec![16, 16, 40]).unwrap();
     assert_eq!(g.array_sectors(), 72);
     assert_eq!(g.locate(48).unwrap().copies, vec![(2, 16)]);
-    assert_eq!(g.locate(71).unwrap(), Placement { copies: vec![(2, 39)], run: 1 });
+    assert_eq!(
+        g.locate(71).unwrap(),
+        Placement {
+            copies: vec![(2, 39)],
+            run: 1
+        }
+    );
     assert!(!raidkit_layout::raid0_layout_matters(8, &[16, 16, 40]));
 }
 
