@@ -10,6 +10,7 @@
 //!   [`names::parse_layout`], [`names::layout_name`], [`names::default_layout`].
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod names;
 mod parity;
@@ -236,8 +237,8 @@ pub const RAID0_DANGEROUS: u32 = 0;
 /// member). For such an array layout 0 ("dangerous") is refused by [`Geometry::new`]:
 /// the administrator must choose. False for invalid input (chunk 0, overflow).
 pub fn raid0_layout_matters(chunk_sectors: u64, member_sectors: &[u64]) -> bool {
-    match raid0::zones(chunk_sectors, member_sectors) {
-        Some(z) => raid0::ambiguous(&z),
+    match raid0::bounds(chunk_sectors, member_sectors) {
+        Some(b) => raid0::ambiguous(&b),
         None => false,
     }
 }
@@ -372,7 +373,7 @@ impl Geometry {
                         self.member_sectors.get(i).copied().unwrap_or(0)
                     )));
                 }
-                let zones = raid0::zones(c, &self.member_sectors).ok_or_else(|| {
+                let zones = raid0::bounds(c, &self.member_sectors).ok_or_else(|| {
                     LayoutError::Invalid("RAID0 size overflows 64 bits".to_string())
                 })?;
                 if self.layout == RAID0_DANGEROUS && raid0::ambiguous(&zones) {
@@ -424,8 +425,8 @@ impl Geometry {
                 .iter()
                 .try_fold(0u64, |acc, &l| acc.checked_add(l)),
             Level::Raid0 => {
-                let zones = raid0::zones(self.chunk_sectors, &self.member_sectors)?;
-                Some(zones.last().map_or(0, |z| z.zone_end))
+                let b = raid0::bounds(self.chunk_sectors, &self.member_sectors)?;
+                Some(b.last().map_or(0, |z| z.zone_end))
             }
             Level::Raid1 => Some(self.dev_sectors),
             Level::Raid4 | Level::Raid5 | Level::Raid6 => {
