@@ -380,8 +380,8 @@ impl Geometry {
                     return Err(LayoutError::BadLayout {
                         level,
                         layout: "dangerous (0)".to_string(),
-                        why: "this multi-zone RAID0 does not record its layout, and the \
-                              original layout (kernels before 3.14) and the alternate layout \
+                        why: "the layout of this multi-zone RAID0 is unknown (not recorded), \
+                              and the original layout (kernels before 3.14) and the alternate layout \
                               (kernels 3.14 to 5.3) place data differently beyond the first \
                               zone, so both are candidates; check which one gives correct \
                               data and record it (raidkit layout original|alternate, or \
