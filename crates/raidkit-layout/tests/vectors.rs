@@ -537,7 +537,7 @@ fn raid0_worked_example_both_layouts() {
     let err = Geometry::new(Level::Raid0, 0, 128, 4, 0, big).unwrap_err();
     let msg = err.to_string();
     assert!(
-        msg.contains("original") && msg.contains("alternate"),
+        msg.contains("unknown") && msg.contains("original") && msg.contains("alternate"),
         "{msg}"
     );
     assert!(raidkit_layout::raid0_layout_matters(
