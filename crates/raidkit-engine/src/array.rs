@@ -1074,3 +1074,15 @@ fn update_090_counts(s: &mut v090::SuperblockV090, missing: &[usize]) {
         s.this_disk = *d;
     }
 }
+
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Array")
+            .field("uuid", &raidkit_format::uuid::format(&self.uuid))
+            .field("name", &self.name)
+            .field("level", &self.geo.level)
+            .field("size_bytes", &self.size_bytes())
+            .field("missing_roles", &self.missing_roles())
+            .finish()
+    }
+}

@@ -191,12 +191,14 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     for (i, s) in sbs.iter().enumerate() {
         let ev = s.events();
         let role = fresh.role_of(s.dev_number());
-        if ev > max_events || matches!(role, Role::Spare) {
-            spares.push(i);
+        let own_spare = matches!(s.own_role(), Role::Spare);
+        if ev + 1 < max_events && !own_spare {
+            // It believes it is an active member, but it missed updates.
+            stale.push(i);
             continue;
         }
-        if ev + 1 < max_events {
-            stale.push(i);
+        if ev > max_events || own_spare || matches!(role, Role::Spare) {
+            spares.push(i);
             continue;
         }
         if s.feature_map() & feature::REPLACEMENT != 0 {
