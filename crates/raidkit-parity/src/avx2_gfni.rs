@@ -77,6 +77,7 @@ unsafe fn mulc(t: &T, v: V) -> V {
 }
 
 kernels!(#[target_feature(enable = "avx2,gfni")]; unsafe);
+xor_kernels!(#[target_feature(enable = "avx2,gfni")]; unsafe);
 ops!("avx2-gfni", simd_call);
 
 /// The AVX2 + GFNI path, or `None` if this CPU lacks any of AVX-512F, AVX-512BW,

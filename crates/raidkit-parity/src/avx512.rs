@@ -64,7 +64,7 @@ unsafe fn mul2(v: V) -> V {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn tab(c: u8) -> T {
-    let (lo, hi) = crate::gf::nibble_tables(c);
+    let [lo, hi] = crate::gf::nibble_tables(c);
     (
         _mm512_broadcast_i32x4(_mm_loadu_si128(lo.as_ptr().cast())),
         _mm512_broadcast_i32x4(_mm_loadu_si128(hi.as_ptr().cast())),
@@ -83,6 +83,7 @@ unsafe fn mulc(t: &T, v: V) -> V {
 }
 
 kernels!(#[target_feature(enable = "avx512f,avx512bw")]; unsafe);
+xor_kernels!(#[target_feature(enable = "avx512f,avx512bw")]; unsafe);
 ops!("avx512", simd_call);
 
 /// The AVX-512BW path, or `None` if this CPU lacks AVX-512F or AVX-512BW.

@@ -78,6 +78,7 @@ unsafe fn mulc(t: &T, v: V) -> V {
 }
 
 kernels!(#[target_feature(enable = "avx512f,avx512bw,gfni")]; unsafe);
+xor_kernels!(#[target_feature(enable = "avx512f,avx512bw,gfni")]; unsafe);
 ops!("avx512-gfni", simd_call);
 
 /// The AVX-512 + GFNI path, or `None` if this CPU lacks any of AVX-512F, AVX-512BW,

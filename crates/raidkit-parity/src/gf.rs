@@ -52,14 +52,10 @@ const fn build_inv() -> [u8; 256] {
     t
 }
 
-/// `a · b` in GF(2^8).
+/// `a · b` in GF(2^8) (one lookup in a 64 KiB table).
 #[inline]
 pub fn mul(a: u8, b: u8) -> u8 {
-    if a == 0 || b == 0 {
-        0
-    } else {
-        EXP[LOG[a as usize] as usize + LOG[b as usize] as usize]
-    }
+    MUL[a as usize][b as usize]
 }
 
 /// `g^i` (i taken mod 255).
@@ -97,33 +93,98 @@ pub fn exi(x: usize) -> u8 {
     inv(exp(x) ^ 1)
 }
 
-/// PSHUFB nibble tables for multiplication by `c`: `(lo, hi)` with
-/// `lo[i] = c · i` and `hi[i] = c · (i << 4)`, so `c · x = lo[x & 15] ^ hi[x >> 4]`.
-pub fn nibble_tables(c: u8) -> ([u8; 16], [u8; 16]) {
-    let mut lo = [0u8; 16];
-    let mut hi = [0u8; 16];
-    for i in 0..16u8 {
-        lo[i as usize] = mul(c, i);
-        hi[i as usize] = mul(c, i << 4);
+/// Full multiplication table: `MUL[a][b] = a · b` (64 KiB).
+static MUL: [[u8; 256]; 256] = build_mul();
+/// PSHUFB nibble tables of every constant (8 KiB), see [`nibble_tables`].
+static NIBBLE: [[[u8; 16]; 2]; 256] = build_nibble();
+/// GFNI affine matrices of every constant (2 KiB), see [`affine_matrix`].
+static AFFINE: [u64; 256] = build_affine();
+
+const fn const_mul(exp: &[u8; 510], log: &[u8; 256], a: u8, b: u8) -> u8 {
+    if a == 0 || b == 0 {
+        0
+    } else {
+        exp[log[a as usize] as usize + log[b as usize] as usize]
     }
-    (lo, hi)
+}
+
+const fn build_mul() -> [[u8; 256]; 256] {
+    let exp = build_exp();
+    let log = build_log();
+    let mut t = [[0u8; 256]; 256];
+    let mut a = 1;
+    while a < 256 {
+        let mut b = 1;
+        while b < 256 {
+            t[a][b] = const_mul(&exp, &log, a as u8, b as u8);
+            b += 1;
+        }
+        a += 1;
+    }
+    t
+}
+
+const fn build_nibble() -> [[[u8; 16]; 2]; 256] {
+    let exp = build_exp();
+    let log = build_log();
+    let mut t = [[[0u8; 16]; 2]; 256];
+    let mut c = 0;
+    while c < 256 {
+        let mut i = 0;
+        while i < 16 {
+            t[c][0][i] = const_mul(&exp, &log, c as u8, i as u8);
+            t[c][1][i] = const_mul(&exp, &log, c as u8, (i as u8) << 4);
+            i += 1;
+        }
+        c += 1;
+    }
+    t
+}
+
+const fn build_affine() -> [u64; 256] {
+    let exp = build_exp();
+    let log = build_log();
+    let mut t = [0u64; 256];
+    let mut c = 0;
+    while c < 256 {
+        let mut m = 0u64;
+        let mut i = 0;
+        while i < 8 {
+            let mut row = 0u8;
+            let mut k = 0;
+            while k < 8 {
+                if const_mul(&exp, &log, c as u8, 1 << k) & (1 << i) != 0 {
+                    row |= 1 << k;
+                }
+                k += 1;
+            }
+            m |= (row as u64) << (8 * (7 - i));
+            i += 1;
+        }
+        t[c] = m;
+        c += 1;
+    }
+    t
+}
+
+/// Row `c` of the multiplication table: `mul_row(c)[x] = c · x`.
+#[inline]
+pub fn mul_row(c: u8) -> &'static [u8; 256] {
+    &MUL[c as usize]
+}
+
+/// PSHUFB nibble tables for multiplication by `c`: `[lo, hi]` with
+/// `lo[i] = c · i` and `hi[i] = c · (i << 4)`, so `c · x = lo[x & 15] ^ hi[x >> 4]`.
+#[inline]
+pub fn nibble_tables(c: u8) -> &'static [[u8; 16]; 2] {
+    &NIBBLE[c as usize]
 }
 
 /// 8×8 bit matrix of "multiply by `c`" in the layout of x86 GFNI
-/// `GF2P8AFFINEQB`: byte `7 - i` of the result holds the row for output bit `i`
-/// (bit `k` of that row is bit `i` of `c · 2^k`). Multiplication by a constant is
-/// GF(2)-linear, so this works for polynomial 0x11d although GFNI's own multiply
-/// instruction uses 0x11b.
+/// `GF2P8AFFINEQB`: byte `7 - i` holds the row for output bit `i` (bit `k` of that
+/// row is bit `i` of `c · 2^k`). Multiplication by a constant is GF(2)-linear, so this
+/// works for polynomial 0x11d although GFNI's own multiply instruction uses 0x11b.
+#[inline]
 pub fn affine_matrix(c: u8) -> u64 {
-    let mut m = 0u64;
-    for i in 0..8 {
-        let mut row = 0u8;
-        for k in 0..8 {
-            if mul(c, 1 << k) & (1 << i) != 0 {
-                row |= 1 << k;
-            }
-        }
-        m |= (row as u64) << (8 * (7 - i));
-    }
-    m
+    AFFINE[c as usize]
 }

@@ -4,7 +4,8 @@
 //! vector), `U` (vectors per main-loop iteration), `ld`/`st` (unaligned load/store of
 //! `W` bytes at an offset of a slice), `vzero`, `vxor`, `mul2` (multiply every byte by
 //! `g = 2`), `T`/`tab`/`mulc` (prepared constant and multiply-by-constant) — and then
-//! invokes [`kernels!`] (the algorithms) and [`ops!`] (the `Parity` table).
+//! invokes [`kernels!`] (the GF algorithms), [`xor_kernels!`] (XOR) and [`ops!`]
+//! (the `Parity` table).
 //!
 //! Every algorithm is one pass over memory: a main loop of `U` vectors, a loop of
 //! single vectors, then the byte-wise tail from `crate::tail`. P/Q use Horner with
@@ -15,63 +16,6 @@
 /// qualifiers (`unsafe` for intrinsic paths, nothing for the portable one).
 macro_rules! kernels {
     ($(#[$attr:meta])* ; $($q:tt)*) => {
-        /// XOR of `N` vectors at `off`.
-        $(#[$attr])*
-        #[inline]
-        #[allow(clippy::needless_range_loop)]
-        $($q)* fn xor_chunk<S: Src + ?Sized, const N: usize>(
-            s: &S,
-            first: Option<&[u8]>,
-            dst: &mut [u8],
-            acc: bool,
-            off: usize,
-        ) {
-            let mut x = [vzero(); N];
-            if acc {
-                for u in 0..N {
-                    x[u] = ld(dst, off + u * W);
-                }
-            }
-            if let Some(f) = first {
-                for u in 0..N {
-                    x[u] = vxor(x[u], ld(f, off + u * W));
-                }
-            }
-            for j in 0..s.slots() {
-                if let Some(b) = s.block(j) {
-                    for u in 0..N {
-                        x[u] = vxor(x[u], ld(b, off + u * W));
-                    }
-                }
-            }
-            for u in 0..N {
-                st(dst, off + u * W, x[u]);
-            }
-        }
-
-        /// `dst = (acc ? dst : 0) ^ first ^ ⊕ s` (all lengths equal, checked by caller).
-        $(#[$attr])*
-        pub(crate) $($q)* fn xor_k<S: Src + ?Sized>(
-            s: &S,
-            first: Option<&[u8]>,
-            dst: &mut [u8],
-            acc: bool,
-        ) {
-            let len = dst.len();
-            let big = len - len % (W * U);
-            let small = len - len % W;
-            let mut off = 0;
-            while off < big {
-                xor_chunk::<S, U>(s, first, dst, acc, off);
-                off += W * U;
-            }
-            while off < small {
-                xor_chunk::<S, 1>(s, first, dst, acc, off);
-                off += W;
-            }
-            crate::tail::xor(s, first, dst, acc, off);
-        }
-
         /// P and Q of `N` vectors at `off` over slots `0..top` (Horner).
         $(#[$attr])*
         #[inline]
@@ -263,6 +207,70 @@ macro_rules! kernels {
             }
             crate::tail::recov_two(s, p, q, da, db, cp, cq, off);
         }
+    };
+}
+
+/// Expands the vector XOR kernel (`xor_k`) like [`kernels!`]; paths may instead provide
+/// their own `xor_k` with the same signature.
+macro_rules! xor_kernels {
+    ($(#[$attr:meta])* ; $($q:tt)*) => {
+        /// XOR of `N` vectors at `off`.
+        $(#[$attr])*
+        #[inline]
+        #[allow(clippy::needless_range_loop)]
+        $($q)* fn xor_chunk<S: Src + ?Sized, const N: usize>(
+            s: &S,
+            first: Option<&[u8]>,
+            dst: &mut [u8],
+            acc: bool,
+            off: usize,
+        ) {
+            let mut x = [vzero(); N];
+            if acc {
+                for u in 0..N {
+                    x[u] = ld(dst, off + u * W);
+                }
+            }
+            if let Some(f) = first {
+                for u in 0..N {
+                    x[u] = vxor(x[u], ld(f, off + u * W));
+                }
+            }
+            for j in 0..s.slots() {
+                if let Some(b) = s.block(j) {
+                    for u in 0..N {
+                        x[u] = vxor(x[u], ld(b, off + u * W));
+                    }
+                }
+            }
+            for u in 0..N {
+                st(dst, off + u * W, x[u]);
+            }
+        }
+
+        /// `dst = (acc ? dst : 0) ^ first ^ ⊕ s` (all lengths equal, checked by caller).
+        $(#[$attr])*
+        pub(crate) $($q)* fn xor_k<S: Src + ?Sized>(
+            s: &S,
+            first: Option<&[u8]>,
+            dst: &mut [u8],
+            acc: bool,
+        ) {
+            let len = dst.len();
+            let big = len - len % (W * U);
+            let small = len - len % W;
+            let mut off = 0;
+            while off < big {
+                xor_chunk::<S, U>(s, first, dst, acc, off);
+                off += W * U;
+            }
+            while off < small {
+                xor_chunk::<S, 1>(s, first, dst, acc, off);
+                off += W;
+            }
+            crate::tail::xor(s, first, dst, acc, off);
+        }
+
     };
 }
 

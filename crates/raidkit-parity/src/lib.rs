@@ -62,6 +62,9 @@ pub mod scalar;
 #[cfg(target_arch = "x86_64")]
 pub mod ssse3;
 
+/// Signature of the two-data recovery entry point.
+type RecoverTwoFn = fn(&mut [&mut [u8]], usize, usize, &[u8], &[u8]);
+
 /// Function table of one path (crate-private: only path modules build these).
 #[derive(Clone, Copy)]
 pub(crate) struct Ops {
@@ -71,7 +74,7 @@ pub(crate) struct Ops {
     pub(crate) mul_acc: fn(&mut [u8], &[u8], u8),
     pub(crate) recover_one_p: fn(&mut [&mut [u8]], usize, &[u8]),
     pub(crate) recover_one_q: fn(&mut [&mut [u8]], usize, &[u8]),
-    pub(crate) recover_two: fn(&mut [&mut [u8]], usize, usize, &[u8], &[u8]),
+    pub(crate) recover_two: RecoverTwoFn,
 }
 
 /// One implementation path of all parity functions (see the crate docs for the list).

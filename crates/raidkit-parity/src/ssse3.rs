@@ -62,7 +62,7 @@ unsafe fn mul2(v: V) -> V {
 #[inline]
 #[target_feature(enable = "ssse3")]
 unsafe fn tab(c: u8) -> T {
-    let (lo, hi) = crate::gf::nibble_tables(c);
+    let [lo, hi] = crate::gf::nibble_tables(c);
     (
         _mm_loadu_si128(lo.as_ptr().cast()),
         _mm_loadu_si128(hi.as_ptr().cast()),
@@ -81,6 +81,7 @@ unsafe fn mulc(t: &T, v: V) -> V {
 }
 
 kernels!(#[target_feature(enable = "ssse3")]; unsafe);
+xor_kernels!(#[target_feature(enable = "ssse3")]; unsafe);
 ops!("ssse3", simd_call);
 
 /// The SSSE3 path, or `None` if this CPU lacks SSSE3.

@@ -124,11 +124,12 @@ fn gf_mul_inv() {
 fn gf_vector_tables() {
     assert_eq!(gf::affine_matrix(2), 0x8001_8284_8810_2040);
     for c in 0..=255u8 {
-        let (lo, hi) = gf::nibble_tables(c);
+        let [lo, hi] = gf::nibble_tables(c);
         let m = gf::affine_matrix(c);
         for x in 0..=255u8 {
             let want = gf::mul(c, x);
             assert_eq!(lo[(x & 15) as usize] ^ hi[(x >> 4) as usize], want);
+            assert_eq!(gf::mul_row(c)[x as usize], want);
             // GF2P8AFFINEQB semantics: bit i = parity(byte[7-i] of m & x)
             let mut r = 0u8;
             for i in 0..8 {
@@ -209,7 +210,12 @@ fn xor_and_pq_all_paths_vs_scalar() {
                 let mut out = rng.bytes(len + 8);
                 let o = rng.below(8);
                 path.xor_gen(&data, &mut out[o..o + len]);
-                assert_eq!(&out[o..o + len], &xr[..], "{} xor_gen k={k} len={len}", path.name());
+                assert_eq!(
+                    &out[o..o + len],
+                    &xr[..],
+                    "{} xor_gen k={k} len={len}",
+                    path.name()
+                );
                 if k > 0 {
                     let mut p = rng.bytes(len + 3);
                     let mut q = rng.bytes(len + 5);
@@ -274,7 +280,12 @@ fn mul_acc_all_paths_vs_scalar() {
         for path in &paths {
             let mut d = dst0.clone();
             path.mul_acc(&mut d[dof..dof + len], &src[so..so + len], c);
-            assert_eq!(&d[dof..dof + len], &want[..], "{} c={c:#x} len={len}", path.name());
+            assert_eq!(
+                &d[dof..dof + len],
+                &want[..],
+                "{} c={c:#x} len={len}",
+                path.name()
+            );
         }
     }
 }
@@ -340,7 +351,9 @@ fn recovery_many_blocks() {
     scalar::pq_gen(&views, &mut p, &mut q);
     for path in &paths {
         for (a, b) in [(0, 1), (0, 253), (100, 200), (252, 253)] {
-            let got = with_lost(&mut rng, &data, &[a, b], |d| path.recover_two(d, a, b, &p, &q));
+            let got = with_lost(&mut rng, &data, &[a, b], |d| {
+                path.recover_two(d, a, b, &p, &q)
+            });
             assert!(got == data, "{} two a={a} b={b}", path.name());
             let got = with_lost(&mut rng, &data, &[b], |d| path.recover_one_q(d, b, &q));
             assert!(got == data, "{} one_q b={b}", path.name());
@@ -394,7 +407,10 @@ fn selection() {
     #[cfg(target_arch = "x86_64")]
     {
         assert_eq!(rp::avx2::get().is_some(), is_x86_feature_detected!("avx2"));
-        assert_eq!(rp::ssse3::get().is_some(), is_x86_feature_detected!("ssse3"));
+        assert_eq!(
+            rp::ssse3::get().is_some(),
+            is_x86_feature_detected!("ssse3")
+        );
         let gfni = is_x86_feature_detected!("gfni");
         let a512 = is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw");
         assert_eq!(rp::avx512::get().is_some(), a512);
