@@ -11,6 +11,14 @@
 //! single vectors, then the byte-wise tail from `crate::tail`. P/Q use Horner with
 //! the vectorised multiply-by-2; recovery fuses syndrome, XOR with P/Q and the
 //! constant multiplications in registers.
+//!
+//! Safety contract of the generated kernels (`unsafe fn` in the intrinsic paths): the
+//! CPU has the features named in the path's `#[target_feature]`, and every present
+//! block, `first`, `p`, `q`, `src`, `da`, `db` has exactly the length of the output
+//! (`dst`/`p`/`da`). Vector loads/stores happen only at offsets with `off + W <= len`;
+//! the remaining `< W` bytes go through the safe byte-wise `crate::tail`. Both
+//! conditions are established by `Parity` (length asserts) and the path's `get()`
+//! (runtime feature detection) before any kernel can be reached.
 
 /// Expands the generic kernels with the given attributes (`#[target_feature]`) and
 /// qualifiers (`unsafe` for intrinsic paths, nothing for the portable one).

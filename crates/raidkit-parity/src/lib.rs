@@ -40,6 +40,8 @@
 //! lengths, `pq_gen` without data blocks, a lost slot out of range, or
 //! `recover_two` with `a == b`. They never panic on data contents.
 
+#![warn(missing_docs)]
+
 use std::sync::OnceLock;
 
 mod check;
