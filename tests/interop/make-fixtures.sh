@@ -218,7 +218,7 @@ finish_fixture() { # NAME LEVEL LAYOUT CHUNK META BITMAP SIZES SEED UUID
 		--argjson seed "$seed" --argjson bytes "$(cat "$src/array_bytes")" --argjson members "$members" \
 		'{fixture: $fixture, level: $level,
 		  layout: (if $layout == "-" then null else $layout end),
-		  layout_display: (if $ldisp == "" then null else $ldisp end),
+		  layout_display: (if $ldisp == "" or $ldisp == "-unknown-" then null else $ldisp end),
 		  chunk_kib: (if $chunk == "" then null else ($chunk | tonumber) end),
 		  metadata: $meta, raid_disks: $raid_disks, bitmap: $bitmap, uuid: $uuid,
 		  name: (if $mdname == "" then null else $mdname end),
