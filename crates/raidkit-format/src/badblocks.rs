@@ -42,7 +42,7 @@ pub fn encode_entry(start_units: u64, len_units: u64) -> Option<u64> {
 /// ignored; zero-length entries are an error (the kernel only reads the log when the
 /// BAD_BLOCKS feature bit is set; a never-written log area is all zero). Lengths up to
 /// 1023 units are accepted. Start and length are multiplied by `2^shift`; an overflow or a
-/// `shift ≥ 64`, or a range ending beyond 2^64 sectors, is an error. A trailing partial entry (fewer than 8 bytes) is ignored.
+/// `shift ≥ 64`, or a range ending beyond 2^54 units or 2^64 sectors, is an error. A trailing partial entry (fewer than 8 bytes) is ignored.
 pub fn parse(buf: &[u8], shift: u8) -> Result<Vec<BadRange>> {
     if shift >= 64 {
         return Err(bad(format!("bblog_shift {shift} too large")));
@@ -66,6 +66,12 @@ pub fn parse(buf: &[u8], shift: u8) -> Result<Vec<BadRange>> {
                 ))
             })
         };
+        if start + len > 1 << 54 {
+            // Not representable by a writer (a split continuation would not fit).
+            return Err(bad(format!(
+                "entry {i} ({raw:#018x}) ends beyond 2^54 units"
+            )));
+        }
         let (start, len) = (scale(start)?, scale(len)?);
         if start.checked_add(len).is_none() {
             return Err(bad(format!(

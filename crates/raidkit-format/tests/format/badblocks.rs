@@ -89,7 +89,17 @@ fn shift_and_errors() {
     assert!(badblocks::parse(&(u64::MAX - 1).to_le_bytes(), 20).is_err());
     assert!(badblocks::parse(&[0xff; 8], 64).is_err());
     // Start and length each fit after the shift, but the range ends beyond 2^64.
-    let raw = (((1u64 << 54) - 1) << 10) | 1022;
+    let raw = (((1u64 << 54) - 1) << 10) | 2;
+    assert_eq!(
+        badblocks::parse(&raw.to_le_bytes(), 0),
+        Err(FormatError::BadField {
+            field: "bad-block log",
+            why: format!("entry 0 ({raw:#018x}) ends beyond 2^54 units")
+        })
+    );
+    // Fuzz regression: start 2^54-1, 768 units (a split continuation could not be written).
+    assert!(badblocks::parse(&0xffff_ffff_ffff_ff00u64.to_le_bytes(), 0).is_err());
+    let raw = (((1u64 << 54) - 2) << 10) | 2;
     assert_eq!(
         badblocks::parse(&raw.to_le_bytes(), 10),
         Err(FormatError::BadField {

@@ -169,8 +169,16 @@ fn arb_bitmap() -> impl Strategy<Value = BitmapSuper> {
         })
 }
 
+/// 512 cases unless `PROPTEST_CASES` says otherwise (fuzz/run-short.sh's fallback).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn v1_roundtrip(sb in arb_v1()) {
