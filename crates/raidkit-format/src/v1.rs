@@ -176,9 +176,8 @@ fn csum_over(buf: &[u8], n: usize) -> u32 {
         b.copy_from_slice(w);
         sum += u64::from(u32::from_le_bytes(b));
     }
-    let rest = words.remainder();
-    if rest.len() >= 2 {
-        sum += u64::from(u16::from_le_bytes([rest[0], rest[1]]));
+    if let [a, b, ..] = *words.remainder() {
+        sum += u64::from(u16::from_le_bytes([a, b]));
     }
     ((sum & 0xffff_ffff) + (sum >> 32)) as u32
 }
@@ -190,9 +189,7 @@ impl SuperblockV1 {
     /// superblock location (at least `256 + 2*max_dev` bytes).
     /// Does NOT check `super_offset` against the device (the caller knows the device).
     pub fn parse(buf: &[u8]) -> Result<SuperblockV1> {
-        let (sb, ok) = Self::decode(buf, true)?;
-        debug_assert!(ok);
-        Ok(sb)
+        Self::decode(buf, true).map(|(sb, _)| sb)
     }
 
     /// Decode without checking the checksum (for `examine` of a damaged superblock); all
