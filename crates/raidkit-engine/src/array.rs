@@ -207,6 +207,10 @@ impl Array {
     pub fn uuid(&self) -> [u8; 16] {
         self.uuid
     }
+    /// Array UUID in mdadm's text form.
+    pub fn uuid_text(&self) -> String {
+        crate::sb::uuid_text(self.metadata, &self.uuid)
+    }
     /// Array name from the superblock.
     pub fn name(&self) -> &str {
         &self.name

@@ -7,7 +7,6 @@ use crate::dev::{BlockDev, FileDev};
 use crate::error::{EngineError, Result};
 use crate::sb::{probe, Metadata, Role, Super};
 use raidkit_format::badblocks;
-use raidkit_format::uuid::format as uuid_text;
 use raidkit_format::v1::{feature, role as v1role};
 use raidkit_format::MAX_SECTOR;
 use raidkit_layout::{Geometry, Level};
@@ -24,6 +23,9 @@ pub struct AssembleOptions {
     pub force: bool,
     /// Which superblock to use when a device carries both 0.90 and 1.x.
     pub metadata: Option<Metadata>,
+    /// Only report (read-only): do not refuse a dirty degraded array, nothing is read
+    /// through it that matters and nothing is written.
+    pub report_only: bool,
 }
 
 /// Open the given paths and assemble them.
@@ -117,15 +119,15 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
                 device: devs[i].name().to_string(),
                 why: format!(
                     "belongs to array {} ({}), not to array {} like {}; give the members of one array only",
-                    uuid_text(&s.uuid()),
+                    crate::sb::uuid_text(s.metadata(), &s.uuid()),
                     s.name(),
-                    uuid_text(&uuid),
+                    crate::sb::uuid_text(sbs[0].metadata(), &uuid),
                     devs[0].name()
                 ),
             });
         }
     }
-    let uuid_s = uuid_text(&uuid);
+    let uuid_s = crate::sb::uuid_text(sbs[0].metadata(), &uuid);
     // Freshest non-spare member.
     let max_events = sbs
         .iter()
@@ -323,7 +325,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     let degraded = !missing.is_empty() || recovering;
     let mut forced_clean = false;
     if level.has_parity() && degraded && resync != MAX_SECTOR {
-        if !opts.force {
+        if !opts.force && !(opts.report_only && !opts.writable) {
             return Err(EngineError::DirtyDegraded {
                 uuid: uuid_s,
                 resync,

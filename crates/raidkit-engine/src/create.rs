@@ -102,7 +102,7 @@ fn check_blank(dev: &dyn BlockDev, force: bool) -> Result<()> {
             why: format!(
                 "it carries a {} MD superblock of array {} ({}); it may hold someone's data. Use --force to overwrite it",
                 sb.metadata(),
-                raidkit_format::uuid::format(&sb.uuid()),
+                crate::sb::uuid_text(sb.metadata(), &sb.uuid()),
                 sb.name()
             ),
         });
@@ -392,7 +392,7 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
     let clean_at_create = opts.assume_clean || !redundant || degraded_parity;
     let resync_offset = if clean_at_create { MAX_SECTOR } else { 0 };
     let uuid = match opts.uuid {
-        Some(u) => u,
+        Some(u) => crate::sb::uuid_user_bytes(opts.metadata, &u),
         None => random_uuid().map_err(|e| EngineError::io("/dev/urandom", "generating a UUID", e))?,
     };
     let t = now();
@@ -568,6 +568,7 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
             writable: true,
             force: false,
             metadata: Some(opts.metadata),
+            report_only: false,
         },
     )?;
     if !opts.assume_clean && redundant {

@@ -41,6 +41,25 @@ impl std::fmt::Display for Metadata {
     }
 }
 
+/// mdadm's text form of an array UUID. 0.90 superblocks store four host-endian words and
+/// mdadm prints each word as a number, so the bytes of each 4-byte group are reversed
+/// relative to the kernel's raw view.
+pub fn uuid_text(metadata: Metadata, raw: &[u8; 16]) -> String {
+    raidkit_format::uuid::format(&uuid_user_bytes(metadata, raw))
+}
+
+/// Convert between the raw (kernel) UUID bytes and the bytes of mdadm's text form.
+/// The conversion is its own inverse.
+pub fn uuid_user_bytes(metadata: Metadata, raw: &[u8; 16]) -> [u8; 16] {
+    let mut u = *raw;
+    if metadata == Metadata::V090 {
+        for g in u.chunks_exact_mut(4) {
+            g.reverse();
+        }
+    }
+    u
+}
+
 /// The role a superblock's table gives a device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {

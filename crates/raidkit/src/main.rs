@@ -1,1 +1,15 @@
-fn main() {}
+//! `raidkit`: Linux MD software RAID in userspace. Thin CLI over `raidkit-engine`.
+
+mod cli;
+mod cmd;
+mod units;
+
+use clap::Parser;
+
+fn main() {
+    let args = cli::Cli::parse();
+    if let Err(e) = cmd::run(args) {
+        eprintln!("raidkit: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,169 @@
+//! Command-line definitions (mdadm words).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+Examples:
+  # RAID6 over four new 64 MiB sparse files, then put a file in and take it out again
+  raidkit create --level 6 --raid-devices 4 --size 64M d0.img d1.img d2.img d3.img
+  raidkit import --input /etc/services d0.img d1.img d2.img d3.img
+  raidkit export --output copy.img d3.img d1.img d0.img d2.img   # any order
+  raidkit detail d0.img d1.img d2.img d3.img
+  raidkit examine --json d0.img
+
+  # copy a dead NAS's RAID5 to an image, with one disk missing
+  raidkit export --output nas.img /dev/sdb3 /dev/sdc3 /dev/sdd3
+";
+
+/// Linux MD software RAID in userspace: same disks, same format as the kernel.
+#[derive(Parser, Debug)]
+#[command(name = "raidkit", version, about, after_help = EXAMPLES)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create a new array (writes MD superblocks, then makes redundancy consistent).
+    Create(CreateArgs),
+    /// Print the MD superblock of each member, like `mdadm --examine`.
+    Examine(ExamineArgs),
+    /// Assemble read-only and report the array, like `mdadm --detail`.
+    Detail(DetailArgs),
+    /// Copy the array's contents to a file or stdout (degraded if it must be). Never writes a member.
+    Export(ExportArgs),
+    /// Write a file or stdin into the array, updating redundancy; leaves the array clean.
+    Import(ImportArgs),
+    /// Run the demo: a RAID6 over sparse files in ./raidkit-demo, filled, read back and checked.
+    Demo(DemoArgs),
+    /// Print shell completions.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
+}
+
+/// Options shared by commands that assemble an existing array.
+#[derive(Args, Debug, Clone)]
+pub struct AssembleArgs {
+    /// Start a dirty degraded array (md's --force); accept stale members if needed to run.
+    #[arg(long)]
+    pub force: bool,
+    /// Which superblock to use when a member carries both 0.90 and 1.x.
+    #[arg(long, value_name = "0.90|1.0|1.1|1.2")]
+    pub metadata: Option<String>,
+    /// Member devices or files, in any order.
+    #[arg(required = true, value_name = "MEMBER")]
+    pub members: Vec<PathBuf>,
+}
+
+/// `create`.
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// RAID level: linear, 0, 1, 4, 5, 6, 10.
+    #[arg(short, long)]
+    pub level: String,
+    /// Number of member slots (must equal the number of MEMBERs).
+    #[arg(short = 'n', long = "raid-devices")]
+    pub raid_devices: usize,
+    /// Chunk size (bare number = KiB, as mdadm; default 512K).
+    #[arg(short, long)]
+    pub chunk: Option<String>,
+    /// Layout: left-symmetric, right-asymmetric, parity-first, n2, f2, o2, ... (default per level).
+    #[arg(short = 'p', long)]
+    pub layout: Option<String>,
+    /// Superblock version.
+    #[arg(short = 'e', long, default_value = "1.2", value_name = "0.90|1.0|1.1|1.2")]
+    pub metadata: String,
+    /// Array name (stored as HOMEHOST:NAME like mdadm).
+    #[arg(short = 'N', long, default_value = "raidkit")]
+    pub name: String,
+    /// Home host stored with the name (default: this host's name; `none` for no prefix).
+    #[arg(long)]
+    pub homehost: Option<String>,
+    /// Array UUID (default random).
+    #[arg(short, long)]
+    pub uuid: Option<String>,
+    /// Write-intent bitmap.
+    #[arg(short, long, default_value = "none", value_name = "internal|none")]
+    pub bitmap: String,
+    /// Bitmap chunk size (bare number = KiB; default as mdadm: 64M).
+    #[arg(long)]
+    pub bitmap_chunk: Option<String>,
+    /// Do not make redundancy consistent (only if the members are known to be consistent, e.g. all zeros).
+    #[arg(long)]
+    pub assume_clean: bool,
+    /// Create member files that do not exist, sparse, of this size (bare number = KiB).
+    #[arg(short = 'z', long)]
+    pub size: Option<String>,
+    /// Overwrite members that hold data or another array's superblock.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Members in role order: files, block devices, or the word `missing`.
+    #[arg(required = true, value_name = "MEMBER")]
+    pub members: Vec<PathBuf>,
+}
+
+/// `examine`.
+#[derive(Args, Debug)]
+pub struct ExamineArgs {
+    /// JSON output: a list with one object per member.
+    #[arg(long)]
+    pub json: bool,
+    /// Devices or files.
+    #[arg(required = true, value_name = "MEMBER")]
+    pub members: Vec<PathBuf>,
+}
+
+/// `detail`.
+#[derive(Args, Debug)]
+pub struct DetailArgs {
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub asm: AssembleArgs,
+}
+
+/// `export`.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Output file, or `-` for stdout.
+    #[arg(short, long, default_value = "-")]
+    pub output: String,
+    #[command(flatten)]
+    pub asm: AssembleArgs,
+}
+
+/// `import`.
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// Input file, or `-` for stdin.
+    #[arg(short, long)]
+    pub input: String,
+    /// Byte offset in the array where the data goes.
+    #[arg(long, default_value = "0")]
+    pub offset: String,
+    #[command(flatten)]
+    pub asm: AssembleArgs,
+}
+
+/// `demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Folder for the member files (created; must be empty or absent).
+    #[arg(long, default_value = "raidkit-demo")]
+    pub dir: PathBuf,
+    /// Size of each member file.
+    #[arg(long, default_value = "64M")]
+    pub size: String,
+}
