@@ -12,7 +12,7 @@ use raidkit_layout::{Geometry, Level, StripeLayout};
 use raidkit_parity as parity;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 const SECTOR: u64 = 512;
 
@@ -146,6 +146,9 @@ pub struct Array {
     pub(crate) meta: Mutex<Meta>,
     pub(crate) bitmap: Option<Mutex<RunBitmap>>,
     locks: StripeLocks,
+    /// Writes hold this shared; marking clean holds it exclusively, so the superblocks
+    /// never say "clean" while a write is in flight.
+    gate: RwLock<()>,
     /// Forced start of a dirty degraded array: mark clean on the first write.
     pub(crate) forced_clean: bool,
 }
@@ -191,6 +194,7 @@ impl Array {
                 held: Mutex::new(HashSet::new()),
                 cv: Condvar::new(),
             },
+            gate: RwLock::new(()),
             forced_clean,
         }
     }
@@ -442,6 +446,10 @@ impl Array {
         if !self.writable {
             return Ok(());
         }
+        let _gate = match self.gate.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
         self.flush()?;
         let mut meta = lock(&self.meta);
         if !meta.dirty {
@@ -498,6 +506,7 @@ impl Array {
     }
 
     /// Write `buf` at byte `offset` (any alignment; partial sectors are read-modify-written).
+    /// Safe to call from many threads at once; writes to the same stripe are serialized.
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
         self.check_range(offset, buf.len() as u64)?;
         if buf.is_empty() {
@@ -729,6 +738,10 @@ impl Array {
 
     /// Write whole sectors starting at array sector `s`.
     pub fn write_sectors(&self, s: u64, buf: &[u8]) -> Result<()> {
+        let _gate = match self.gate.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
         self.ensure_dirty()?;
         let total = buf.len() as u64 / SECTOR;
         match self.geo.level {
