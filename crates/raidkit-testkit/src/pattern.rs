@@ -39,7 +39,7 @@ pub fn fill_mdref(seed: u64, offset: u64, buf: &mut [u8]) {
     let mut pos = 0usize;
     let mut k = offset;
     // Unaligned head: bytes up to the next 8-byte word boundary.
-    while pos < buf.len() && k % 8 != 0 {
+    while pos < buf.len() && k & 7 != 0 {
         buf[pos] = pattern_word(seed, k / 8).to_le_bytes()[(k % 8) as usize];
         pos += 1;
         k += 1;
