@@ -63,7 +63,10 @@ impl Member {
             }
         }
         let s = self.data_offset + data_sector;
-        !self.bad.iter().any(|b| b.start < s + n && s < b.start + b.len)
+        !self
+            .bad
+            .iter()
+            .any(|b| b.start < s + n && s < b.start + b.len)
     }
 }
 
@@ -250,9 +253,10 @@ impl Array {
     }
     /// True if any role lacks a fully valid member.
     pub fn is_degraded(&self) -> bool {
-        self.slots
-            .iter()
-            .any(|m| m.as_ref().is_none_or(|m| m.is_failed() || m.recovery.is_some()))
+        self.slots.iter().any(|m| {
+            m.as_ref()
+                .is_none_or(|m| m.is_failed() || m.recovery.is_some())
+        })
     }
     /// Members and spares for reports.
     pub fn members(&self) -> Vec<MemberInfo> {
@@ -284,7 +288,10 @@ impl Array {
     }
 
     fn member(&self, role: usize) -> Option<&Member> {
-        self.slots.get(role).and_then(|m| m.as_ref()).filter(|m| !m.is_failed())
+        self.slots
+            .get(role)
+            .and_then(|m| m.as_ref())
+            .filter(|m| !m.is_failed())
     }
 
     fn can_read(&self, role: usize, dsec: u64, n: u64) -> bool {
@@ -494,7 +501,7 @@ impl Array {
         }
         let head = offset % SECTOR;
         let end = offset + buf.len() as u64;
-        if head == 0 && end % SECTOR == 0 {
+        if head == 0 && end.is_multiple_of(SECTOR) {
             return self.read_sectors(offset / SECTOR, buf);
         }
         let s0 = offset / SECTOR;
@@ -514,7 +521,7 @@ impl Array {
         }
         let head = offset % SECTOR;
         let end = offset + buf.len() as u64;
-        if head == 0 && end % SECTOR == 0 {
+        if head == 0 && end.is_multiple_of(SECTOR) {
             return self.write_sectors(offset / SECTOR, buf);
         }
         let s0 = offset / SECTOR;
@@ -579,9 +586,9 @@ impl Array {
                     return Ok(());
                 }
                 let _g = self.locks.lock(stripe);
-                let sd = self.read_stripe(stripe, &lay, a, n, false).map_err(|e| {
-                    annotate_unreadable(e, s * SECTOR, (s + n) * SECTOR)
-                })?;
+                let sd = self
+                    .read_stripe(stripe, &lay, a, n, false)
+                    .map_err(|e| annotate_unreadable(e, s * SECTOR, (s + n) * SECTOR))?;
                 buf.copy_from_slice(&sd.data[k]);
                 Ok(())
             }
@@ -729,7 +736,10 @@ impl Array {
         }
         let (p, q) = if need_parity && (p.is_none() || (is6 && q.is_none())) {
             let (np, nq) = compute_parity(lay, &data, len);
-            (p.unwrap_or(np), if is6 { Some(q.unwrap_or(nq)) } else { None })
+            (
+                p.unwrap_or(np),
+                if is6 { Some(q.unwrap_or(nq)) } else { None },
+            )
         } else {
             (p.unwrap_or_else(|| vec![0u8; len]), q)
         };
@@ -873,9 +883,9 @@ impl Array {
         }
 
         // Degraded (or a read failed): reconstruct the row range, overlay, recompute.
-        let mut sd = self.read_stripe(stripe, &lay, lo, rn, false).map_err(|e| {
-            annotate_unreadable(e, 0, 0)
-        })?;
+        let mut sd = self
+            .read_stripe(stripe, &lay, lo, rn, false)
+            .map_err(|e| annotate_unreadable(e, 0, 0))?;
         for pc in pieces {
             let off = ((pc.a - lo) * SECTOR) as usize;
             sd.data[pc.k][off..off + pc.data.len()].copy_from_slice(pc.data);
@@ -891,7 +901,14 @@ impl Array {
         self.check_still_runs(stripe)
     }
 
-    fn rmw(&self, lay: &StripeLayout, base: u64, lo: u64, rn: u64, pieces: &[Piece<'_>]) -> Result<()> {
+    fn rmw(
+        &self,
+        lay: &StripeLayout,
+        base: u64,
+        lo: u64,
+        rn: u64,
+        pieces: &[Piece<'_>],
+    ) -> Result<()> {
         let rlen = (rn * SECTOR) as usize;
         let mut p = vec![0u8; rlen];
         self.member_read(lay.p, base + lo, &mut p)?;
@@ -924,7 +941,14 @@ impl Array {
         Ok(())
     }
 
-    fn rcw(&self, lay: &StripeLayout, base: u64, lo: u64, rn: u64, pieces: &[Piece<'_>]) -> Result<()> {
+    fn rcw(
+        &self,
+        lay: &StripeLayout,
+        base: u64,
+        lo: u64,
+        rn: u64,
+        pieces: &[Piece<'_>],
+    ) -> Result<()> {
         let rlen = (rn * SECTOR) as usize;
         let kc = lay.data.len();
         let mut data: Vec<Vec<u8>> = Vec::with_capacity(kc);
@@ -937,7 +961,11 @@ impl Array {
                 None => (lo, lo),
             };
             if ca > lo {
-                self.member_read(lay.data[k], base + lo, &mut b[..((ca - lo) * SECTOR) as usize])?;
+                self.member_read(
+                    lay.data[k],
+                    base + lo,
+                    &mut b[..((ca - lo) * SECTOR) as usize],
+                )?;
             }
             if cb < lo + rn {
                 let from = ((cb - lo) * SECTOR) as usize;
@@ -1003,10 +1031,8 @@ impl Array {
 
     /// True if the member in `role` is a file hole over the data range (reads as zeros).
     pub(crate) fn member_hole(&self, role: usize, dsec: u64, n: u64) -> bool {
-        self.member(role).is_some_and(|m| {
-            m.dev
-                .is_hole((m.data_offset + dsec) * SECTOR, n * SECTOR)
-        })
+        self.member(role)
+            .is_some_and(|m| m.dev.is_hole((m.data_offset + dsec) * SECTOR, n * SECTOR))
     }
 
     pub(crate) fn lock_stripe(&self, stripe: u64) -> impl Drop + '_ {
@@ -1027,7 +1053,9 @@ struct Piece<'a> {
 
 fn annotate_unreadable(e: EngineError, offset: u64, end: u64) -> EngineError {
     match e {
-        EngineError::Unreadable { why, .. } if end > 0 => EngineError::Unreadable { offset, end, why },
+        EngineError::Unreadable { why, .. } if end > 0 => {
+            EngineError::Unreadable { offset, end, why }
+        }
         e => e,
     }
 }
@@ -1053,12 +1081,20 @@ fn from_slots(lay: &StripeLayout, data: &mut [Vec<u8>], slots: &mut [Vec<u8>]) {
 }
 
 /// P (and Q) over data blocks given in logical order.
-pub(crate) fn compute_parity(lay: &StripeLayout, data: &[Vec<u8>], len: usize) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn compute_parity(
+    lay: &StripeLayout,
+    data: &[Vec<u8>],
+    len: usize,
+) -> (Vec<u8>, Vec<u8>) {
     let refs: Vec<&[u8]> = data.iter().map(|v| v.as_slice()).collect();
     compute_parity_refs(lay, &refs, len)
 }
 
-pub(crate) fn compute_parity_refs(lay: &StripeLayout, data: &[&[u8]], len: usize) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn compute_parity_refs(
+    lay: &StripeLayout,
+    data: &[&[u8]],
+    len: usize,
+) -> (Vec<u8>, Vec<u8>) {
     let mut p = vec![0u8; len];
     if lay.q.is_none() {
         parity::xor_gen(data, &mut p);

@@ -33,7 +33,8 @@ pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array
     let mut seen: Vec<((u64, u64), String)> = Vec::new();
     let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
     for p in paths {
-        let md = std::fs::metadata(p).map_err(|e| EngineError::io(&p.display().to_string(), "looking up the member", e))?;
+        let md = std::fs::metadata(p)
+            .map_err(|e| EngineError::io(&p.display().to_string(), "looking up the member", e))?;
         let id = if md.file_type().is_file() {
             (md.dev(), md.ino())
         } else {
@@ -49,7 +50,11 @@ pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array
         let d = FileDev::open(p, opts.writable).map_err(|e| {
             EngineError::io(
                 &p.display().to_string(),
-                if opts.writable { "opening the member for writing" } else { "opening the member" },
+                if opts.writable {
+                    "opening the member for writing"
+                } else {
+                    "opening the member"
+                },
                 e,
             )
         })?;
@@ -169,13 +174,18 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         return Err(EngineError::Unsupported {
             uuid: uuid_s,
             what: "a reshape is in progress".into(),
-            advice: "let the kernel finish it (mdadm --assemble) before using raidkit on this array".into(),
+            advice:
+                "let the kernel finish it (mdadm --assemble) before using raidkit on this array"
+                    .into(),
         });
     }
     let fm = fresh.feature_map();
     for (bit, what) in [
         (feature::JOURNAL, "a write journal (raid5-cache)"),
-        (feature::PPL | feature::MULTIPLE_PPLS, "a partial parity log (PPL)"),
+        (
+            feature::PPL | feature::MULTIPLE_PPLS,
+            "a partial parity log (PPL)",
+        ),
         (feature::CLUSTERED, "clustered md"),
     ] {
         if fm & bit != 0 {
@@ -325,7 +335,8 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     let degraded = !missing.is_empty() || recovering;
     let mut forced_clean = false;
     if level.has_parity() && degraded && resync != MAX_SECTOR {
-        if !opts.force && !(opts.report_only && !opts.writable) {
+        let report_only = opts.report_only && !opts.writable;
+        if !opts.force && !report_only {
             return Err(EngineError::DirtyDegraded {
                 uuid: uuid_s,
                 resync,
@@ -357,7 +368,11 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         Super::V1(s) => s.dev_roles.clone(),
         Super::V090(_) => Vec::new(),
     };
-    let present: Vec<usize> = slots.iter().flatten().map(|&i| sbs[i].dev_number()).collect();
+    let present: Vec<usize> = slots
+        .iter()
+        .flatten()
+        .map(|&i| sbs[i].dev_number())
+        .collect();
     for (j, r) in roles.iter_mut().enumerate() {
         if *r < 0xff00 && !present.contains(&j) {
             *r = v1role::SPARE;
@@ -440,7 +455,9 @@ fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> 
         .map_err(|e| EngineError::io(dev.name(), "reading the bad-block log", e))?;
     badblocks::parse(&buf, shift).map_err(|e| EngineError::NoSuperblock {
         device: dev.name().to_string(),
-        detail: format!("the bad-block log is corrupt ({e}); assemble without this member and re-add it"),
+        detail: format!(
+            "the bad-block log is corrupt ({e}); assemble without this member and re-add it"
+        ),
     })
 }
 

@@ -178,7 +178,7 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
         Level::Linear => 0,
         _ => {
             let c = opts.chunk_bytes.unwrap_or(512 * 1024);
-            if c % 512 != 0 || c == 0 {
+            if !c.is_multiple_of(512) || c == 0 {
                 return Err(EngineError::Invalid(format!(
                     "chunk size {c} is not a multiple of 512 bytes"
                 )));
@@ -198,7 +198,14 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
         chunk_sectors,
         n,
         chunk_sectors.max(128) * 64,
-        vec![chunk_sectors.max(128) * 64; if matches!(level, Level::Linear | Level::Raid0) { n } else { 0 }],
+        vec![
+            chunk_sectors.max(128) * 64;
+            if matches!(level, Level::Linear | Level::Raid0) {
+                n
+            } else {
+                0
+            }
+        ],
     )?;
     let tolerated = match level {
         Level::Linear | Level::Raid0 => 0,
@@ -329,7 +336,10 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
         )));
     }
     let member_sectors: Vec<u64> = if matches!(level, Level::Linear | Level::Raid0) {
-        places.iter().map(|p| p.as_ref().map(|p| p.data_size).unwrap_or(0)).collect()
+        places
+            .iter()
+            .map(|p| p.as_ref().map(|p| p.data_size).unwrap_or(0))
+            .collect()
     } else {
         Vec::new()
     };
@@ -343,7 +353,12 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
         };
         let room = match opts.metadata {
             Metadata::V1(Minor::V1 | Minor::V2) => {
-                let p = places.iter().flatten().next().map(|p| (p.super_offset, p.data_offset)).unwrap_or((8, 2048));
+                let p = places
+                    .iter()
+                    .flatten()
+                    .next()
+                    .map(|p| (p.super_offset, p.data_offset))
+                    .unwrap_or((8, 2048));
                 p.1.saturating_sub(p.0 + 8).min(256)
             }
             Metadata::V1(Minor::V0) => 256,
@@ -393,7 +408,9 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
     let resync_offset = if clean_at_create { MAX_SECTOR } else { 0 };
     let uuid = match opts.uuid {
         Some(u) => crate::sb::uuid_user_bytes(opts.metadata, &u),
-        None => random_uuid().map_err(|e| EngineError::io("/dev/urandom", "generating a UUID", e))?,
+        None => {
+            random_uuid().map_err(|e| EngineError::io("/dev/urandom", "generating a UUID", e))?
+        }
     };
     let t = now();
     let set_name = set_name_bytes(&opts.name, opts.homehost.as_deref());
@@ -430,10 +447,18 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
                     ctime: v1::encode_time(t),
                     level: level.to_md(),
                     layout,
-                    size: if matches!(level, Level::Linear | Level::Raid0) { 0 } else { size },
+                    size: if matches!(level, Level::Linear | Level::Raid0) {
+                        0
+                    } else {
+                        size
+                    },
                     chunksize: chunk_sectors as u32,
                     raid_disks: n as u32,
-                    bitmap_offset: if bitmap_plan.is_some() { p.bitmap_offset } else { 0 },
+                    bitmap_offset: if bitmap_plan.is_some() {
+                        p.bitmap_offset
+                    } else {
+                        0
+                    },
                     new_level: 0,
                     reshape_position: 0,
                     delta_disks: 0,
@@ -579,7 +604,13 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
 }
 
 /// Remove superblock magic of other metadata versions so later probes are unambiguous.
-fn wipe_foreign(dev: &dyn BlockDev, ours: &Super, p: &Place, size: u64, assume_clean: bool) -> Result<()> {
+fn wipe_foreign(
+    dev: &dyn BlockDev,
+    ours: &Super,
+    p: &Place,
+    size: u64,
+    assume_clean: bool,
+) -> Result<()> {
     let ds = dev.size_bytes() / 512;
     let mut locs: Vec<u64> = Vec::new();
     for m in [Minor::V0, Minor::V1, Minor::V2] {
@@ -603,7 +634,8 @@ fn wipe_foreign(dev: &dyn BlockDev, ours: &Super, p: &Place, size: u64, assume_c
         let mut b = vec![0u8; 8];
         dev.read_at(&mut b, loc * 512)
             .map_err(|e| EngineError::io(dev.name(), "checking for old superblocks", e))?;
-        if u32::from_le_bytes([b[0], b[1], b[2], b[3]]) == raidkit_format::MD_MAGIC && !is_zero(&b) {
+        if u32::from_le_bytes([b[0], b[1], b[2], b[3]]) == raidkit_format::MD_MAGIC && !is_zero(&b)
+        {
             dev.write_at(&[0u8; 4096], loc * 512)
                 .map_err(|e| EngineError::io(dev.name(), "wiping an old superblock", e))?;
         }

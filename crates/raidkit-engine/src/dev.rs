@@ -71,7 +71,8 @@ impl FileDev {
             }
             let mut ss: libc::c_int = 512;
             // SAFETY: BLKSSZGET writes one int through the pointer, which points to a live int.
-            let r = unsafe { libc::ioctl(file.as_raw_fd(), BLKSSZGET, &mut ss as *mut libc::c_int) };
+            let r =
+                unsafe { libc::ioctl(file.as_raw_fd(), BLKSSZGET, &mut ss as *mut libc::c_int) };
             let lbs = if r == 0 && ss > 0 { ss as u32 } else { 512 };
             (sz, lbs)
         } else if meta.file_type().is_file() {
@@ -111,7 +112,10 @@ impl BlockDev for FileDev {
         if end > self.size {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                format!("read of {}..{} past the end ({} bytes)", offset, end, self.size),
+                format!(
+                    "read of {}..{} past the end ({} bytes)",
+                    offset, end, self.size
+                ),
             ));
         }
         self.file.read_exact_at(buf, offset)
@@ -123,7 +127,10 @@ impl BlockDev for FileDev {
         if end > self.size {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("write of {}..{} past the end ({} bytes)", offset, end, self.size),
+                format!(
+                    "write of {}..{} past the end ({} bytes)",
+                    offset, end, self.size
+                ),
             ));
         }
         self.file.write_all_at(buf, offset)
@@ -202,10 +209,7 @@ impl MemDev {
 
 impl BlockDev for MemDev {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let g = self
-            .data
-            .read()
-            .map_err(|_| io::Error::other("poisoned"))?;
+        let g = self.data.read().map_err(|_| io::Error::other("poisoned"))?;
         let o = offset as usize;
         let src = g
             .get(o..o.saturating_add(buf.len()))

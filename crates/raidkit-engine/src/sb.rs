@@ -74,6 +74,7 @@ pub enum Role {
 }
 
 /// A superblock of either family.
+#[allow(clippy::large_enum_variant)] // few instances, one per member
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Super {
     /// 0.90.
@@ -411,7 +412,7 @@ pub fn write_super(dev: &dyn BlockDev, sb: &Super) -> Result<()> {
     let off = sb.super_offset(dev_sectors) * 512;
     let mut bytes = sb.encode();
     let lbs = dev.logical_block_size().max(512) as usize;
-    if bytes.len() % lbs != 0 {
+    if !bytes.len().is_multiple_of(lbs) {
         // Read-modify-write the containing logical block(s).
         let len = bytes.len().div_ceil(lbs) * lbs;
         let mut buf = vec![0u8; len];

@@ -135,7 +135,10 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
     let mut roles = lay.data.clone();
     roles.push(lay.p);
     roles.extend(lay.q);
-    if roles.iter().all(|&r| !arr.present(r) || arr.member_hole(r, dsec, c)) {
+    if roles
+        .iter()
+        .all(|&r| !arr.present(r) || arr.member_hole(r, dsec, c))
+    {
         rep.sectors_skipped_holes += c;
         return Ok(c);
     }
@@ -175,11 +178,24 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
     Ok(c)
 }
 
-fn mirror_region(arr: &Array, s: u64, max: u64, mode: SyncMode, rep: &mut SyncReport) -> Result<u64> {
+fn mirror_region(
+    arr: &Array,
+    s: u64,
+    max: u64,
+    mode: SyncMode,
+    rep: &mut SyncReport,
+) -> Result<u64> {
     let g = arr.geometry();
-    let p = g.locate(s).ok_or_else(|| EngineError::Invalid(format!("sector {s} out of range")))?;
+    let p = g
+        .locate(s)
+        .ok_or_else(|| EngineError::Invalid(format!("sector {s} out of range")))?;
     let n = p.run.min(max);
-    let live: Vec<(usize, u64)> = p.copies.iter().copied().filter(|&(r, _)| arr.present(r)).collect();
+    let live: Vec<(usize, u64)> = p
+        .copies
+        .iter()
+        .copied()
+        .filter(|&(r, _)| arr.present(r))
+        .collect();
     if live.len() < 2 {
         return Ok(n);
     }
@@ -205,7 +221,8 @@ fn mirror_region(arr: &Array, s: u64, max: u64, mode: SyncMode, rep: &mut SyncRe
         if (r, d) == src {
             continue;
         }
-        let same = arr.readable(r, d, n) && arr.read_block(r, d, &mut other).is_ok() && other == good;
+        let same =
+            arr.readable(r, d, n) && arr.read_block(r, d, &mut other).is_ok() && other == good;
         if !same {
             mismatch = true;
             if mode != SyncMode::Check {

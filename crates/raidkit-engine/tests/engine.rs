@@ -42,7 +42,9 @@ struct Case {
 }
 
 fn paths(dir: &TempDir, n: usize) -> Vec<PathBuf> {
-    (0..n).map(|i| dir.path().join(format!("m{i}.img"))).collect()
+    (0..n)
+        .map(|i| dir.path().join(format!("m{i}.img")))
+        .collect()
 }
 
 fn make(c: &Case, dir: &TempDir) -> (Vec<PathBuf>, Vec<u8>) {
@@ -99,7 +101,9 @@ fn read_all(ps: &[PathBuf], opts: &AssembleOptions) -> Result<Vec<u8>, EngineErr
 
 fn removal_sets(level: Level, n: usize) -> Vec<Vec<usize>> {
     match level {
-        Level::Raid1 => (0..n).map(|keep| (0..n).filter(|&i| i != keep).collect()).collect(),
+        Level::Raid1 => (0..n)
+            .map(|keep| (0..n).filter(|&i| i != keep).collect())
+            .collect(),
         Level::Raid4 | Level::Raid5 => (0..n).map(|i| vec![i]).collect(),
         Level::Raid6 => {
             let mut v = Vec::new();
@@ -118,11 +122,22 @@ fn run_case(c: Case) {
     let dir = TempDir::new("rk-engine").unwrap();
     let (ps, model) = make(&c, &dir);
     let got = read_all(&ps, &ro()).unwrap();
-    assert!(got == model, "{:?} {}: contents differ after reassembly", c.level, c.layout);
+    assert!(
+        got == model,
+        "{:?} {}: contents differ after reassembly",
+        c.level,
+        c.layout
+    );
     // Redundancy is consistent.
     let arr = assemble_paths(&ps, &ro()).unwrap();
     let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert!(rep.mismatches.is_empty(), "{:?} {}: mismatches {:?}", c.level, c.layout, rep.mismatches);
+    assert!(
+        rep.mismatches.is_empty(),
+        "{:?} {}: mismatches {:?}",
+        c.level,
+        c.layout,
+        rep.mismatches
+    );
     drop(arr);
     // Shuffled argument order assembles the same.
     let mut rev = ps.clone();
@@ -130,58 +145,172 @@ fn run_case(c: Case) {
     assert!(read_all(&rev, &ro()).unwrap() == model);
     // Degraded reads.
     for rm in removal_sets(c.level, c.n) {
-        let sub: Vec<PathBuf> = ps.iter().enumerate().filter(|(i, _)| !rm.contains(i)).map(|(_, p)| p.clone()).collect();
+        let sub: Vec<PathBuf> = ps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !rm.contains(i))
+            .map(|(_, p)| p.clone())
+            .collect();
         let got = read_all(&sub, &ro()).unwrap();
-        assert!(got == model, "{:?} {} without {:?}: contents differ", c.level, c.layout, rm);
+        assert!(
+            got == model,
+            "{:?} {} without {:?}: contents differ",
+            c.level,
+            c.layout,
+            rm
+        );
     }
 }
 
 #[test]
 fn raid5_all_layouts() {
-    for l in ["left-asymmetric", "right-asymmetric", "left-symmetric", "right-symmetric", "parity-first", "parity-last"] {
-        run_case(Case { level: Level::Raid5, layout: l, n: 4, chunk_k: 16, meta: "1.2", member_mib: 3 });
+    for l in [
+        "left-asymmetric",
+        "right-asymmetric",
+        "left-symmetric",
+        "right-symmetric",
+        "parity-first",
+        "parity-last",
+    ] {
+        run_case(Case {
+            level: Level::Raid5,
+            layout: l,
+            n: 4,
+            chunk_k: 16,
+            meta: "1.2",
+            member_mib: 3,
+        });
     }
-    run_case(Case { level: Level::Raid5, layout: "left-symmetric", n: 2, chunk_k: 8, meta: "1.2", member_mib: 2 });
+    run_case(Case {
+        level: Level::Raid5,
+        layout: "left-symmetric",
+        n: 2,
+        chunk_k: 8,
+        meta: "1.2",
+        member_mib: 2,
+    });
 }
 
 #[test]
 fn raid6_all_layouts() {
     for l in [
-        "left-asymmetric", "right-asymmetric", "left-symmetric", "right-symmetric", "parity-first", "parity-last",
-        "ddf-zero-restart", "ddf-N-restart", "ddf-N-continue", "left-asymmetric-6", "right-asymmetric-6",
-        "left-symmetric-6", "right-symmetric-6", "parity-first-6",
+        "left-asymmetric",
+        "right-asymmetric",
+        "left-symmetric",
+        "right-symmetric",
+        "parity-first",
+        "parity-last",
+        "ddf-zero-restart",
+        "ddf-N-restart",
+        "ddf-N-continue",
+        "left-asymmetric-6",
+        "right-asymmetric-6",
+        "left-symmetric-6",
+        "right-symmetric-6",
+        "parity-first-6",
     ] {
-        run_case(Case { level: Level::Raid6, layout: l, n: 5, chunk_k: 8, meta: "1.2", member_mib: 2 });
+        run_case(Case {
+            level: Level::Raid6,
+            layout: l,
+            n: 5,
+            chunk_k: 8,
+            meta: "1.2",
+            member_mib: 2,
+        });
     }
 }
 
 #[test]
 fn raid4_raid1_raid0_linear() {
-    run_case(Case { level: Level::Raid4, layout: "default", n: 3, chunk_k: 32, meta: "1.2", member_mib: 3 });
-    run_case(Case { level: Level::Raid1, layout: "default", n: 3, chunk_k: 0, meta: "1.2", member_mib: 3 });
-    run_case(Case { level: Level::Raid0, layout: "default", n: 3, chunk_k: 64, meta: "1.2", member_mib: 3 });
-    run_case(Case { level: Level::Linear, layout: "default", n: 3, chunk_k: 0, meta: "1.2", member_mib: 2 });
+    run_case(Case {
+        level: Level::Raid4,
+        layout: "default",
+        n: 3,
+        chunk_k: 32,
+        meta: "1.2",
+        member_mib: 3,
+    });
+    run_case(Case {
+        level: Level::Raid1,
+        layout: "default",
+        n: 3,
+        chunk_k: 0,
+        meta: "1.2",
+        member_mib: 3,
+    });
+    run_case(Case {
+        level: Level::Raid0,
+        layout: "default",
+        n: 3,
+        chunk_k: 64,
+        meta: "1.2",
+        member_mib: 3,
+    });
+    run_case(Case {
+        level: Level::Linear,
+        layout: "default",
+        n: 3,
+        chunk_k: 0,
+        meta: "1.2",
+        member_mib: 2,
+    });
 }
 
 #[test]
 fn raid10_layouts() {
-    for (l, n) in [("n2", 4), ("n2", 3), ("f2", 4), ("o2", 3), ("n3", 4), ("f3", 5), ("o3", 4)] {
-        run_case(Case { level: Level::Raid10, layout: l, n, chunk_k: 16, meta: "1.2", member_mib: 3 });
+    for (l, n) in [
+        ("n2", 4),
+        ("n2", 3),
+        ("f2", 4),
+        ("o2", 3),
+        ("n3", 4),
+        ("f3", 5),
+        ("o3", 4),
+    ] {
+        run_case(Case {
+            level: Level::Raid10,
+            layout: l,
+            n,
+            chunk_k: 16,
+            meta: "1.2",
+            member_mib: 3,
+        });
     }
 }
 
 #[test]
 fn metadata_versions() {
     for m in ["0.90", "1.0", "1.1", "1.2"] {
-        run_case(Case { level: Level::Raid5, layout: "left-symmetric", n: 3, chunk_k: 64, meta: m, member_mib: 3 });
-        run_case(Case { level: Level::Raid1, layout: "default", n: 2, chunk_k: 0, meta: m, member_mib: 2 });
+        run_case(Case {
+            level: Level::Raid5,
+            layout: "left-symmetric",
+            n: 3,
+            chunk_k: 64,
+            meta: m,
+            member_mib: 3,
+        });
+        run_case(Case {
+            level: Level::Raid1,
+            layout: "default",
+            n: 2,
+            chunk_k: 0,
+            meta: m,
+            member_mib: 2,
+        });
     }
 }
 
 #[test]
 fn degraded_write_then_stale_member_refused() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case { level: Level::Raid5, layout: "left-symmetric", n: 4, chunk_k: 16, meta: "1.2", member_mib: 2 };
+    let c = Case {
+        level: Level::Raid5,
+        layout: "left-symmetric",
+        n: 4,
+        chunk_k: 16,
+        meta: "1.2",
+        member_mib: 2,
+    };
     let (ps, mut model) = make(&c, &dir);
     let sub: Vec<PathBuf> = ps[1..].to_vec();
     let arr = assemble_paths(&sub, &rw()).unwrap();
@@ -193,28 +322,54 @@ fn degraded_write_then_stale_member_refused() {
     // The left-out member is stale now: assembling it with the others is refused.
     let err = read_all(&ps, &ro()).map(|v| v.len()).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("m0.img") && msg.contains("out of date"), "{msg}");
+    assert!(
+        msg.contains("m0.img") && msg.contains("out of date"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn wrong_array_and_duplicates_refused() {
     let d1 = TempDir::new("rk-engine").unwrap();
     let d2 = TempDir::new("rk-engine").unwrap();
-    let c = Case { level: Level::Raid1, layout: "default", n: 2, chunk_k: 0, meta: "1.2", member_mib: 2 };
+    let c = Case {
+        level: Level::Raid1,
+        layout: "default",
+        n: 2,
+        chunk_k: 0,
+        meta: "1.2",
+        member_mib: 2,
+    };
     let (a, _) = make(&c, &d1);
     let (b, _) = make(&c, &d2);
-    let err = read_all(&[a[0].clone(), b[1].clone()], &ro()).map(|v| v.len()).unwrap_err().to_string();
+    let err = read_all(&[a[0].clone(), b[1].clone()], &ro())
+        .map(|v| v.len())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("belongs to array"), "{err}");
-    let err = read_all(&[a[0].clone(), a[0].clone()], &ro()).map(|v| v.len()).unwrap_err().to_string();
+    let err = read_all(&[a[0].clone(), a[0].clone()], &ro())
+        .map(|v| v.len())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("same device"), "{err}");
 }
 
 #[test]
 fn raid0_missing_member_names_role() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case { level: Level::Raid0, layout: "default", n: 3, chunk_k: 64, meta: "1.2", member_mib: 2 };
+    let c = Case {
+        level: Level::Raid0,
+        layout: "default",
+        n: 3,
+        chunk_k: 64,
+        meta: "1.2",
+        member_mib: 2,
+    };
     let (ps, _) = make(&c, &dir);
-    let err = read_all(&ps[..2], &ro()).map(|v| v.len()).unwrap_err().to_string();
+    let err = read_all(&ps[..2], &ro())
+        .map(|v| v.len())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("role(s) 2 missing"), "{err}");
 }
 
@@ -231,9 +386,15 @@ fn create_refuses_nonblank_without_force() {
         v
     })
     .unwrap();
-    let o = CreateOptions::new(Level::Raid1, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let o = CreateOptions::new(
+        Level::Raid1,
+        ps.iter().cloned().map(MemberSpec::Path).collect(),
+    );
     let err = create(&o, &mut |_, _| {}).unwrap_err().to_string();
-    assert!(err.contains("not blank (non-zero data at byte 100)"), "{err}");
+    assert!(
+        err.contains("not blank (non-zero data at byte 100)"),
+        "{err}"
+    );
     let mut o2 = o.clone();
     o2.force = true;
     create(&o2, &mut |_, _| {}).unwrap().stop().unwrap();

@@ -107,7 +107,7 @@ impl R10 {
         let set = d / self.fss;
         let d2 = d.saturating_add(self.nc);
         let last_start = self.last_start();
-        if self.n % self.fss != 0 && d2 > last_start {
+        if !self.n.is_multiple_of(self.fss) && d2 > last_start {
             let last_size = self.fss + self.n % self.fss;
             last_start + (d2 - last_start) % last_size
         } else {
@@ -118,7 +118,7 @@ impl R10 {
     /// The far set `(start, size)` holding member `m`.
     fn set_of(&self, m: usize) -> (usize, usize) {
         let last_start = self.last_start();
-        if self.n % self.fss != 0 && m >= last_start {
+        if !self.n.is_multiple_of(self.fss) && m >= last_start {
             (last_start, self.fss + self.n % self.fss)
         } else {
             ((m / self.fss) * self.fss, self.fss)

@@ -79,7 +79,12 @@ pub struct CreateArgs {
     #[arg(short = 'p', long)]
     pub layout: Option<String>,
     /// Superblock version.
-    #[arg(short = 'e', long, default_value = "1.2", value_name = "0.90|1.0|1.1|1.2")]
+    #[arg(
+        short = 'e',
+        long,
+        default_value = "1.2",
+        value_name = "0.90|1.0|1.1|1.2"
+    )]
     pub metadata: String,
     /// Array name (stored as HOMEHOST:NAME like mdadm).
     #[arg(short = 'N', long, default_value = "raidkit")]

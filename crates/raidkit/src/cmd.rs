@@ -1,6 +1,9 @@
 //! Command implementations. Thin: parse words, call the engine, print.
 
-use crate::cli::{AssembleArgs, Cli, Command, CreateArgs, DemoArgs, DetailArgs, ExamineArgs, ExportArgs, ImportArgs};
+use crate::cli::{
+    AssembleArgs, Cli, Command, CreateArgs, DemoArgs, DetailArgs, ExamineArgs, ExportArgs,
+    ImportArgs,
+};
 use crate::units::{human, parse_size};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -53,7 +56,8 @@ fn bar(total: u64, msg: &'static str) -> ProgressBar {
 }
 
 fn parse_metadata(s: &str) -> Result<Metadata> {
-    Metadata::parse(s).ok_or_else(|| anyhow!("unknown metadata version {s:?}: use 0.90, 1.0, 1.1 or 1.2"))
+    Metadata::parse(s)
+        .ok_or_else(|| anyhow!("unknown metadata version {s:?}: use 0.90, 1.0, 1.1 or 1.2"))
 }
 
 fn asm_opts(a: &AssembleArgs, writable: bool) -> Result<AssembleOptions> {
@@ -101,7 +105,8 @@ fn cmd_create(a: CreateArgs) -> Result<()> {
         other => bail!("--bitmap {other:?}: use internal or none"),
     };
     if let Some(c) = &a.bitmap_chunk {
-        o.bitmap_chunk_bytes = Some(parse_size(c, 1024).map_err(|e| anyhow!("--bitmap-chunk: {e}"))?);
+        o.bitmap_chunk_bytes =
+            Some(parse_size(c, 1024).map_err(|e| anyhow!("--bitmap-chunk: {e}"))?);
     }
     o.assume_clean = a.assume_clean;
     if let Some(s) = &a.size {
@@ -129,7 +134,11 @@ fn cmd_create(a: CreateArgs) -> Result<()> {
             human(out["array_bytes"].as_u64().unwrap_or(0)),
             out["array_bytes"].as_u64().unwrap_or(0),
             a.members.len(),
-            if a.assume_clean { ", not synced (--assume-clean)" } else { "" }
+            if a.assume_clean {
+                ", not synced (--assume-clean)"
+            } else {
+                ""
+            }
         );
     }
     Ok(())
@@ -138,7 +147,9 @@ fn cmd_create(a: CreateArgs) -> Result<()> {
 // ---------------------------------------------------------------- examine
 
 fn level_text(l: i32) -> String {
-    Level::from_md(l).map(|l| l.to_string()).unwrap_or_else(|| format!("level {l}"))
+    Level::from_md(l)
+        .map(|l| l.to_string())
+        .unwrap_or_else(|| format!("level {l}"))
 }
 
 fn layout_text(sb: &Super) -> String {
@@ -159,7 +170,15 @@ fn role_json(r: Role) -> Value {
 
 fn geometry_of(sb: &Super, member_sectors: Vec<u64>) -> Option<Geometry> {
     let level = Level::from_md(sb.level())?;
-    Geometry::new(level, sb.layout(), sb.chunk_sectors(), sb.raid_disks(), sb.size_sectors(), member_sectors).ok()
+    Geometry::new(
+        level,
+        sb.layout(),
+        sb.chunk_sectors(),
+        sb.raid_disks(),
+        sb.size_sectors(),
+        member_sectors,
+    )
+    .ok()
 }
 
 struct Examined {
@@ -214,7 +233,11 @@ fn cmd_examine(a: ExamineArgs) -> Result<()> {
         }
     }
     if !errors.is_empty() {
-        bail!("{} of {} device(s) have no usable MD superblock", errors.len(), a.members.len());
+        bail!(
+            "{} of {} device(s) have no usable MD superblock",
+            errors.len(),
+            a.members.len()
+        );
     }
     Ok(())
 }
@@ -252,14 +275,13 @@ fn array_state(sb: &Super) -> String {
             }
         }
         Super::V090(s) => {
-            for d in s.disks.iter() {
-                if let Role::Active(r) = sb.role_of(d.number as usize) {
-                    if r < n && d.number as usize == (d.number as usize) {
+            for i in 0..s.disks.len() {
+                if let Role::Active(r) = sb.role_of(i) {
+                    if r < n {
                         counts[r] += 1;
                     }
                 }
             }
-            let _ = s;
         }
     }
     counts
@@ -275,8 +297,16 @@ fn array_state(sb: &Super) -> String {
 
 fn checksum_of(sb: &Super) -> u32 {
     match sb {
-        Super::V1(s) => s.encode().get(216..220).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0),
-        Super::V090(s) => s.encode().get(152..156).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0),
+        Super::V1(s) => s
+            .encode()
+            .get(216..220)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .unwrap_or(0),
+        Super::V090(s) => s
+            .encode()
+            .get(152..156)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .unwrap_or(0),
     }
 }
 
@@ -323,7 +353,12 @@ fn fmt_time(t: u64) -> String {
     let days = t / 86400;
     let secs = t % 86400;
     let (y, m, d) = civil_from_days(days as i64);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", secs / 3600, secs / 60 % 60, secs % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
 }
 
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -347,26 +382,53 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
     line("Magic", "a92b4efc".into());
     line("Version", sb.metadata().as_str().into());
     line("Feature Map", format!("{:#x}", sb.feature_map()));
-    line("Array UUID", raidkit_engine::sb::uuid_text(sb.metadata(), &sb.uuid()));
+    line(
+        "Array UUID",
+        raidkit_engine::sb::uuid_text(sb.metadata(), &sb.uuid()),
+    );
     if !sb.name().is_empty() {
         line("Name", sb.name());
     }
     line("Creation Time", fmt_time(sb.ctime()));
     line("Raid Level", level_text(sb.level()));
     line("Raid Devices", sb.raid_disks().to_string());
-    line("Avail Dev Size", format!("{} sectors ({})", sb.data_size(e.dev_sectors), human(sb.data_size(e.dev_sectors) * 512)));
+    line(
+        "Avail Dev Size",
+        format!(
+            "{} sectors ({})",
+            sb.data_size(e.dev_sectors),
+            human(sb.data_size(e.dev_sectors) * 512)
+        ),
+    );
     if let Some(b) = array_bytes {
         line("Array Size", format!("{} KiB ({})", b / 1024, human(b)));
     }
     if sb.size_sectors() != 0 {
-        line("Used Dev Size", format!("{} sectors ({})", sb.size_sectors(), human(sb.size_sectors() * 512)));
+        line(
+            "Used Dev Size",
+            format!(
+                "{} sectors ({})",
+                sb.size_sectors(),
+                human(sb.size_sectors() * 512)
+            ),
+        );
     }
     line("Data Offset", format!("{} sectors", sb.data_offset()));
-    line("Super Offset", format!("{} sectors", sb.super_offset(e.dev_sectors)));
+    line(
+        "Super Offset",
+        format!("{} sectors", sb.super_offset(e.dev_sectors)),
+    );
     if let Some(r) = sb.recovery_offset() {
         line("Recovery Offset", format!("{r} sectors"));
     }
-    line("State", if sb.resync_offset() == MAX_SECTOR { "clean".into() } else { format!("active (resync from sector {})", sb.resync_offset()) });
+    line(
+        "State",
+        if sb.resync_offset() == MAX_SECTOR {
+            "clean".into()
+        } else {
+            format!("active (resync from sector {})", sb.resync_offset())
+        },
+    );
     if let Super::V1(v) = sb {
         line("Device UUID", uuid::format(&v.device_uuid));
     }
@@ -374,12 +436,19 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
         line("Internal Bitmap", format!("at sector {b}"));
     }
     if let Some((o, n, _)) = sb.bblog() {
-        line("Bad Block Log", format!("{} entries available at sector {o}", n * 64));
+        line(
+            "Bad Block Log",
+            format!("{} entries available at sector {o}", n * 64),
+        );
     }
     line("Update Time", fmt_time(sb.utime()));
     line(
         "Checksum",
-        format!("{:08x} - {}", checksum_of(sb), if e.ok { "correct" } else { "WRONG" }),
+        format!(
+            "{:08x} - {}",
+            checksum_of(sb),
+            if e.ok { "correct" } else { "WRONG" }
+        ),
     );
     line("Events", sb.events().to_string());
     if let Some(l) = Level::from_md(sb.level()) {
@@ -399,7 +468,13 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
             Role::Journal => "journal".into(),
         },
     );
-    line("Array State", format!("{} ('A' == active, '.' == missing, 'R' == replacing)", array_state(sb)));
+    line(
+        "Array State",
+        format!(
+            "{} ('A' == active, '.' == missing, 'R' == replacing)",
+            array_state(sb)
+        ),
+    );
     format!("{head}{s}\n")
 }
 
@@ -445,9 +520,18 @@ fn cmd_detail(a: DetailArgs) -> Result<()> {
     println!("{:>16} : {}", "Name", arr.name());
     println!("{:>16} : {}", "Version", arr.metadata());
     println!("{:>16} : {}", "Raid Level", g.level);
-    println!("{:>16} : {} ({} bytes)", "Array Size", human(arr.size_bytes()), arr.size_bytes());
+    println!(
+        "{:>16} : {} ({} bytes)",
+        "Array Size",
+        human(arr.size_bytes()),
+        arr.size_bytes()
+    );
     if g.level.has_parity() || g.level == Level::Raid10 || g.level == Level::Raid0 {
-        println!("{:>16} : {}", "Layout", names::layout_name(g.level, g.layout));
+        println!(
+            "{:>16} : {}",
+            "Layout",
+            names::layout_name(g.level, g.layout)
+        );
     }
     if g.level.uses_chunk() {
         println!("{:>16} : {}K", "Chunk Size", g.chunk_sectors / 2);
@@ -487,11 +571,13 @@ fn io_chunk(arr: &Array) -> usize {
 fn cmd_export(a: ExportArgs) -> Result<()> {
     let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, false)?)?;
     let mut out: Box<dyn Write> = if a.output == "-" {
-        Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock()))
+        Box::new(std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::io::stdout().lock(),
+        ))
     } else {
         Box::new(
-            std::fs::File::create(&a.output)
-                .with_context(|| format!("creating {}", a.output))?,
+            std::fs::File::create(&a.output).with_context(|| format!("creating {}", a.output))?,
         )
     };
     let size = arr.size_bytes();
@@ -502,18 +588,24 @@ fn cmd_export(a: ExportArgs) -> Result<()> {
     while off < size {
         let n = (size - off).min(step as u64) as usize;
         arr.read(off, &mut buf[..n])?;
-        out.write_all(&buf[..n]).with_context(|| format!("writing {}", a.output))?;
+        out.write_all(&buf[..n])
+            .with_context(|| format!("writing {}", a.output))?;
         off += n as u64;
         pb.set_position(off);
     }
-    out.flush().with_context(|| format!("writing {}", a.output))?;
+    out.flush()
+        .with_context(|| format!("writing {}", a.output))?;
     pb.finish_and_clear();
     if a.output != "-" {
         eprintln!(
             "raidkit: exported {} ({} bytes){} to {}",
             human(size),
             size,
-            if arr.is_degraded() { format!(", degraded: role(s) {:?} missing", arr.missing_roles()) } else { String::new() },
+            if arr.is_degraded() {
+                format!(", degraded: role(s) {:?} missing", arr.missing_roles())
+            } else {
+                String::new()
+            },
             a.output
         );
     }
@@ -530,7 +622,10 @@ fn cmd_import(a: ImportArgs) -> Result<()> {
     let in_len = if a.input == "-" {
         None
     } else {
-        std::fs::metadata(&a.input).ok().filter(|m| m.is_file()).map(|m| m.len())
+        std::fs::metadata(&a.input)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
     };
     let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, true)?)?;
     let size = arr.size_bytes();
@@ -544,16 +639,26 @@ fn cmd_import(a: ImportArgs) -> Result<()> {
     let clean = arr.mark_clean();
     let n = res?;
     clean?;
-    eprintln!("raidkit: imported {} ({n} bytes) at offset {offset}; array is clean", human(n));
+    eprintln!(
+        "raidkit: imported {} ({n} bytes) at offset {offset}; array is clean",
+        human(n)
+    );
     Ok(())
 }
 
-fn import_into(arr: &Array, input: &mut dyn Read, offset: u64, in_len: Option<u64>, name: &str) -> Result<u64> {
+fn import_into(
+    arr: &Array,
+    input: &mut dyn Read,
+    offset: u64,
+    in_len: Option<u64>,
+    name: &str,
+) -> Result<u64> {
     if arr.needs_resync() {
         eprintln!("raidkit: the array was not stopped cleanly; resyncing redundancy first");
         let mut pb: Option<ProgressBar> = None;
         sync::run(arr, SyncMode::Resync, false, &mut |d, t| {
-            pb.get_or_insert_with(|| bar(t * 512, "resync")).set_position(d * 512);
+            pb.get_or_insert_with(|| bar(t * 512, "resync"))
+                .set_position(d * 512);
         })?;
     }
     let size = arr.size_bytes();
@@ -565,7 +670,9 @@ fn import_into(arr: &Array, input: &mut dyn Read, offset: u64, in_len: Option<u6
         // Fill the buffer completely unless at EOF, so writes stay stripe-aligned.
         let mut got = 0;
         while got < step {
-            let r = input.read(&mut buf[got..]).with_context(|| format!("reading {name}"))?;
+            let r = input
+                .read(&mut buf[got..])
+                .with_context(|| format!("reading {name}"))?;
             if r == 0 {
                 break;
             }
@@ -596,13 +703,31 @@ fn import_into(arr: &Array, input: &mut dyn Read, offset: u64, in_len: Option<u6
 
 fn cmd_demo(a: DemoArgs) -> Result<()> {
     let size = parse_size(&a.size, 1024).map_err(|e| anyhow!("--size: {e}"))?;
-    if a.dir.exists() && std::fs::read_dir(&a.dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
-        bail!("{} exists and is not empty; remove it or pass --dir DIR", a.dir.display());
+    if a.dir.exists()
+        && std::fs::read_dir(&a.dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        bail!(
+            "{} exists and is not empty; remove it or pass --dir DIR",
+            a.dir.display()
+        );
     }
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let members: Vec<PathBuf> = (0..4).map(|i| a.dir.join(format!("disk{i}.img"))).collect();
-    println!("$ raidkit create --level 6 --raid-devices 4 --chunk 64K --size {} {}", a.size, members.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" "));
-    let mut o = CreateOptions::new(Level::Raid6, members.iter().cloned().map(MemberSpec::Path).collect());
+    println!(
+        "$ raidkit create --level 6 --raid-devices 4 --chunk 64K --size {} {}",
+        a.size,
+        members
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut o = CreateOptions::new(
+        Level::Raid6,
+        members.iter().cloned().map(MemberSpec::Path).collect(),
+    );
     o.chunk_bytes = Some(64 * 1024);
     o.create_size = Some(size);
     o.name = "demo".into();
@@ -627,7 +752,12 @@ fn cmd_demo(a: DemoArgs) -> Result<()> {
     let mut checked = 0;
     for a1 in 0..4 {
         for b1 in a1 + 1..4 {
-            let sub: Vec<PathBuf> = members.iter().enumerate().filter(|(i, _)| *i != a1 && *i != b1).map(|(_, p)| p.clone()).collect();
+            let sub: Vec<PathBuf> = members
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != a1 && *i != b1)
+                .map(|(_, p)| p.clone())
+                .collect();
             let arr = assemble_paths(&sub, &AssembleOptions::default())?;
             let mut back = vec![0u8; total as usize];
             arr.read(0, &mut back)?;
@@ -643,7 +773,11 @@ fn cmd_demo(a: DemoArgs) -> Result<()> {
     println!("check: {} mismatches", rep.mismatches.len());
     println!();
     println!("Try:");
-    let m = members.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
+    let m = members
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
     println!("  raidkit detail {m}");
     println!("  raidkit examine {}", members[0].display());
     println!("  raidkit export --output demo.img {m}");

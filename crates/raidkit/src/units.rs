@@ -16,7 +16,11 @@ pub fn parse_size(s: &str, bare_unit: u64) -> Result<u64, String> {
                 'm' => 1 << 20,
                 'g' => 1 << 30,
                 't' => 1u64 << 40,
-                _ => return Err(format!("unknown size suffix in {s:?} (use K, M, G, T or s)")),
+                _ => {
+                    return Err(format!(
+                        "unknown size suffix in {s:?} (use K, M, G, T or s)"
+                    ))
+                }
             };
             (&t[..i], m)
         }
@@ -28,7 +32,8 @@ pub fn parse_size(s: &str, bare_unit: u64) -> Result<u64, String> {
         num.parse::<u64>()
     }
     .map_err(|_| format!("{s:?} is not a size (examples: 512K, 64M, 2G)"))?;
-    v.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+    v.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
 }
 
 /// Human-readable binary size: `1.50 GiB`.
@@ -58,9 +63,13 @@ mod tests {
         assert_eq!(parse_size("2g", 1), Ok(2 << 30));
         assert_eq!(parse_size("8s", 1), Ok(4096));
         assert_eq!(parse_size("0x10", 1), Ok(16));
-        assert!(parse_size("12Q", 1).unwrap_err().contains("unknown size suffix"));
+        assert!(parse_size("12Q", 1)
+            .unwrap_err()
+            .contains("unknown size suffix"));
         assert!(parse_size("abc", 1).unwrap_err().contains("not a size"));
-        assert!(parse_size("99999999999T", 1).unwrap_err().contains("too large"));
+        assert!(parse_size("99999999999T", 1)
+            .unwrap_err()
+            .contains("too large"));
         assert_eq!(human(1536), "1.50 KiB");
         assert_eq!(human(100), "100 B");
     }
