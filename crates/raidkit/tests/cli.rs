@@ -1,0 +1,130 @@
+//! The CLI contract: the `--help` examples work as printed, JSON keys are present, and the
+//! errors a user can hit say what is wrong (exact texts).
+
+use raidkit_testkit::tempdir::TempDir;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn rk(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_raidkit"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run raidkit")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = rk(dir, args);
+    assert!(
+        o.status.success(),
+        "raidkit {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(dir: &Path, args: &[&str]) -> String {
+    let o = rk(dir, args);
+    assert!(!o.status.success(), "raidkit {args:?} unexpectedly succeeded");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_examples_work() {
+    let t = TempDir::new("rk-cli").unwrap();
+    let d = t.path();
+    let help = ok(d, &["--help"]);
+    let cmds: Vec<String> = help
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("raidkit ") && !l.contains("/dev/"))
+        .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+        .collect();
+    assert_eq!(cmds.len(), 5, "{help}");
+    for c in &cmds {
+        let args: Vec<&str> = c.split_whitespace().skip(1).collect();
+        ok(d, &args);
+    }
+    // The exported copy starts with /etc/services.
+    let services = std::fs::read("/etc/services").unwrap();
+    let copy = std::fs::read(d.join("copy.img")).unwrap();
+    assert_eq!(&copy[..services.len()], &services[..]);
+}
+
+#[test]
+fn json_keys_and_round_trip() {
+    let t = TempDir::new("rk-cli").unwrap();
+    let d = t.path();
+    ok(
+        d,
+        &[
+            "create", "--level", "5", "--raid-devices", "3", "--chunk", "64", "--size", "8M",
+            "--name", "alpha", "--homehost", "none", "--uuid", "5ee1c0de:00000000:00000000:00000005",
+            "a", "b", "c",
+        ],
+    );
+    let ex: serde_json::Value = serde_json::from_str(&ok(d, &["examine", "--json", "a", "b", "c"])).unwrap();
+    let list = ex.as_array().unwrap();
+    assert_eq!(list.len(), 3);
+    for (i, m) in list.iter().enumerate() {
+        for k in [
+            "metadata", "uuid", "name", "level", "layout", "chunk_bytes", "raid_disks", "role", "events",
+            "data_offset", "data_size", "super_offset", "checksum_ok", "array_bytes",
+        ] {
+            assert!(m.get(k).is_some(), "examine --json lacks {k}: {m}");
+        }
+        assert_eq!(m["metadata"], "1.2");
+        assert_eq!(m["uuid"], "5ee1c0de:00000000:00000000:00000005");
+        assert_eq!(m["name"], "alpha");
+        assert_eq!(m["level"], "raid5");
+        assert_eq!(m["layout"], "left-symmetric");
+        assert_eq!(m["chunk_bytes"], 65536);
+        assert_eq!(m["role"], i);
+        assert_eq!(m["checksum_ok"], true);
+        assert_eq!(m["data_offset"], 2048);
+        assert_eq!(m["super_offset"], 8);
+        assert_eq!(m["state"], "clean");
+        // 8 MiB members, 1 MiB data offset, 64K chunks: 7 MiB per member, 2 data members.
+        assert_eq!(m["array_bytes"], 14 * 1024 * 1024);
+    }
+    let det: serde_json::Value = serde_json::from_str(&ok(d, &["detail", "--json", "c", "a", "b"])).unwrap();
+    assert_eq!(det["state"], "clean");
+    assert_eq!(det["array_bytes"], 14 * 1024 * 1024);
+    assert_eq!(det["missing_roles"], serde_json::json!([]));
+    let det: serde_json::Value = serde_json::from_str(&ok(d, &["detail", "--json", "c", "a"])).unwrap();
+    assert_eq!(det["state"], "clean, degraded");
+    assert_eq!(det["missing_roles"], serde_json::json!([1]));
+    // import at an offset, export through stdout, degraded.
+    std::fs::write(d.join("in"), b"hello raid").unwrap();
+    ok(d, &["import", "--input", "in", "--offset", "1000000", "a", "b", "c"]);
+    let o = rk(d, &["export", "--output", "-", "b", "c"]);
+    assert!(o.status.success());
+    assert_eq!(o.stdout.len(), 14 * 1024 * 1024);
+    assert_eq!(&o.stdout[1_000_000..1_000_010], b"hello raid");
+}
+
+#[test]
+fn user_errors_say_what_to_do() {
+    let t = TempDir::new("rk-cli").unwrap();
+    let d = t.path();
+    let e = err(d, &["create", "--level", "5", "--raid-devices", "3", "a", "b", "c"]);
+    assert!(e.contains("a does not exist; pass --size SIZE to create member files (sparse)"), "{e}");
+    let e = err(d, &["create", "--level", "7", "--raid-devices", "2", "--size", "4M", "a", "b"]);
+    assert!(e.contains("unknown RAID level"), "{e}");
+    let e = err(d, &["create", "--level", "5", "--raid-devices", "4", "--size", "4M", "a", "b", "c"]);
+    assert!(e.contains("--raid-devices is 4 but 3 member(s) were given"), "{e}");
+    let e = err(d, &["create", "--level", "6", "--raid-devices", "4", "--layout", "n2", "--size", "4M", "a", "b", "c", "d"]);
+    assert!(e.contains("layout \"n2\" is not valid for raid6"), "{e}");
+    let e = err(d, &["create", "--level", "1", "--raid-devices", "2", "--chunk", "64", "--size", "4M", "a", "b"]);
+    assert!(e.contains("raid1 has no chunk size; drop --chunk"), "{e}");
+    ok(d, &["create", "--level", "1", "--raid-devices", "2", "--size", "4M", "a", "b"]);
+    let e = err(d, &["create", "--level", "1", "--raid-devices", "2", "a", "b"]);
+    assert!(e.contains("carries a 1.2 MD superblock") && e.contains("Use --force"), "{e}");
+    std::fs::write(d.join("junk"), vec![7u8; 1 << 20]).unwrap();
+    let e = err(d, &["examine", "junk"]);
+    assert!(e.contains("no usable MD superblock"), "{e}");
+    let e = err(d, &["export", "--output", "x", "a", "junk"]);
+    assert!(e.contains("junk: no MD superblock found"), "{e}");
+    let e = err(d, &["import", "--input", "junk", "--offset", "4000000", "a", "b"]);
+    assert!(e.contains("does not fit in the array") && e.contains("nothing was written"), "{e}");
+}
