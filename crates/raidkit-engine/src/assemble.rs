@@ -104,6 +104,23 @@ fn pick_super(dev: &dyn BlockDev, opts: &AssembleOptions) -> Result<Super> {
             ),
         });
     }
+    // The device must hold everything the superblock describes (the kernel's rule).
+    let dev_sectors = dev.size_bytes() / 512;
+    if let Super::V1(v) = &sb {
+        let end = v.data_offset.saturating_add(v.data_size);
+        let fits = match v.minor() {
+            raidkit_format::v1::Minor::V0 => end <= v.super_offset,
+            _ => end <= dev_sectors,
+        };
+        if !fits {
+            return Err(EngineError::BadMember {
+                device: dev.name().to_string(),
+                why: format!(
+                    "is {dev_sectors} sectors long but its superblock says data runs to sector {end}: the device was truncated or is not the one the array was made on; leave it out (the array runs degraded if it can) or restore the device"
+                ),
+            });
+        }
+    }
     Ok(sb)
 }
 

@@ -128,3 +128,26 @@ fn user_errors_say_what_to_do() {
     let e = err(d, &["import", "--input", "junk", "--offset", "4000000", "a", "b"]);
     assert!(e.contains("does not fit in the array") && e.contains("nothing was written"), "{e}");
 }
+
+#[test]
+fn corrupt_and_truncated_members_are_named() {
+    use std::os::unix::fs::FileExt;
+    let t = TempDir::new("rk-cli").unwrap();
+    let d = t.path();
+    ok(d, &["create", "--level", "5", "--raid-devices", "3", "--chunk", "64", "--size", "8M", "a", "b", "c"]);
+    // Flip one byte of b's superblock (its name field, inside the checksummed area).
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(d.join("b")).unwrap();
+    let mut x = [0u8; 1];
+    f.read_exact_at(&mut x, 4096 + 40).unwrap();
+    f.write_all_at(&[x[0] ^ 0x55], 4096 + 40).unwrap();
+    let e = err(d, &["detail", "a", "b", "c"]);
+    assert!(e.contains("b: the 1.2 superblock has a bad checksum; if this device is a member, leave it out"), "{e}");
+    let ex: serde_json::Value = serde_json::from_str(&String::from_utf8_lossy(&rk(d, &["examine", "--json", "b"]).stdout)).unwrap();
+    assert_eq!(ex[0]["checksum_ok"], false);
+    // Leaving it out works (degraded).
+    ok(d, &["export", "--output", "x.img", "a", "c"]);
+    // Truncate c: refused with the sizes named.
+    std::fs::OpenOptions::new().write(true).open(d.join("c")).unwrap().set_len(4 << 20).unwrap();
+    let e = err(d, &["export", "--output", "x.img", "a", "c"]);
+    assert!(e.contains("c: is 8192 sectors long but its superblock says data runs to sector 16384"), "{e}");
+}
