@@ -19,8 +19,8 @@
 # directory (uncompressed images, logs).
 #
 # Needs: mdref (../shared/mdref/mdref-run beside the repo, or $RAIDKIT_MDREF), cargo,
-# xz, zstd, jq. Time: about 6-8 minutes for the whole matrix on 2 cores under TCG
-# (≈ 3.5 s boot per VM plus ≈ 2-4 s per array); --only NAME: ≈ 10 s.
+# xz, zstd, jq. Time: about 7 minutes for the whole matrix (55 arrays, 10 VMs) on 2
+# cores under TCG (≈ 10-20 s per VM, plus ≈ 0.5 s of xz per member); --only NAME: ≈ 15 s.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)

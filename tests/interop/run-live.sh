@@ -6,9 +6,9 @@
 #
 # Builds rk-pattern (release, copied into the mdref guest) and runs
 # `cargo test -p raidkit --test interop_live -- --nocapture`. --full sets
-# RAIDKIT_INTEROP=full: every kernel-fixture configuration (≈ 55 arrays, ≈ 10 VM boots,
-# several minutes under TCG) instead of the default sample (≈ 17 arrays, 3 VM boots,
-# about 1 minute). Needs mdref beside the repository (../shared/mdref/mdref-run) or
+# RAIDKIT_INTEROP=full: every kernel-fixture configuration (≈ 73 arrays, 12 VM boots,
+# ≈ 2 min under TCG) instead of the default sample (18 arrays, 3 VM boots, ≈ 30 s).
+# Needs mdref beside the repository (../shared/mdref/mdref-run) or
 # RAIDKIT_MDREF=/path/to/mdref-run; without it the test prints "skip: ..." and passes.
 set -euo pipefail
 

@@ -128,6 +128,76 @@ fn check_export(f: &Fixture, members: &[PathBuf]) -> Result<(), String> {
     }
 }
 
+/// `Ok(())` if `raidkit detail --json` of `members` reports the fixture's array with
+/// exactly the roles `missing` absent (state "clean" when none is missing, else
+/// "degraded" or mdadm's "clean, degraded").
+fn check_detail(
+    f: &Fixture,
+    all: &[PathBuf],
+    members: &[PathBuf],
+    missing: &[u32],
+) -> Result<(), String> {
+    let m = &f.manifest;
+    let out = raidkit()
+        .args(["detail", "--json"])
+        .args(members)
+        .output()
+        .expect("running raidkit detail");
+    if !out.status.success() {
+        return Err(format!(
+            "detail failed ({}): {}",
+            out.status,
+            stderr_of(&out)
+        ));
+    }
+    let d: Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("detail --json: {e}"))?;
+    let mut errs = Vec::new();
+    let state = d["state"].as_str().unwrap_or("");
+    let state_ok = if missing.is_empty() {
+        state == "clean"
+    } else {
+        state == "degraded" || state == "clean, degraded"
+    };
+    if !state_ok {
+        errs.push(format!("state {:?}", d["state"]));
+    }
+    for (key, want) in [
+        ("array_bytes", Value::from(m.array_bytes)),
+        ("level", Value::from(m.level.clone())),
+        ("uuid", Value::from(m.uuid.clone())),
+        ("missing_roles", Value::from(missing.to_vec())),
+    ] {
+        if d[key] != want {
+            errs.push(format!("{key} = {}, expected {want}", d[key]));
+        }
+    }
+    let listed = d["members"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if listed.len() != members.len() {
+        errs.push(format!(
+            "{} members listed, {} given",
+            listed.len(),
+            members.len()
+        ));
+    }
+    for item in listed {
+        let dev = item["device"].as_str().unwrap_or("");
+        match all.iter().position(|p| Path::new(dev) == p) {
+            Some(i) if item["role"] == m.members[i].role => {}
+            Some(i) => errs.push(format!(
+                "member {i}: role {}, expected {}",
+                item["role"], m.members[i].role
+            )),
+            None => errs.push(format!("unknown device {dev:?} in members")),
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("detail --json: {}", errs.join("; ")))
+    }
+}
+
 /// Does `text` name `role` after the word "role" (e.g. "role 2", "role: 2", "roles [1, 2]")?
 fn names_role(text: &str, role: u32) -> bool {
     let lower = text.to_lowercase();
@@ -298,6 +368,10 @@ fn examine_matches_manifest_and_full_export_is_the_pattern() {
             }
         }
 
+        if let Err(e) = check_detail(&f, &u.paths, &u.paths, &[]) {
+            fail(e);
+        }
+
         // export, creation order and shuffled order
         if let Err(e) = check_export(&f, &u.paths) {
             fail(format!("complete, creation order: {e}"));
@@ -380,7 +454,7 @@ fn examine_mismatches(f: &Fixture, paths: &[PathBuf], i: usize, item: &Value) ->
             .find_map(|l| l.trim().strip_prefix(&format!("{label} : ")))
             .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         {
-            if item[key] != Value::from(v) {
+            if item[key] != v {
                 errs.push(format!("{who}: {key} = {}, mdadm says {v}", item[key]));
             }
         }
@@ -429,6 +503,9 @@ fn degraded_exports_are_the_pattern_or_name_the_missing_role() {
                     let keep = shuffled_paths(&keep, seed);
                     runs += 1;
                     if let Err(e) = check_export(&f, &keep) {
+                        fail(format!("without roles {set:?}: {e}"));
+                    }
+                    if let Err(e) = check_detail(&f, &u.paths, &keep, &set) {
                         fail(format!("without roles {set:?}: {e}"));
                     }
                 }

@@ -43,6 +43,9 @@ struct Config {
     sizes_mib: Vec<u64>,
     /// Slot given as `missing` (degraded creation).
     missing: Option<usize>,
+    /// Negative control: flip one byte of member 1's first data chunk after the import;
+    /// the kernel must then read wrong data and count mismatches.
+    corrupt: bool,
 }
 
 impl Config {
@@ -65,6 +68,7 @@ impl Config {
             bitmap,
             sizes_mib: sizes_mib.to_vec(),
             missing: None,
+            corrupt: false,
         }
     }
 
@@ -249,6 +253,18 @@ fn sample_configs() -> Vec<Config> {
             &uniform(4, 3),
         )
     });
+    v.push(Config {
+        corrupt: true,
+        ..c(
+            "r5-corrupt-control",
+            "5",
+            Some("left-symmetric"),
+            Some(64),
+            "1.2",
+            "none",
+            &uniform(4, 3),
+        )
+    });
     v
 }
 
@@ -373,6 +389,9 @@ fn prepare(dir: &Path, cfg: &Config) -> Result<u64, String> {
         "raidkit import",
     )?;
     std::fs::remove_file(&input).map_err(|e| e.to_string())?;
+    if cfg.corrupt {
+        corrupt_member_1(present[1])?;
+    }
 
     let detail = run_ok(
         raidkit().args(["detail", "--json"]).args(&present),
@@ -390,6 +409,33 @@ fn prepare(dir: &Path, cfg: &Config) -> Result<u64, String> {
         return Err(format!("after import: detail state {:?}", detail["state"]));
     }
     Ok(bytes)
+}
+
+/// Flip byte 1000 (in the zero part of a tagged sector) of the first data chunk of
+/// `member`, located through `raidkit examine --json` (data_offset in sectors).
+fn corrupt_member_1(member: &Path) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let ex = run_ok(
+        raidkit().args(["examine", "--json"]).arg(member),
+        "raidkit examine",
+    )?;
+    let ex: Value = serde_json::from_slice(&ex).map_err(|e| format!("examine --json: {e}"))?;
+    let off = ex[0]["data_offset"]
+        .as_u64()
+        .ok_or("examine --json: no data_offset")?
+        * 512
+        + 1000;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(member)
+        .map_err(|e| e.to_string())?;
+    let mut b = [0u8; 1];
+    f.seek(SeekFrom::Start(off)).map_err(|e| e.to_string())?;
+    f.read_exact(&mut b).map_err(|e| e.to_string())?;
+    b[0] ^= 0x5a;
+    f.seek(SeekFrom::Start(off)).map_err(|e| e.to_string())?;
+    f.write_all(&b).map_err(|e| e.to_string())
 }
 
 /// Guest helper: judge one array. Prints exactly one RESULT line.
@@ -431,6 +477,14 @@ judge() { # judge MD NAME SEED "DISKS"
 /// The RESULT line the guest must print for a good array.
 fn expected_line(cfg: &Config, bytes: u64) -> String {
     let degraded = u32::from(cfg.missing.is_some());
+    if cfg.corrupt {
+        // One flipped byte in one 4 KiB stripe page: wrong data, 8 sectors inconsistent.
+        return format!(
+            "RESULT {} assemble=ok checksums=ok state=clean initial_action=idle size={bytes} level={} degraded=0 pattern=BAD mismatch_cnt=8",
+            cfg.name,
+            cfg.kernel_level()
+        );
+    }
     let (action, mm) = if !cfg.redundant() {
         ("n/a", "n/a".to_string())
     } else if degraded > 0 {
