@@ -36,7 +36,7 @@ fn all_fixtures() -> Vec<Fixture> {
 
 /// Decompressed member images of one fixture, in manifest order, in their own temp dir.
 struct Unpacked {
-    _dir: TempDir,
+    dir: TempDir,
     paths: Vec<PathBuf>,
     hashes: Vec<u64>,
 }
@@ -47,11 +47,7 @@ fn unpack(f: &Fixture) -> Unpacked {
         .decompress(dir.path())
         .unwrap_or_else(|e| panic!("{}: decompress: {e}", f.name()));
     let hashes = paths.iter().map(|p| hash_file(p).unwrap()).collect();
-    Unpacked {
-        _dir: dir,
-        paths,
-        hashes,
-    }
+    Unpacked { dir, paths, hashes }
 }
 
 impl Unpacked {
@@ -101,7 +97,7 @@ fn stderr_of(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).trim().to_string()
 }
 
-/// `Ok(())` if `raidkit export` of `members` succeeds and equals the fixture's pattern.
+/// `Ok(())` if `raidkit export` of `members` (to stdout) equals the fixture's pattern.
 fn check_export(f: &Fixture, members: &[PathBuf]) -> Result<(), String> {
     let out = run_export(members);
     if !out.status.success() {
@@ -111,15 +107,40 @@ fn check_export(f: &Fixture, members: &[PathBuf]) -> Result<(), String> {
             stderr_of(&out)
         ));
     }
+    check_data(f, &out.stdout)
+}
+
+/// `Ok(())` if `raidkit export --output FILE` of `members` writes the fixture's pattern.
+fn check_export_to_file(f: &Fixture, members: &[PathBuf], file: &Path) -> Result<(), String> {
+    let out = raidkit()
+        .arg("export")
+        .arg("--output")
+        .arg(file)
+        .args(members)
+        .output()
+        .expect("running raidkit export");
+    if !out.status.success() {
+        return Err(format!(
+            "export --output FILE failed ({}): {}",
+            out.status,
+            stderr_of(&out)
+        ));
+    }
+    let data = std::fs::read(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    std::fs::remove_file(file).map_err(|e| e.to_string())?;
+    check_data(f, &data)
+}
+
+fn check_data(f: &Fixture, data: &[u8]) -> Result<(), String> {
     let m = &f.manifest;
-    if out.stdout.len() as u64 != m.array_bytes {
+    if data.len() as u64 != m.array_bytes {
         return Err(format!(
             "export gave {} bytes, array has {}",
-            out.stdout.len(),
+            data.len(),
             m.array_bytes
         ));
     }
-    match pattern::compare(Kind::Tagged, m.seed, 0, &out.stdout) {
+    match pattern::compare(Kind::Tagged, m.seed, 0, data) {
         None => Ok(()),
         Some(mm) => Err(format!(
             "export differs from the pattern: first at byte {}, {} sectors",
@@ -377,7 +398,8 @@ fn examine_matches_manifest_and_full_export_is_the_pattern() {
             fail(format!("complete, creation order: {e}"));
         }
         let sh = shuffled_paths(&u.paths, m.seed);
-        if let Err(e) = check_export(&f, &sh) {
+        let file = u.dir.path().join("export.out");
+        if let Err(e) = check_export_to_file(&f, &sh, &file) {
             fail(format!("complete, shuffled order: {e}"));
         }
         if let Some(e) = u.changed() {
