@@ -11,7 +11,7 @@ use raidkit_format::{v090, v1, MAX_SECTOR};
 use raidkit_layout::{Geometry, Level, StripeLayout};
 use raidkit_parity as parity;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 const SECTOR: u64 = 512;
@@ -29,6 +29,25 @@ pub struct Member {
     /// Bad-block log entries (absolute device sectors).
     pub bad: Vec<BadRange>,
     failed: AtomicBool,
+    /// Reads in flight on this member (for read balancing).
+    inflight: AtomicU32,
+    /// Exponentially weighted service time in nanoseconds per KiB read.
+    ewma_ns_per_kib: AtomicU64,
+    /// IO counters for statistics.
+    pub stats: MemberStats,
+}
+
+/// Per-member IO counters.
+#[derive(Debug, Default)]
+pub struct MemberStats {
+    /// Read requests issued to the member.
+    pub reads: AtomicU64,
+    /// Bytes read.
+    pub read_bytes: AtomicU64,
+    /// Write requests issued to the member.
+    pub writes: AtomicU64,
+    /// Bytes written.
+    pub write_bytes: AtomicU64,
 }
 
 impl Member {
@@ -47,12 +66,37 @@ impl Member {
             recovery,
             bad,
             failed: AtomicBool::new(false),
+            inflight: AtomicU32::new(0),
+            ewma_ns_per_kib: AtomicU64::new(0),
+            stats: MemberStats::default(),
         }
     }
     /// True once the member has been failed at run time.
     pub fn is_failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
+    /// Expected cost of a read now: queue depth times measured service time.
+    fn read_cost(&self) -> u64 {
+        let q = u64::from(self.inflight.load(Ordering::Relaxed)) + 1;
+        q.saturating_mul(self.ewma_ns_per_kib.load(Ordering::Relaxed).max(1))
+    }
+
+    fn record_read(&self, bytes: usize, elapsed: std::time::Duration) {
+        let kib = (bytes as u64).div_ceil(1024).max(1);
+        let sample = (elapsed.as_nanos() as u64) / kib;
+        let old = self.ewma_ns_per_kib.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            (old * 7 + sample) / 8
+        };
+        self.ewma_ns_per_kib.store(new.max(1), Ordering::Relaxed);
+        self.stats.reads.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .read_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
     fn readable(&self, data_sector: u64, n: u64) -> bool {
         if self.is_failed() {
             return false;
@@ -154,6 +198,23 @@ pub struct Array {
     gate: RwLock<()>,
     /// Forced start of a dirty degraded array: mark clean on the first write.
     pub(crate) forced_clean: bool,
+}
+
+/// IO counters of one member.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MemberIo {
+    /// Role slot.
+    pub role: usize,
+    /// Device name.
+    pub device: String,
+    /// Read requests.
+    pub reads: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Write requests.
+    pub writes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
 }
 
 /// Description of a member for reports.
@@ -287,6 +348,24 @@ impl Array {
         v
     }
 
+    /// IO counters per role slot: (role, device, reads, read bytes, writes, write bytes).
+    pub fn member_stats(&self) -> Vec<MemberIo> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(r, m)| {
+                m.as_ref().map(|m| MemberIo {
+                    role: r,
+                    device: m.dev.name().to_string(),
+                    reads: m.stats.reads.load(Ordering::Relaxed),
+                    read_bytes: m.stats.read_bytes.load(Ordering::Relaxed),
+                    writes: m.stats.writes.load(Ordering::Relaxed),
+                    write_bytes: m.stats.write_bytes.load(Ordering::Relaxed),
+                })
+            })
+            .collect()
+    }
+
     fn member(&self, role: usize) -> Option<&Member> {
         self.slots
             .get(role)
@@ -313,9 +392,14 @@ impl Array {
                 why: format!("role {role} ({}) has no valid data there", m.dev.name()),
             });
         }
-        m.dev
-            .read_at(buf, (m.data_offset + dsec) * SECTOR)
-            .map_err(|e| EngineError::io(m.dev.name(), "reading member data", e))
+        m.inflight.fetch_add(1, Ordering::Relaxed);
+        let t0 = std::time::Instant::now();
+        let r = m.dev.read_at(buf, (m.data_offset + dsec) * SECTOR);
+        m.inflight.fetch_sub(1, Ordering::Relaxed);
+        if r.is_ok() {
+            m.record_read(buf.len(), t0.elapsed());
+        }
+        r.map_err(|e| EngineError::io(m.dev.name(), "reading member data", e))
     }
 
     /// Write to one member; a failure fails the member (md behaviour) and is reported
@@ -325,7 +409,13 @@ impl Array {
             return Ok(false);
         };
         match m.dev.write_at(buf, (m.data_offset + dsec) * SECTOR) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                m.stats.writes.fetch_add(1, Ordering::Relaxed);
+                m.stats
+                    .write_bytes
+                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                Ok(true)
+            }
             Err(e) => {
                 self.fail_member(role, &format!("write error: {e}"))?;
                 Ok(false)
@@ -537,8 +627,67 @@ impl Array {
         self.write_sectors(s0, &tmp)
     }
 
-    /// Read whole sectors starting at array sector `s`.
+    /// Size of the pieces a large request is split into for parallel processing, in
+    /// sectors (whole stripes for striped levels), or None if it should not be split.
+    fn split_unit(&self, total: u64) -> Option<u64> {
+        let threads = self.threads();
+        if threads < 2 || total < 1024 {
+            return None;
+        }
+        let g = &self.geo;
+        let stripe = match g.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => g.chunk_sectors * g.data_disks() as u64,
+            Level::Raid0 | Level::Raid10 => g.chunk_sectors.max(1) * g.raid_disks as u64,
+            Level::Raid1 | Level::Linear => 256,
+        };
+        let per = total.div_ceil(threads as u64).div_ceil(stripe) * stripe;
+        if per >= total {
+            None
+        } else {
+            Some(per.max(stripe))
+        }
+    }
+
+    fn threads(&self) -> usize {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(8)
+    }
+
+    /// Read whole sectors starting at array sector `s`. Large requests are split on stripe
+    /// boundaries and served by several threads (mirrors then serve different pieces).
     pub fn read_sectors(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        if let Some(unit) = self.split_unit(total) {
+            // Align the first piece so later ones start on unit boundaries.
+            let first = (unit - s % unit).min(total);
+            let (head, rest) = buf.split_at_mut((first * SECTOR) as usize);
+            return std::thread::scope(|sc| {
+                let mut handles = Vec::new();
+                handles.push(sc.spawn(move || self.read_serial(s, head)));
+                let mut off = s + first;
+                for piece in rest.chunks_mut((unit * SECTOR) as usize) {
+                    let at = off;
+                    off += piece.len() as u64 / SECTOR;
+                    handles.push(sc.spawn(move || self.read_serial(at, piece)));
+                }
+                let mut res = Ok(());
+                for h in handles {
+                    let r = h.join().unwrap_or_else(|_| {
+                        Err(EngineError::Invalid("a read worker panicked".into()))
+                    });
+                    if res.is_ok() {
+                        res = r;
+                    }
+                }
+                res
+            });
+        }
+        self.read_serial(s, buf)
+    }
+
+    fn read_serial(&self, s: u64, buf: &mut [u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
         let mut done = 0u64;
         while done < total {
@@ -595,7 +744,14 @@ impl Array {
             _ => {
                 let p = self.locate(s)?;
                 let mut errs = Vec::new();
-                for &(role, dsec) in &p.copies {
+                let mut copies = p.copies.clone();
+                if copies.len() > 1 {
+                    // Read balancing: cheapest copy first (queue depth × measured speed).
+                    copies.sort_by_key(|&(role, _)| {
+                        self.member(role).map(|m| m.read_cost()).unwrap_or(u64::MAX)
+                    });
+                }
+                for &(role, dsec) in &copies {
                     if !self.can_read(role, dsec, n) {
                         errs.push(format!("role {role} unavailable"));
                         continue;
@@ -753,6 +909,35 @@ impl Array {
             Err(p) => p.into_inner(),
         };
         self.ensure_dirty()?;
+        let total = buf.len() as u64 / SECTOR;
+        if let Some(unit) = self.split_unit(total) {
+            let first = (unit - s % unit).min(total);
+            let (head, rest) = buf.split_at((first * SECTOR) as usize);
+            return std::thread::scope(|sc| {
+                let mut handles = Vec::new();
+                handles.push(sc.spawn(move || self.write_serial(s, head)));
+                let mut off = s + first;
+                for piece in rest.chunks((unit * SECTOR) as usize) {
+                    let at = off;
+                    off += piece.len() as u64 / SECTOR;
+                    handles.push(sc.spawn(move || self.write_serial(at, piece)));
+                }
+                let mut res = Ok(());
+                for h in handles {
+                    let r = h.join().unwrap_or_else(|_| {
+                        Err(EngineError::Invalid("a write worker panicked".into()))
+                    });
+                    if res.is_ok() {
+                        res = r;
+                    }
+                }
+                res
+            });
+        }
+        self.write_serial(s, buf)
+    }
+
+    fn write_serial(&self, s: u64, buf: &[u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
         match self.geo.level {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => self.write_parity(s, buf),

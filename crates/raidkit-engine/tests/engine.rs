@@ -411,28 +411,57 @@ fn bad_block_log_is_honoured_on_reads() {
     use raidkit_format::v1::{feature, SuperblockV1};
     use std::os::unix::fs::FileExt;
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case { level: Level::Raid5, layout: "left-symmetric", n: 3, chunk_k: 64, meta: "1.2", member_mib: 4 };
+    let c = Case {
+        level: Level::Raid5,
+        layout: "left-symmetric",
+        n: 3,
+        chunk_k: 64,
+        meta: "1.2",
+        member_mib: 4,
+    };
     let (ps, model) = make(&c, &dir);
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(&ps[1]).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&ps[1])
+        .unwrap();
     let mut sbuf = vec![0u8; 4096];
     f.read_exact_at(&mut sbuf, 8 * 512).unwrap();
     let mut sb = SuperblockV1::parse(&sbuf).unwrap();
-    let bad = [BadRange { start: sb.data_offset + 5, len: 3 }, BadRange { start: sb.data_offset + 300, len: 200 }];
+    let bad = [
+        BadRange {
+            start: sb.data_offset + 5,
+            len: 3,
+        },
+        BadRange {
+            start: sb.data_offset + 300,
+            len: 200,
+        },
+    ];
     sb.bblog_offset = 16;
     sb.bblog_size = 8;
     sb.bblog_shift = 0;
     sb.feature_map |= feature::BAD_BLOCKS;
-    f.write_all_at(&sb.encode()[..sb.write_len()], 8 * 512).unwrap();
-    f.write_all_at(&badblocks::encode(&bad, 0, 4096).unwrap(), 24 * 512).unwrap();
+    f.write_all_at(&sb.encode()[..sb.write_len()], 8 * 512)
+        .unwrap();
+    f.write_all_at(&badblocks::encode(&bad, 0, 4096).unwrap(), 24 * 512)
+        .unwrap();
     for b in &bad {
-        f.write_all_at(&vec![0xEE; (b.len * 512) as usize], b.start * 512).unwrap();
+        f.write_all_at(&vec![0xEE; (b.len * 512) as usize], b.start * 512)
+            .unwrap();
     }
     drop(f);
-    assert!(read_all(&ps, &ro()).unwrap() == model, "bad blocks were read instead of reconstructed");
+    assert!(
+        read_all(&ps, &ro()).unwrap() == model,
+        "bad blocks were read instead of reconstructed"
+    );
     // With another member missing there is no redundancy for those sectors: the read fails
     // (an error, never wrong data).
     let sub = vec![ps[1].clone(), ps[2].clone()];
-    let e = read_all(&sub, &ro()).map(|v| v.len()).unwrap_err().to_string();
+    let e = read_all(&sub, &ro())
+        .map(|v| v.len())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("cannot be read"), "{e}");
 }
 
@@ -443,7 +472,8 @@ struct Counting {
 }
 impl raidkit_engine::BlockDev for Counting {
     fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        self.read.fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.read
+            .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
         self.inner.read_at(buf, off)
     }
     fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
@@ -470,14 +500,18 @@ fn counted(ps: &[PathBuf]) -> (raidkit_engine::Array, Vec<std::sync::Arc<Countin
             })
         })
         .collect();
-    let devs: Vec<std::sync::Arc<dyn raidkit_engine::BlockDev>> =
-        cs.iter().map(|c| c.clone() as std::sync::Arc<dyn raidkit_engine::BlockDev>).collect();
+    let devs: Vec<std::sync::Arc<dyn raidkit_engine::BlockDev>> = cs
+        .iter()
+        .map(|c| c.clone() as std::sync::Arc<dyn raidkit_engine::BlockDev>)
+        .collect();
     let arr = raidkit_engine::assemble(devs, &rw()).unwrap();
     (arr, cs)
 }
 
 fn reads(cs: &[std::sync::Arc<Counting>]) -> u64 {
-    cs.iter().map(|c| c.read.swap(0, std::sync::atomic::Ordering::Relaxed)).sum()
+    cs.iter()
+        .map(|c| c.read.swap(0, std::sync::atomic::Ordering::Relaxed))
+        .sum()
 }
 
 #[test]
@@ -501,20 +535,33 @@ fn write_strategy_full_stripe_rmw_rcw() {
         arr.write(0, &vec![1u8; stripe as usize]).unwrap();
         reads(&cs);
         // Full stripes: nothing is read.
-        arr.write(stripe, &vec![2u8; (3 * stripe) as usize]).unwrap();
-        assert_eq!(reads(&cs), 0, "{level:?}: full-stripe write read from members");
+        arr.write(stripe, &vec![2u8; (3 * stripe) as usize])
+            .unwrap();
+        assert_eq!(
+            reads(&cs),
+            0,
+            "{level:?}: full-stripe write read from members"
+        );
         // A 4 KiB write inside one chunk.
         arr.write(stripe * 5 + 8192, &[3u8; 4096]).unwrap();
         let r = reads(&cs);
         if rmw_expected {
-            assert_eq!(r, 8192, "{level:?}: expected read-modify-write (old data + P)");
+            assert_eq!(
+                r, 8192,
+                "{level:?}: expected read-modify-write (old data + P)"
+            );
         }
         if rcw_expected {
-            assert_eq!(r, 8192, "{level:?}: expected reconstruct-write (2 other data blocks)");
+            assert_eq!(
+                r, 8192,
+                "{level:?}: expected reconstruct-write (2 other data blocks)"
+            );
         }
         arr.stop().unwrap();
         let got = read_all(&ps, &ro()).unwrap();
-        assert!(got[(stripe * 5 + 8192) as usize..][..4096].iter().all(|&b| b == 3));
+        assert!(got[(stripe * 5 + 8192) as usize..][..4096]
+            .iter()
+            .all(|&b| b == 3));
         let arr = assemble_paths(&ps, &ro()).unwrap();
         let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
         assert!(rep.mismatches.is_empty(), "{level:?}: {:?}", rep.mismatches);
@@ -534,9 +581,21 @@ fn degraded_writes_every_level() {
         (Level::Raid4, "default", 4, vec![3]),
     ] {
         let dir = TempDir::new("rk-engine").unwrap();
-        let c = Case { level, layout, n, chunk_k: 16, meta: "1.2", member_mib: 2 };
+        let c = Case {
+            level,
+            layout,
+            n,
+            chunk_k: 16,
+            meta: "1.2",
+            member_mib: 2,
+        };
         let (ps, mut model) = make(&c, &dir);
-        let sub: Vec<PathBuf> = ps.iter().enumerate().filter(|(i, _)| !missing.contains(i)).map(|(_, p)| p.clone()).collect();
+        let sub: Vec<PathBuf> = ps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !missing.contains(i))
+            .map(|(_, p)| p.clone())
+            .collect();
         let arr = assemble_paths(&sub, &rw()).unwrap();
         let mut rng = Rng(7, n as u64);
         for _ in 0..30 {
@@ -547,6 +606,68 @@ fn degraded_writes_every_level() {
             model[off..off + len].copy_from_slice(&data);
         }
         arr.stop().unwrap();
-        assert!(read_all(&sub, &ro()).unwrap() == model, "{level:?} {layout} degraded write/read");
+        assert!(
+            read_all(&sub, &ro()).unwrap() == model,
+            "{level:?} {layout} degraded write/read"
+        );
     }
+}
+
+/// A member that answers reads slowly.
+struct Slow {
+    inner: raidkit_engine::FileDev,
+    delay: std::time::Duration,
+}
+impl raidkit_engine::BlockDev for Slow {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        std::thread::sleep(self.delay);
+        self.inner.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        self.inner.write_at(buf, off)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+#[test]
+fn mirror_reads_go_to_the_faster_member() {
+    let dir = TempDir::new("rk-engine").unwrap();
+    let c = Case {
+        level: Level::Raid1,
+        layout: "default",
+        n: 2,
+        chunk_k: 0,
+        meta: "1.2",
+        member_mib: 2,
+    };
+    let (ps, model) = make(&c, &dir);
+    let devs: Vec<std::sync::Arc<dyn raidkit_engine::BlockDev>> = vec![
+        std::sync::Arc::new(Slow {
+            inner: raidkit_engine::FileDev::open(&ps[0], false).unwrap(),
+            delay: std::time::Duration::from_millis(3),
+        }),
+        std::sync::Arc::new(raidkit_engine::FileDev::open(&ps[1], false).unwrap()),
+    ];
+    let arr = raidkit_engine::assemble(devs, &ro()).unwrap();
+    let mut b = vec![0u8; 4096];
+    for i in 0..200u64 {
+        let off = (i * 7919 % 400) * 4096;
+        arr.read(off, &mut b).unwrap();
+        assert!(b == model[off as usize..off as usize + 4096]);
+    }
+    let st = arr.member_stats();
+    assert_eq!(st[0].reads + st[1].reads, 200);
+    assert!(
+        st[1].reads >= 190,
+        "fast member served only {} of 200 reads",
+        st[1].reads
+    );
 }
