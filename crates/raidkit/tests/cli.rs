@@ -25,7 +25,10 @@ fn ok(dir: &Path, args: &[&str]) -> String {
 
 fn err(dir: &Path, args: &[&str]) -> String {
     let o = rk(dir, args);
-    assert!(!o.status.success(), "raidkit {args:?} unexpectedly succeeded");
+    assert!(
+        !o.status.success(),
+        "raidkit {args:?} unexpectedly succeeded"
+    );
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
@@ -58,18 +61,46 @@ fn json_keys_and_round_trip() {
     ok(
         d,
         &[
-            "create", "--level", "5", "--raid-devices", "3", "--chunk", "64", "--size", "8M",
-            "--name", "alpha", "--homehost", "none", "--uuid", "5ee1c0de:00000000:00000000:00000005",
-            "a", "b", "c",
+            "create",
+            "--level",
+            "5",
+            "--raid-devices",
+            "3",
+            "--chunk",
+            "64",
+            "--size",
+            "8M",
+            "--name",
+            "alpha",
+            "--homehost",
+            "none",
+            "--uuid",
+            "5ee1c0de:00000000:00000000:00000005",
+            "a",
+            "b",
+            "c",
         ],
     );
-    let ex: serde_json::Value = serde_json::from_str(&ok(d, &["examine", "--json", "a", "b", "c"])).unwrap();
+    let ex: serde_json::Value =
+        serde_json::from_str(&ok(d, &["examine", "--json", "a", "b", "c"])).unwrap();
     let list = ex.as_array().unwrap();
     assert_eq!(list.len(), 3);
     for (i, m) in list.iter().enumerate() {
         for k in [
-            "metadata", "uuid", "name", "level", "layout", "chunk_bytes", "raid_disks", "role", "events",
-            "data_offset", "data_size", "super_offset", "checksum_ok", "array_bytes",
+            "metadata",
+            "uuid",
+            "name",
+            "level",
+            "layout",
+            "chunk_bytes",
+            "raid_disks",
+            "role",
+            "events",
+            "data_offset",
+            "data_size",
+            "super_offset",
+            "checksum_ok",
+            "array_bytes",
         ] {
             assert!(m.get(k).is_some(), "examine --json lacks {k}: {m}");
         }
@@ -87,16 +118,23 @@ fn json_keys_and_round_trip() {
         // 8 MiB members, 1 MiB data offset, 64K chunks: 7 MiB per member, 2 data members.
         assert_eq!(m["array_bytes"], 14 * 1024 * 1024);
     }
-    let det: serde_json::Value = serde_json::from_str(&ok(d, &["detail", "--json", "c", "a", "b"])).unwrap();
+    let det: serde_json::Value =
+        serde_json::from_str(&ok(d, &["detail", "--json", "c", "a", "b"])).unwrap();
     assert_eq!(det["state"], "clean");
     assert_eq!(det["array_bytes"], 14 * 1024 * 1024);
     assert_eq!(det["missing_roles"], serde_json::json!([]));
-    let det: serde_json::Value = serde_json::from_str(&ok(d, &["detail", "--json", "c", "a"])).unwrap();
+    let det: serde_json::Value =
+        serde_json::from_str(&ok(d, &["detail", "--json", "c", "a"])).unwrap();
     assert_eq!(det["state"], "clean, degraded");
     assert_eq!(det["missing_roles"], serde_json::json!([1]));
     // import at an offset, export through stdout, degraded.
     std::fs::write(d.join("in"), b"hello raid").unwrap();
-    ok(d, &["import", "--input", "in", "--offset", "1000000", "a", "b", "c"]);
+    ok(
+        d,
+        &[
+            "import", "--input", "in", "--offset", "1000000", "a", "b", "c",
+        ],
+    );
     let o = rk(d, &["export", "--output", "-", "b", "c"]);
     assert!(o.status.success());
     assert_eq!(o.stdout.len(), 14 * 1024 * 1024);
@@ -107,26 +145,128 @@ fn json_keys_and_round_trip() {
 fn user_errors_say_what_to_do() {
     let t = TempDir::new("rk-cli").unwrap();
     let d = t.path();
-    let e = err(d, &["create", "--level", "5", "--raid-devices", "3", "a", "b", "c"]);
-    assert!(e.contains("a does not exist; pass --size SIZE to create member files (sparse)"), "{e}");
-    let e = err(d, &["create", "--level", "7", "--raid-devices", "2", "--size", "4M", "a", "b"]);
+    let e = err(
+        d,
+        &[
+            "create",
+            "--level",
+            "5",
+            "--raid-devices",
+            "3",
+            "a",
+            "b",
+            "c",
+        ],
+    );
+    assert!(
+        e.contains("a does not exist; pass --size SIZE to create member files (sparse)"),
+        "{e}"
+    );
+    let e = err(
+        d,
+        &[
+            "create",
+            "--level",
+            "7",
+            "--raid-devices",
+            "2",
+            "--size",
+            "4M",
+            "a",
+            "b",
+        ],
+    );
     assert!(e.contains("unknown RAID level"), "{e}");
-    let e = err(d, &["create", "--level", "5", "--raid-devices", "4", "--size", "4M", "a", "b", "c"]);
-    assert!(e.contains("--raid-devices is 4 but 3 member(s) were given"), "{e}");
-    let e = err(d, &["create", "--level", "6", "--raid-devices", "4", "--layout", "n2", "--size", "4M", "a", "b", "c", "d"]);
+    let e = err(
+        d,
+        &[
+            "create",
+            "--level",
+            "5",
+            "--raid-devices",
+            "4",
+            "--size",
+            "4M",
+            "a",
+            "b",
+            "c",
+        ],
+    );
+    assert!(
+        e.contains("--raid-devices is 4 but 3 member(s) were given"),
+        "{e}"
+    );
+    let e = err(
+        d,
+        &[
+            "create",
+            "--level",
+            "6",
+            "--raid-devices",
+            "4",
+            "--layout",
+            "n2",
+            "--size",
+            "4M",
+            "a",
+            "b",
+            "c",
+            "d",
+        ],
+    );
     assert!(e.contains("layout \"n2\" is not valid for raid6"), "{e}");
-    let e = err(d, &["create", "--level", "1", "--raid-devices", "2", "--chunk", "64", "--size", "4M", "a", "b"]);
+    let e = err(
+        d,
+        &[
+            "create",
+            "--level",
+            "1",
+            "--raid-devices",
+            "2",
+            "--chunk",
+            "64",
+            "--size",
+            "4M",
+            "a",
+            "b",
+        ],
+    );
     assert!(e.contains("raid1 has no chunk size; drop --chunk"), "{e}");
-    ok(d, &["create", "--level", "1", "--raid-devices", "2", "--size", "4M", "a", "b"]);
-    let e = err(d, &["create", "--level", "1", "--raid-devices", "2", "a", "b"]);
-    assert!(e.contains("carries a 1.2 MD superblock") && e.contains("Use --force"), "{e}");
+    ok(
+        d,
+        &[
+            "create",
+            "--level",
+            "1",
+            "--raid-devices",
+            "2",
+            "--size",
+            "4M",
+            "a",
+            "b",
+        ],
+    );
+    let e = err(
+        d,
+        &["create", "--level", "1", "--raid-devices", "2", "a", "b"],
+    );
+    assert!(
+        e.contains("carries a 1.2 MD superblock") && e.contains("Use --force"),
+        "{e}"
+    );
     std::fs::write(d.join("junk"), vec![7u8; 1 << 20]).unwrap();
     let e = err(d, &["examine", "junk"]);
     assert!(e.contains("no usable MD superblock"), "{e}");
     let e = err(d, &["export", "--output", "x", "a", "junk"]);
     assert!(e.contains("junk: no MD superblock found"), "{e}");
-    let e = err(d, &["import", "--input", "junk", "--offset", "4000000", "a", "b"]);
-    assert!(e.contains("does not fit in the array") && e.contains("nothing was written"), "{e}");
+    let e = err(
+        d,
+        &["import", "--input", "junk", "--offset", "4000000", "a", "b"],
+    );
+    assert!(
+        e.contains("does not fit in the array") && e.contains("nothing was written"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -134,20 +274,56 @@ fn corrupt_and_truncated_members_are_named() {
     use std::os::unix::fs::FileExt;
     let t = TempDir::new("rk-cli").unwrap();
     let d = t.path();
-    ok(d, &["create", "--level", "5", "--raid-devices", "3", "--chunk", "64", "--size", "8M", "a", "b", "c"]);
+    ok(
+        d,
+        &[
+            "create",
+            "--level",
+            "5",
+            "--raid-devices",
+            "3",
+            "--chunk",
+            "64",
+            "--size",
+            "8M",
+            "a",
+            "b",
+            "c",
+        ],
+    );
     // Flip one byte of b's superblock (its name field, inside the checksummed area).
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(d.join("b")).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(d.join("b"))
+        .unwrap();
     let mut x = [0u8; 1];
     f.read_exact_at(&mut x, 4096 + 40).unwrap();
     f.write_all_at(&[x[0] ^ 0x55], 4096 + 40).unwrap();
     let e = err(d, &["detail", "a", "b", "c"]);
-    assert!(e.contains("b: the 1.2 superblock has a bad checksum; if this device is a member, leave it out"), "{e}");
-    let ex: serde_json::Value = serde_json::from_str(&String::from_utf8_lossy(&rk(d, &["examine", "--json", "b"]).stdout)).unwrap();
+    assert!(
+        e.contains(
+            "b: the 1.2 superblock has a bad checksum; if this device is a member, leave it out"
+        ),
+        "{e}"
+    );
+    let ex: serde_json::Value = serde_json::from_str(&String::from_utf8_lossy(
+        &rk(d, &["examine", "--json", "b"]).stdout,
+    ))
+    .unwrap();
     assert_eq!(ex[0]["checksum_ok"], false);
     // Leaving it out works (degraded).
     ok(d, &["export", "--output", "x.img", "a", "c"]);
     // Truncate c: refused with the sizes named.
-    std::fs::OpenOptions::new().write(true).open(d.join("c")).unwrap().set_len(4 << 20).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("c"))
+        .unwrap()
+        .set_len(4 << 20)
+        .unwrap();
     let e = err(d, &["export", "--output", "x.img", "a", "c"]);
-    assert!(e.contains("c: is 8192 sectors long but its superblock says data runs to sector 16384"), "{e}");
+    assert!(
+        e.contains("c: is 8192 sectors long but its superblock says data runs to sector 16384"),
+        "{e}"
+    );
 }
