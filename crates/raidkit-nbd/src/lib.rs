@@ -1,0 +1,200 @@
+//! `raidkit-nbd`: a Network Block Device server, independent of RAID.
+//!
+//! * Fixed newstyle handshake with `NO_ZEROES`; options `GO`, `INFO` (export, name,
+//!   description, block size), `LIST`, `ABORT`, `EXPORT_NAME`, `STRUCTURED_REPLY`,
+//!   `STARTTLS` (X.509 or PSK, optionally required); anything else is `NBD_REP_ERR_UNSUP`.
+//! * Transmission: READ, WRITE (+FUA), FLUSH, TRIM, WRITE_ZEROES (+NO_HOLE, FAST_ZERO),
+//!   DISC. Many requests in flight per connection, served by a per-connection worker
+//!   pool, replies possibly out of order. Every request is bounds-checked.
+//! * Several named exports; listeners on a Unix socket or TCP (IPv4/IPv6).
+//! * Graceful shutdown ([`ShutdownHandle`]): stop accepting, finish in-flight requests,
+//!   flush every backend.
+//!
+//! Storage is supplied through the [`Backend`] trait; [`MemBackend`] is an in-memory one.
+
+pub mod proto;
+mod server;
+mod tls;
+
+pub use server::{
+    shutdown_on_signals, Export, Listen, Server, ServerConfig, ShutdownHandle, DEFAULT_MAX_PAYLOAD,
+};
+pub use tls::TlsConfig;
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+/// Errors of the server library (network input never produces these: a misbehaving
+/// client gets an error reply or a closed connection).
+#[derive(Debug, thiserror::Error)]
+pub enum NbdError {
+    /// Binding or accepting on the listener failed.
+    #[error("{what} {addr}: {source}")]
+    Listen {
+        /// What was attempted.
+        what: &'static str,
+        /// The address or socket path.
+        addr: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The configuration is unusable.
+    #[error("{0}")]
+    Config(String),
+    /// Loading TLS credentials failed.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// Flushing a backend at shutdown failed.
+    #[error("flushing export {export} at shutdown: {source}")]
+    Flush {
+        /// Export name.
+        export: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Storage behind one export. Implementations must be safe to call from many threads at
+/// once; the server issues requests of one connection concurrently.
+pub trait Backend: Send + Sync + 'static {
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// True if writes must be refused (`EPERM`).
+    fn read_only(&self) -> bool;
+    /// Read `buf.len()` bytes at `offset` (already bounds-checked by the server).
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Write `buf` at `offset`; with `fua`, persist it before returning.
+    fn write(&self, offset: u64, buf: &[u8], fua: bool) -> io::Result<()>;
+    /// Persist every completed write.
+    fn flush(&self) -> io::Result<()>;
+    /// Discard a range (a hint; may be a no-op, after which the data reads as before).
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()>;
+    /// Make a range read as zeroes; with `no_hole`, keep it allocated.
+    fn write_zeroes(&self, offset: u64, len: u64, no_hole: bool) -> io::Result<()>;
+    /// Block sizes: (minimum: 512 or 4096, preferred, maximum payload). The server
+    /// corrects values the protocol forbids (non powers of two, maximum not a multiple
+    /// of the minimum) and caps the maximum at [`DEFAULT_MAX_PAYLOAD`].
+    fn block_sizes(&self) -> (u32, u32, u32);
+    /// True if a flush on one connection covers writes completed on all connections.
+    fn can_multi_conn(&self) -> bool;
+    /// True if `write_zeroes` is fast (no data written); otherwise requests with
+    /// `NBD_CMD_FLAG_FAST_ZERO` fail with `ENOTSUP` without doing anything.
+    fn can_fast_zero(&self) -> bool {
+        false
+    }
+    /// Human-readable description sent with `NBD_INFO_DESCRIPTION` when the export
+    /// does not set one.
+    fn description(&self) -> String {
+        String::new()
+    }
+}
+
+/// An in-memory backend (tests, demos). Counts flushes and writes.
+#[derive(Debug)]
+pub struct MemBackend {
+    data: RwLock<Vec<u8>>,
+    read_only: bool,
+    block_sizes: (u32, u32, u32),
+    fast_zero: bool,
+    /// Number of `flush` calls (including FUA writes).
+    pub flushes: AtomicU64,
+    /// Number of `write` calls.
+    pub writes: AtomicU64,
+}
+
+impl MemBackend {
+    /// A zero-filled backend of `size` bytes (block sizes 512 / 4096 / 32 MiB).
+    pub fn new(size: usize, read_only: bool) -> MemBackend {
+        MemBackend {
+            data: RwLock::new(vec![0u8; size]),
+            read_only,
+            block_sizes: (512, 4096, DEFAULT_MAX_PAYLOAD),
+            fast_zero: true,
+            flushes: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+        }
+    }
+    /// Set the block sizes reported.
+    pub fn with_block_sizes(mut self, min: u32, pref: u32, max: u32) -> MemBackend {
+        self.block_sizes = (min, pref, max);
+        self
+    }
+    /// Set whether write zeroes counts as fast.
+    pub fn with_fast_zero(mut self, fast: bool) -> MemBackend {
+        self.fast_zero = fast;
+        self
+    }
+    /// A copy of the contents.
+    pub fn contents(&self) -> Vec<u8> {
+        self.data.read().map(|d| d.clone()).unwrap_or_default()
+    }
+    fn range(&self, offset: u64, len: u64) -> io::Result<std::ops::Range<usize>> {
+        let start = usize::try_from(offset).map_err(|_| einval())?;
+        let len = usize::try_from(len).map_err(|_| einval())?;
+        let end = start.checked_add(len).ok_or_else(einval)?;
+        Ok(start..end)
+    }
+}
+
+fn einval() -> io::Error {
+    io::Error::from_raw_os_error(libc::EINVAL)
+}
+
+impl Backend for MemBackend {
+    fn size(&self) -> u64 {
+        self.data.read().map(|d| d.len() as u64).unwrap_or(0)
+    }
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let r = self.range(offset, buf.len() as u64)?;
+        let d = self.data.read().map_err(|_| io::Error::other("poisoned"))?;
+        buf.copy_from_slice(d.get(r).ok_or_else(einval)?);
+        Ok(())
+    }
+    fn write(&self, offset: u64, buf: &[u8], fua: bool) -> io::Result<()> {
+        let r = self.range(offset, buf.len() as u64)?;
+        let mut d = self
+            .data
+            .write()
+            .map_err(|_| io::Error::other("poisoned"))?;
+        d.get_mut(r).ok_or_else(einval)?.copy_from_slice(buf);
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        if fua {
+            self.flushes.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn trim(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, _no_hole: bool) -> io::Result<()> {
+        let r = self.range(offset, len)?;
+        let mut d = self
+            .data
+            .write()
+            .map_err(|_| io::Error::other("poisoned"))?;
+        d.get_mut(r).ok_or_else(einval)?.fill(0);
+        Ok(())
+    }
+    fn block_sizes(&self) -> (u32, u32, u32) {
+        self.block_sizes
+    }
+    fn can_multi_conn(&self) -> bool {
+        true
+    }
+    fn can_fast_zero(&self) -> bool {
+        self.fast_zero
+    }
+    fn description(&self) -> String {
+        "in-memory disk".into()
+    }
+}
