@@ -24,8 +24,8 @@ pub struct Member {
     pub index: usize,
     /// Start of the data area, sectors.
     pub data_offset: u64,
-    /// If partially rebuilt: data sectors below this are valid.
-    pub recovery: Option<u64>,
+    /// If partially rebuilt: data sectors below this are valid (u64::MAX = in sync).
+    recovery: AtomicU64,
     /// Bad-block log entries (absolute device sectors).
     pub bad: Vec<BadRange>,
     failed: AtomicBool,
@@ -35,6 +35,8 @@ pub struct Member {
     ewma_ns_per_kib: AtomicU64,
     /// IO counters for statistics.
     pub stats: MemberStats,
+    /// Read errors seen (corrected or not).
+    read_errors: AtomicU32,
 }
 
 /// Per-member IO counters.
@@ -63,18 +65,31 @@ impl Member {
             dev,
             index,
             data_offset,
-            recovery,
+            recovery: AtomicU64::new(recovery.unwrap_or(u64::MAX)),
             bad,
             failed: AtomicBool::new(false),
             inflight: AtomicU32::new(0),
             ewma_ns_per_kib: AtomicU64::new(0),
             stats: MemberStats::default(),
+            read_errors: AtomicU32::new(0),
         }
     }
     /// True once the member has been failed at run time.
     pub fn is_failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
+    /// Rebuild checkpoint: Some(n) if only data sectors below n are valid.
+    pub fn recovery(&self) -> Option<u64> {
+        let r = self.recovery.load(Ordering::Acquire);
+        (r != u64::MAX).then_some(r)
+    }
+
+    /// Advance (or finish, with None) the rebuild checkpoint.
+    pub fn set_recovery(&self, r: Option<u64>) {
+        self.recovery
+            .store(r.unwrap_or(u64::MAX), Ordering::Release);
+    }
+
     /// Expected cost of a read now: queue depth times measured service time.
     fn read_cost(&self) -> u64 {
         let q = u64::from(self.inflight.load(Ordering::Relaxed)) + 1;
@@ -101,7 +116,7 @@ impl Member {
         if self.is_failed() {
             return false;
         }
-        if let Some(r) = self.recovery {
+        if let Some(r) = self.recovery() {
             if data_sector + n > r {
                 return false;
             }
@@ -184,20 +199,75 @@ pub struct Array {
     pub(crate) name: String,
     pub(crate) metadata: Metadata,
     /// Every device (members and spares), in the order of `meta.sbs`.
-    pub(crate) devs: Vec<Arc<dyn BlockDev>>,
+    pub(crate) devs: RwLock<Vec<Arc<dyn BlockDev>>>,
     /// Role slot → member.
-    pub(crate) slots: Vec<Option<Member>>,
+    pub(crate) slots: RwLock<Vec<Option<Arc<Member>>>>,
     /// Device indices of spares.
-    pub(crate) spares: Vec<usize>,
+    pub(crate) spares: Mutex<Vec<usize>>,
     pub(crate) writable: bool,
     pub(crate) meta: Mutex<Meta>,
     pub(crate) bitmap: Option<Mutex<RunBitmap>>,
     locks: StripeLocks,
     /// Writes hold this shared; marking clean holds it exclusively, so the superblocks
     /// never say "clean" while a write is in flight.
-    gate: RwLock<()>,
+    pub(crate) gate: RwLock<()>,
     /// Forced start of a dirty degraded array: mark clean on the first write.
     pub(crate) forced_clean: bool,
+    listeners: Mutex<Vec<std::sync::mpsc::Sender<ArrayEvent>>>,
+    /// Array byte ranges known to be lost (unreconstructable); reads there fail.
+    lost: Mutex<Vec<(u64, u64)>>,
+}
+
+/// md fails a member after this many corrected read errors (its default).
+pub const MAX_CORRECTED_READ_ERRORS: u32 = 20;
+
+/// Something that happened to a running array, for logs and monitors.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ArrayEvent {
+    /// A member was failed.
+    MemberFailed {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// Why.
+        reason: String,
+    },
+    /// A read error was repaired by rewriting data recovered from redundancy.
+    ReadErrorCorrected {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// First device sector rewritten.
+        sector: u64,
+        /// Sectors rewritten.
+        sectors: u64,
+    },
+    /// A spare was added.
+    SpareAdded {
+        /// Device.
+        device: String,
+    },
+    /// A rebuild onto a member started.
+    RebuildStarted {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// Where it starts (data sectors; non-zero when resumed).
+        from: u64,
+    },
+    /// A rebuild finished.
+    RebuildFinished {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// Array byte ranges that could not be reconstructed.
+        lost: Vec<(u64, u64)>,
+    },
 }
 
 /// IO counters of one member.
@@ -248,9 +318,9 @@ impl Array {
             uuid,
             name,
             metadata,
-            devs,
-            slots,
-            spares,
+            devs: RwLock::new(devs),
+            slots: RwLock::new(slots.into_iter().map(|m| m.map(Arc::new)).collect()),
+            spares: Mutex::new(spares),
             writable,
             meta: Mutex::new(meta),
             bitmap: bitmap.map(Mutex::new),
@@ -260,6 +330,8 @@ impl Array {
             },
             gate: RwLock::new(()),
             forced_clean,
+            listeners: Mutex::new(Vec::new()),
+            lost: Mutex::new(Vec::new()),
         }
     }
 
@@ -303,9 +375,23 @@ impl Array {
     pub fn needs_resync(&self) -> bool {
         lock(&self.meta).resync_from != MAX_SECTOR
     }
+    pub(crate) fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Arc<Member>>>> {
+        match self.slots.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    pub(crate) fn devs(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn BlockDev>>> {
+        match self.devs.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
     /// Roles without a working member.
     pub fn missing_roles(&self) -> Vec<usize> {
-        self.slots
+        self.slots()
             .iter()
             .enumerate()
             .filter(|(_, m)| m.as_ref().is_none_or(|m| m.is_failed()))
@@ -314,19 +400,19 @@ impl Array {
     }
     /// True if any role lacks a fully valid member.
     pub fn is_degraded(&self) -> bool {
-        self.slots.iter().any(|m| {
+        self.slots().iter().any(|m| {
             m.as_ref()
-                .is_none_or(|m| m.is_failed() || m.recovery.is_some())
+                .is_none_or(|m| m.is_failed() || m.recovery().is_some())
         })
     }
     /// Members and spares for reports.
     pub fn members(&self) -> Vec<MemberInfo> {
         let mut v = Vec::new();
-        for (r, m) in self.slots.iter().enumerate() {
+        for (r, m) in self.slots().iter().enumerate() {
             if let Some(m) = m {
                 let state = if m.is_failed() {
                     "failed"
-                } else if m.recovery.is_some() {
+                } else if m.recovery().is_some() {
                     "recovering"
                 } else {
                     "in_sync"
@@ -338,9 +424,10 @@ impl Array {
                 });
             }
         }
-        for &i in &self.spares {
+        let devs = self.devs();
+        for &i in lock(&self.spares).iter() {
             v.push(MemberInfo {
-                device: self.devs[i].name().to_string(),
+                device: devs[i].name().to_string(),
                 role: None,
                 state: "spare".into(),
             });
@@ -350,7 +437,7 @@ impl Array {
 
     /// IO counters per role slot: (role, device, reads, read bytes, writes, write bytes).
     pub fn member_stats(&self) -> Vec<MemberIo> {
-        self.slots
+        self.slots()
             .iter()
             .enumerate()
             .filter_map(|(r, m)| {
@@ -366,10 +453,10 @@ impl Array {
             .collect()
     }
 
-    fn member(&self, role: usize) -> Option<&Member> {
-        self.slots
+    pub(crate) fn member(&self, role: usize) -> Option<Arc<Member>> {
+        self.slots()
             .get(role)
-            .and_then(|m| m.as_ref())
+            .and_then(|m| m.clone())
             .filter(|m| !m.is_failed())
     }
 
@@ -425,13 +512,17 @@ impl Array {
 
     /// Mark a member failed and record it in the superblocks of the others.
     pub fn fail_member(&self, role: usize, why: &str) -> Result<()> {
-        let Some(Some(m)) = self.slots.get(role) else {
+        let Some(Some(m)) = self.slots().get(role).cloned() else {
             return Ok(());
         };
         if m.failed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let _ = why;
+        self.emit(ArrayEvent::MemberFailed {
+            role,
+            device: m.dev.name().to_string(),
+            reason: why.to_string(),
+        });
         if self.writable {
             let mut meta = lock(&self.meta);
             let devnum = meta.sbs[m.index].dev_number();
@@ -478,13 +569,14 @@ impl Array {
             b.sb.events = events;
             b.write_header(self, &live)?;
         }
+        let devs = self.devs();
         for &i in &live {
-            write_super(self.devs[i].as_ref(), &meta.sbs[i])?;
+            write_super(devs[i].as_ref(), &meta.sbs[i])?;
         }
         for &i in &live {
-            self.devs[i]
+            devs[i]
                 .flush()
-                .map_err(|e| EngineError::io(self.devs[i].name(), "flushing superblocks", e))?;
+                .map_err(|e| EngineError::io(devs[i].name(), "flushing superblocks", e))?;
         }
         meta.events = events;
         Ok(())
@@ -493,13 +585,13 @@ impl Array {
     /// Devices that get superblock writes: working members and spares.
     pub(crate) fn live_devices(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self
-            .slots
+            .slots()
             .iter()
             .flatten()
             .filter(|m| !m.is_failed())
             .map(|m| m.index)
             .collect();
-        v.extend(self.spares.iter().copied());
+        v.extend(lock(&self.spares).iter().copied());
         v
     }
 
@@ -528,7 +620,7 @@ impl Array {
 
     /// Flush every member's completed writes to stable storage.
     pub fn flush(&self) -> Result<()> {
-        for m in self.slots.iter().flatten().filter(|m| !m.is_failed()) {
+        for m in self.slots().iter().flatten().filter(|m| !m.is_failed()) {
             m.dev
                 .flush()
                 .map_err(|e| EngineError::io(m.dev.name(), "flushing", e))?;
@@ -583,9 +675,32 @@ impl Array {
         Ok(())
     }
 
+    /// Record array byte ranges whose data is lost, so reads there fail instead of
+    /// returning wrong bytes.
+    pub(crate) fn add_lost(&self, ranges: &[(u64, u64)]) {
+        lock(&self.lost).extend_from_slice(ranges);
+    }
+
+    /// Array byte ranges known to be lost.
+    pub fn lost_ranges(&self) -> Vec<(u64, u64)> {
+        lock(&self.lost).clone()
+    }
+
     /// Read `buf.len()` bytes at byte `offset` (any alignment).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.check_range(offset, buf.len() as u64)?;
+        {
+            let lost = lock(&self.lost);
+            let end = offset + buf.len() as u64;
+            if let Some(&(o, l)) = lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
+                return Err(EngineError::Unreadable {
+                    offset: o.max(offset),
+                    end: (o + l).min(end),
+                    why: "this range could not be reconstructed during a rebuild (data lost)"
+                        .into(),
+                });
+            }
+        }
         if buf.is_empty() {
             return Ok(());
         }
@@ -731,7 +846,12 @@ impl Array {
                 let lay = self.stripe_layout(stripe)?;
                 let role = lay.data[k];
                 let dsec = stripe * c + a;
-                if self.can_read(role, dsec, n) && self.member_read(role, dsec, buf).is_ok() {
+                let direct = if self.can_read(role, dsec, n) {
+                    Some(self.member_read(role, dsec, buf))
+                } else {
+                    None
+                };
+                if let Some(Ok(())) = direct {
                     return Ok(());
                 }
                 let _g = self.locks.lock(stripe);
@@ -739,6 +859,9 @@ impl Array {
                     .read_stripe(stripe, &lay, a, n, false)
                     .map_err(|e| annotate_unreadable(e, s * SECTOR, (s + n) * SECTOR))?;
                 buf.copy_from_slice(&sd.data[k]);
+                if let Some(Err(EngineError::Io { .. })) = direct {
+                    self.repair_read_error(role, dsec, buf);
+                }
                 Ok(())
             }
             _ => {
@@ -751,14 +874,25 @@ impl Array {
                         self.member(role).map(|m| m.read_cost()).unwrap_or(u64::MAX)
                     });
                 }
+                let mut failed_copies = Vec::new();
                 for &(role, dsec) in &copies {
                     if !self.can_read(role, dsec, n) {
                         errs.push(format!("role {role} unavailable"));
                         continue;
                     }
                     match self.member_read(role, dsec, buf) {
-                        Ok(()) => return Ok(()),
-                        Err(e) => errs.push(e.to_string()),
+                        Ok(()) => {
+                            for (r, d) in failed_copies {
+                                self.repair_read_error(r, d, buf);
+                            }
+                            return Ok(());
+                        }
+                        Err(e) => {
+                            if matches!(e, EngineError::Io { .. }) {
+                                failed_copies.push((role, dsec));
+                            }
+                            errs.push(e.to_string())
+                        }
                     }
                 }
                 Err(EngineError::Unreadable {
@@ -768,6 +902,49 @@ impl Array {
                 })
             }
         }
+    }
+
+    /// md's answer to a read error: the data was recovered from redundancy, so write it
+    /// back to the member (the drive remaps the sector). A member that keeps failing, or
+    /// whose rewrite fails, is failed.
+    fn repair_read_error(&self, role: usize, dsec: u64, good: &[u8]) {
+        let Some(m) = self.member(role) else {
+            return;
+        };
+        let errors = m.read_errors.fetch_add(1, Ordering::AcqRel) + 1;
+        let device = m.dev.name().to_string();
+        if !self.writable {
+            return;
+        }
+        if errors > MAX_CORRECTED_READ_ERRORS {
+            let _ = self.fail_member(role, &format!("{errors} read errors"));
+            return;
+        }
+        match m.dev.write_at(good, (m.data_offset + dsec) * SECTOR) {
+            Ok(()) => self.emit(ArrayEvent::ReadErrorCorrected {
+                role,
+                device,
+                sector: m.data_offset + dsec,
+                sectors: good.len() as u64 / SECTOR,
+            }),
+            Err(e) => {
+                let _ = self.fail_member(
+                    role,
+                    &format!("rewriting a sector after a read error failed: {e}"),
+                );
+            }
+        }
+    }
+
+    /// Receive the array's events (member failed, read error corrected, rebuild...).
+    pub fn subscribe(&self) -> std::sync::mpsc::Receiver<ArrayEvent> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        lock(&self.listeners).push(tx);
+        rx
+    }
+
+    pub(crate) fn emit(&self, e: ArrayEvent) {
+        lock(&self.listeners).retain(|tx| tx.send(e.clone()).is_ok());
     }
 
     pub(crate) fn stripe_layout(&self, stripe: u64) -> Result<StripeLayout> {

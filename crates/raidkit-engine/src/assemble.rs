@@ -33,7 +33,11 @@ pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array
     let mut seen: Vec<((u64, u64), String)> = Vec::new();
     let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
     for p in paths {
-        let md = std::fs::metadata(p)
+        let real: PathBuf = match p.to_str().and_then(crate::fault::parse_spec) {
+            Some(Ok((_, path))) => path,
+            _ => p.clone(),
+        };
+        let md = std::fs::metadata(&real)
             .map_err(|e| EngineError::io(&p.display().to_string(), "looking up the member", e))?;
         let id = if md.file_type().is_file() {
             (md.dev(), md.ino())
@@ -47,6 +51,14 @@ pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array
             });
         }
         seen.push((id, p.display().to_string()));
+        if let Some(spec) = p.to_str().and_then(crate::fault::parse_spec) {
+            let (rules, path) = spec.map_err(EngineError::Invalid)?;
+            let d = crate::fault::FaultDev::open(&path, rules, opts.writable).map_err(|e| {
+                EngineError::io(&path.display().to_string(), "opening the member", e)
+            })?;
+            devs.push(Arc::new(d));
+            continue;
+        }
         let d = FileDev::open(p, opts.writable).map_err(|e| {
             EngineError::io(
                 &p.display().to_string(),

@@ -141,7 +141,7 @@ impl RunBitmap {
         let head = self.sb.encode();
         for &i in live {
             if let Some(Some(loc)) = self.locs.get(i) {
-                write_region(arr.devs[i].as_ref(), loc * 512, &head)?;
+                write_region(arr.devs()[i].as_ref(), loc * 512, &head)?;
             }
         }
         Ok(())
@@ -153,7 +153,8 @@ impl RunBitmap {
         buf.extend_from_slice(&self.bits);
         for &i in live {
             if let Some(Some(loc)) = self.locs.get(i) {
-                let d = arr.devs[i].as_ref();
+                let devs = arr.devs();
+                let d = devs[i].as_ref();
                 write_region(d, loc * 512, &buf)?;
                 d.flush()
                     .map_err(|e| EngineError::io(d.name(), "flushing the bitmap", e))?;

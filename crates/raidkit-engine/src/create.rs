@@ -91,7 +91,7 @@ struct Place {
 }
 
 /// Look at an existing device and refuse it unless it is blank (or `force`).
-fn check_blank(dev: &dyn BlockDev, force: bool) -> Result<()> {
+pub(crate) fn check_blank(dev: &dyn BlockDev, force: bool) -> Result<()> {
     if force {
         return Ok(());
     }

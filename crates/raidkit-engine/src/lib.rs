@@ -14,6 +14,8 @@ pub mod bitmap;
 pub mod create;
 pub mod dev;
 pub mod error;
+pub mod fault;
+pub mod rebuild;
 pub mod sb;
 pub mod sync;
 mod util;

@@ -1,0 +1,455 @@
+//! Hot spares and rebuild (md's "recovery"): add a spare, then rebuild every missing role
+//! onto spares, checkpointing `recovery_offset` so a restart resumes where it stopped.
+
+use crate::array::{lock, Array, ArrayEvent, Member};
+use crate::dev::BlockDev;
+use crate::error::{EngineError, Result};
+use crate::sb::{write_super, Super};
+use raidkit_format::v090::{self, disk_state};
+use raidkit_format::v1::{self, feature, Minor};
+use raidkit_layout::Level;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Outcome of a rebuild.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RebuildReport {
+    /// Roles rebuilt.
+    pub roles: Vec<usize>,
+    /// Data sectors written per role, summed.
+    pub sectors: u64,
+    /// Array byte ranges (offset, length) that could not be reconstructed; reads there
+    /// return errors.
+    pub lost: Vec<(u64, u64)>,
+}
+
+/// Options for a rebuild.
+#[derive(Clone, Debug, Default)]
+pub struct RebuildOptions {
+    /// Throttle to this many bytes per second (None: as fast as the members allow).
+    pub max_bytes_per_sec: Option<u64>,
+    /// Checkpoint `recovery_offset` at least this often (default 1 s).
+    pub checkpoint_every: Option<Duration>,
+    /// Set to stop the rebuild at the next step (it checkpoints and returns).
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl Array {
+    /// Add `dev` to the running array as a hot spare (writes its superblock). A device
+    /// holding data or another array's superblock is refused unless `force`.
+    pub fn add_spare(&self, dev: Arc<dyn BlockDev>, force: bool) -> Result<()> {
+        if !self.writable {
+            return Err(EngineError::Invalid(
+                "the array was assembled read-only; reassemble it for writing to add members"
+                    .into(),
+            ));
+        }
+        // A returning member of this very array is fine; anything else must be blank.
+        let ours = crate::sb::probe(dev.as_ref())?
+            .found
+            .iter()
+            .any(|(s, _)| s.uuid() == self.uuid);
+        if !ours {
+            crate::create::check_blank(dev.as_ref(), force)?;
+        }
+        let dev_sectors = dev.size_bytes() / 512;
+        let mut meta = lock(&self.meta);
+        let live = self.live_devices();
+        let proto = live
+            .first()
+            .map(|&i| meta.sbs[i].clone())
+            .ok_or_else(|| EngineError::Invalid("the array has no live member".into()))?;
+        let size = self.geo.used_dev_sectors(0).max(self.geo.dev_sectors);
+        let used_devnums: Vec<usize> = live.iter().map(|&i| meta.sbs[i].dev_number()).collect();
+        let name = dev.name().to_string();
+        let sb = match proto {
+            Super::V1(mut s) => {
+                let devnum = (0..)
+                    .find(|j| {
+                        !used_devnums.contains(j)
+                            && meta.roles.get(*j).is_none_or(|&r| r == v1::role::SPARE)
+                    })
+                    .unwrap_or(meta.roles.len());
+                if devnum >= v1::MAX_DEV_LIMIT as usize {
+                    return Err(EngineError::Invalid(
+                        "no free device slot (1920 in use)".into(),
+                    ));
+                }
+                if devnum >= meta.roles.len() {
+                    meta.roles.resize(devnum + 1, v1::role::SPARE);
+                }
+                s.max_dev = s.max_dev.max(meta.roles.len() as u32);
+                s.dev_number = devnum as u32;
+                s.device_uuid = crate::util::random_uuid()
+                    .map_err(|e| EngineError::io("/dev/urandom", "generating a UUID", e))?;
+                s.feature_map &= !(feature::RECOVERY_OFFSET
+                    | feature::REPLACEMENT
+                    | feature::BAD_BLOCKS
+                    | feature::RECOVERY_BITMAP
+                    | feature::NEW_OFFSET);
+                s.recovery_offset = 0;
+                s.cnt_corrected_read = 0;
+                s.devflags = 0;
+                s.bblog_offset = 0;
+                s.bblog_size = 0;
+                s.bblog_shift = 0;
+                match s.minor() {
+                    Minor::V0 => {
+                        let so = Minor::V0.super_offset(dev_sectors);
+                        let reserve = if s.bitmap_offset < 0 {
+                            u64::from(s.bitmap_offset.unsigned_abs())
+                        } else {
+                            raidkit_format::placement::choose_bm_space(dev_sectors) + 8
+                        };
+                        s.super_offset = so;
+                        s.data_offset = 0;
+                        s.data_size = so.saturating_sub(reserve);
+                    }
+                    m => {
+                        s.super_offset = m.super_offset(dev_sectors);
+                        s.data_size = dev_sectors.saturating_sub(s.data_offset);
+                    }
+                }
+                if s.data_size < size {
+                    return Err(EngineError::Refused {
+                        device: name,
+                        why: format!(
+                            "it is too small: the array needs {} data sectors per member after the metadata, this device offers {}",
+                            size, s.data_size
+                        ),
+                    });
+                }
+                Super::V1(s)
+            }
+            Super::V090(mut s) => {
+                let so = v090::super_offset(dev_sectors).unwrap_or(0);
+                if so < size {
+                    return Err(EngineError::Refused {
+                        device: name,
+                        why: format!("it is too small: {so} sectors, the array needs {size}"),
+                    });
+                }
+                let number = (s.raid_disks as usize..v090::MD_SB_DISKS)
+                    .find(|&j| s.disks[j].state == 0 && !used_devnums.contains(&j))
+                    .ok_or_else(|| {
+                        EngineError::Invalid("no free 0.90 descriptor (27 in use)".into())
+                    })?;
+                let d = v090::DiskDescriptor {
+                    number: number as u32,
+                    major: 0,
+                    minor: 0,
+                    raid_disk: number as u32,
+                    state: 0,
+                };
+                s.disks[number] = d;
+                s.this_disk = d;
+                s.nr_disks += 1;
+                s.spare_disks += 1;
+                s.working_disks += 1;
+                // Every live member's table learns about the spare too.
+                for &i in &live {
+                    if let Super::V090(o) = &mut meta.sbs[i] {
+                        o.disks[number] = d;
+                        o.nr_disks = s.nr_disks;
+                        o.spare_disks = s.spare_disks;
+                        o.working_disks = s.working_disks;
+                    }
+                }
+                Super::V090(s)
+            }
+        };
+        // Make the new device known, then write everything (its superblock included).
+        let idx = {
+            let mut devs = match self.devs.write() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            devs.push(dev.clone());
+            devs.len() - 1
+        };
+        meta.sbs.push(sb);
+        lock(&self.spares).push(idx);
+        write_super(dev.as_ref(), &meta.sbs[idx])?;
+        self.write_superblocks(&mut meta, |_| {})?;
+        if let Some(bm) = &self.bitmap {
+            let mut b = lock(bm);
+            // The newcomer's bitmap location follows its own superblock.
+            let dsz = dev.size_bytes() / 512;
+            let loc = meta.sbs[idx].bitmap_sector(dsz);
+            if b.locs.len() <= idx {
+                b.locs.resize(idx + 1, None);
+            }
+            b.locs[idx] = loc;
+            b.write_bits(self, &[idx])?;
+        }
+        drop(meta);
+        self.emit(ArrayEvent::SpareAdded { device: name });
+        Ok(())
+    }
+}
+
+/// Rebuild every role that is missing (onto spares) or partially rebuilt (resume).
+/// `progress(done, total)` in data sectors.
+pub fn rebuild(
+    arr: &Array,
+    opts: &RebuildOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RebuildReport> {
+    if !arr.writable {
+        return Err(EngineError::Invalid(
+            "the array was assembled read-only; reassemble it for writing to rebuild".into(),
+        ));
+    }
+    if matches!(arr.geo.level, Level::Linear | Level::Raid0) {
+        return Err(EngineError::Invalid(format!(
+            "{} has no redundancy to rebuild from",
+            arr.geo.level
+        )));
+    }
+    let mut rep = RebuildReport::default();
+    // Put spares into missing roles.
+    for role in arr.missing_roles() {
+        let Some(idx) = lock(&arr.spares).pop() else {
+            break;
+        };
+        promote(arr, idx, role)?;
+    }
+    let targets: Vec<(usize, Arc<Member>)> = arr
+        .slots()
+        .iter()
+        .enumerate()
+        .filter_map(|(r, m)| {
+            m.clone()
+                .filter(|m| !m.is_failed() && m.recovery().is_some())
+                .map(|m| (r, m))
+        })
+        .collect();
+    for (role, m) in targets {
+        rebuild_role(arr, role, &m, opts, progress, &mut rep)?;
+        rep.roles.push(role);
+    }
+    Ok(rep)
+}
+
+fn promote(arr: &Array, idx: usize, role: usize) -> Result<()> {
+    let mut meta = lock(&arr.meta);
+    let devs = arr.devs().clone();
+    let dev = devs[idx].clone();
+    let data_offset = meta.sbs[idx].data_offset();
+    let devnum = meta.sbs[idx].dev_number();
+    if let Some(r) = meta.roles.get_mut(devnum) {
+        *r = role as u16;
+    }
+    match &mut meta.sbs[idx] {
+        Super::V1(s) => {
+            s.feature_map |= feature::RECOVERY_OFFSET;
+            s.recovery_offset = 0;
+        }
+        Super::V090(_) => {}
+    }
+    // 0.90 has no recovery offset: the descriptor says active-not-sync until done.
+    for sb in meta.sbs.iter_mut() {
+        if let Super::V090(s) = sb {
+            if let Some(d) = s.disks.get_mut(devnum) {
+                d.raid_disk = role as u32;
+                d.state = 0;
+            }
+        }
+    }
+    let member = Arc::new(Member::new(dev, idx, data_offset, Some(0), Vec::new()));
+    {
+        let mut slots = match arr.slots.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        slots[role] = Some(member);
+    }
+    arr.write_superblocks(&mut meta, |_| {})
+}
+
+fn checkpoint(arr: &Array, m: &Member, at: Option<u64>) -> Result<()> {
+    let mut meta = lock(&arr.meta);
+    let idx = m.index;
+    match &mut meta.sbs[idx] {
+        Super::V1(s) => match at {
+            Some(x) => {
+                s.feature_map |= feature::RECOVERY_OFFSET;
+                s.recovery_offset = x;
+            }
+            None => {
+                s.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
+                s.recovery_offset = 0;
+            }
+        },
+        Super::V090(_) => {
+            if at.is_none() {
+                let devnum = meta.sbs[idx].dev_number();
+                for sb in meta.sbs.iter_mut() {
+                    if let Super::V090(s) = sb {
+                        if let Some(d) = s.disks.get_mut(devnum) {
+                            d.state = disk_state::ACTIVE | disk_state::SYNC;
+                        }
+                        if s.spare_disks > 0 {
+                            s.spare_disks -= 1;
+                        }
+                        s.active_disks = (s.active_disks + 1).min(s.raid_disks);
+                    }
+                }
+                let copy = meta.sbs[idx].clone();
+                if let Super::V090(s) = &copy {
+                    if let Super::V090(me) = &mut meta.sbs[idx] {
+                        me.this_disk = s.disks[devnum.min(v090::MD_SB_DISKS - 1)];
+                    }
+                }
+            }
+        }
+    }
+    arr.write_superblocks(&mut meta, |_| {})
+}
+
+fn rebuild_role(
+    arr: &Array,
+    role: usize,
+    m: &Arc<Member>,
+    opts: &RebuildOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    rep: &mut RebuildReport,
+) -> Result<()> {
+    let g = arr.geometry().clone();
+    let total = match g.level {
+        Level::Raid4 | Level::Raid5 | Level::Raid6 => g.stripes() * g.chunk_sectors,
+        _ => g.used_dev_sectors(role),
+    };
+    let start = m.recovery().unwrap_or(0);
+    arr.emit(ArrayEvent::RebuildStarted {
+        role,
+        device: m.dev.name().to_string(),
+        from: start,
+    });
+    let every = opts.checkpoint_every.unwrap_or(Duration::from_secs(1));
+    let mut last_cp = Instant::now();
+    let t0 = Instant::now();
+    let mut x = start;
+    let mut lost: Vec<(u64, u64)> = Vec::new();
+    while x < total {
+        if opts
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+        {
+            m.dev
+                .flush()
+                .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
+            checkpoint(arr, m, Some(x))?;
+            arr.add_lost(&lost);
+            rep.lost.extend(lost);
+            return Ok(());
+        }
+        if m.is_failed() {
+            return Err(EngineError::WriteFailed {
+                offset: 0,
+                end: 0,
+                why: format!("the rebuild target {} failed", m.dev.name()),
+            });
+        }
+        let step = match g.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                let c = g.chunk_sectors;
+                let stripe = x / c;
+                let _sl = arr.lock_stripe(stripe);
+                let lay = arr.stripe_layout(stripe)?;
+                match arr.read_stripe(stripe, &lay, 0, c, true) {
+                    Ok(sd) => {
+                        let block: &[u8] = if role == lay.p {
+                            &sd.p
+                        } else if Some(role) == lay.q {
+                            sd.q.as_deref().unwrap_or(&[])
+                        } else if let Some(k) = lay.data.iter().position(|&r| r == role) {
+                            &sd.data[k]
+                        } else {
+                            &[]
+                        };
+                        if !block.is_empty() {
+                            arr.write_block(role, stripe * c, block)?;
+                        }
+                    }
+                    Err(EngineError::Unreadable { .. }) => {
+                        if let Some(k) = lay.data.iter().position(|&r| r == role) {
+                            let kc = lay.data.len() as u64;
+                            let off = (stripe * kc + k as u64) * c * 512;
+                            lost.push((off, c * 512));
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+                m.set_recovery(Some((stripe + 1) * c));
+                c
+            }
+            _ => {
+                let n = (total - x).min(2048);
+                let _gate = match arr.gate.write() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                let mut done = 0;
+                while done < n {
+                    let dsec = x + done;
+                    let Some(s) = g.reverse(role, dsec) else {
+                        done += 1;
+                        continue;
+                    };
+                    let Some(p) = g.locate(s) else {
+                        done += 1;
+                        continue;
+                    };
+                    let run = p.run.min(n - done);
+                    let mut buf = vec![0u8; (run * 512) as usize];
+                    let src = p.copies.iter().find(|&&(r, d)| {
+                        r != role
+                            && arr.readable(r, d, run)
+                            && arr.read_block(r, d, &mut buf).is_ok()
+                    });
+                    if src.is_some() {
+                        arr.write_block(role, dsec, &buf)?;
+                    } else {
+                        lost.push((s * 512, run * 512));
+                    }
+                    done += run;
+                }
+                m.set_recovery(Some(x + n));
+                n
+            }
+        };
+        x += step;
+        progress(x, total);
+        if let Some(limit) = opts.max_bytes_per_sec {
+            let should = Duration::from_secs_f64(((x - start) * 512) as f64 / limit.max(1) as f64);
+            let el = t0.elapsed();
+            if should > el {
+                std::thread::sleep(should - el);
+            }
+        }
+        if last_cp.elapsed() >= every {
+            m.dev
+                .flush()
+                .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
+            checkpoint(arr, m, Some(x.min(total)))?;
+            last_cp = Instant::now();
+        }
+    }
+    m.dev
+        .flush()
+        .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
+    m.set_recovery(None);
+    checkpoint(arr, m, None)?;
+    arr.add_lost(&lost);
+    rep.sectors += total - start;
+    rep.lost.extend(lost.iter().copied());
+    arr.emit(ArrayEvent::RebuildFinished {
+        role,
+        device: m.dev.name().to_string(),
+        lost,
+    });
+    Ok(())
+}
