@@ -1,0 +1,298 @@
+//! Serve a running raidkit [`Array`] as one regular file over FUSE.
+//!
+//! The mount point becomes a directory holding a single file whose size is exactly the
+//! array's, so `losetup`, `mkfs` and `mount` work on machines without an NBD driver:
+//!
+//! ```text
+//! mnt/
+//! └── raidkit        (array size, rw-------)
+//! ```
+//!
+//! * **FUSE implementation:** the `fuser` crate without its `libfuse` feature: no C
+//!   library is needed at build or run time. As root it mounts with `mount(2)` directly;
+//!   otherwise it uses `fusermount3`. Requests are served by several threads, each with
+//!   its own `/dev/fuse` descriptor (`FUSE_DEV_IOC_CLONE`), with 1 MiB requests.
+//! * **Caching:** by default the kernel's page cache is used for the file, write-through
+//!   (every `write` reaches the array before it returns; no writeback cache), and kept
+//!   across opens (`FOPEN_KEEP_CACHE`): the array changes only through this mount, so
+//!   cached pages never go stale. With [`MountConfig::direct_io`] the page cache is
+//!   bypassed (`FOPEN_DIRECT_IO`): no double caching under a loop device, and parallel
+//!   direct writes, at the cost of no read cache and no shared `mmap`.
+//! * **Durability:** `fsync` and `close` flush every member ([`Array::flush`]).
+//! * **Clean/dirty like md:** the array is marked dirty by the engine at the first write
+//!   and marked clean ([`Array::mark_clean`]) after [`MountConfig::idle_clean`] without
+//!   writes and when the mount ends.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # fn demo(array: raidkit_engine::Array) -> Result<(), raidkit_fuse::FuseError> {
+//! let signals = raidkit_fuse::signals::block_stop_signals()?; // before any thread starts
+//! let cfg = raidkit_fuse::MountConfig::new("raidkit");
+//! let mounted = raidkit_fuse::mount(Arc::new(array), "mnt".as_ref(), &cfg)?;
+//! raidkit_fuse::signals::stop_on_signals(signals, mounted.stop_handle(), |_ev| {})?;
+//! let _stats = mounted.run()?; // returns after SIGINT/SIGTERM or `umount mnt`
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod fs;
+pub mod signals;
+mod state;
+
+pub use error::FuseError;
+pub use state::Stats;
+
+use fs::ArrayFs;
+use fuser::{Config, MountOption, Session};
+use raidkit_engine::Array;
+use state::{Cleaner, Shared};
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct MountConfig {
+    /// Name of the array file inside the mount point.
+    pub file_name: String,
+    /// Refuse every write (`EROFS`) and mount read-only. Must be set when the array was
+    /// assembled read-only.
+    pub read_only: bool,
+    /// Bypass the page cache (`FOPEN_DIRECT_IO`).
+    pub direct_io: bool,
+    /// Request threads (at least 1).
+    pub threads: usize,
+    /// Write idleness after which the array is marked clean (md's `safe_mode_delay`).
+    pub idle_clean: Duration,
+}
+
+impl MountConfig {
+    /// Defaults: read-write, page cache, 4 threads, clean after 1 s without writes.
+    pub fn new(file_name: &str) -> MountConfig {
+        MountConfig {
+            file_name: file_name.to_string(),
+            read_only: false,
+            direct_io: false,
+            threads: 4,
+            idle_clean: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The default file name for an array: its name without the `HOMEHOST:` prefix, made
+/// safe as one directory entry; `array` if it has none.
+pub fn default_file_name(array_name: &str) -> String {
+    let base = array_name.rsplit(':').next().unwrap_or("");
+    let cleaned: String = base
+        .chars()
+        .map(|c| if c == '/' || c.is_control() { '_' } else { c })
+        .collect();
+    if cleaned.is_empty() || cleaned == "." || cleaned == ".." {
+        "array".to_string()
+    } else {
+        cleaned
+    }
+}
+
+/// Check that `name` can be the one entry of the mount's directory.
+pub fn check_file_name(name: &str) -> Result<(), FuseError> {
+    let why = if name.is_empty() {
+        Some("it is empty")
+    } else if name == "." || name == ".." {
+        Some("it is a directory reference")
+    } else if name.contains('/') {
+        Some("it contains '/'")
+    } else if name.contains('\0') {
+        Some("it contains a NUL byte")
+    } else if name.len() > 255 {
+        Some("it is longer than 255 bytes")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(FuseError::BadName {
+            name: name.to_string(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A mounted array, not yet serving: call [`Mounted::run`].
+pub struct Mounted {
+    session: Session<ArrayFs>,
+    shared: Arc<Shared>,
+    mountpoint: PathBuf,
+    idle_clean: Duration,
+    stop: StopHandle,
+}
+
+/// Ends a mount from another thread (a signal handler thread, a test).
+#[derive(Clone, Debug)]
+pub struct StopHandle {
+    mountpoint: PathBuf,
+    c_mountpoint: Arc<CString>,
+}
+
+impl StopHandle {
+    /// Unmount, which ends [`Mounted::run`] (that then flushes and marks the array
+    /// clean). Fails with [`FuseError::Busy`] while the file is open or attached to a
+    /// loop device: nothing is changed then, and the mount keeps serving. Succeeds if the
+    /// mount is already gone.
+    pub fn request_stop(&self) -> Result<(), FuseError> {
+        // SAFETY: c_mountpoint is a valid NUL-terminated path that outlives the call.
+        let rc = unsafe { libc::umount2(self.c_mountpoint.as_ptr(), 0) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EBUSY) => Err(FuseError::Busy {
+                path: self.mountpoint.clone(),
+            }),
+            // Not a mount point (any more): someone unmounted it already.
+            Some(libc::EINVAL) | Some(libc::ENOENT) => Ok(()),
+            _ => Err(FuseError::Unmount {
+                path: self.mountpoint.clone(),
+                source: err,
+            }),
+        }
+    }
+
+    /// The mount point (canonical path).
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+}
+
+/// Mount `array` at `mountpoint` (an existing directory). The kernel handshake is done
+/// when this returns, so the file is visible, but requests are only answered once
+/// [`Mounted::run`] is called.
+pub fn mount(
+    array: Arc<Array>,
+    mountpoint: &Path,
+    cfg: &MountConfig,
+) -> Result<Mounted, FuseError> {
+    check_file_name(&cfg.file_name)?;
+    let read_only = cfg.read_only || !array.is_writable();
+    let md = std::fs::metadata(mountpoint).map_err(|e| FuseError::BadMountpoint {
+        path: mountpoint.to_path_buf(),
+        why: format!("{e} (create the directory first)"),
+    })?;
+    if !md.is_dir() {
+        return Err(FuseError::BadMountpoint {
+            path: mountpoint.to_path_buf(),
+            why: "not a directory".into(),
+        });
+    }
+    let canonical = mountpoint
+        .canonicalize()
+        .map_err(|e| FuseError::BadMountpoint {
+            path: mountpoint.to_path_buf(),
+            why: e.to_string(),
+        })?;
+    let c_mountpoint =
+        CString::new(canonical.as_os_str().as_bytes()).map_err(|_| FuseError::BadMountpoint {
+            path: mountpoint.to_path_buf(),
+            why: "the path contains a NUL byte".into(),
+        })?;
+
+    let shared = Arc::new(Shared::new(
+        array.clone(),
+        OsString::from(&cfg.file_name),
+        read_only,
+        cfg.direct_io,
+    ));
+    let mut options = vec![
+        // "raidkit:<uuid>" in /proc/mounts; the UUID text has no commas.
+        MountOption::FSName(format!("raidkit:{}", array.uuid_text())),
+        MountOption::Subtype("raidkit".into()),
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::NoExec,
+        MountOption::NoAtime,
+    ];
+    options.push(if read_only {
+        MountOption::RO
+    } else {
+        MountOption::RW
+    });
+    let mut config = Config::default();
+    config.mount_options = options;
+    config.n_threads = Some(cfg.threads.max(1));
+    config.clone_fd = true;
+    let fs = ArrayFs {
+        shared: shared.clone(),
+    };
+    let session = Session::new(fs, &canonical, &config).map_err(|e| FuseError::Mount {
+        path: canonical.clone(),
+        source: e,
+    })?;
+    Ok(Mounted {
+        session,
+        shared,
+        stop: StopHandle {
+            mountpoint: canonical.clone(),
+            c_mountpoint: Arc::new(c_mountpoint),
+        },
+        mountpoint: canonical,
+        idle_clean: cfg.idle_clean,
+    })
+}
+
+impl Mounted {
+    /// Path of the array file.
+    pub fn file_path(&self) -> PathBuf {
+        self.mountpoint.join(&self.shared.file_name)
+    }
+
+    /// Canonical path of the mount point.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// True if writes are refused.
+    pub fn is_read_only(&self) -> bool {
+        self.shared.read_only
+    }
+
+    /// A handle that ends the mount from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
+    }
+
+    /// Serve requests until the file system is unmounted ([`StopHandle::request_stop`],
+    /// a signal via [`signals::stop_on_signals`], or `umount`). Then flush the members
+    /// and mark the array clean (read-write mounts), and return the counters.
+    pub fn run(self) -> Result<Stats, FuseError> {
+        let Mounted {
+            session,
+            shared,
+            idle_clean,
+            ..
+        } = self;
+        let mut cleaner = if shared.read_only {
+            None
+        } else {
+            Some(
+                Cleaner::spawn(shared.clone(), idle_clean).map_err(|e| FuseError::Os {
+                    what: "starting the idle-clean thread",
+                    source: e,
+                })?,
+            )
+        };
+        let served = session.run();
+        if let Some(c) = cleaner.as_mut() {
+            c.stop();
+        }
+        // No request can arrive any more: every write has completed.
+        if !shared.read_only {
+            shared.array.flush()?;
+            shared.array.mark_clean()?;
+        }
+        served.map_err(FuseError::Session)?;
+        Ok(shared.stats())
+    }
+}

@@ -1,0 +1,110 @@
+//! Graceful stop on SIGINT, SIGTERM and SIGHUP.
+//!
+//! The signals are blocked in the calling thread (and so in every thread started after
+//! it, which inherit the mask) and received synchronously by one thread with
+//! `sigwait`: no async-signal-safety concerns, and no request thread is ever interrupted
+//! in the middle of an array write. On a signal that thread unmounts; [`crate::Mounted::run`]
+//! then returns after flushing and marking the array clean. If the mount point is busy
+//! (the file is attached to a loop device or open) nothing happens except the report,
+//! and the next signal tries again.
+
+use crate::{FuseError, StopHandle};
+use std::io;
+use std::thread::JoinHandle;
+
+/// The blocked stop signals, from [`block_stop_signals`].
+pub struct StopSignals {
+    set: libc::sigset_t,
+}
+
+/// What happened on a received signal.
+#[derive(Debug)]
+pub struct StopEvent {
+    /// The signal number (`libc::SIGINT`, ...).
+    pub signal: i32,
+    /// Its name (`SIGINT`, `SIGTERM`, `SIGHUP`).
+    pub name: &'static str,
+    /// The unmount: `Ok` means the mount is ending; `Err(FuseError::Busy)` means it
+    /// keeps serving.
+    pub result: Result<(), FuseError>,
+}
+
+const SIGNALS: [(i32, &str); 3] = [
+    (libc::SIGINT, "SIGINT"),
+    (libc::SIGTERM, "SIGTERM"),
+    (libc::SIGHUP, "SIGHUP"),
+];
+
+/// Block SIGINT, SIGTERM and SIGHUP in the calling thread. Call it before starting any
+/// thread (in particular before [`crate::mount`] and [`crate::Mounted::run`]) so that
+/// no other thread receives them.
+pub fn block_stop_signals() -> Result<StopSignals, FuseError> {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable sigset_t.
+    if unsafe { libc::sigemptyset(&mut set) } != 0 {
+        return Err(os_err("initialising a signal set"));
+    }
+    for (sig, _) in SIGNALS {
+        // SAFETY: `set` was initialised by sigemptyset; `sig` is a valid signal number.
+        if unsafe { libc::sigaddset(&mut set, sig) } != 0 {
+            return Err(os_err("adding to a signal set"));
+        }
+    }
+    // SAFETY: `set` is initialised; a null old-set pointer is allowed.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(FuseError::Os {
+            what: "blocking SIGINT/SIGTERM/SIGHUP",
+            source: io::Error::from_raw_os_error(rc),
+        });
+    }
+    Ok(StopSignals { set })
+}
+
+/// Start the thread that waits for the blocked signals and stops the mount through
+/// `handle`, calling `on_event` for each signal received. The thread ends after a
+/// successful stop.
+pub fn stop_on_signals(
+    signals: StopSignals,
+    handle: StopHandle,
+    mut on_event: impl FnMut(&StopEvent) + Send + 'static,
+) -> Result<JoinHandle<()>, FuseError> {
+    let set = signals.set;
+    std::thread::Builder::new()
+        .name("raidkit-signals".into())
+        .spawn(move || loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `set` is an initialised signal set whose signals are blocked in
+            // this thread (inherited mask); `sig` is a valid out-pointer.
+            let rc = unsafe { libc::sigwait(&set, &mut sig) };
+            if rc != 0 {
+                continue;
+            }
+            let name = SIGNALS
+                .iter()
+                .find(|(s, _)| *s == sig)
+                .map_or("signal", |(_, n)| *n);
+            let result = handle.request_stop();
+            let done = result.is_ok();
+            on_event(&StopEvent {
+                signal: sig,
+                name,
+                result,
+            });
+            if done {
+                return;
+            }
+        })
+        .map_err(|e| FuseError::Os {
+            what: "starting the signal thread",
+            source: e,
+        })
+}
+
+fn os_err(what: &'static str) -> FuseError {
+    FuseError::Os {
+        what,
+        source: io::Error::last_os_error(),
+    }
+}

@@ -1,0 +1,313 @@
+//! The FUSE file's exact behaviour, in-process: a RAID5 over four sparse 16 MiB files is
+//! mounted, used through ordinary syscalls, stopped, and then read back through the
+//! engine directly. Needs /dev/fuse and root (mount(2)); skips with a reason otherwise.
+
+use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
+use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::dev::FileDev;
+use raidkit_engine::sb::probe;
+use raidkit_engine::Array;
+use raidkit_fuse::{MountConfig, Stats, StopHandle};
+use raidkit_layout::Level;
+use raidkit_testkit::pattern::fill_mdref;
+use raidkit_testkit::tempdir::TempDir;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+fn skip_reason() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist".into());
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root: mounting FUSE directly needs CAP_SYS_ADMIN".into());
+    }
+    None
+}
+
+fn make_raid5(dir: &Path) -> (Vec<PathBuf>, u64) {
+    let paths: Vec<PathBuf> = (0..4).map(|i| dir.join(format!("d{i}.img"))).collect();
+    let mut o = CreateOptions::new(
+        Level::Raid5,
+        paths.iter().cloned().map(MemberSpec::Path).collect(),
+    );
+    o.chunk_bytes = Some(64 * 1024);
+    o.create_size = Some(16 << 20);
+    o.name = "semantics".into();
+    let arr = create(&o, &mut |_, _| {}).expect("create RAID5");
+    let size = arr.size_bytes();
+    arr.stop().expect("stop after create");
+    (paths, size)
+}
+
+fn assemble(paths: &[PathBuf], writable: bool) -> Array {
+    let o = AssembleOptions {
+        writable,
+        ..Default::default()
+    };
+    assemble_paths(paths, &o).expect("assemble")
+}
+
+/// True if the member's superblock says clean (resync_offset = MAX).
+fn member_clean(path: &Path) -> bool {
+    let dev = FileDev::open(path, false).expect("open member");
+    let p = probe(&dev).expect("probe");
+    p.found[0].0.resync_offset() == u64::MAX
+}
+
+/// A running mount; dropping it unmounts (lazily if need be) so a failing test never
+/// leaves a mount behind in the temporary directory.
+struct Served {
+    stop: StopHandle,
+    file: PathBuf,
+    thread: Option<JoinHandle<Result<Stats, raidkit_fuse::FuseError>>>,
+}
+
+impl Served {
+    fn start(array: Array, mountpoint: &Path, cfg: &MountConfig) -> Served {
+        std::fs::create_dir_all(mountpoint).expect("mkdir mountpoint");
+        let m = raidkit_fuse::mount(Arc::new(array), mountpoint, cfg).expect("mount");
+        let stop = m.stop_handle();
+        let file = m.file_path();
+        let thread = std::thread::spawn(move || m.run());
+        Served {
+            stop,
+            file,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> Stats {
+        self.stop.request_stop().expect("unmount");
+        let t = self.thread.take().expect("thread");
+        t.join().expect("serve thread").expect("run")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            if self.stop.request_stop().is_err() {
+                let c =
+                    std::ffi::CString::new(self.stop.mountpoint().as_os_str().as_encoded_bytes())
+                        .expect("path");
+                // SAFETY: valid NUL-terminated path; MNT_DETACH never blocks.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+            let _ = t.join();
+        }
+    }
+}
+
+fn errno(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+#[test]
+fn array_file_behaves_like_a_fixed_size_disk() {
+    if let Some(why) = skip_reason() {
+        println!("skip: {why}");
+        return;
+    }
+    let tmp = TempDir::new("rk-fuse-sem").expect("tempdir");
+    let (paths, size) = make_raid5(tmp.path());
+    assert!(member_clean(&paths[0]));
+    let mnt = tmp.path().join("mnt");
+    let mut cfg = MountConfig::new("r5");
+    cfg.idle_clean = Duration::from_millis(400);
+    let served = Served::start(assemble(&paths, true), &mnt, &cfg);
+    assert_eq!(served.file, mnt.canonicalize().expect("canon").join("r5"));
+
+    // The directory holds exactly one regular file of the array's size.
+    let names: Vec<String> = std::fs::read_dir(&mnt)
+        .expect("readdir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["r5".to_string()]);
+    let md = std::fs::metadata(&served.file).expect("stat");
+    assert!(md.is_file());
+    assert_eq!(md.len(), size);
+    assert_eq!(md.permissions().mode() & 0o7777, 0o600);
+
+    // Unaligned write crossing chunk and stripe boundaries, read back through the file.
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&served.file)
+        .expect("open rw");
+    let off = 3 * 65536 - 1234;
+    let mut data = vec![0u8; 3 * 1024 * 1024 + 17];
+    fill_mdref(7, off, &mut data);
+    f.write_all_at(&data, off).expect("write");
+    let mut back = vec![0u8; data.len()];
+    f.read_exact_at(&mut back, off).expect("read");
+    assert!(back == data, "read back differs");
+    f.sync_all().expect("fsync");
+
+    // Fixed size: truncating to the same size is a no-op, to any other size EINVAL.
+    f.set_len(size).expect("truncate to the same size");
+    let e = f.set_len(size - 512).expect_err("shrink must fail");
+    assert_eq!(errno(&e), libc::EINVAL);
+    let e = f.set_len(size + 512).expect_err("grow must fail");
+    assert_eq!(errno(&e), libc::EINVAL);
+    assert_eq!(std::fs::metadata(&served.file).expect("stat").len(), size);
+
+    // The end: a write crossing it is cut short, a write at it fails with ENOSPC,
+    // a read at it returns nothing.
+    let n = f
+        .write_at(&[0xAB; 4096], size - 1000)
+        .expect("write across the end");
+    assert_eq!(n, 1000);
+    let e = f.write_at(&[1; 512], size).expect_err("write at the end");
+    assert_eq!(errno(&e), libc::ENOSPC);
+    let mut tail = [0u8; 4096];
+    assert_eq!(f.read_at(&mut tail, size - 1000).expect("read tail"), 1000);
+    assert!(tail[..1000].iter().all(|&b| b == 0xAB));
+    assert_eq!(f.read_at(&mut tail, size).expect("read at end"), 0);
+
+    // fallocate: zero range writes zeros; punch hole (discard) is not supported.
+    // SAFETY: valid fd; plain integer arguments.
+    let rc = unsafe {
+        libc::fallocate(
+            f.as_raw_fd(),
+            libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+            off as i64,
+            8192,
+        )
+    };
+    assert_eq!(rc, 0, "zero range: {}", std::io::Error::last_os_error());
+    let mut z = vec![1u8; 8192];
+    f.read_exact_at(&mut z, off).expect("read zeroed");
+    assert!(z.iter().all(|&b| b == 0));
+    data[..8192].fill(0);
+    // SAFETY: as above.
+    let rc = unsafe {
+        libc::fallocate(
+            f.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            0,
+            4096,
+        )
+    };
+    assert_eq!(rc, -1);
+    assert_eq!(errno(&std::io::Error::last_os_error()), libc::EOPNOTSUPP);
+
+    // Nothing can be created, removed or renamed.
+    let e = File::create(mnt.join("other")).expect_err("create");
+    assert_eq!(errno(&e), libc::EPERM);
+    let e = std::fs::remove_file(&served.file).expect_err("unlink");
+    assert_eq!(errno(&e), libc::EPERM);
+    let e = std::fs::rename(&served.file, mnt.join("x")).expect_err("rename");
+    assert_eq!(errno(&e), libc::EPERM);
+    let e = std::fs::metadata(mnt.join("nothing")).expect_err("lookup");
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+
+    // Dirty while written, clean again after ~400 ms without writes (while mounted).
+    f.write_all_at(&data[..4096], off).expect("write again");
+    assert!(!member_clean(&paths[0]), "dirty right after a write");
+    let t0 = Instant::now();
+    while !member_clean(&paths[0]) {
+        assert!(t0.elapsed() < Duration::from_secs(5), "never marked clean");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        t0.elapsed() >= Duration::from_millis(200),
+        "marked clean too early"
+    );
+
+    // Busy while open: stopping is refused and the mount keeps serving.
+    match served.stop.request_stop() {
+        Err(raidkit_fuse::FuseError::Busy { .. }) => {}
+        other => panic!("stop while open: {other:?}"),
+    }
+    assert_eq!(f.read_at(&mut tail[..1], 0).expect("still serving"), 1);
+    drop(f);
+
+    let stats = served.finish();
+    assert!(stats.idle_clean_marks >= 1);
+    assert_eq!(stats.io_errors, 0);
+    assert!(stats.bytes_written >= data.len() as u64 + 4096 + 1000 + 8192);
+    assert!(paths.iter().all(|p| member_clean(p)));
+
+    // The engine, without FUSE, sees exactly what was written.
+    let arr = assemble(&paths, false);
+    assert!(!arr.needs_resync());
+    let mut direct = vec![0u8; data.len()];
+    arr.read(off, &mut direct).expect("engine read");
+    assert!(direct == data, "engine read differs");
+    let mut end = vec![0u8; 1000];
+    arr.read(size - 1000, &mut end).expect("engine read end");
+    assert!(end.iter().all(|&b| b == 0xAB));
+    let rep = raidkit_engine::sync::run(
+        &arr,
+        raidkit_engine::sync::SyncMode::Check,
+        true,
+        &mut |_, _| {},
+    )
+    .expect("check");
+    assert!(
+        rep.mismatches.is_empty(),
+        "parity mismatches: {:?}",
+        rep.mismatches
+    );
+}
+
+#[test]
+fn read_only_mount_refuses_writes() {
+    if let Some(why) = skip_reason() {
+        println!("skip: {why}");
+        return;
+    }
+    let tmp = TempDir::new("rk-fuse-ro").expect("tempdir");
+    let (paths, size) = make_raid5(tmp.path());
+    let before: Vec<u64> = paths
+        .iter()
+        .map(|p| raidkit_testkit::hash_file(p).expect("hash"))
+        .collect();
+    let mnt = tmp.path().join("mnt");
+    let mut cfg = MountConfig::new("ro.img");
+    cfg.read_only = true;
+    let served = Served::start(assemble(&paths, false), &mnt, &cfg);
+    let md = std::fs::metadata(&served.file).expect("stat");
+    assert_eq!(md.len(), size);
+    assert_eq!(md.permissions().mode() & 0o7777, 0o400);
+    let e = OpenOptions::new()
+        .write(true)
+        .open(&served.file)
+        .expect_err("open for writing");
+    assert_eq!(errno(&e), libc::EROFS);
+    let f = File::open(&served.file).expect("open ro");
+    let mut buf = vec![1u8; 1 << 20];
+    f.read_exact_at(&mut buf, 0).expect("read");
+    assert!(buf.iter().all(|&b| b == 0), "a new array reads as zeros");
+    drop(f);
+    let e = std::fs::remove_file(&served.file).expect_err("unlink");
+    assert_eq!(errno(&e), libc::EROFS);
+    let stats = served.finish();
+    assert_eq!(stats, Stats::default());
+    let after: Vec<u64> = paths
+        .iter()
+        .map(|p| raidkit_testkit::hash_file(p).expect("hash"))
+        .collect();
+    assert_eq!(before, after, "a read-only mount changed a member");
+}
+
+#[test]
+fn file_names() {
+    assert_eq!(raidkit_fuse::default_file_name("host:raidkit"), "raidkit");
+    assert_eq!(raidkit_fuse::default_file_name("data"), "data");
+    assert_eq!(raidkit_fuse::default_file_name("h:a/b"), "a_b");
+    assert_eq!(raidkit_fuse::default_file_name(""), "array");
+    assert_eq!(raidkit_fuse::default_file_name("h:.."), "array");
+    assert!(raidkit_fuse::check_file_name("disk.img").is_ok());
+    for bad in ["", ".", "..", "a/b"] {
+        assert!(raidkit_fuse::check_file_name(bad).is_err(), "{bad:?}");
+    }
+    assert!(raidkit_fuse::check_file_name(&"x".repeat(256)).is_err());
+}
