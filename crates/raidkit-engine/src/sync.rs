@@ -28,6 +28,27 @@ pub struct SyncReport {
     pub mismatches: Vec<(u64, u64)>,
     /// Sectors rewritten.
     pub sectors_written: u64,
+    /// Per inconsistent page: which member was wrong, when that can be told.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// The verdict on one inconsistent 4 KiB page (parity levels) or region (mirrors).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Verdict {
+    /// Stripe number (parity levels) or 0.
+    pub stripe: u64,
+    /// Array byte offset of the affected region (first data block of the row for parity).
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Role of the member found wrong, if it could be told.
+    pub role: Option<usize>,
+    /// Device of that member.
+    pub device: Option<String>,
+    /// What was wrong (`P`, `Q`, `data (...)`, `mirror copy`, or why it cannot be told).
+    pub what: String,
+    /// Whether it was rewritten.
+    pub repaired: bool,
 }
 
 impl SyncReport {
@@ -146,36 +167,162 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
     let len = (c * 512) as usize;
     let sd = arr.read_stripe(stripe, &lay, 0, c, true)?;
     let (p, q) = compute_parity(&lay, &sd.data, len);
-    let mut bad_p = sd.p != p;
-    let mut bad_q = lay.q.is_some() && sd.q.as_deref() != Some(q.as_slice());
-    // Missing parity members cannot mismatch.
-    if !arr.present(lay.p) {
-        bad_p = false;
-    }
-    if let Some(qr) = lay.q {
-        if !arr.present(qr) {
-            bad_q = false;
+    let p_present = arr.present(lay.p);
+    let q_present = lay.q.is_some_and(|r| arr.present(r));
+    let kc = lay.data.len() as u64;
+    // Compare page by page (4 KiB, like md), so reports are precise.
+    let page = PAGE.min(len);
+    for (pg, start) in (0..len).step_by(page).enumerate() {
+        let end = (start + page).min(len);
+        let bad_p = p_present && sd.p[start..end] != p[start..end];
+        let bad_q = q_present && sd.q.as_deref().map(|x| &x[start..end]) != Some(&q[start..end]);
+        if !bad_p && !bad_q {
+            continue;
         }
-    }
-    if bad_p || bad_q {
+        let in_chunk = start as u64;
+        let row_off = |k: u64| ((stripe * kc + k) * c) * 512 + in_chunk;
         if mode != SyncMode::Resync {
-            let k = lay.data.len() as u64;
-            rep.add_mismatch(stripe * c * k * 512, c * k * 512);
+            for k in 0..kc {
+                rep.add_mismatch(row_off(k), (end - start) as u64);
+            }
         }
-        if mode != SyncMode::Check {
-            if bad_p {
-                arr.write_block(lay.p, dsec, &p)?;
-                rep.sectors_written += c;
+        let _ = pg;
+        // Who is wrong? RAID6 can tell when exactly one block of the page is bad.
+        let culprit: Culprit = if lay.q.is_none() || mode == SyncMode::Resync {
+            Culprit::Unknown
+        } else {
+            locate_raid6(&lay, &sd, &p, &q, start, end, bad_p, bad_q)
+        };
+        let (role, what, fix): (Option<usize>, String, Vec<(usize, Vec<u8>)>) = match culprit {
+            Culprit::P => (
+                Some(lay.p),
+                "P".into(),
+                vec![(lay.p, p[start..end].to_vec())],
+            ),
+            Culprit::Q => {
+                let qr = lay.q.unwrap_or(lay.p);
+                (Some(qr), "Q".into(), vec![(qr, q[start..end].to_vec())])
             }
-            if bad_q {
-                if let Some(qr) = lay.q {
-                    arr.write_block(qr, dsec, &q)?;
-                    rep.sectors_written += c;
+            Culprit::Data(k, fixed) => (
+                Some(lay.data[k]),
+                format!(
+                    "data (array bytes {}..{})",
+                    row_off(k as u64),
+                    row_off(k as u64) + (end - start) as u64
+                ),
+                vec![(lay.data[k], fixed)],
+            ),
+            Culprit::Unknown => {
+                // md's repair: recompute parity from the data.
+                let mut v = Vec::new();
+                if bad_p {
+                    v.push((lay.p, p[start..end].to_vec()));
                 }
+                if bad_q {
+                    if let Some(qr) = lay.q {
+                        v.push((qr, q[start..end].to_vec()));
+                    }
+                }
+                (
+                    None,
+                    if lay.q.is_some() {
+                        "more than one block (cannot locate)".into()
+                    } else {
+                        "data or parity (RAID5 cannot tell which)".into()
+                    },
+                    v,
+                )
             }
+        };
+        let repaired = mode != SyncMode::Check;
+        if repaired {
+            for (r, bytes) in &fix {
+                arr.write_block(*r, dsec + in_chunk / 512, bytes)?;
+                rep.sectors_written += bytes.len() as u64 / 512;
+            }
+        }
+        if mode != SyncMode::Resync {
+            rep.verdicts.push(Verdict {
+                stripe,
+                offset: row_off(0),
+                len: (end - start) as u64,
+                role,
+                device: role
+                    .and_then(|r| arr.member(r))
+                    .map(|m| m.dev.name().to_string()),
+                what,
+                repaired,
+            });
         }
     }
     Ok(c)
+}
+
+/// 4 KiB: md's check granularity.
+const PAGE: usize = 4096;
+
+enum Culprit {
+    P,
+    Q,
+    /// Logical data index and its corrected bytes for the page.
+    Data(usize, Vec<u8>),
+    Unknown,
+}
+
+/// Use P and Q to find the single bad block of a RAID6 page (the method of md's raid6check):
+/// with ΔP = P ⊕ P' and ΔQ = Q ⊕ Q', a single bad data block in slot z gives
+/// ΔQ = g^z · ΔP at every byte.
+#[allow(clippy::too_many_arguments)]
+fn locate_raid6(
+    lay: &raidkit_layout::StripeLayout,
+    sd: &crate::array::StripeData,
+    p: &[u8],
+    q: &[u8],
+    start: usize,
+    end: usize,
+    bad_p: bool,
+    bad_q: bool,
+) -> Culprit {
+    use raidkit_parity::gf;
+    let Some(sq) = sd.q.as_deref() else {
+        return Culprit::Unknown;
+    };
+    if bad_p && !bad_q {
+        return Culprit::P;
+    }
+    if bad_q && !bad_p {
+        return Culprit::Q;
+    }
+    let mut slot: Option<u8> = None;
+    for i in start..end {
+        let dp = sd.p[i] ^ p[i];
+        let dq = sq[i] ^ q[i];
+        match (dp, dq) {
+            (0, 0) => continue,
+            (0, _) | (_, 0) => return Culprit::Unknown,
+            _ => {
+                let z = match (gf::log(dq), gf::log(dp)) {
+                    (Some(a), Some(b)) => ((a as u16 + 255 - b as u16) % 255) as u8,
+                    _ => return Culprit::Unknown,
+                };
+                if slot.is_some_and(|s| s != z) {
+                    return Culprit::Unknown;
+                }
+                slot = Some(z);
+            }
+        }
+    }
+    let Some(z) = slot else {
+        return Culprit::Unknown;
+    };
+    let Some(k) = lay.slot.iter().position(|&s| s == z as usize) else {
+        return Culprit::Unknown;
+    };
+    let mut fixed = sd.data[k][start..end].to_vec();
+    for (j, b) in fixed.iter_mut().enumerate() {
+        *b ^= sd.p[start + j] ^ p[start + j];
+    }
+    Culprit::Data(k, fixed)
 }
 
 fn mirror_region(
@@ -204,35 +351,85 @@ fn mirror_region(
         return Ok(n);
     }
     let len = (n * 512) as usize;
-    let src = live
-        .iter()
-        .copied()
-        .find(|&(r, d)| arr.readable(r, d, n))
-        .ok_or_else(|| EngineError::Unreadable {
+    // Read every readable copy.
+    let mut copies: Vec<((usize, u64), Option<Vec<u8>>)> = Vec::new();
+    for &(r, d) in &live {
+        let mut b = vec![0u8; len];
+        let ok = arr.readable(r, d, n) && arr.read_block(r, d, &mut b).is_ok();
+        copies.push(((r, d), ok.then_some(b)));
+    }
+    let Some(first_good) = copies.iter().position(|c| c.1.is_some()) else {
+        return Err(EngineError::Unreadable {
             offset: s * 512,
             end: (s + n) * 512,
             why: "no copy is readable".into(),
-        })?;
-    let mut good = vec![0u8; len];
-    arr.read_block(src.0, src.1, &mut good)?;
-    let mut other = vec![0u8; len];
-    let mut mismatch = false;
-    for &(r, d) in &live {
-        if (r, d) == src {
-            continue;
-        }
-        let same =
-            arr.readable(r, d, n) && arr.read_block(r, d, &mut other).is_ok() && other == good;
-        if !same {
-            mismatch = true;
-            if mode != SyncMode::Check {
-                arr.write_block(r, d, &good)?;
-                rep.sectors_written += n;
-            }
+        });
+    };
+    // Majority vote among readable copies; without a strict majority take the first (md).
+    let readable: Vec<&Vec<u8>> = copies.iter().filter_map(|c| c.1.as_ref()).collect();
+    let mut best: (usize, &Vec<u8>) = (0, readable[0]);
+    for cand in &readable {
+        let votes = readable.iter().filter(|o| **o == *cand).count();
+        if votes > best.0 {
+            best = (votes, cand);
         }
     }
-    if mismatch && mode != SyncMode::Resync {
+    let majority = best.0 * 2 > readable.len();
+    let good: Vec<u8> = if majority {
+        best.1.clone()
+    } else {
+        copies[first_good].1.clone().unwrap_or_default()
+    };
+    let wrong: Vec<(usize, u64)> = copies
+        .iter()
+        .filter(|c| c.1.as_ref() != Some(&good))
+        .map(|c| c.0)
+        .collect();
+    if wrong.is_empty() {
+        return Ok(n);
+    }
+    if mode != SyncMode::Check {
+        for &(r, d) in &wrong {
+            arr.write_block(r, d, &good)?;
+            rep.sectors_written += n;
+        }
+    }
+    if mode != SyncMode::Resync {
         rep.add_mismatch(s * 512, n * 512);
+        if majority {
+            for &(r, _) in &wrong {
+                rep.verdicts.push(Verdict {
+                    stripe: 0,
+                    offset: s * 512,
+                    len: n * 512,
+                    role: Some(r),
+                    device: arr.member(r).map(|m| m.dev.name().to_string()),
+                    what: format!(
+                        "mirror copy (outvoted {} to {})",
+                        best.0,
+                        readable.len() - best.0
+                    ),
+                    repaired: mode != SyncMode::Check,
+                });
+            }
+        } else {
+            rep.verdicts.push(Verdict {
+                stripe: 0,
+                offset: s * 512,
+                len: n * 512,
+                role: None,
+                device: None,
+                what: format!(
+                    "copies disagree and no majority can tell which is right (roles {})",
+                    copies
+                        .iter()
+                        .map(|c| c.0 .0.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                repaired: mode != SyncMode::Check,
+            });
+        }
     }
     Ok(n)
 }
