@@ -193,7 +193,7 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
         } else {
             locate_raid6(&lay, &sd, &p, &q, start, end, bad_p, bad_q)
         };
-        let (role, what, fix): (Option<usize>, String, Vec<(usize, Vec<u8>)>) = match culprit {
+        let (role, what, fix): (Option<usize>, String, Vec<Fix>) = match culprit {
             Culprit::P => (
                 Some(lay.p),
                 "P".into(),
@@ -257,6 +257,11 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
     }
     Ok(c)
 }
+
+/// A block to rewrite: (role, bytes).
+type Fix = (usize, Vec<u8>);
+/// A copy's place: (role, data sector).
+type Loc = (usize, u64);
 
 /// 4 KiB: md's check granularity.
 const PAGE: usize = 4096;
@@ -352,7 +357,7 @@ fn mirror_region(
     }
     let len = (n * 512) as usize;
     // Read every readable copy.
-    let mut copies: Vec<((usize, u64), Option<Vec<u8>>)> = Vec::new();
+    let mut copies: Vec<(Loc, Option<Vec<u8>>)> = Vec::new();
     for &(r, d) in &live {
         let mut b = vec![0u8; len];
         let ok = arr.readable(r, d, n) && arr.read_block(r, d, &mut b).is_ok();
