@@ -38,6 +38,10 @@ pub enum Command {
     Export(ExportArgs),
     /// Write a file or stdin into the array, updating redundancy; leaves the array clean.
     Import(ImportArgs),
+    /// Scrub offline: compare data with parity/mirrors and report mismatches as array byte ranges.
+    Check(ScrubArgs),
+    /// Scrub offline and fix: RAID6 rewrites only the block P+Q prove wrong; mirrors vote.
+    Repair(ScrubArgs),
     /// Run the demo: a RAID6 over sparse files in ./raidkit-demo, filled, read back and checked.
     Demo(DemoArgs),
     /// Print shell completions.
@@ -158,6 +162,16 @@ pub struct ImportArgs {
     /// Byte offset in the array where the data goes.
     #[arg(long, default_value = "0")]
     pub offset: String,
+    #[command(flatten)]
+    pub asm: AssembleArgs,
+}
+
+/// `check` / `repair`.
+#[derive(Args, Debug)]
+pub struct ScrubArgs {
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub asm: AssembleArgs,
 }

@@ -2,7 +2,7 @@
 
 use crate::cli::{
     AssembleArgs, Cli, Command, CreateArgs, DemoArgs, DetailArgs, ExamineArgs, ExportArgs,
-    ImportArgs,
+    ImportArgs, ScrubArgs,
 };
 use crate::units::{human, parse_size};
 use anyhow::{anyhow, bail, Context, Result};
@@ -28,6 +28,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Detail(a) => cmd_detail(a),
         Command::Export(a) => cmd_export(a),
         Command::Import(a) => cmd_import(a),
+        Command::Check(a) => cmd_scrub(a, SyncMode::Check),
+        Command::Repair(a) => cmd_scrub(a, SyncMode::Repair),
         Command::Demo(a) => cmd_demo(a),
         Command::Completions { shell } => {
             let mut c = <Cli as clap::CommandFactory>::command();
@@ -697,6 +699,71 @@ fn import_into(
     arr.flush()?;
     pb.finish_and_clear();
     Ok(off - offset)
+}
+
+// ---------------------------------------------------------------- check / repair
+
+fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
+    let writable = mode == SyncMode::Repair;
+    let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, writable)?)?;
+    let mut pb: Option<ProgressBar> = None;
+    let name = if writable { "repair" } else { "check" };
+    let rep = sync::run(&arr, mode, true, &mut |d, t| {
+        pb.get_or_insert_with(|| bar(t * 512, if writable { "repair" } else { "check" }))
+            .set_position(d * 512);
+    });
+    if let Some(p) = pb {
+        p.finish_and_clear();
+    }
+    let rep = rep?;
+    if writable {
+        arr.mark_clean()?;
+    }
+    let mismatch_bytes: u64 = rep.mismatches.iter().map(|m| m.1).sum();
+    if a.json {
+        let v = json!({
+            "uuid": arr.uuid_text(),
+            "action": name,
+            "mismatch_ranges": rep.mismatches.iter().map(|(o, l)| json!({"offset": o, "len": l})).collect::<Vec<_>>(),
+            "mismatch_bytes": mismatch_bytes,
+            "mismatch_sectors": mismatch_bytes / 512,
+            "verdicts": rep.verdicts,
+            "sectors_checked": rep.sectors_done,
+            "sectors_skipped_holes": rep.sectors_skipped_holes,
+            "sectors_rewritten": rep.sectors_written,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "{name}: {} mismatched range(s), {} bytes; {} sectors rewritten",
+            rep.mismatches.len(),
+            mismatch_bytes,
+            rep.sectors_written
+        );
+        for (o, l) in &rep.mismatches {
+            println!("  array bytes {o}..{} ({})", o + l, human(*l));
+        }
+        for v in &rep.verdicts {
+            println!(
+                "  stripe {}: {} — {}{}",
+                v.stripe,
+                match (&v.role, &v.device) {
+                    (Some(r), Some(d)) => format!("role {r} ({d}) is wrong"),
+                    (Some(r), None) => format!("role {r} is wrong"),
+                    _ => "cannot tell which member is wrong".into(),
+                },
+                v.what,
+                if v.repaired { ", rewritten" } else { "" }
+            );
+        }
+    }
+    if !rep.mismatches.is_empty() && mode == SyncMode::Check {
+        bail!(
+            "{} mismatched range(s) found; run `raidkit repair` to fix them",
+            rep.mismatches.len()
+        );
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------- demo

@@ -327,3 +327,51 @@ fn corrupt_and_truncated_members_are_named() {
         "{e}"
     );
 }
+
+#[test]
+fn check_and_repair_offline() {
+    use std::os::unix::fs::FileExt;
+    let t = TempDir::new("rk-cli").unwrap();
+    let d = t.path();
+    ok(
+        d,
+        &[
+            "create",
+            "--level",
+            "6",
+            "--raid-devices",
+            "4",
+            "--chunk",
+            "64",
+            "--size",
+            "8M",
+            "a",
+            "b",
+            "c",
+            "d",
+        ],
+    );
+    std::fs::write(d.join("in"), vec![0x42u8; 3 << 20]).unwrap();
+    ok(d, &["import", "--input", "in", "a", "b", "c", "d"]);
+    ok(d, &["check", "a", "b", "c", "d"]);
+    // Corrupt one byte of member c inside stripe 0.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("c"))
+        .unwrap();
+    f.write_all_at(&[0x99], 2048 * 512 + 4096 * 3 + 17).unwrap();
+    let o = rk(d, &["check", "--json", "a", "b", "c", "d"]);
+    assert!(!o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdicts"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["verdicts"][0]["role"], 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("run `raidkit repair` to fix them"));
+    let out = ok(d, &["repair", "a", "b", "c", "d"]);
+    assert!(
+        out.contains("role 2 (c) is wrong") && out.contains("rewritten"),
+        "{out}"
+    );
+    ok(d, &["check", "a", "b", "c", "d"]);
+    let o = rk(d, &["export", "--output", "-", "a", "b", "c", "d"]);
+    assert!(o.stdout[..3 << 20].iter().all(|&b| b == 0x42));
+}
