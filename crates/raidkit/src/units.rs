@@ -16,11 +16,12 @@ pub fn parse_size(s: &str, bare_unit: u64) -> Result<u64, String> {
                 'm' => 1 << 20,
                 'g' => 1 << 30,
                 't' => 1u64 << 40,
-                _ => {
+                _ if t[..i].parse::<u64>().is_ok() => {
                     return Err(format!(
                         "unknown size suffix in {s:?} (use K, M, G, T or s)"
                     ))
                 }
+                _ => return Err(format!("{s:?} is not a size (examples: 512K, 64M, 2G)")),
             };
             (&t[..i], m)
         }
