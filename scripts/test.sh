@@ -14,6 +14,7 @@ if [ $quick = 0 ]; then
   echo "== cargo clippy"
   cargo clippy --workspace --all-targets --quiet -- -D warnings
 fi
+mkdir -p target
 echo "== cargo test"
 cargo test --workspace --no-fail-fast 2>&1 | tee target/test.log
 if [ $quick = 0 ] && [ -x fuzz/run-short.sh ]; then
