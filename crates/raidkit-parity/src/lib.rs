@@ -58,6 +58,7 @@ pub mod avx2_gfni;
 pub mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512_gfni;
+pub mod bench;
 pub mod gf;
 pub mod portable;
 pub mod scalar;

@@ -1,0 +1,243 @@
+//! `raidkit bench parity`: throughput of the parity kernels (GB/s of data bytes, 10^9)
+//! over a sweep of operations, geometries, chunk sizes, working sets and thread counts.
+//!
+//! `raidkit bench` is a subcommand group ([`BenchCmd`]); other workloads add variants.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use raidkit_parity::bench::{measure, run, Op, Sample, Stripes, MAX_DATA};
+use serde_json::{json, Value};
+
+use crate::units::{human, parse_size};
+
+/// `raidkit bench <workload>`.
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// Parity kernel throughput (xor, pq, rec2, rec1q, rec1p) in and out of cache.
+    Parity(BenchParityArgs),
+}
+
+/// `raidkit bench parity`. Every option takes a comma-separated list (or may be
+/// repeated); the run is the product of all lists.
+#[derive(Args, Debug)]
+pub struct BenchParityArgs {
+    /// Print a JSON list of results instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Operations: xor, pq, rec2, rec1q, rec1p [default: all].
+    #[arg(long, value_delimiter = ',', value_parser = parse_op)]
+    pub op: Vec<Op>,
+    /// Data disks per stripe, 2..=32 (xor: K+1 members, the others K+2) [default: 4,8,12].
+    #[arg(long = "data-disks", value_delimiter = ',')]
+    pub data_disks: Vec<usize>,
+    /// Chunk (block) size; bare number = KiB, like mdadm [default: 4K,64K,1M].
+    #[arg(long, value_delimiter = ',')]
+    pub chunk: Vec<String>,
+    /// Bytes of stripes (data, P and Q) each thread cycles over; 0 = one stripe (in
+    /// cache); bare number = KiB [default: 0,256M].
+    #[arg(long = "working-set", value_delimiter = ',')]
+    pub working_set: Vec<String>,
+    /// Threads, each with its own stripes [default: 1 and all CPUs].
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// Kernel path (avx512-gfni, avx512, avx2-gfni, avx2, ssse3, portable, scalar)
+    /// [default: the automatic choice].
+    #[arg(long = "impl")]
+    pub implementation: Option<String>,
+    /// Milliseconds per measurement (best of 3 equal parts is reported).
+    #[arg(long = "time-ms", default_value_t = 60)]
+    pub time_ms: u64,
+}
+
+fn parse_op(s: &str) -> Result<Op, String> {
+    Op::parse(s).ok_or_else(|| format!("unknown op {s:?} (xor, pq, rec2, rec1q, rec1p)"))
+}
+
+/// Dispatch `raidkit bench ...`.
+pub fn cmd_bench(c: BenchCmd) -> Result<()> {
+    match c {
+        BenchCmd::Parity(a) => cmd_bench_parity(a),
+    }
+}
+
+fn sizes(list: &[String], default: &[u64], what: &str) -> Result<Vec<usize>> {
+    if list.is_empty() {
+        return Ok(default.iter().map(|&v| v as usize).collect());
+    }
+    list.iter()
+        .map(|s| {
+            parse_size(s, 1024)
+                .map_err(|e| anyhow::anyhow!("--{what}: {e}"))
+                .and_then(|v| {
+                    usize::try_from(v).map_err(|_| anyhow::anyhow!("--{what}: too large"))
+                })
+        })
+        .collect()
+}
+
+/// One result row.
+struct Row {
+    op: Op,
+    k: usize,
+    chunk: usize,
+    ws: usize,
+    threads: usize,
+    s: Sample,
+}
+
+/// Run `raidkit bench parity`.
+pub fn cmd_bench_parity(a: BenchParityArgs) -> Result<()> {
+    let path = match &a.implementation {
+        None => raidkit_parity::active(),
+        Some(n) => match raidkit_parity::with_impl(n) {
+            Some(p) => p,
+            None => {
+                let have: Vec<&str> = raidkit_parity::implementations()
+                    .iter()
+                    .map(|p| p.name())
+                    .collect();
+                bail!(
+                    "--impl {n}: unknown or not supported here (have: {})",
+                    have.join(", ")
+                )
+            }
+        },
+    };
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ops = if a.op.is_empty() {
+        Op::ALL.to_vec()
+    } else {
+        a.op.clone()
+    };
+    let ks = if a.data_disks.is_empty() {
+        vec![4, 8, 12]
+    } else {
+        a.data_disks.clone()
+    };
+    if let Some(k) = ks.iter().find(|&&k| !(2..=MAX_DATA).contains(&k)) {
+        bail!("--data-disks {k}: must be 2..={MAX_DATA}");
+    }
+    let chunks = sizes(&a.chunk, &[4 << 10, 64 << 10, 1 << 20], "chunk")?;
+    if let Some(c) = chunks
+        .iter()
+        .find(|&&c| c == 0 || !c.is_multiple_of(64) || c > 1 << 30)
+    {
+        bail!("--chunk {c}: must be a multiple of 64 bytes, at most 1G");
+    }
+    let wss = sizes(&a.working_set, &[0, 256 << 20], "working-set")?;
+    let threads = if a.threads.is_empty() {
+        let mut t = vec![1];
+        if ncpu > 1 {
+            t.push(ncpu);
+        }
+        t
+    } else {
+        a.threads.clone()
+    };
+    if let Some(t) = threads.iter().find(|&&t| t == 0 || t > 1024) {
+        bail!("--threads {t}: must be 1..=1024");
+    }
+    let tmax = threads.iter().copied().max().unwrap_or(1);
+    let time = Duration::from_millis(a.time_ms.max(3));
+
+    if !a.json {
+        println!(
+            "raidkit bench parity: path {}, {ncpu} CPUs; GB/s = 10^9 data bytes (K x chunk per stripe) per second",
+            path.name()
+        );
+        println!("  wall: all threads together, wall clock; cpu: per CPU-second of each thread, summed (best of 3)");
+        println!(
+            "{:<6} {:>5} {:>9} {:>11} {:>7} {:>9} {:>9}",
+            "op", "disks", "chunk", "working-set", "threads", "wall GB/s", "cpu GB/s"
+        );
+    }
+    let mut rows = Vec::new();
+    for &ws in &wss {
+        for &k in &ks {
+            for &chunk in &chunks {
+                // Each thread's stripes, built in parallel; shared by all ops and thread
+                // counts of this geometry.
+                let pool: Vec<Mutex<Stripes>> = std::thread::scope(|sc| {
+                    let hs: Vec<_> = (0..tmax)
+                        .map(|t| sc.spawn(move || Stripes::new(k, chunk, ws, 1 + t as u64)))
+                        .collect();
+                    hs.into_iter()
+                        .map(|h| h.join().map(Mutex::new))
+                        .collect::<std::result::Result<Vec<_>, _>>()
+                })
+                .map_err(|_| anyhow::anyhow!("stripe setup thread failed"))?;
+                for &op in &ops {
+                    for &t in &threads {
+                        let s = measure(
+                            t,
+                            time / 3,
+                            3,
+                            |i| pool[i].lock().unwrap_or_else(|e| e.into_inner()),
+                            |st| {
+                                let bytes = st.data_bytes();
+                                st.with_next(|b| run(path, op, k, b));
+                                bytes
+                            },
+                        );
+                        let r = Row {
+                            op,
+                            k,
+                            chunk,
+                            ws,
+                            threads: t,
+                            s,
+                        };
+                        if !a.json {
+                            print_row(&r);
+                        }
+                        rows.push(r);
+                    }
+                }
+            }
+        }
+    }
+    if a.json {
+        let v: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "op": r.op.name(),
+                    "impl": path.name(),
+                    "data_disks": r.k,
+                    "chunk_bytes": r.chunk,
+                    "working_set_bytes": r.ws,
+                    "threads": r.threads,
+                    "gbps": round2(r.s.gbps),
+                    "cpu_gbps": round2(r.s.cpu_gbps),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(())
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn print_row(r: &Row) {
+    let ws = if r.ws == 0 {
+        "1 stripe".to_string()
+    } else {
+        human(r.ws as u64)
+    };
+    println!(
+        "{:<6} {:>5} {:>9} {:>11} {:>7} {:>9.2} {:>9.2}",
+        r.op.name(),
+        format!("{}+{}", r.k, if r.op == Op::Xor { 1 } else { 2 }),
+        human(r.chunk as u64),
+        ws,
+        r.threads,
+        r.s.gbps,
+        r.s.cpu_gbps
+    );
+}
