@@ -985,3 +985,48 @@ fn scrub_raid5_reports_exact_ranges_and_mirrors_vote() {
         );
     }
 }
+
+/// An unclean stop with a write-intent bitmap: only the regions written since the last
+/// clean mark are resynced.
+#[test]
+fn bitmap_limits_resync_after_unclean_stop() {
+    for (level, layout, n) in [
+        (Level::Raid5, "left-symmetric", 4usize),
+        (Level::Raid1, "default", 2),
+        (Level::Raid10, "n2", 4),
+    ] {
+        let dir = TempDir::new("rk-engine").unwrap();
+        let ps = paths(&dir, n);
+        let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+        o.layout = Some(names::parse_layout(level, layout).unwrap());
+        if level != Level::Raid1 {
+            o.chunk_bytes = Some(64 * 1024);
+        }
+        o.create_size = Some(8 << 20);
+        o.bitmap = true;
+        o.bitmap_chunk_bytes = Some(128 * 1024);
+        create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+        let arr = assemble_paths(&ps, &rw()).unwrap();
+        arr.write(0, &[1u8; 4096]).unwrap();
+        arr.write(3 << 20, &[2u8; 4096]).unwrap();
+        arr.flush().unwrap();
+        drop(arr); // crash: superblocks say dirty, bits are set
+        let arr = assemble_paths(&ps, &rw()).unwrap();
+        assert!(arr.needs_resync(), "{level:?}: unclean stop not detected");
+        let rep = sync::run(&arr, SyncMode::Resync, false, &mut |_, _| {}).unwrap();
+        // Two writes → two dirty bitmap chunks of 256 sectors each.
+        assert_eq!(
+            rep.sectors_done,
+            2 * 256,
+            "{level:?}: resync visited {} sectors",
+            rep.sectors_done
+        );
+        arr.stop().unwrap();
+        let arr = assemble_paths(&ps, &ro()).unwrap();
+        assert!(!arr.needs_resync());
+        assert!(sync::run(&arr, SyncMode::Check, true, &mut |_, _| {})
+            .unwrap()
+            .mismatches
+            .is_empty());
+    }
+}
