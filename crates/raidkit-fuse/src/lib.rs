@@ -120,6 +120,29 @@ pub fn check_file_name(name: &str) -> Result<(), FuseError> {
     }
 }
 
+/// Check that `mountpoint` is an existing directory that can be mounted on, and return
+/// its canonical path. Explains a dead FUSE mount left by a killed server.
+pub fn check_mountpoint(mountpoint: &Path) -> Result<PathBuf, FuseError> {
+    let bad = |why: String| FuseError::BadMountpoint {
+        path: mountpoint.to_path_buf(),
+        why,
+    };
+    let md = std::fs::metadata(mountpoint).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOTCONN) => bad(format!(
+            "{e}: a FUSE mount whose server died is still there; run `umount {}` first",
+            mountpoint.display()
+        )),
+        _ if e.kind() == std::io::ErrorKind::NotFound => {
+            bad(format!("{e} (create the directory first)"))
+        }
+        _ => bad(e.to_string()),
+    })?;
+    if !md.is_dir() {
+        return Err(bad("not a directory".into()));
+    }
+    mountpoint.canonicalize().map_err(|e| bad(e.to_string()))
+}
+
 /// A mounted array, not yet serving: call [`Mounted::run`].
 pub struct Mounted {
     session: Session<ArrayFs>,
@@ -177,22 +200,7 @@ pub fn mount(
 ) -> Result<Mounted, FuseError> {
     check_file_name(&cfg.file_name)?;
     let read_only = cfg.read_only || !array.is_writable();
-    let md = std::fs::metadata(mountpoint).map_err(|e| FuseError::BadMountpoint {
-        path: mountpoint.to_path_buf(),
-        why: format!("{e} (create the directory first)"),
-    })?;
-    if !md.is_dir() {
-        return Err(FuseError::BadMountpoint {
-            path: mountpoint.to_path_buf(),
-            why: "not a directory".into(),
-        });
-    }
-    let canonical = mountpoint
-        .canonicalize()
-        .map_err(|e| FuseError::BadMountpoint {
-            path: mountpoint.to_path_buf(),
-            why: e.to_string(),
-        })?;
+    let canonical = check_mountpoint(mountpoint)?;
     let c_mountpoint =
         CString::new(canonical.as_os_str().as_bytes()).map_err(|_| FuseError::BadMountpoint {
             path: mountpoint.to_path_buf(),

@@ -10,6 +10,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Errors printed in full before further ones are only counted.
 const MAX_REPORTED_ERRORS: u64 = 20;
 
+/// Print a line on stderr, ignoring errors (the terminal may be gone after SIGHUP).
+pub(crate) fn note(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "raidkit mount: {args}");
+}
+
 /// Why a fallocate request failed.
 pub(crate) enum FallocError {
     /// Refused with this errno.
@@ -185,9 +191,13 @@ impl Shared {
     pub(crate) fn report(&self, what: &str, offset: u64, len: u64, e: &EngineError) {
         let n = self.io_errors.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= MAX_REPORTED_ERRORS {
-            eprintln!("raidkit mount: {what} of {len} bytes at offset {offset} failed (EIO): {e}");
+            note(format_args!(
+                "{what} of {len} bytes at offset {offset} failed (EIO): {e}"
+            ));
         } else if n == MAX_REPORTED_ERRORS + 1 {
-            eprintln!("raidkit mount: more IO errors; only counting them from now on");
+            note(format_args!(
+                "more IO errors; only counting them from now on"
+            ));
         }
     }
 
@@ -230,7 +240,7 @@ impl Cleaner {
                         break;
                     }
                     if let Err(e) = shared.clean_if_idle(idle) {
-                        eprintln!("raidkit mount: marking the array clean failed: {e}");
+                        note(format_args!("marking the array clean failed: {e}"));
                     }
                 }
             })?;
