@@ -226,7 +226,7 @@ pub fn rebuild(
         })
         .collect();
     for (role, m) in targets {
-        rebuild_role(arr, role, &m, opts, progress, &mut rep)?;
+        rebuild_role(arr, role, &m, opts, progress, &mut rep, None)?;
         rep.roles.push(role);
     }
     Ok(rep)
@@ -315,13 +315,20 @@ fn rebuild_role(
     opts: &RebuildOptions,
     progress: &mut dyn FnMut(u64, u64),
     rep: &mut RebuildReport,
+    guided: Option<Vec<(u64, u64)>>,
 ) -> Result<()> {
     let g = arr.geometry().clone();
-    let total = match g.level {
+    let full = match g.level {
         Level::Raid4 | Level::Raid5 | Level::Raid6 => g.stripes() * g.chunk_sectors,
         _ => g.used_dev_sectors(role),
     };
     let start = m.recovery().unwrap_or(0);
+    // Bitmap-guided (re-add): only the listed ranges, and the member stays unreadable
+    // until all are done. Otherwise everything from the checkpoint on.
+    let advance = guided.is_none();
+    let ranges = guided.unwrap_or_else(|| vec![(start, full)]);
+    let total: u64 = ranges.iter().map(|(a, b)| b - a).sum();
+    let mut done_total = 0u64;
     arr.emit(ArrayEvent::RebuildStarted {
         role,
         device: m.dev.name().to_string(),
@@ -330,112 +337,120 @@ fn rebuild_role(
     let every = opts.checkpoint_every.unwrap_or(Duration::from_secs(1));
     let mut last_cp = Instant::now();
     let t0 = Instant::now();
-    let mut x = start;
     let mut lost: Vec<(u64, u64)> = Vec::new();
-    while x < total {
-        if opts
-            .stop
-            .as_ref()
-            .is_some_and(|s| s.load(Ordering::Relaxed))
-        {
-            m.dev
-                .flush()
-                .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
-            checkpoint(arr, m, Some(x))?;
-            arr.add_lost(&lost);
-            rep.lost.extend(lost);
-            return Ok(());
-        }
-        if m.is_failed() {
-            return Err(EngineError::WriteFailed {
-                offset: 0,
-                end: 0,
-                why: format!("the rebuild target {} failed", m.dev.name()),
-            });
-        }
-        let step = match g.level {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
-                let c = g.chunk_sectors;
-                let stripe = x / c;
-                let _sl = arr.lock_stripe(stripe);
-                let lay = arr.stripe_layout(stripe)?;
-                match arr.read_stripe(stripe, &lay, 0, c, true) {
-                    Ok(sd) => {
-                        let block: &[u8] = if role == lay.p {
-                            &sd.p
-                        } else if Some(role) == lay.q {
-                            sd.q.as_deref().unwrap_or(&[])
-                        } else if let Some(k) = lay.data.iter().position(|&r| r == role) {
-                            &sd.data[k]
-                        } else {
-                            &[]
+    for (ra, rb) in ranges {
+        let mut x = ra;
+        while x < rb {
+            if opts
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(Ordering::Relaxed))
+            {
+                m.dev
+                    .flush()
+                    .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
+                checkpoint(arr, m, Some(if advance { x } else { 0 }))?;
+                arr.add_lost(&lost);
+                rep.lost.extend(lost);
+                return Ok(());
+            }
+            if m.is_failed() {
+                return Err(EngineError::WriteFailed {
+                    offset: 0,
+                    end: 0,
+                    why: format!("the rebuild target {} failed", m.dev.name()),
+                });
+            }
+            let step = match g.level {
+                Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                    let c = g.chunk_sectors;
+                    let stripe = x / c;
+                    let _sl = arr.lock_stripe(stripe);
+                    let lay = arr.stripe_layout(stripe)?;
+                    match arr.read_stripe(stripe, &lay, 0, c, true) {
+                        Ok(sd) => {
+                            let block: &[u8] = if role == lay.p {
+                                &sd.p
+                            } else if Some(role) == lay.q {
+                                sd.q.as_deref().unwrap_or(&[])
+                            } else if let Some(k) = lay.data.iter().position(|&r| r == role) {
+                                &sd.data[k]
+                            } else {
+                                &[]
+                            };
+                            if !block.is_empty() {
+                                arr.write_block(role, stripe * c, block)?;
+                            }
+                        }
+                        Err(EngineError::Unreadable { .. }) => {
+                            if let Some(k) = lay.data.iter().position(|&r| r == role) {
+                                let kc = lay.data.len() as u64;
+                                let off = (stripe * kc + k as u64) * c * 512;
+                                lost.push((off, c * 512));
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
+                    if advance {
+                        m.set_recovery(Some((stripe + 1) * c));
+                    }
+                    c
+                }
+                _ => {
+                    let n = (rb - x).min(2048);
+                    let _gate = match arr.gate.write() {
+                        Ok(g) => g,
+                        Err(p) => p.into_inner(),
+                    };
+                    let mut done = 0;
+                    while done < n {
+                        let dsec = x + done;
+                        let Some(s) = g.reverse(role, dsec) else {
+                            done += 1;
+                            continue;
                         };
-                        if !block.is_empty() {
-                            arr.write_block(role, stripe * c, block)?;
+                        let Some(p) = g.locate(s) else {
+                            done += 1;
+                            continue;
+                        };
+                        let run = p.run.min(n - done);
+                        let mut buf = vec![0u8; (run * 512) as usize];
+                        let src = p.copies.iter().find(|&&(r, d)| {
+                            r != role
+                                && arr.readable(r, d, run)
+                                && arr.read_block(r, d, &mut buf).is_ok()
+                        });
+                        if src.is_some() {
+                            arr.write_block(role, dsec, &buf)?;
+                        } else {
+                            lost.push((s * 512, run * 512));
                         }
+                        done += run;
                     }
-                    Err(EngineError::Unreadable { .. }) => {
-                        if let Some(k) = lay.data.iter().position(|&r| r == role) {
-                            let kc = lay.data.len() as u64;
-                            let off = (stripe * kc + k as u64) * c * 512;
-                            lost.push((off, c * 512));
-                        }
+                    if advance {
+                        m.set_recovery(Some(x + n));
                     }
-                    Err(e) => return Err(e),
+                    n
                 }
-                m.set_recovery(Some((stripe + 1) * c));
-                c
-            }
-            _ => {
-                let n = (total - x).min(2048);
-                let _gate = match arr.gate.write() {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
-                let mut done = 0;
-                while done < n {
-                    let dsec = x + done;
-                    let Some(s) = g.reverse(role, dsec) else {
-                        done += 1;
-                        continue;
-                    };
-                    let Some(p) = g.locate(s) else {
-                        done += 1;
-                        continue;
-                    };
-                    let run = p.run.min(n - done);
-                    let mut buf = vec![0u8; (run * 512) as usize];
-                    let src = p.copies.iter().find(|&&(r, d)| {
-                        r != role
-                            && arr.readable(r, d, run)
-                            && arr.read_block(r, d, &mut buf).is_ok()
-                    });
-                    if src.is_some() {
-                        arr.write_block(role, dsec, &buf)?;
-                    } else {
-                        lost.push((s * 512, run * 512));
-                    }
-                    done += run;
+            };
+            x += step;
+            done_total += step;
+            progress(done_total, total);
+            if let Some(limit) = opts.max_bytes_per_sec {
+                let should =
+                    Duration::from_secs_f64((done_total * 512) as f64 / limit.max(1) as f64);
+                let el = t0.elapsed();
+                if should > el {
+                    std::thread::sleep(should - el);
                 }
-                m.set_recovery(Some(x + n));
-                n
             }
-        };
-        x += step;
-        progress(x, total);
-        if let Some(limit) = opts.max_bytes_per_sec {
-            let should = Duration::from_secs_f64(((x - start) * 512) as f64 / limit.max(1) as f64);
-            let el = t0.elapsed();
-            if should > el {
-                std::thread::sleep(should - el);
+            if advance && last_cp.elapsed() >= every {
+                m.dev
+                    .flush()
+                    .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
+                checkpoint(arr, m, Some(x.min(full)))?;
+                last_cp = Instant::now();
             }
-        }
-        if last_cp.elapsed() >= every {
-            m.dev
-                .flush()
-                .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
-            checkpoint(arr, m, Some(x.min(total)))?;
-            last_cp = Instant::now();
         }
     }
     m.dev
@@ -444,7 +459,7 @@ fn rebuild_role(
     m.set_recovery(None);
     checkpoint(arr, m, None)?;
     arr.add_lost(&lost);
-    rep.sectors += total - start;
+    rep.sectors += total;
     rep.lost.extend(lost.iter().copied());
     arr.emit(ArrayEvent::RebuildFinished {
         role,
@@ -452,4 +467,210 @@ fn rebuild_role(
         lost,
     });
     Ok(())
+}
+
+impl Array {
+    /// Remove a failed member or a spare (md's `--remove`). An active member must be
+    /// failed first. The removed device is not written again.
+    pub fn remove_member(&self, device: &str) -> Result<()> {
+        if !self.writable {
+            return Err(EngineError::Invalid(
+                "the array was assembled read-only".into(),
+            ));
+        }
+        let mut meta = lock(&self.meta);
+        let hit = self
+            .slots()
+            .iter()
+            .enumerate()
+            .find(|(_, m)| m.as_ref().is_some_and(|m| m.dev.name() == device))
+            .map(|(r, m)| (r, m.clone()));
+        if let Some((role, Some(m))) = hit {
+            if !m.is_failed() {
+                return Err(EngineError::Invalid(format!(
+                    "{device} is an active member (role {role}); fail it first (--fail), then remove it"
+                )));
+            }
+            let devnum = meta.sbs[m.index].dev_number();
+            if let Some(r) = meta.roles.get_mut(devnum) {
+                *r = v1::role::SPARE;
+            }
+            let mut slots = match self.slots.write() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            slots[role] = None;
+            drop(slots);
+            return self.write_superblocks(&mut meta, |_| {});
+        }
+        let devs = self.devs().clone();
+        let mut spares = lock(&self.spares);
+        if let Some(pos) = spares.iter().position(|&i| devs[i].name() == device) {
+            spares.remove(pos);
+            drop(spares);
+            return self.write_superblocks(&mut meta, |_| {});
+        }
+        Err(EngineError::Invalid(format!(
+            "{device} is not a member or spare of this array"
+        )))
+    }
+
+    /// Re-add a member that left the array (md's `--re-add`). If the write-intent bitmap
+    /// still covers every write it missed (its events ≥ the bitmap's `events_cleared`),
+    /// only the dirty regions are resynced; otherwise it is rebuilt in full.
+    pub fn re_add(
+        &self,
+        dev: Arc<dyn BlockDev>,
+        opts: &RebuildOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<RebuildReport> {
+        if !self.writable {
+            return Err(EngineError::Invalid(
+                "the array was assembled read-only".into(),
+            ));
+        }
+        let name = dev.name().to_string();
+        let found = crate::sb::probe(dev.as_ref())?;
+        let Some((sb, true)) = found.found.into_iter().find(|(s, _)| s.uuid() == self.uuid) else {
+            return Err(EngineError::Invalid(format!(
+                "{name} carries no valid superblock of this array; use --add to add it as a new member"
+            )));
+        };
+        let crate::sb::Role::Active(role) = sb.own_role() else {
+            return Err(EngineError::Invalid(format!(
+                "{name} was not an active member; use --add"
+            )));
+        };
+        if self.member(role).is_some() {
+            return Err(EngineError::Invalid(format!(
+                "role {role} of {name} is occupied by a working member; nothing to re-add"
+            )));
+        }
+        // Which regions did it miss?
+        let (guided, cleared) = match &self.bitmap {
+            Some(bm) => {
+                let b = lock(bm);
+                if sb.events() >= b.sb.events_cleared {
+                    (Some(b.dirty()), b.sb.events_cleared)
+                } else {
+                    (None, b.sb.events_cleared)
+                }
+            }
+            None => (None, 0),
+        };
+        let _ = cleared;
+        // Register it in its old role, unreadable until resynced.
+        let idx = {
+            let mut devs = match self.devs.write() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            devs.push(dev.clone());
+            devs.len() - 1
+        };
+        let m = {
+            let mut meta = lock(&self.meta);
+            let devnum = sb.dev_number();
+            let mut sb = sb;
+            if let Super::V1(s) = &mut sb {
+                s.feature_map |= feature::RECOVERY_OFFSET;
+                if guided.is_some() {
+                    s.feature_map |= feature::RECOVERY_BITMAP;
+                }
+                s.recovery_offset = 0;
+                s.dev_roles.clone_from(&meta.roles);
+            }
+            meta.sbs.push(sb);
+            if devnum >= meta.roles.len() {
+                meta.roles.resize(devnum + 1, v1::role::SPARE);
+            }
+            meta.roles[devnum] = role as u16;
+            if let Some(bm) = &self.bitmap {
+                let mut b = lock(bm);
+                if b.locs.len() <= idx {
+                    b.locs.resize(idx + 1, None);
+                }
+                b.locs[idx] = meta.sbs[idx].bitmap_sector(dev.size_bytes() / 512);
+            }
+            let data_offset = meta.sbs[idx].data_offset();
+            let m = Arc::new(Member::new(
+                dev.clone(),
+                idx,
+                data_offset,
+                Some(0),
+                Vec::new(),
+            ));
+            {
+                let mut slots = match self.slots.write() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                slots[role] = Some(m.clone());
+            }
+            self.write_superblocks(&mut meta, |_| {})?;
+            m
+        };
+        let ranges = guided.map(|chunks| self.bitmap_ranges_for_role(role, &chunks));
+        let mut rep = RebuildReport::default();
+        rebuild_role(self, role, &m, opts, progress, &mut rep, ranges)?;
+        rep.roles.push(role);
+        Ok(rep)
+    }
+
+    /// Data-sector ranges of `role` covered by the given bitmap chunks.
+    fn bitmap_ranges_for_role(&self, role: usize, chunks: &[u64]) -> Vec<(u64, u64)> {
+        let Some(bm) = &self.bitmap else {
+            return Vec::new();
+        };
+        let cs = lock(bm).chunk_sectors;
+        let g = &self.geo;
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut push = |a: u64, b: u64| {
+            if let Some(last) = out.last_mut() {
+                if last.1 >= a {
+                    last.1 = last.1.max(b);
+                    return;
+                }
+            }
+            out.push((a, b));
+        };
+        match g.level {
+            Level::Raid10 => {
+                let size = g.array_sectors();
+                for &i in chunks {
+                    let mut s = i * cs;
+                    let end = ((i + 1) * cs).min(size);
+                    while s < end {
+                        let Some(p) = g.locate(s) else { break };
+                        let run = p.run.min(end - s);
+                        for &(r, d) in &p.copies {
+                            if r == role {
+                                push(d, d + run);
+                            }
+                        }
+                        s += run;
+                    }
+                }
+                out.sort_unstable();
+            }
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                let total = g.stripes() * g.chunk_sectors;
+                for &i in chunks {
+                    // Whole stripes covering the chunk.
+                    let c = g.chunk_sectors;
+                    let a = (i * cs) / c * c;
+                    let b = ((i + 1) * cs).div_ceil(c) * c;
+                    push(a.min(total), b.min(total));
+                }
+            }
+            _ => {
+                let total = g.used_dev_sectors(role);
+                for &i in chunks {
+                    push((i * cs).min(total), ((i + 1) * cs).min(total));
+                }
+            }
+        }
+        out.retain(|(a, b)| a < b);
+        out
+    }
 }

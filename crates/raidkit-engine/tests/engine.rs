@@ -1030,3 +1030,71 @@ fn bitmap_limits_resync_after_unclean_stop() {
             .is_empty());
     }
 }
+
+/// fail → remove → writes while degraded → re-add: with a bitmap only the regions written
+/// meanwhile are resynced; without one, everything is.
+#[test]
+fn re_add_resyncs_only_what_was_missed() {
+    use raidkit_engine::rebuild::RebuildOptions;
+    for (level, bitmap) in [
+        (Level::Raid1, true),
+        (Level::Raid5, true),
+        (Level::Raid10, true),
+        (Level::Raid5, false),
+    ] {
+        let dir = TempDir::new("rk-engine").unwrap();
+        let n = if level == Level::Raid1 { 2 } else { 4 };
+        let ps = paths(&dir, n);
+        let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+        if level != Level::Raid1 {
+            o.chunk_bytes = Some(64 * 1024);
+        }
+        o.create_size = Some(8 << 20);
+        o.bitmap = bitmap;
+        o.bitmap_chunk_bytes = bitmap.then_some(128 * 1024);
+        create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+        let arr = assemble_paths(&ps, &rw()).unwrap();
+        let size = arr.size_bytes() as usize;
+        let mut model = vec![0u8; size];
+        arr.fail_member(1, "test").unwrap();
+        arr.remove_member(&ps[1].display().to_string()).unwrap();
+        for (off, byte) in [(100_000usize, 7u8), (size - 50_000, 9u8)] {
+            arr.write(off as u64, &[byte; 4096]).unwrap();
+            model[off..off + 4096].fill(byte);
+        }
+        let dev: std::sync::Arc<dyn raidkit_engine::BlockDev> =
+            std::sync::Arc::new(raidkit_engine::FileDev::open(&ps[1], true).unwrap());
+        let rep = arr
+            .re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+            .unwrap();
+        assert!(!arr.is_degraded(), "{level:?}");
+        let full = if level.has_parity() {
+            arr.geometry().stripes() * arr.geometry().chunk_sectors
+        } else {
+            arr.geometry().used_dev_sectors(1)
+        };
+        if bitmap {
+            assert!(
+                rep.sectors <= 2 * 256 + 2 * 128,
+                "{level:?}: bitmap re-add resynced {} sectors",
+                rep.sectors
+            );
+            assert!(rep.sectors > 0);
+        } else {
+            assert_eq!(
+                rep.sectors, full,
+                "{level:?}: without a bitmap everything is rebuilt"
+            );
+        }
+        arr.stop().unwrap();
+        assert!(read_all(&ps, &ro()).unwrap() == model, "{level:?}");
+        let a = assemble_paths(&ps, &ro()).unwrap();
+        assert!(
+            sync::run(&a, SyncMode::Check, true, &mut |_, _| {})
+                .unwrap()
+                .mismatches
+                .is_empty(),
+            "{level:?}"
+        );
+    }
+}
