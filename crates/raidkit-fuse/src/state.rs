@@ -16,6 +16,9 @@ pub(crate) fn note(args: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "raidkit mount: {args}");
 }
 
+/// `FALLOC_FL_WRITE_ZEROES` (Linux 6.17): zero the range with real writes.
+const FALLOC_FL_WRITE_ZEROES: i32 = 0x80;
+
 /// Why a fallocate request failed.
 pub(crate) enum FallocError {
     /// Refused with this errno.
@@ -121,7 +124,7 @@ impl Shared {
     ///
     /// * mode 0 / `KEEP_SIZE` (allocate): nothing to do inside the file, which is always
     ///   fully allocated; `ENOSPC` if it would grow.
-    /// * `ZERO_RANGE`: write zeros (what `BLKZEROOUT` on a loop device over the file turns
+    /// * `ZERO_RANGE` and `WRITE_ZEROES`: write zeros (what `BLKZEROOUT` on a loop device over the file turns
     ///   into; the caller would write them itself otherwise).
     /// * `PUNCH_HOLE` (a discard through a loop device) and anything else: `EOPNOTSUPP`.
     ///   Discards are advisory; emulating them would mean writing zeros over the whole
@@ -136,7 +139,7 @@ impl Shared {
         let end = end.min(self.size);
         match mode & !libc::FALLOC_FL_KEEP_SIZE {
             0 => Ok(()),
-            libc::FALLOC_FL_ZERO_RANGE => {
+            libc::FALLOC_FL_ZERO_RANGE | FALLOC_FL_WRITE_ZEROES => {
                 if self.read_only {
                     return Err(FallocError::Errno(Errno::EROFS));
                 }
