@@ -389,6 +389,11 @@ impl Array {
         }
     }
 
+    /// Number of hot spares.
+    pub fn spare_count(&self) -> usize {
+        lock(&self.spares).len()
+    }
+
     /// Roles without a working member.
     pub fn missing_roles(&self) -> Vec<usize> {
         self.slots()

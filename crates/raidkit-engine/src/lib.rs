@@ -17,6 +17,7 @@ pub mod error;
 pub mod fault;
 pub mod rebuild;
 pub mod sb;
+pub mod supervisor;
 pub mod sync;
 mod util;
 

@@ -510,6 +510,19 @@ impl Array {
             drop(spares);
             return self.write_superblocks(&mut meta, |_| {});
         }
+        drop(spares);
+        // A failed member whose role has since been taken over by a spare.
+        let live = self.live_devices();
+        if let Some(i) = (0..devs.len()).find(|&i| devs[i].name() == device && !live.contains(&i)) {
+            let devnum = meta.sbs[i].dev_number();
+            if meta.roles.get(devnum) == Some(&v1::role::FAULTY) {
+                meta.roles[devnum] = v1::role::SPARE;
+                return self.write_superblocks(&mut meta, |_| {});
+            }
+            return Err(EngineError::Invalid(format!(
+                "{device} was already removed"
+            )));
+        }
         Err(EngineError::Invalid(format!(
             "{device} is not a member or spare of this array"
         )))

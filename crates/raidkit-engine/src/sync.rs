@@ -30,6 +30,8 @@ pub struct SyncReport {
     pub sectors_written: u64,
     /// Per inconsistent page: which member was wrong, when that can be told.
     pub verdicts: Vec<Verdict>,
+    /// Where the pass stopped early (sync-space sector to resume from), if it did.
+    pub stopped_at: Option<u64>,
 }
 
 /// The verdict on one inconsistent 4 KiB page (parity levels) or region (mirrors).
@@ -83,6 +85,39 @@ pub fn run(
     full: bool,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SyncReport> {
+    run_opts(
+        arr,
+        mode,
+        &SyncOptions {
+            full,
+            ..Default::default()
+        },
+        progress,
+    )
+}
+
+/// Options of a pass beyond the mode.
+#[derive(Clone, Debug, Default)]
+pub struct SyncOptions {
+    /// Visit everything even if a bitmap says only some regions are dirty.
+    pub full: bool,
+    /// Only this window of the sync address space, in sectors `[start, end)` (a scrub
+    /// can be split over several runs; `SyncReport::stopped_at` says where to resume).
+    pub window: Option<(u64, u64)>,
+    /// Stop at the next step when set.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Throttle to this many bytes per second of sync space.
+    pub max_bytes_per_sec: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+}
+
+/// Run a pass with options. See [`run`].
+pub fn run_opts(
+    arr: &Array,
+    mode: SyncMode,
+    opts: &SyncOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<SyncReport> {
+    let full = opts.full;
     let total = sync_space(arr);
     let mut rep = SyncReport::default();
     if total == 0 {
@@ -112,6 +147,32 @@ pub fn run(
         }
         _ => vec![(0, total)],
     };
+    let regions: Vec<(u64, u64)> = match opts.window {
+        Some((ws, we)) => regions
+            .into_iter()
+            .map(|(a, e)| (a.max(ws), e.min(we)))
+            .filter(|(a, e)| a < e)
+            .collect(),
+        None => regions,
+    };
+    let t0 = std::time::Instant::now();
+    let stopped = || {
+        opts.stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    let throttle = |done: u64| {
+        if let Some(l) = &opts.max_bytes_per_sec {
+            let l = l.load(std::sync::atomic::Ordering::Relaxed);
+            if l > 0 {
+                let should = std::time::Duration::from_secs_f64((done * 512) as f64 / l as f64);
+                let el = t0.elapsed();
+                if should > el {
+                    std::thread::sleep(should - el);
+                }
+            }
+        }
+    };
     let todo: u64 = regions.iter().map(|(a, e)| e - a).sum();
     let mut done = 0u64;
     progress(0, todo);
@@ -122,27 +183,39 @@ pub fn run(
                 let c = g.chunk_sectors;
                 let mut stripe = a / c;
                 while stripe * c < e {
+                    if stopped() {
+                        rep.stopped_at = Some(stripe * c);
+                        rep.sectors_done = done;
+                        return Ok(rep);
+                    }
                     let n = parity_stripe(arr, stripe, mode, &mut rep)?;
                     done += n;
                     stripe += 1;
                     progress(done, todo);
+                    throttle(done);
                 }
             }
             Level::Raid1 | Level::Raid10 => {
                 let step = 1024u64;
                 let mut s = a;
                 while s < e {
+                    if stopped() {
+                        rep.stopped_at = Some(s);
+                        rep.sectors_done = done;
+                        return Ok(rep);
+                    }
                     let n = mirror_region(arr, s, (e - s).min(step), mode, &mut rep)?;
                     s += n;
                     done += n;
                     progress(done, todo);
+                    throttle(done);
                 }
             }
             _ => {}
         }
     }
     rep.sectors_done = done;
-    if mode != SyncMode::Check {
+    if mode != SyncMode::Check && opts.window.is_none() {
         arr.set_resync_done();
     }
     Ok(rep)

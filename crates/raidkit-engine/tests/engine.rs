@@ -1098,3 +1098,67 @@ fn re_add_resyncs_only_what_was_missed() {
         );
     }
 }
+
+/// A hot spare takes over a failed member on its own; events tell the story.
+#[test]
+fn supervisor_hot_spare_takes_over() {
+    use raidkit_engine::supervisor::Supervisor;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let c = Case {
+        level: Level::Raid5,
+        layout: "left-symmetric",
+        n: 4,
+        chunk_k: 16,
+        meta: "1.2",
+        member_mib: 2,
+    };
+    let (ps, model) = make(&c, &dir);
+    let arr = std::sync::Arc::new(assemble_paths(&ps, &rw()).unwrap());
+    let sup = Supervisor::start("t", arr.clone());
+    let ev = sup.subscribe();
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    sup.add(&spare, false).unwrap();
+    sup.fail(&ps[2].display().to_string()).unwrap();
+    // The event thread starts recovery; wait for it.
+    let t0 = std::time::Instant::now();
+    while arr.is_degraded() && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    sup.wait_idle();
+    assert!(!arr.is_degraded(), "{}", sup.status());
+    let kinds: Vec<String> = ev.try_iter().map(|e| e.kind).collect();
+    for k in [
+        "spare_added",
+        "member_failed",
+        "degraded",
+        "rebuild_started",
+        "rebuild_finished",
+        "spare_activated",
+    ] {
+        assert!(kinds.iter().any(|x| x == k), "missing event {k}: {kinds:?}");
+    }
+    sup.remove(&ps[2].display().to_string()).unwrap();
+    let st = sup.status();
+    assert_eq!(st["state"], "clean");
+    assert_eq!(st["members"].as_array().unwrap().len(), 4);
+    sup.shutdown().unwrap();
+    drop(sup);
+    drop(arr);
+    let now: Vec<PathBuf> = vec![ps[0].clone(), ps[1].clone(), spare.clone(), ps[3].clone()];
+    assert!(read_all(&now, &ro()).unwrap() == model);
+    // The failed member, given back, is stale and refused.
+    let mut with_old = now.clone();
+    with_old.push(ps[2].clone());
+    let e = read_all(&with_old, &ro())
+        .map(|v| v.len())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("m2.img") && (e.contains("out of date") || e.contains("faulty")),
+        "{e}"
+    );
+}

@@ -1,0 +1,509 @@
+//! The supervisor of a running array: the background jobs md runs in the kernel (resync
+//! after an unclean stop, recovery onto spares, check/repair scrubs) with progress, speed
+//! and ETA; member management (fail, remove, add, re-add); and an event stream for
+//! monitors. Frontends (NBD, FUSE) own one supervisor per served array; the control socket
+//! is a thin transport over these methods.
+
+use crate::array::{lock, Array, ArrayEvent};
+use crate::dev::{BlockDev, FileDev};
+use crate::error::{EngineError, Result};
+use crate::rebuild::{rebuild, RebuildOptions};
+use crate::sync::{run_opts, SyncMode, SyncOptions};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// One event for logs and monitors.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MonitorEvent {
+    /// Unix time, seconds.
+    pub time: u64,
+    /// Array name.
+    pub array: String,
+    /// Event kind: `member_failed`, `member_removed`, `spare_added`, `degraded`,
+    /// `rebuild_started`, `rebuild_progress`, `rebuild_finished`, `spare_activated`,
+    /// `read_error_corrected`, `mismatches_found`, `sync_started`, `sync_finished`,
+    /// `unclean_stop_detected`, `slow_member`, `test`.
+    pub kind: String,
+    /// Details (member, role, ranges, progress...).
+    pub detail: Value,
+}
+
+/// State of the current background job.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct JobStatus {
+    /// `resync`, `recovery`, `check`, `repair`, or `idle`.
+    pub action: String,
+    /// Sectors done / total in the job's address space.
+    pub done_sectors: u64,
+    /// Total sectors of the job.
+    pub total_sectors: u64,
+    /// Current speed, bytes per second.
+    pub speed_bytes_per_sec: u64,
+    /// Estimated seconds left.
+    pub eta_seconds: Option<u64>,
+    /// Speed limit in bytes per second (0 = none).
+    pub speed_limit: u64,
+}
+
+struct Job {
+    status: JobStatus,
+    started: Instant,
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Supervises one running array.
+pub struct Supervisor {
+    name: String,
+    array: Arc<Array>,
+    job: Mutex<Option<Job>>,
+    speed_limit: Arc<AtomicU64>,
+    listeners: Mutex<Vec<Sender<MonitorEvent>>>,
+    log: Mutex<Vec<MonitorEvent>>,
+    last_result: Mutex<Option<Value>>,
+    shutting_down: AtomicBool,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Supervisor {
+    /// Supervise `array` under `name` (the stable name from the superblock). Starts the
+    /// event watcher and whatever job the array needs (resync after an unclean stop,
+    /// recovery of a partially rebuilt member, recovery onto a spare).
+    pub fn start(name: &str, array: Arc<Array>) -> Arc<Supervisor> {
+        let sup = Arc::new(Supervisor {
+            name: name.to_string(),
+            array,
+            job: Mutex::new(None),
+            speed_limit: Arc::new(AtomicU64::new(0)),
+            listeners: Mutex::new(Vec::new()),
+            log: Mutex::new(Vec::new()),
+            last_result: Mutex::new(None),
+            shutting_down: AtomicBool::new(false),
+        });
+        let rx = sup.array.subscribe();
+        let weak = Arc::downgrade(&sup);
+        std::thread::Builder::new()
+            .name(format!("raidkit-events-{name}"))
+            .spawn(move || {
+                while let Ok(e) = rx.recv() {
+                    let Some(s) = weak.upgrade() else { break };
+                    s.on_array_event(e);
+                }
+            })
+            .ok();
+        if sup.array.is_writable() {
+            if sup.array.needs_resync() {
+                sup.emit("unclean_stop_detected", json!({"note": "redundancy may be inconsistent; resyncing (only dirty bitmap regions if there is a bitmap)"}));
+                let _ = sup.sync_action("resync");
+            } else if sup.array.is_degraded() {
+                sup.emit(
+                    "degraded",
+                    json!({"missing_roles": sup.array.missing_roles()}),
+                );
+                let _ = sup.sync_action("recover");
+            }
+        } else if sup.array.is_degraded() {
+            sup.emit(
+                "degraded",
+                json!({"missing_roles": sup.array.missing_roles()}),
+            );
+        }
+        sup
+    }
+
+    /// The array.
+    pub fn array(&self) -> &Arc<Array> {
+        &self.array
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Receive every future event.
+    pub fn subscribe(&self) -> Receiver<MonitorEvent> {
+        let (tx, rx) = channel();
+        lock(&self.listeners).push(tx);
+        rx
+    }
+
+    /// Recent events (the last 1000).
+    pub fn recent_events(&self) -> Vec<MonitorEvent> {
+        lock(&self.log).clone()
+    }
+
+    /// Emit an event to the log, stderr and every subscriber.
+    pub fn emit(&self, kind: &str, detail: Value) {
+        let e = MonitorEvent {
+            time: now(),
+            array: self.name.clone(),
+            kind: kind.to_string(),
+            detail,
+        };
+        eprintln!(
+            "raidkit[{}]: {} {}",
+            e.array,
+            e.kind,
+            serde_json::to_string(&e.detail).unwrap_or_default()
+        );
+        {
+            let mut log = lock(&self.log);
+            log.push(e.clone());
+            let n = log.len();
+            if n > 1000 {
+                log.drain(..n - 1000);
+            }
+        }
+        lock(&self.listeners).retain(|tx| tx.send(e.clone()).is_ok());
+    }
+
+    fn on_array_event(self: &Arc<Self>, e: ArrayEvent) {
+        match &e {
+            ArrayEvent::MemberFailed { .. } => {
+                self.emit(
+                    "member_failed",
+                    serde_json::to_value(&e).unwrap_or(Value::Null),
+                );
+                self.emit(
+                    "degraded",
+                    json!({"missing_roles": self.array.missing_roles()}),
+                );
+                if self.array.spare_count() > 0 {
+                    let _ = self.sync_action("recover");
+                }
+            }
+            ArrayEvent::ReadErrorCorrected { .. } => self.emit(
+                "read_error_corrected",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::SpareAdded { .. } => self.emit(
+                "spare_added",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::RebuildStarted { .. } => self.emit(
+                "rebuild_started",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::RebuildFinished { .. } => self.emit(
+                "rebuild_finished",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+        }
+    }
+
+    /// Start a background action: `check`, `repair`, `resync`, `recover`, or `idle` (stop
+    /// the current one). Refused while another action runs (except `idle`).
+    pub fn sync_action(self: &Arc<Self>, action: &str) -> Result<()> {
+        if action == "idle" {
+            self.stop_job();
+            return Ok(());
+        }
+        let mode = match action {
+            "check" => Some(SyncMode::Check),
+            "repair" => Some(SyncMode::Repair),
+            "resync" => Some(SyncMode::Resync),
+            "recover" | "recovery" => None,
+            other => {
+                return Err(EngineError::Invalid(format!(
+                    "unknown sync action {other:?}: use check, repair, resync, recover or idle"
+                )))
+            }
+        };
+        if mode != Some(SyncMode::Check) && !self.array.is_writable() {
+            return Err(EngineError::Invalid(format!(
+                "{action} needs the array writable; it is served read-only"
+            )));
+        }
+        let mut job = lock(&self.job);
+        if let Some(j) = job.as_ref() {
+            if j.handle.as_ref().is_some_and(|h| !h.is_finished()) {
+                return Err(EngineError::Invalid(format!(
+                    "a {} is already running; stop it with `idle` first",
+                    j.status.action
+                )));
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let me = self.clone();
+        let stop2 = stop.clone();
+        let name = if mode.is_none() { "recovery" } else { action }.to_string();
+        let status = JobStatus {
+            action: name.clone(),
+            speed_limit: self.speed_limit.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("raidkit-{name}-{}", self.name))
+            .spawn(move || me.run_job(mode, stop2))
+            .map_err(|e| EngineError::io("thread", "starting a background job", e))?;
+        *job = Some(Job {
+            status,
+            started: Instant::now(),
+            stop,
+            handle: Some(handle),
+        });
+        Ok(())
+    }
+
+    fn progress(&self, done: u64, total: u64) {
+        if let Some(j) = lock(&self.job).as_mut() {
+            let el = j.started.elapsed().as_secs_f64().max(1e-3);
+            let speed = ((done.saturating_sub(0) * 512) as f64 / el) as u64;
+            j.status.done_sectors = done;
+            j.status.total_sectors = total;
+            j.status.speed_bytes_per_sec = speed;
+            j.status.speed_limit = self.speed_limit.load(Ordering::Relaxed);
+            j.status.eta_seconds = (speed > 0).then(|| (total.saturating_sub(done) * 512) / speed);
+        }
+    }
+
+    fn run_job(self: Arc<Self>, mode: Option<SyncMode>, stop: Arc<AtomicBool>) {
+        let arr = self.array.clone();
+        let mut last_pct = 0u64;
+        let mut progress = |d: u64, t: u64| {
+            self.progress(d, t);
+            let pct = (d * 100).checked_div(t).unwrap_or(100);
+            if pct >= last_pct + 10 {
+                last_pct = pct / 10 * 10;
+                self.emit(
+                    "rebuild_progress",
+                    json!({"action": lock(&self.job).as_ref().map(|j| j.status.action.clone()), "percent": last_pct}),
+                );
+            }
+        };
+        let result: Value = match mode {
+            Some(m) => {
+                let name = match m {
+                    SyncMode::Check => "check",
+                    SyncMode::Repair => "repair",
+                    SyncMode::Resync => "resync",
+                };
+                self.emit("sync_started", json!({"action": name}));
+                let opts = SyncOptions {
+                    full: m != SyncMode::Resync,
+                    stop: Some(stop.clone()),
+                    max_bytes_per_sec: Some(self.speed_limit.clone()),
+                    ..Default::default()
+                };
+                match run_opts(&arr, m, &opts, &mut progress) {
+                    Ok(rep) => {
+                        if !rep.mismatches.is_empty() && m != SyncMode::Resync {
+                            self.emit(
+                                "mismatches_found",
+                                json!({"action": name, "ranges": rep.mismatches, "verdicts": rep.verdicts}),
+                            );
+                        }
+                        if m != SyncMode::Check && rep.stopped_at.is_none() {
+                            let _ = arr.mark_clean();
+                        }
+                        let v = json!({"action": name, "mismatch_ranges": rep.mismatches, "verdicts": rep.verdicts,
+                            "stopped_at": rep.stopped_at, "sectors_done": rep.sectors_done});
+                        self.emit("sync_finished", v.clone());
+                        v
+                    }
+                    Err(e) => {
+                        let v = json!({"action": name, "error": e.to_string()});
+                        self.emit("sync_finished", v.clone());
+                        v
+                    }
+                }
+            }
+            None => {
+                let opts = RebuildOptions {
+                    stop: Some(stop.clone()),
+                    max_bytes_per_sec: None,
+                    ..Default::default()
+                };
+                let had_spares = arr.spare_count();
+                match rebuild(&arr, &opts, &mut progress) {
+                    Ok(rep) => {
+                        if had_spares > arr.spare_count() {
+                            self.emit("spare_activated", json!({"roles": rep.roles}));
+                        }
+                        let _ = arr.mark_clean();
+                        json!({"action": "recovery", "roles": rep.roles, "lost": rep.lost})
+                    }
+                    Err(e) => {
+                        let v = json!({"action": "recovery", "error": e.to_string()});
+                        self.emit("rebuild_finished", v.clone());
+                        v
+                    }
+                }
+            }
+        };
+        *lock(&self.last_result) = Some(result);
+        if let Some(j) = lock(&self.job).as_mut() {
+            j.status.action = "idle".into();
+        }
+    }
+
+    fn stop_job(&self) {
+        let handle = {
+            let mut job = lock(&self.job);
+            job.as_mut().and_then(|j| {
+                j.stop.store(true, Ordering::Relaxed);
+                j.handle.take()
+            })
+        };
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+
+    /// Limit background work to this many bytes per second (0 = unlimited); takes effect
+    /// immediately, also for the running job.
+    pub fn set_speed_limit(&self, bytes_per_sec: u64) {
+        self.speed_limit.store(bytes_per_sec, Ordering::Relaxed);
+    }
+
+    /// Wait until the current job (if any) has finished.
+    pub fn wait_idle(&self) {
+        let h = lock(&self.job).as_mut().and_then(|j| j.handle.take());
+        if let Some(h) = h {
+            let _ = h.join();
+        }
+    }
+
+    /// Everything `raidkit status` shows about this array.
+    pub fn status(&self) -> Value {
+        let a = &self.array;
+        let g = a.geometry();
+        let job = lock(&self.job)
+            .as_ref()
+            .map(|j| j.status.clone())
+            .filter(|s| s.action != "idle")
+            .unwrap_or_else(|| JobStatus {
+                action: "idle".into(),
+                speed_limit: self.speed_limit.load(Ordering::Relaxed),
+                ..Default::default()
+            });
+        let mut state = vec![if a.needs_resync() { "dirty" } else { "clean" }];
+        if a.is_degraded() {
+            state.push("degraded");
+        }
+        json!({
+            "name": self.name,
+            "uuid": a.uuid_text(),
+            "level": g.level.to_string(),
+            "layout": raidkit_layout::names::layout_name(g.level, g.layout),
+            "chunk_bytes": g.chunk_sectors * 512,
+            "raid_disks": g.raid_disks,
+            "array_bytes": a.size_bytes(),
+            "state": state.join(", "),
+            "degraded": a.is_degraded(),
+            "read_only": !a.is_writable(),
+            "members": a.members(),
+            "missing_roles": a.missing_roles(),
+            "io": a.member_stats(),
+            "sync": job,
+            "last_result": *lock(&self.last_result),
+            "lost_ranges": a.lost_ranges(),
+        })
+    }
+
+    fn find_role(&self, device: &str) -> Option<usize> {
+        self.array
+            .members()
+            .into_iter()
+            .find(|m| m.device == device)
+            .and_then(|m| m.role)
+    }
+
+    /// Fail a member.
+    pub fn fail(&self, device: &str) -> Result<()> {
+        let role = self.find_role(device).ok_or_else(|| {
+            EngineError::Invalid(format!("{device} is not an active member of {}", self.name))
+        })?;
+        self.array.fail_member(role, "failed by the administrator")
+    }
+
+    /// Remove a failed member or a spare.
+    pub fn remove(&self, device: &str) -> Result<()> {
+        self.array.remove_member(device)?;
+        self.emit("member_removed", json!({"device": device}));
+        Ok(())
+    }
+
+    /// Add a device as a spare; if a role is missing, recovery onto it starts.
+    pub fn add(self: &Arc<Self>, path: &Path, force: bool) -> Result<()> {
+        let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(path, true).map_err(|e| {
+            EngineError::io(&path.display().to_string(), "opening the new member", e)
+        })?);
+        self.array.add_spare(dev, force)?;
+        if !self.array.missing_roles().is_empty() {
+            self.sync_action("recover")?;
+        }
+        Ok(())
+    }
+
+    /// Re-add a member that left (bitmap-guided when possible), in the background.
+    pub fn re_add(self: &Arc<Self>, path: &Path) -> Result<()> {
+        let dev: Arc<dyn BlockDev> =
+            Arc::new(FileDev::open(path, true).map_err(|e| {
+                EngineError::io(&path.display().to_string(), "opening the member", e)
+            })?);
+        let me = self.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let mut job = lock(&self.job);
+        if job
+            .as_ref()
+            .and_then(|j| j.handle.as_ref())
+            .is_some_and(|h| !h.is_finished())
+        {
+            return Err(EngineError::Invalid(
+                "another job is running; stop it with `idle` first".into(),
+            ));
+        }
+        let handle = std::thread::spawn(move || {
+            let opts = RebuildOptions {
+                stop: Some(stop2),
+                ..Default::default()
+            };
+            let r = me.array.re_add(dev, &opts, &mut |d, t| me.progress(d, t));
+            let v = match r {
+                Ok(rep) => {
+                    let _ = me.array.mark_clean();
+                    json!({"action": "re-add", "roles": rep.roles, "sectors": rep.sectors, "lost": rep.lost})
+                }
+                Err(e) => json!({"action": "re-add", "error": e.to_string()}),
+            };
+            me.emit("rebuild_finished", v.clone());
+            *lock(&me.last_result) = Some(v);
+            if let Some(j) = lock(&me.job).as_mut() {
+                j.status.action = "idle".into();
+            }
+        });
+        *job = Some(Job {
+            status: JobStatus {
+                action: "recovery".into(),
+                ..Default::default()
+            },
+            started: Instant::now(),
+            stop,
+            handle: Some(handle),
+        });
+        Ok(())
+    }
+
+    /// Stop background work, flush and mark the array clean (graceful stop).
+    pub fn shutdown(&self) -> Result<()> {
+        if self.shutting_down.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.stop_job();
+        self.array.mark_clean()
+    }
+}
