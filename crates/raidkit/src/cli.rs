@@ -44,6 +44,8 @@ pub enum Command {
     Repair(ScrubArgs),
     /// Run the demo: a RAID6 over sparse files in ./raidkit-demo, filled, read back and checked.
     Demo(DemoArgs),
+    /// Serve the array as one file over FUSE (losetup/mkfs/mount without NBD), in the foreground.
+    Mount(crate::mount::MountArgs),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.

@@ -2,6 +2,7 @@
 
 mod cli;
 mod cmd;
+mod mount;
 mod units;
 
 use clap::Parser;
