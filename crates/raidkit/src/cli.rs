@@ -46,6 +46,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Serve the array as one file over FUSE (losetup/mkfs/mount without NBD), in the foreground.
     Mount(crate::mount::MountArgs),
+    /// Export arrays over NBD (nbdinfo, qemu, nbd-client, nbdfuse) until SIGINT/SIGTERM.
+    Serve(crate::serve::ServeArgs),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.

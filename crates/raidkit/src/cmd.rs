@@ -31,6 +31,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Check(a) => cmd_scrub(a, SyncMode::Check),
         Command::Repair(a) => cmd_scrub(a, SyncMode::Repair),
         Command::Demo(a) => cmd_demo(a),
+        Command::Serve(a) => crate::serve::cmd_serve(a),
         Command::Mount(a) => crate::mount::cmd_mount(a),
         Command::Completions { shell } => {
             let mut c = <Cli as clap::CommandFactory>::command();

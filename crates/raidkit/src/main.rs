@@ -2,6 +2,7 @@
 
 mod cli;
 mod cmd;
+mod serve;
 mod mount;
 mod units;
 

@@ -138,7 +138,7 @@ impl ArrayBackend {
         let g = arr.geometry();
         let data_disks = match g.level {
             Level::Raid0 => g.raid_disks,
-            Level::Raid10 if g.copies() > 0 && g.raid_disks % g.copies() == 0 => {
+            Level::Raid10 if g.copies() > 0 && g.raid_disks.is_multiple_of(g.copies()) => {
                 g.raid_disks / g.copies()
             }
             Level::Raid10 => 1,
