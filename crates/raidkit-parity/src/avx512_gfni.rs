@@ -4,7 +4,8 @@
 //! 64-byte vectors, 4 per iteration. Both multiply-by-2 and multiplication by any
 //! constant are a single `vgf2p8affineqb` with the constant's 8×8 bit matrix
 //! ([`crate::gf::affine_matrix`]; valid for polynomial 0x11d because multiplication by
-//! a constant is GF(2)-linear).
+//! a constant is GF(2)-linear). P/Q Horner folds two slots per step with
+//! `vgf2p8affineqb` (×4, ×2) and `vpternlogq` (3-way XOR): `kernels!(paired ...)`.
 
 use core::arch::x86_64::*;
 
@@ -77,7 +78,28 @@ unsafe fn mulc(t: &T, v: V) -> V {
     _mm512_gf2p8affine_epi64_epi8::<0>(v, *t)
 }
 
-kernels!(#[target_feature(enable = "avx512f,avx512bw,gfni")]; unsafe);
+/// `gf::affine_matrix(4)` (checked by a test).
+pub(crate) const MUL4_MATRIX: u64 = 0x4080_41c2_c488_1020;
+
+/// # Safety
+/// CPU has AVX-512F/BW and GFNI.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,gfni")]
+unsafe fn mul4(v: V) -> V {
+    _mm512_gf2p8affine_epi64_epi8::<0>(v, _mm512_set1_epi64(MUL4_MATRIX as i64))
+}
+
+/// `a ^ b ^ c` in one `vpternlogq`.
+///
+/// # Safety
+/// CPU has AVX-512F/BW and GFNI.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,gfni")]
+unsafe fn xor3(a: V, b: V, c: V) -> V {
+    _mm512_ternarylogic_epi64::<0x96>(a, b, c)
+}
+
+kernels!(paired #[target_feature(enable = "avx512f,avx512bw,gfni")]; unsafe);
 xor_kernels!(#[target_feature(enable = "avx512f,avx512bw,gfni")]; unsafe);
 ops!("avx512-gfni", simd_call);
 

@@ -123,6 +123,7 @@ fn gf_mul_inv() {
 #[test]
 fn gf_vector_tables() {
     assert_eq!(gf::affine_matrix(2), 0x8001_8284_8810_2040);
+    assert_eq!(gf::affine_matrix(4), 0x4080_41c2_c488_1020);
     for c in 0..=255u8 {
         let [lo, hi] = gf::nibble_tables(c);
         let m = gf::affine_matrix(c);
