@@ -454,4 +454,39 @@ mod tests {
         );
         assert_eq!(errno_of(&io::Error::other("x")), errno::EIO);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(5000))]
+        /// Random headers: parsing and validation never panic, and whatever is accepted
+        /// lies inside the export and the payload limit.
+        #[test]
+        fn random_headers(bytes in proptest::array::uniform28(proptest::prelude::any::<u8>()),
+                          magic in proptest::prelude::any::<bool>(),
+                          size in proptest::prelude::any::<u64>(),
+                          max in 0u32..(64 << 20), ro in proptest::prelude::any::<bool>()) {
+            let mut h = bytes;
+            if magic {
+                h[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
+            }
+            let Some(r) = parse_request(&h) else {
+                proptest::prop_assert!(!magic);
+                return Ok(());
+            };
+            proptest::prop_assert_eq!(encode_request(&r), h);
+            let lim = Limits { size, read_only: ro, max_payload: max, fast_zero: false };
+            if let Ok(cmd) = validate(&r, &lim) {
+                match cmd {
+                    Cmd::Disc | Cmd::Flush => {}
+                    _ => {
+                        let end = r.offset.checked_add(u64::from(r.len));
+                        proptest::prop_assert!(end.is_some_and(|e| e <= size));
+                        proptest::prop_assert!(!(ro && cmd != Cmd::Read));
+                        if matches!(cmd, Cmd::Read | Cmd::Write { .. }) {
+                            proptest::prop_assert!(r.len <= max);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
