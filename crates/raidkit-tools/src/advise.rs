@@ -130,7 +130,7 @@ pub fn geometry_from_spec(
         None => names::default_layout(level),
     };
     let chunk_sectors = if level.uses_chunk() {
-        if chunk_bytes == 0 || chunk_bytes % 512 != 0 {
+        if chunk_bytes == 0 || !chunk_bytes.is_multiple_of(512) {
             return Err(ToolsError::Invalid(format!(
                 "chunk {chunk_bytes} bytes is not a positive multiple of 512"
             )));
@@ -162,8 +162,14 @@ fn r10_parts(layout: u32) -> (usize, usize, bool) {
 pub fn data_width(g: &Geometry) -> (usize, Option<String>) {
     let n = g.raid_disks;
     match g.level {
-        Level::Linear => (0, Some("linear concatenates members: there is no stripe to align to".into())),
-        Level::Raid1 => (0, Some("RAID1 mirrors whole members: there is no stripe to align to".into())),
+        Level::Linear => (
+            0,
+            Some("linear concatenates members: there is no stripe to align to".into()),
+        ),
+        Level::Raid1 => (
+            0,
+            Some("RAID1 mirrors whole members: there is no stripe to align to".into()),
+        ),
         Level::Raid0 => {
             let zones = g.zones();
             let d = zones.first().map_or(n, |z| z.devs.len());
@@ -184,7 +190,7 @@ pub fn data_width(g: &Geometry) -> (usize, Option<String>) {
             } else {
                 format!("near layout ({nc} copies): each chunk is written to {nc} adjacent members, so a row of {n} members holds N/{nc} different chunks")
             };
-            if n % nc != 0 {
+            if !n.is_multiple_of(nc) {
                 (0, Some(format!("{kind}; {n} members are not a multiple of {nc} near copies, so rows do not repeat on the same members and no stripe width fits")))
             } else {
                 (n / nc, Some(kind))
@@ -279,7 +285,7 @@ pub fn advise_groups(g: &Geometry, block_size: u32, stride: u64) -> GroupAdvice 
     let default_members_hit = group_start_members(g, max, block_size);
     let mut best: Option<(u64, usize)> = None;
     let mut b = max - max % step;
-    while b >= 256 && b > 0 {
+    while b >= 256 {
         let hit = group_start_members(g, b, block_size);
         if best.is_none_or(|(_, h)| hit > h) {
             best = Some((b, hit));
@@ -321,7 +327,11 @@ pub fn advise(input: &AdviseInput) -> Result<Advice> {
             "the chunk ({chunk_bytes} bytes) is not a multiple of the block size ({bs}); use a smaller --block-size"
         )));
     }
-    let stride = if striped { chunk_bytes / u64::from(bs) } else { 0 };
+    let stride = if striped {
+        chunk_bytes / u64::from(bs)
+    } else {
+        0
+    };
     let stripe_width = stride * d as u64;
     let layout = names::layout_name(g.level, g.layout);
     let mut groups = None;
@@ -360,7 +370,10 @@ pub fn advise(input: &AdviseInput) -> Result<Advice> {
                 let (jblocks, basis) = match fs_blocks.map(default_journal_blocks) {
                     Some(Some(j)) => (j, "mke2fs's default for this size"),
                     Some(None) => (0, ""),
-                    None => (262144, "mke2fs's default for filesystems ≥ 128 GiB (size unknown)"),
+                    None => (
+                        262144,
+                        "mke2fs's default from 128 GiB up; the size is unknown",
+                    ),
                 };
                 if jblocks > 0 {
                     let unit = lcm(stripe_width * u64::from(bs), 1 << 20);
@@ -390,7 +403,10 @@ pub fn advise(input: &AdviseInput) -> Result<Advice> {
                 reasons.push(Reason {
                     what: "sw".into(),
                     value: d.to_string(),
-                    why: format!("{d} data chunks per row: allocation aligns to su × sw = {}", kib(chunk_bytes * d as u64)),
+                    why: format!(
+                        "{d} data chunks per row: allocation aligns to su × sw = {}",
+                        kib(chunk_bytes * d as u64)
+                    ),
                 });
                 if chunk_bytes <= 256 * 1024 {
                     cmd += &format!(" -l su={}", kib_word(chunk_bytes));
@@ -432,9 +448,9 @@ pub fn advise(input: &AdviseInput) -> Result<Advice> {
 }
 
 fn kib(b: u64) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{} MiB", b >> 20)
-    } else if b % 1024 == 0 {
+    } else if b.is_multiple_of(1024) {
         format!("{} KiB", b >> 10)
     } else {
         format!("{b} B")
@@ -442,7 +458,7 @@ fn kib(b: u64) -> String {
 }
 
 fn kib_word(b: u64) -> String {
-    if b % 1024 == 0 {
+    if b.is_multiple_of(1024) {
         format!("{}k", b >> 10)
     } else {
         b.to_string()
@@ -452,7 +468,8 @@ fn kib_word(b: u64) -> String {
 impl Advice {
     /// The text `raidkit advise` prints.
     pub fn to_text(&self) -> String {
-        let mut s = format!(
+        let mut s =
+            format!(
             "{} {} ({}), {} members, chunk {}, {} data chunks per row, {}-byte blocks\n\n  {}\n\n",
             self.level,
             self.layout,
@@ -547,7 +564,10 @@ mod tests {
     #[test]
     fn xfs_and_raid10() {
         let a = adv(Level::Raid6, 8, 8192, None, Fs::Xfs);
-        assert_eq!(a.command, "mkfs.xfs -b size=4096 -d su=8k,sw=6 -l su=8k DEVICE");
+        assert_eq!(
+            a.command,
+            "mkfs.xfs -b size=4096 -d su=8k,sw=6 -l su=8k DEVICE"
+        );
         let a = adv(Level::Raid10, 4, 512 << 10, Some("n2"), Fs::Xfs);
         assert_eq!(a.data_disks, 2);
         assert_eq!(a.command, "mkfs.xfs -b size=4096 -d su=512k,sw=2 DEVICE");

@@ -86,7 +86,10 @@ impl Pattern {
     }
     /// True for random offsets.
     pub fn is_random(self) -> bool {
-        matches!(self, Pattern::RandRead | Pattern::RandWrite | Pattern::RandMix(_))
+        matches!(
+            self,
+            Pattern::RandRead | Pattern::RandWrite | Pattern::RandMix(_)
+        )
     }
     /// True if the workload writes.
     pub fn writes(self) -> bool {
@@ -174,7 +177,12 @@ pub struct FileTarget {
 
 impl FileTarget {
     /// Open `path` (creating a file of `create_size` bytes if it does not exist).
-    pub fn open(path: &Path, write: bool, direct: bool, create_size: Option<u64>) -> Result<FileTarget> {
+    pub fn open(
+        path: &Path,
+        write: bool,
+        direct: bool,
+        create_size: Option<u64>,
+    ) -> Result<FileTarget> {
         let name = path.display().to_string();
         if !path.exists() {
             let Some(sz) = create_size else {
@@ -182,7 +190,8 @@ impl FileTarget {
                     "{name} does not exist; give --size to create it"
                 )));
             };
-            let f = File::create(path).map_err(|e| ToolsError::io(&name, "creating the file", e))?;
+            let f =
+                File::create(path).map_err(|e| ToolsError::io(&name, "creating the file", e))?;
             fill_file(&f, sz).map_err(|e| ToolsError::io(&name, "filling the file", e))?;
         }
         let mut oo = OpenOptions::new();
@@ -199,7 +208,9 @@ impl FileTarget {
                 ToolsError::io(&name, "opening", e)
             }
         })?;
-        let meta = file.metadata().map_err(|e| ToolsError::io(&name, "stat", e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| ToolsError::io(&name, "stat", e))?;
         let (size, lbs) = if meta.file_type().is_block_device() {
             let d = FileDev::open(path, false).map_err(|e| ToolsError::io(&name, "opening", e))?;
             (d.size_bytes(), u64::from(d.logical_block_size()))
@@ -272,7 +283,12 @@ impl Counters {
     }
     /// Zero all counters.
     pub fn reset(&self) {
-        for c in [&self.reads, &self.writes, &self.read_bytes, &self.write_bytes] {
+        for c in [
+            &self.reads,
+            &self.writes,
+            &self.read_bytes,
+            &self.write_bytes,
+        ] {
             c.store(0, Ordering::Relaxed);
         }
     }
@@ -398,8 +414,16 @@ impl ArrayTarget {
                 reads: r,
                 writes: w,
                 bytes: rb + wb,
-                io_share: if ios > 0 { (r + w) as f64 / ios as f64 } else { 0.0 },
-                byte_share: if bytes > 0 { (rb + wb) as f64 / bytes as f64 } else { 0.0 },
+                io_share: if ios > 0 {
+                    (r + w) as f64 / ios as f64
+                } else {
+                    0.0
+                },
+                byte_share: if bytes > 0 {
+                    (rb + wb) as f64 / bytes as f64
+                } else {
+                    0.0
+                },
             })
             .collect()
     }
@@ -535,10 +559,14 @@ struct ThreadOut {
 
 /// Run `spec` on `target`. `members` gives per-member shares for arrays (counters are
 /// reset before the run).
-pub fn run(target: &dyn Target, spec: &BenchSpec, array: Option<&ArrayTarget>) -> Result<BenchResult> {
+pub fn run(
+    target: &dyn Target,
+    spec: &BenchSpec,
+    array: Option<&ArrayTarget>,
+) -> Result<BenchResult> {
     let bs = spec.block_size;
     let align = target.align();
-    if bs == 0 || bs % align != 0 || spec.offset % align != 0 {
+    if bs == 0 || !bs.is_multiple_of(align) || !spec.offset.is_multiple_of(align) {
         return Err(ToolsError::Invalid(format!(
             "block size {bs} and offset {} must be non-zero multiples of {align} for this target",
             spec.offset
@@ -601,7 +629,8 @@ pub fn run(target: &dyn Target, spec: &BenchSpec, array: Option<&ArrayTarget>) -
         for (j, job) in jobs.iter().enumerate() {
             for t in 0..spec.iodepth {
                 let stop = &stop;
-                let seed = spec.seed ^ ((j as u64) << 32 | t as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let seed =
+                    spec.seed ^ ((j as u64) << 32 | t as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                 hs.push(sc.spawn(move || worker(target, spec, job, seed, deadline, stop)));
             }
         }
@@ -789,25 +818,31 @@ impl SweepParam {
     /// Parse `bs=4K,64K`, `iodepth=1,4,16`, `jobs=1,2`, `chunk=16K,64K`, `layout=n2,f2`.
     /// `size` parses sizes.
     pub fn parse(s: &str, size: &dyn Fn(&str) -> Option<u64>) -> Result<SweepParam> {
-        let (k, v) = s.split_once('=').ok_or_else(|| {
-            ToolsError::Invalid(format!("--sweep {s:?}: write PARAM=V1,V2,..."))
-        })?;
-        let vals: Vec<&str> = v.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| ToolsError::Invalid(format!("--sweep {s:?}: write PARAM=V1,V2,...")))?;
+        let vals: Vec<&str> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .collect();
         if vals.is_empty() {
             return Err(ToolsError::Invalid(format!("--sweep {s:?}: no values")));
         }
         let sizes = || -> Result<Vec<u64>> {
             vals.iter()
-                .map(|x| size(x).ok_or_else(|| ToolsError::Invalid(format!("--sweep: {x:?} is not a size"))))
+                .map(|x| {
+                    size(x)
+                        .ok_or_else(|| ToolsError::Invalid(format!("--sweep: {x:?} is not a size")))
+                })
                 .collect()
         };
         let nums = || -> Result<Vec<usize>> {
             vals.iter()
                 .map(|x| {
-                    x.parse::<usize>()
-                        .ok()
-                        .filter(|&n| n > 0)
-                        .ok_or_else(|| ToolsError::Invalid(format!("--sweep: {x:?} is not a positive number")))
+                    x.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                        ToolsError::Invalid(format!("--sweep: {x:?} is not a positive number"))
+                    })
                 })
                 .collect()
         };
@@ -840,7 +875,9 @@ impl SweepParam {
             SweepParam::BlockSize(v) | SweepParam::Chunk(v) => {
                 v.iter().map(|&b| crate::trace::size_label(b)).collect()
             }
-            SweepParam::IoDepth(v) | SweepParam::Jobs(v) => v.iter().map(|n| n.to_string()).collect(),
+            SweepParam::IoDepth(v) | SweepParam::Jobs(v) => {
+                v.iter().map(|n| n.to_string()).collect()
+            }
             SweepParam::Layout(v) => v.clone(),
         }
     }
@@ -908,17 +945,26 @@ pub struct ArraySpec {
 
 /// Create an array of sparse member files in `dir` (which must exist) and assemble it
 /// writable with counting members. The files are named `bench-<tag>-<role>.img`.
-pub fn create_array(dir: &Path, tag: &str, spec: &ArraySpec) -> Result<(ArrayTarget, Vec<PathBuf>)> {
+pub fn create_array(
+    dir: &Path,
+    tag: &str,
+    spec: &ArraySpec,
+) -> Result<(ArrayTarget, Vec<PathBuf>)> {
     use raidkit_engine::create::{create, CreateOptions, MemberSpec};
     let paths: Vec<PathBuf> = (0..spec.raid_devices)
         .map(|i| dir.join(format!("bench-{tag}-{i}.img")))
         .collect();
     for p in &paths {
         if p.exists() {
-            std::fs::remove_file(p).map_err(|e| ToolsError::io(p.display().to_string(), "removing an old bench member", e))?;
+            std::fs::remove_file(p).map_err(|e| {
+                ToolsError::io(p.display().to_string(), "removing an old bench member", e)
+            })?;
         }
     }
-    let mut o = CreateOptions::new(spec.level, paths.iter().cloned().map(MemberSpec::Path).collect());
+    let mut o = CreateOptions::new(
+        spec.level,
+        paths.iter().cloned().map(MemberSpec::Path).collect(),
+    );
     o.chunk_bytes = spec.chunk;
     o.layout = spec
         .layout
@@ -959,19 +1005,29 @@ mod tests {
     #[test]
     fn mix_is_exact() {
         for pct in [0u64, 40, 75, 100] {
-            let reads = (0..1000u64).filter(|k| (k + 1) * pct / 100 > k * pct / 100).count();
+            let reads = (0..1000u64)
+                .filter(|k| (k + 1) * pct / 100 > k * pct / 100)
+                .count();
             assert_eq!(reads as u64, pct * 10);
         }
     }
 
     #[test]
     fn sweep_parse() {
-        let sz = |s: &str| s.trim_end_matches('K').parse::<u64>().ok().map(|v| v * 1024);
+        let sz = |s: &str| {
+            s.trim_end_matches('K')
+                .parse::<u64>()
+                .ok()
+                .map(|v| v * 1024)
+        };
         assert_eq!(
             SweepParam::parse("bs=4K,64K", &sz).unwrap(),
             SweepParam::BlockSize(vec![4096, 65536])
         );
-        assert_eq!(SweepParam::parse("qd=1,8", &sz).unwrap(), SweepParam::IoDepth(vec![1, 8]));
+        assert_eq!(
+            SweepParam::parse("qd=1,8", &sz).unwrap(),
+            SweepParam::IoDepth(vec![1, 8])
+        );
         assert!(SweepParam::parse("qd=0", &sz).is_err());
         assert!(SweepParam::parse("colour=red", &sz).is_err());
         assert!(SweepParam::parse("bs", &sz).is_err());

@@ -106,7 +106,9 @@ impl Histogram {
         if self.n == 0 {
             return 0;
         }
-        let rank = ((p / 100.0) * self.n as f64).ceil().clamp(1.0, self.n as f64) as u64;
+        let rank = ((p / 100.0) * self.n as f64)
+            .ceil()
+            .clamp(1.0, self.n as f64) as u64;
         let mut seen = 0;
         for (i, c) in self.counts.iter().enumerate() {
             seen += c;

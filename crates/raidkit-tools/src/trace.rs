@@ -465,7 +465,9 @@ pub fn analyze(tr: &Trace, action: Option<char>) -> Result<TraceReport> {
             Op::Other => {}
         }
         if matches!(e.op, Op::Read | Op::Write) && e.len > 0 {
-            *hist.entry(1u64 << (63 - e.len.leading_zeros())).or_default() += 1;
+            *hist
+                .entry(1u64 << (63 - e.len.leading_zeros()))
+                .or_default() += 1;
             *sizes.entry(e.len).or_default() += 1;
         }
     }
@@ -479,7 +481,10 @@ pub fn analyze(tr: &Trace, action: Option<char>) -> Result<TraceReport> {
     }
     r.mode_size = sizes
         .iter()
-        .fold((0u64, 0u64), |(bs, bc), (&s, &c)| if c > bc { (s, c) } else { (bs, bc) })
+        .fold(
+            (0u64, 0u64),
+            |(bs, bc), (&s, &c)| if c > bc { (s, c) } else { (bs, bc) },
+        )
         .0;
     r.size_histogram = hist.into_iter().collect();
     if r.ios > 0 {
@@ -494,11 +499,11 @@ pub fn analyze(tr: &Trace, action: Option<char>) -> Result<TraceReport> {
 
 /// `4096` → `4K`, `1048576` → `1M`.
 pub fn size_label(b: u64) -> String {
-    if b >= 1 << 30 && b % (1 << 30) == 0 {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
         format!("{}G", b >> 30)
-    } else if b >= 1 << 20 && b % (1 << 20) == 0 {
+    } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{}M", b >> 20)
-    } else if b >= 1024 && b % 1024 == 0 {
+    } else if b >= 1024 && b.is_multiple_of(1024) {
         format!("{}K", b >> 10)
     } else {
         format!("{b}")
@@ -512,7 +517,11 @@ impl TraceReport {
             "{} trace: {} events, counting {} ({} IOs over {:.3} s)\n",
             self.format, self.events, self.counted_action, self.ios, self.duration_s
         );
-        let acts: Vec<String> = self.actions.iter().map(|(a, n)| format!("{a}={n}")).collect();
+        let acts: Vec<String> = self
+            .actions
+            .iter()
+            .map(|(a, n)| format!("{a}={n}"))
+            .collect();
         s += &format!("actions: {}\n", acts.join(" "));
         s += &format!(
             "mix: {} reads ({}), {} writes ({}), {} flushes, {} discards; {:.1}% reads\n",
@@ -533,7 +542,11 @@ impl TraceReport {
         let total: u64 = self.size_histogram.iter().map(|x| x.1).sum();
         s += "size histogram (power of two ≤ size):\n";
         for (b, c) in &self.size_histogram {
-            let pct = if total > 0 { *c as f64 * 100.0 / total as f64 } else { 0.0 };
+            let pct = if total > 0 {
+                *c as f64 * 100.0 / total as f64
+            } else {
+                0.0
+            };
             let bar = "#".repeat((pct / 2.0).round() as usize);
             s += &format!("  {:>6} {:>8} {:>5.1}% {}\n", size_label(*b), c, pct, bar);
         }
@@ -543,7 +556,11 @@ impl TraceReport {
         }
         s += &format!(
             "by {}:\n",
-            if self.format == "raidkit" { "export" } else { "process" }
+            if self.format == "raidkit" {
+                "export"
+            } else {
+                "process"
+            }
         );
         for w in &self.by_who {
             s += &format!(
@@ -563,7 +580,12 @@ impl TraceReport {
         }
         if let Some(sm) = &self.summary {
             s += "blkparse summary:";
-            for k in ["Reads Queued", "Writes Queued", "Reads Completed", "Writes Completed"] {
+            for k in [
+                "Reads Queued",
+                "Writes Queued",
+                "Reads Completed",
+                "Writes Completed",
+            ] {
                 if let Some((n, kib)) = sm.totals.get(k) {
                     s += &format!(" {k} {n} ({kib} KiB);");
                 }
@@ -602,17 +624,27 @@ mod tests {
 
     #[test]
     fn one_line_of_each_kind() {
-        let e = parse_blk_line("  8,0    3        1     0.000000000  1234  Q   W 223490 + 8 [kjournald]")
-            .unwrap();
-        assert_eq!((e.action, e.op, e.offset, e.len), ('Q', Op::Write, 223490 * 512, 4096));
+        let e = parse_blk_line(
+            "  8,0    3        1     0.000000000  1234  Q   W 223490 + 8 [kjournald]",
+        )
+        .unwrap();
+        assert_eq!(
+            (e.action, e.op, e.offset, e.len),
+            ('Q', Op::Write, 223490 * 512, 4096)
+        );
         assert_eq!(e.who, "kjournald");
-        let e = parse_blk_line("  8,0    0       12     0.000401000   577  Q FWS [jbd2/sda1-8]").unwrap();
+        let e = parse_blk_line("  8,0    0       12     0.000401000   577  Q FWS [jbd2/sda1-8]")
+            .unwrap();
         assert_eq!((e.op, e.len, e.flags.as_str()), (Op::Flush, 0, "PS"));
-        let e = parse_blk_line("259,0    1       40     0.120000000  2001  D  RA 1024 + 256 [cat]").unwrap();
+        let e = parse_blk_line("259,0    1       40     0.120000000  2001  D  RA 1024 + 256 [cat]")
+            .unwrap();
         assert_eq!((e.op, e.len, e.flags.as_str()), (Op::Read, 131072, "A"));
-        let e = parse_blk_line("  8,0    1        3     0.500000000     0  C WFS 10 + 8 [0]").unwrap();
+        let e =
+            parse_blk_line("  8,0    1        3     0.500000000     0  C WFS 10 + 8 [0]").unwrap();
         assert_eq!((e.op, e.flags.as_str()), (Op::Write, "FS"));
-        let e = parse_blk_line("  8,16   0        5     1.000000000   900  Q  DS 2048 + 2048 [fstrim]").unwrap();
+        let e =
+            parse_blk_line("  8,16   0        5     1.000000000   900  Q  DS 2048 + 2048 [fstrim]")
+                .unwrap();
         assert_eq!(e.op, Op::Discard);
         assert!(parse_blk_line("CPU0 (8,0):").is_none());
         assert!(parse_blk_line("  8,0  x 1 0.1 1 Q W 1 + 8 [a]").is_none());
@@ -622,7 +654,8 @@ mod tests {
 
     #[test]
     fn raidkit_lines() {
-        let t = "{\"t\":0.5,\"op\":\"R\",\"off\":4096,\"len\":8192,\"export\":\"vol\",\"member\":1}\n";
+        let t =
+            "{\"t\":0.5,\"op\":\"R\",\"off\":4096,\"len\":8192,\"export\":\"vol\",\"member\":1}\n";
         let tr = parse(t, "x").unwrap();
         assert_eq!(tr.format, "raidkit");
         assert_eq!(tr.events[0].member, Some(1));

@@ -64,23 +64,23 @@ CPU0 (8,0):
  Read depth:             1        \t Write depth:             1
  IO unplugs:             0        \t Timer unplugs:           0
 CPU1 (8,0):
- Reads Queued:          15,      560KiB\t Writes Queued:           8,      776KiB
- Read Dispatches:       15,      560KiB\t Write Dispatches:        6,      768KiB
+ Reads Queued:          15,      556KiB\t Writes Queued:           8,      772KiB
+ Read Dispatches:       15,      556KiB\t Write Dispatches:        6,      764KiB
  Reads Requeued:         0\t\t Writes Requeued:         0
- Reads Completed:       15,      560KiB\t Writes Completed:        6,      768KiB
+ Reads Completed:       15,      556KiB\t Writes Completed:        6,      764KiB
  Read Merges:            0,        0KiB\t Write Merges:            2,        8KiB
  Read depth:             1        \t Write depth:             1
  IO unplugs:             1        \t Timer unplugs:           0
 
 Total (8,0):
- Reads Queued:          28,      612KiB\t Writes Queued:          14,     2844KiB
- Read Dispatches:       28,      612KiB\t Write Dispatches:       12,     2836KiB
+ Reads Queued:          28,      608KiB\t Writes Queued:          14,     2840KiB
+ Read Dispatches:       28,      608KiB\t Write Dispatches:       12,     2832KiB
  Reads Requeued:         0\t\t Writes Requeued:         0
- Reads Completed:       28,      612KiB\t Writes Completed:       12,     2836KiB
+ Reads Completed:       28,      608KiB\t Writes Completed:       12,     2832KiB
  Read Merges:            0,        0KiB\t Write Merges:            2,        8KiB
  IO unplugs:             1        \t Timer unplugs:           0
 
-Throughput (R/W): 20400KiB/s / 94800KiB/s
+Throughput (R/W): 67555KiB/s / 315555KiB/s
 Events (8,0): %d entries
 Skips: 0 forward (0 -   0.0%%)
 """ % len(lines)

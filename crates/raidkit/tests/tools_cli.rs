@@ -1,0 +1,181 @@
+//! `raidkit advise`, `trace analyze`, `bench io` and `probe` through the binary.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn rk(args: &[&str]) -> (bool, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_raidkit"))
+        .args(args)
+        .output()
+        .expect("run raidkit");
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn data(name: &str) -> String {
+    format!(
+        "{}/../raidkit-tools/tests/data/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn advise_worked_example() {
+    let (ok, out, err) = rk(&[
+        "advise",
+        "--level",
+        "6",
+        "--raid-devices",
+        "8",
+        "--chunk",
+        "8K",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["stride"], 2);
+    assert_eq!(v["stripe_width"], 12);
+    assert_eq!(v["groups"]["blocks_per_group"], 32744);
+    assert_eq!(v["groups"]["default_members_hit"], 3);
+    assert_eq!(
+        v["command"],
+        "mkfs.ext4 -b 4096 -E stride=2,stripe_width=12 -g 32744 -J size=1026 DEVICE"
+    );
+    let (ok, _, err) = rk(&["advise", "--level", "6"]);
+    assert!(!ok);
+    assert!(err.contains("--raid-devices"), "{err}");
+}
+
+#[test]
+fn advise_from_members() {
+    let dir = std::env::temp_dir().join(format!("rk-tools-adv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let m: Vec<String> = (0..4)
+        .map(|i| dir.join(format!("d{i}.img")).display().to_string())
+        .collect();
+    let mut args = vec![
+        "create",
+        "--level",
+        "5",
+        "--raid-devices",
+        "4",
+        "--chunk",
+        "64K",
+        "--size",
+        "16M",
+    ];
+    args.extend(m.iter().map(String::as_str));
+    let (ok, _, err) = rk(&args);
+    assert!(ok, "{err}");
+    let mut args = vec!["advise", "--fs", "xfs"];
+    args.extend(m.iter().map(String::as_str));
+    let (ok, out, err) = rk(&args);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("mkfs.xfs -b size=4096 -d su=64k,sw=3 -l su=64k DEVICE"),
+        "{out}"
+    );
+}
+
+#[test]
+fn trace_analyze_json() {
+    let (ok, out, err) = rk(&["trace", "analyze", "--json", &data("sample-blkparse.txt")]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ios"], 42);
+    assert_eq!(v["reads"], 28);
+    assert_eq!(v["mode_size"], 4096);
+    assert_eq!(v["by_who"][0]["name"], "fio");
+    for k in [
+        "size_histogram",
+        "read_fraction",
+        "mean_size",
+        "summary",
+        "actions",
+    ] {
+        assert!(v.get(k).is_some(), "{k}");
+    }
+    let (ok, _, err) = rk(&["trace", "analyze", "/nonexistent/trace"]);
+    assert!(!ok && err.contains("reading"), "{err}");
+}
+
+#[test]
+fn bench_io_on_a_created_array() {
+    let (ok, out, err) = rk(&[
+        "bench",
+        "io",
+        "--create",
+        "5:4:16M",
+        "--chunk",
+        "64K",
+        "--rw",
+        "randrw:40",
+        "--bs",
+        "16K",
+        "--iodepth",
+        "2",
+        "--size",
+        "4M",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ios"], 256);
+    assert_eq!(v["reads"], 102);
+    assert_eq!(v["writes"], 154);
+    for k in ["p50", "p90", "p99", "p999", "max"] {
+        assert!(v["lat_ns"][k].as_u64().is_some(), "{k}");
+    }
+    let ms = v["members"].as_array().unwrap();
+    assert_eq!(ms.len(), 4);
+    let io: f64 = ms.iter().map(|m| m["io_share"].as_f64().unwrap()).sum();
+    let by: f64 = ms.iter().map(|m| m["byte_share"].as_f64().unwrap()).sum();
+    assert!(
+        (io - 1.0).abs() < 1e-9 && (by - 1.0).abs() < 1e-9,
+        "{io} {by}"
+    );
+    // Every write of RAID5 touches a data and a parity member, so members see more IOs.
+    let member_ios: u64 = ms
+        .iter()
+        .map(|m| m["reads"].as_u64().unwrap() + m["writes"].as_u64().unwrap())
+        .sum();
+    assert!(member_ios >= 256 + 154, "{member_ios}");
+}
+
+#[test]
+fn bench_io_file_sweep_and_refusals() {
+    let f = std::env::temp_dir().join(format!("rk-tools-bench-{}.img", std::process::id()));
+    let fs = f.display().to_string();
+    let (ok, out, err) = rk(&[
+        "bench",
+        "io",
+        &fs,
+        "--file-size",
+        "4M",
+        "--rw",
+        "read",
+        "--sweep",
+        "bs=4K,64K",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["param"], "bs");
+    assert_eq!(v["points"][0]["result"]["ios"], 1024);
+    assert_eq!(v["points"][1]["result"]["ios"], 64);
+    let (ok, _, err) = rk(&["bench", "io", &fs, "--sweep", "chunk=64K"]);
+    assert!(!ok && err.contains("--create"), "{err}");
+    let (ok, _, err) = rk(&["bench", "io", "--rw", "scan", &fs]);
+    assert!(!ok && err.contains("unknown workload"), "{err}");
+    let (ok, _, err) = rk(&["probe", &fs]);
+    assert!(!ok && err.contains("--force"), "{err}");
+    let (ok, out, err) = rk(&["probe", "--no-write", "--json", &fs]);
+    let _ = std::fs::remove_file(&f);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["kind"].as_str().unwrap().starts_with("file on "), "{out}");
+}
