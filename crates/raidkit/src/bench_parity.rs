@@ -18,6 +18,8 @@ use crate::units::{human, parse_size};
 pub enum BenchCmd {
     /// Parity kernel throughput (xor, pq, rec2, rec1q, rec1p) in and out of cache.
     Parity(BenchParityArgs),
+    /// fio-style workloads on a file, a device or an array, with per-member IO shares.
+    Io(Box<crate::bench_io::BenchIoArgs>),
 }
 
 /// `raidkit bench parity`. Every option takes a comma-separated list (or may be
@@ -60,6 +62,7 @@ fn parse_op(s: &str) -> Result<Op, String> {
 pub fn cmd_bench(c: BenchCmd) -> Result<()> {
     match c {
         BenchCmd::Parity(a) => cmd_bench_parity(a),
+        BenchCmd::Io(a) => crate::bench_io::run(*a),
     }
 }
 

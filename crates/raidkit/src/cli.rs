@@ -48,6 +48,16 @@ pub enum Command {
     Mount(crate::mount::MountArgs),
     /// Export arrays over NBD (nbdinfo, qemu, nbd-client, nbdfuse) until SIGINT/SIGTERM.
     Serve(crate::serve::ServeArgs),
+    /// mkfs alignment advice for an array (ext4 stride/stripe_width/-g/-J, xfs su/sw).
+    Advise(crate::advise::AdviseArgs),
+    /// Benchmarks: `bench parity` (parity kernels), `bench io` (fio-style workloads).
+    #[command(subcommand)]
+    Bench(crate::bench_parity::BenchCmd),
+    /// IO trace tools: `trace analyze FILE` (blkparse text or raidkit JSON lines).
+    #[command(subcommand)]
+    Trace(crate::trace::TraceCmd),
+    /// What a file or device is: rotational, 512 B vs 4 KiB direct writes, erase block.
+    Probe(crate::probe::ProbeArgs),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.

@@ -33,6 +33,10 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Demo(a) => cmd_demo(a),
         Command::Serve(a) => crate::serve::cmd_serve(a),
         Command::Mount(a) => crate::mount::cmd_mount(a),
+        Command::Advise(a) => crate::advise::run(a),
+        Command::Bench(c) => crate::bench_parity::cmd_bench(c),
+        Command::Trace(c) => crate::trace::run(c),
+        Command::Probe(a) => crate::probe::run(a),
         Command::Completions { shell } => {
             let mut c = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut c, "raidkit", &mut std::io::stdout());

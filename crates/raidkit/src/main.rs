@@ -1,9 +1,14 @@
 //! `raidkit`: Linux MD software RAID in userspace. Thin CLI over `raidkit-engine`.
 
+mod advise;
+mod bench_io;
+mod bench_parity;
 mod cli;
 mod cmd;
 mod serve;
 mod mount;
+mod probe;
+mod trace;
 mod units;
 
 use clap::Parser;
