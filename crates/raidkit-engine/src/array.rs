@@ -389,6 +389,11 @@ impl Array {
         }
     }
 
+    /// Names of every device the array knows (members, spares, failed ones).
+    pub fn device_names(&self) -> Vec<String> {
+        self.devs().iter().map(|d| d.name().to_string()).collect()
+    }
+
     /// Number of hot spares.
     pub fn spare_count(&self) -> usize {
         lock(&self.spares).len()

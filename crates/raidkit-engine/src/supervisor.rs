@@ -69,6 +69,18 @@ pub struct Supervisor {
     shutting_down: AtomicBool,
 }
 
+/// True if two member names denote the same file or device (compared as given, then by
+/// canonical path, so `./b` and `/srv/raid/b` match).
+pub fn same_device(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -417,8 +429,18 @@ impl Supervisor {
         self.array
             .members()
             .into_iter()
-            .find(|m| m.device == device)
+            .find(|m| same_device(&m.device, device))
             .and_then(|m| m.role)
+    }
+
+    fn canonical_member_name(&self, device: &str) -> String {
+        self.array
+            .members()
+            .into_iter()
+            .map(|m| m.device)
+            .chain(self.array.device_names())
+            .find(|d| same_device(d, device))
+            .unwrap_or_else(|| device.to_string())
     }
 
     /// Fail a member.
@@ -431,7 +453,7 @@ impl Supervisor {
 
     /// Remove a failed member or a spare.
     pub fn remove(&self, device: &str) -> Result<()> {
-        self.array.remove_member(device)?;
+        self.array.remove_member(&self.canonical_member_name(device))?;
         self.emit("member_removed", json!({"device": device}));
         Ok(())
     }

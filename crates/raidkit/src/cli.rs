@@ -42,12 +42,18 @@ pub enum Command {
     Check(ScrubArgs),
     /// Scrub offline and fix: RAID6 rewrites only the block P+Q prove wrong; mirrors vote.
     Repair(ScrubArgs),
+    /// Every running array, like /proc/mdstat but readable: members, degraded, sync progress.
+    Status(crate::ctl_cmd::StatusArgs),
+    /// Change a running array's members: --fail, --remove, --add, --re-add.
+    Manage(crate::ctl_cmd::ManageArgs),
+    /// Start or stop background work on a running array: check, repair, resync, recover, idle.
+    SyncAction(crate::ctl_cmd::SyncActionArgs),
+    /// Stream events of running arrays; run a program, send mail or POST a webhook on each.
+    Monitor(crate::ctl_cmd::MonitorArgs),
     /// Run the demo: a RAID6 over sparse files in ./raidkit-demo, filled, read back and checked.
     Demo(DemoArgs),
     /// Serve the array as one file over FUSE (losetup/mkfs/mount without NBD), in the foreground.
     Mount(crate::mount::MountArgs),
-    /// Export arrays over NBD (nbdinfo, qemu, nbd-client, nbdfuse) until SIGINT/SIGTERM.
-    Serve(crate::serve::ServeArgs),
     /// mkfs alignment advice for an array (ext4 stride/stripe_width/-g/-J, xfs su/sw).
     Advise(crate::advise::AdviseArgs),
     /// Benchmarks: `bench parity` (parity kernels), `bench io` (fio-style workloads).
@@ -58,6 +64,8 @@ pub enum Command {
     Trace(crate::trace::TraceCmd),
     /// What a file or device is: rotational, 512 B vs 4 KiB direct writes, erase block.
     Probe(crate::probe::ProbeArgs),
+    /// Export arrays over NBD (nbdinfo, qemu, nbd-client, nbdfuse) until SIGINT/SIGTERM.
+    Serve(crate::serve::ServeArgs),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell.

@@ -6,6 +6,8 @@ mod bench_parity;
 mod cli;
 mod cmd;
 mod serve;
+mod control;
+mod ctl_cmd;
 mod mount;
 mod probe;
 mod trace;

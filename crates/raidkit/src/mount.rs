@@ -122,7 +122,17 @@ pub fn cmd_mount(a: MountArgs) -> Result<()> {
 
     // Before any thread exists, so only the signal thread ever sees these signals.
     let signals = block_stop_signals()?;
-    let mounted = raidkit_fuse::mount(Arc::new(arr), &a.mountpoint, &cfg)?;
+    let arr = Arc::new(arr);
+    // Background work, member management and events, reachable via `raidkit status`.
+    let sup = raidkit_engine::supervisor::Supervisor::start(&crate::control::short_name(arr.name()), arr.clone());
+    let _control = match crate::control::start(vec![sup.clone()]) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            note(format_args!("no control socket ({e:#}); `raidkit status` will not see this array"));
+            None
+        }
+    };
+    let mounted = raidkit_fuse::mount(arr.clone(), &a.mountpoint, &cfg)?;
     let file = mounted.file_path();
     let mp = mounted.mountpoint().to_path_buf();
     // Ignore stdout errors (closed pipe): the mount must run and stop cleanly anyway.
@@ -159,6 +169,7 @@ pub fn cmd_mount(a: MountArgs) -> Result<()> {
         }
     })?;
     let stats = mounted.run()?;
+    sup.shutdown()?;
     if cfg.read_only {
         note(format_args!("unmounted {}", mp.display()));
     } else {

@@ -586,6 +586,20 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
         tls_cert.is_some(),
     );
 
+    // Background jobs, member management and events for each array; `raidkit status`,
+    // `manage`, `sync-action` and `monitor` reach them through the control socket.
+    let sups: Vec<Arc<raidkit_engine::supervisor::Supervisor>> = served
+        .iter()
+        .map(|s| raidkit_engine::supervisor::Supervisor::start(&s.name, Arc::clone(&s.arr)))
+        .collect();
+    let _control = match crate::control::start(sups.clone()) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("raidkit: no control socket ({e:#}); `raidkit status` will not see these arrays");
+            None
+        }
+    };
+
     let handle = server.handle();
     raidkit_nbd::shutdown_on_signals(handle.clone(), |sig| {
         let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
@@ -624,6 +638,11 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
     let res = server.run();
     stop_timer.store(true, Ordering::SeqCst);
     let _ = timer.join();
+    for s in &sups {
+        if let Err(e) = s.shutdown() {
+            eprintln!("raidkit: stopping background work on '{}': {e}", s.name());
+        }
+    }
     let mut clean_err = None;
     for s in &served {
         if let Err(e) = s.arr.mark_clean() {

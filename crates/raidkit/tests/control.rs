@@ -1,0 +1,194 @@
+//! The control plane of a running array: `raidkit status`, `manage`, `sync-action` and
+//! `monitor` against a live `raidkit mount` process (FUSE; skipped without /dev/fuse).
+
+use raidkit_testkit::tempdir::TempDir;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
+
+fn rk(run: &Path, dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(RAIDKIT)
+        .current_dir(dir)
+        .env("RAIDKIT_RUN_DIR", run)
+        .args(args)
+        .output()
+        .expect("run raidkit")
+}
+
+fn ok(run: &Path, dir: &Path, args: &[&str]) -> String {
+    let o = rk(run, dir, args);
+    assert!(
+        o.status.success(),
+        "raidkit {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn status(run: &Path, dir: &Path) -> Vec<Value> {
+    serde_json::from_str::<Value>(&ok(run, dir, &["status", "--json"]))
+        .unwrap()
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn status_manage_sync_action_monitor() {
+    if !Path::new("/dev/fuse").exists() {
+        println!("skip: /dev/fuse not available");
+        return;
+    }
+    let t = TempDir::new("rk-ctl").unwrap();
+    let d = t.path();
+    let run = d.join("run");
+    let mnt = d.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    ok(
+        &run,
+        d,
+        &[
+            "create",
+            "--level",
+            "5",
+            "--raid-devices",
+            "3",
+            "--chunk",
+            "64",
+            "--size",
+            "16M",
+            "--name",
+            "ctl",
+            "--homehost",
+            "none",
+            "a",
+            "b",
+            "c",
+        ],
+    );
+    std::fs::File::create(d.join("spare"))
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let mut child = Command::new(RAIDKIT)
+        .current_dir(d)
+        .env("RAIDKIT_RUN_DIR", &run)
+        .args(["mount", "a", "b", "c", "mnt"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut s);
+        s
+    });
+    let mut guard = Kill(child);
+    wait_for("the control socket", 20, || status(&run, d).len() == 1);
+    let st = &status(&run, d)[0];
+    assert_eq!(st["name"], "ctl");
+    assert_eq!(st["state"], "clean");
+    assert_eq!(st["sync"]["action"], "idle");
+    // A monitor collects the events of what follows.
+    let mon = Command::new(RAIDKIT)
+        .env("RAIDKIT_RUN_DIR", &run)
+        .args(["monitor", "--json", "--count", "6"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let b = d.join("b").display().to_string();
+    ok(&run, d, &["manage", "ctl", "--fail", &b]);
+    wait_for("degraded", 10, || status(&run, d)[0]["degraded"] == true);
+    ok(&run, d, &["manage", "ctl", "--remove", &b]);
+    ok(&run, d, &["manage", "ctl", "--add", "spare"]);
+    wait_for("recovery onto the spare", 60, || {
+        let s = &status(&run, d)[0];
+        s["degraded"] == false && s["sync"]["action"] == "idle"
+    });
+    let st = &status(&run, d)[0];
+    let devs: Vec<String> = st["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["device"].as_str().unwrap().to_string())
+        .collect();
+    assert!(devs.iter().any(|x| x.ends_with("spare")), "{devs:?}");
+    ok(
+        &run,
+        d,
+        &["sync-action", "ctl", "check", "--speed-limit", "100M"],
+    );
+    wait_for("check to finish", 30, || {
+        status(&run, d)[0]["sync"]["action"] == "idle"
+    });
+    let st = &status(&run, d)[0];
+    assert_eq!(st["last_result"]["action"], "check");
+    assert_eq!(st["last_result"]["mismatch_ranges"], serde_json::json!([]));
+    let out = mon.wait_with_output().unwrap();
+    let kinds: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["kind"].as_str().unwrap_or("").to_string())
+        .collect();
+    for k in [
+        "member_failed",
+        "degraded",
+        "member_removed",
+        "spare_added",
+        "rebuild_started",
+    ] {
+        assert!(
+            kinds.iter().any(|x| x == k),
+            "monitor missed {k}: {kinds:?}"
+        );
+    }
+    // Errors say what is wrong.
+    let e = rk(&run, d, &["manage", "nosuch", "--fail", "x"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("no running array named \"nosuch\""));
+    let e = rk(&run, d, &["sync-action", "ctl", "bogus"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("unknown sync action"));
+    // Graceful stop leaves the members clean.
+    // SAFETY-free: kill(1) via the command line.
+    let pid = guard.0.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let t0 = Instant::now();
+    let code = loop {
+        if let Some(s) = guard.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "mount did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = log.join().unwrap();
+    assert!(code.success(), "mount exited {code}: {log}");
+    let ex: Value =
+        serde_json::from_str(&ok(&run, d, &["examine", "--json", "a", "c", "spare"])).unwrap();
+    for m in ex.as_array().unwrap() {
+        assert_eq!(m["state"], "clean", "{m}");
+    }
+    assert!(status(&run, d).is_empty(), "socket removed after stop");
+}
