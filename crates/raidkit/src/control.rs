@@ -91,7 +91,10 @@ fn find<'a>(sups: &'a [Arc<Supervisor>], name: &str) -> Result<&'a Arc<Superviso
     sups.iter().find(|s| s.name() == name).ok_or_else(|| {
         anyhow!(
             "no array named {name:?} here (serving: {})",
-            sups.iter().map(|s| s.name().to_string()).collect::<Vec<_>>().join(", ")
+            sups.iter()
+                .map(|s| s.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     })
 }
@@ -108,7 +111,9 @@ fn handle(conn: UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
     let cmd = req["cmd"].as_str().unwrap_or("");
     let array = req["array"].as_str().unwrap_or("");
     let result: Result<Value> = (|| match cmd {
-        "status" => Ok(json!({"pid": std::process::id(), "arrays": sups.iter().map(|s| s.status()).collect::<Vec<_>>()})),
+        "status" => Ok(
+            json!({"pid": std::process::id(), "arrays": sups.iter().map(|s| s.status()).collect::<Vec<_>>()}),
+        ),
         "manage" => {
             let s = find(sups, array)?;
             let member = req["member"].as_str().unwrap_or("");
@@ -133,7 +138,10 @@ fn handle(conn: UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
         }
         "test-event" => {
             for s in sups {
-                s.emit("test", json!({"note": "test event from `raidkit monitor --test`"}));
+                s.emit(
+                    "test",
+                    json!({"note": "test event from `raidkit monitor --test`"}),
+                );
             }
             Ok(json!({}))
         }
@@ -189,12 +197,14 @@ pub fn sockets() -> Vec<PathBuf> {
 
 /// Send one request to one socket and return the reply.
 pub fn request(sock: &Path, req: &Value) -> Result<Value> {
-    let mut s = UnixStream::connect(sock).with_context(|| format!("connecting to {}", sock.display()))?;
+    let mut s =
+        UnixStream::connect(sock).with_context(|| format!("connecting to {}", sock.display()))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     writeln!(s, "{req}")?;
     let mut line = String::new();
     BufReader::new(s).read_line(&mut line)?;
-    let v: Value = serde_json::from_str(&line).map_err(|e| anyhow!("bad reply from {}: {e}", sock.display()))?;
+    let v: Value = serde_json::from_str(&line)
+        .map_err(|e| anyhow!("bad reply from {}: {e}", sock.display()))?;
     if v["ok"] != json!(true) {
         bail!("{}", v["error"].as_str().unwrap_or("request failed"));
     }

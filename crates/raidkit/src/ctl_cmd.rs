@@ -83,7 +83,10 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
         return Ok(());
     }
     if st.is_empty() {
-        println!("no running arrays (control sockets in {})", crate::control::run_dir().display());
+        println!(
+            "no running arrays (control sockets in {})",
+            crate::control::run_dir().display()
+        );
         return Ok(());
     }
     for s in &st {
@@ -96,7 +99,10 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
                 format!(
                     "{}[{}]{}",
                     m["device"].as_str().unwrap_or("?"),
-                    m["role"].as_u64().map(|r| r.to_string()).unwrap_or_else(|| "S".into()),
+                    m["role"]
+                        .as_u64()
+                        .map(|r| r.to_string())
+                        .unwrap_or_else(|| "S".into()),
                     match m["state"].as_str() {
                         Some("failed") => "(F)",
                         Some("recovering") => "(R)",
@@ -115,12 +121,22 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
             .filter_map(|v| v.as_u64())
             .collect();
         let map: String = (0..n)
-            .map(|r| if missing.contains(&(r as u64)) { '_' } else { 'U' })
+            .map(|r| {
+                if missing.contains(&(r as u64)) {
+                    '_'
+                } else {
+                    'U'
+                }
+            })
             .collect();
         println!(
             "{} : {} {} {}",
             s["name"].as_str().unwrap_or("?"),
-            if s["read_only"] == true { "active (read-only)" } else { "active" },
+            if s["read_only"] == true {
+                "active (read-only)"
+            } else {
+                "active"
+            },
             s["level"].as_str().unwrap_or("?"),
             members.join(" ")
         );
@@ -146,7 +162,10 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
                 human(done * 512),
                 human(total * 512),
                 human(job["speed_bytes_per_sec"].as_u64().unwrap_or(0)),
-                job["eta_seconds"].as_u64().map(|s| format!("{}m{:02}s", s / 60, s % 60)).unwrap_or_else(|| "?".into())
+                job["eta_seconds"]
+                    .as_u64()
+                    .map(|s| format!("{}m{:02}s", s / 60, s % 60))
+                    .unwrap_or_else(|| "?".into())
             );
         }
         println!();
@@ -223,7 +242,11 @@ fn deliver(a: &MonitorArgs, e: &Value) -> Result<()> {
             .spawn()
             .context("running sendmail for --mail (install an MTA such as msmtp-mta or postfix)")?;
         if let Some(mut i) = child.stdin.take() {
-            write!(i, "To: {addr}\nSubject: raidkit {array}: {kind}\n\n{}\n", serde_json::to_string_pretty(e)?)?;
+            write!(
+                i,
+                "To: {addr}\nSubject: raidkit {array}: {kind}\n\n{}\n",
+                serde_json::to_string_pretty(e)?
+            )?;
         }
         child.wait()?;
     }
@@ -242,8 +265,13 @@ fn post_json(url: &str, body: &Value) -> Result<()> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let addr = if hostport.contains(':') { hostport.to_string() } else { format!("{hostport}:80") };
-    let mut s = std::net::TcpStream::connect(&addr).with_context(|| format!("connecting to {addr}"))?;
+    let addr = if hostport.contains(':') {
+        hostport.to_string()
+    } else {
+        format!("{hostport}:80")
+    };
+    let mut s =
+        std::net::TcpStream::connect(&addr).with_context(|| format!("connecting to {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     let b = body.to_string();
     write!(
@@ -253,7 +281,11 @@ fn post_json(url: &str, body: &Value) -> Result<()> {
     )?;
     let mut status = String::new();
     BufReader::new(s).read_line(&mut status)?;
-    if !status.split_whitespace().nth(1).is_some_and(|c| c.starts_with('2')) {
+    if !status
+        .split_whitespace()
+        .nth(1)
+        .is_some_and(|c| c.starts_with('2'))
+    {
         bail!("webhook {url} answered {:?}", status.trim());
     }
     Ok(())
@@ -282,7 +314,9 @@ pub fn cmd_monitor(a: MonitorArgs) -> Result<()> {
             watched.push(s.clone());
             let tx = tx.clone();
             std::thread::spawn(move || {
-                let Ok(mut c) = UnixStream::connect(&s) else { return };
+                let Ok(mut c) = UnixStream::connect(&s) else {
+                    return;
+                };
                 if writeln!(c, "{}", json!({"cmd": "monitor"})).is_err() {
                     return;
                 }

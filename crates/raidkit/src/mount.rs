@@ -124,11 +124,22 @@ pub fn cmd_mount(a: MountArgs) -> Result<()> {
     let signals = block_stop_signals()?;
     let arr = Arc::new(arr);
     // Background work, member management and events, reachable via `raidkit status`.
-    let sup = raidkit_engine::supervisor::Supervisor::start(&crate::control::short_name(arr.name()), arr.clone());
+    let sup = raidkit_engine::supervisor::Supervisor::start(
+        &crate::control::short_name(arr.name()),
+        arr.clone(),
+    );
     let _control = match crate::control::start(vec![sup.clone()]) {
-        Ok(c) => Some(c),
+        Ok(c) => {
+            eprintln!(
+                "raidkit: control socket {} (raidkit status / manage / sync-action / monitor)",
+                c.path().display()
+            );
+            Some(c)
+        }
         Err(e) => {
-            note(format_args!("no control socket ({e:#}); `raidkit status` will not see this array"));
+            note(format_args!(
+                "no control socket ({e:#}); `raidkit status` will not see this array"
+            ));
             None
         }
     };

@@ -593,9 +593,17 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
         .map(|s| raidkit_engine::supervisor::Supervisor::start(&s.name, Arc::clone(&s.arr)))
         .collect();
     let _control = match crate::control::start(sups.clone()) {
-        Ok(c) => Some(c),
+        Ok(c) => {
+            eprintln!(
+                "raidkit: control socket {} (raidkit status / manage / sync-action / monitor)",
+                c.path().display()
+            );
+            Some(c)
+        }
         Err(e) => {
-            eprintln!("raidkit: no control socket ({e:#}); `raidkit status` will not see these arrays");
+            eprintln!(
+                "raidkit: no control socket ({e:#}); `raidkit status` will not see these arrays"
+            );
             None
         }
     };
