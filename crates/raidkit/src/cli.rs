@@ -50,7 +50,7 @@ pub enum Command {
     SyncAction(crate::ctl_cmd::SyncActionArgs),
     /// Stream events of running arrays; run a program, send mail or POST a webhook on each.
     Monitor(crate::ctl_cmd::MonitorArgs),
-    /// Run the demo: a RAID6 over sparse files in ./raidkit-demo, filled, read back and checked.
+    /// The demo: a RAID6 over sparse files in ./raidkit-demo, filled and checked, then served over NBD.
     Demo(DemoArgs),
     /// Serve the array as one file over FUSE (losetup/mkfs/mount without NBD), in the foreground.
     Mount(crate::mount::MountArgs),
@@ -201,10 +201,13 @@ pub struct ScrubArgs {
 /// `demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Folder for the member files (created; must be empty or absent).
+    /// Folder for the member files (created if absent; an existing demo array there is reused).
     #[arg(long, default_value = "raidkit-demo")]
     pub dir: PathBuf,
     /// Size of each member file.
     #[arg(long, default_value = "64M")]
     pub size: String,
+    /// Build and verify the array, then exit instead of serving it over NBD.
+    #[arg(long)]
+    pub no_serve: bool,
 }

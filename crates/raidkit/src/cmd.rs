@@ -780,21 +780,56 @@ fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
 
 fn cmd_demo(a: DemoArgs) -> Result<()> {
     let size = parse_size(&a.size, 1024).map_err(|e| anyhow!("--size: {e}"))?;
-    if a.dir.exists()
-        && std::fs::read_dir(&a.dir)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        bail!(
-            "{} exists and is not empty; remove it or pass --dir DIR",
-            a.dir.display()
-        );
-    }
-    std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let members: Vec<PathBuf> = (0..4).map(|i| a.dir.join(format!("disk{i}.img"))).collect();
+    let reuse = members.iter().all(|p| p.exists());
+    if reuse {
+        println!("raidkit: reusing the demo array in {}", a.dir.display());
+    } else {
+        if a.dir.exists()
+            && std::fs::read_dir(&a.dir)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(true)
+        {
+            bail!(
+                "{} exists and holds other files; remove it or pass --dir DIR",
+                a.dir.display()
+            );
+        }
+        std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
+        demo_build(&members, size, &a.size)?;
+    }
+    if a.no_serve {
+        return Ok(());
+    }
+    println!();
     println!(
-        "$ raidkit create --level 6 --raid-devices 4 --chunk 64K --size {} {}",
-        a.size,
+        "$ raidkit serve --socket {} --export demo {}",
+        a.dir.join("demo.sock").display(),
+        members
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    crate::serve::cmd_serve(crate::serve::ServeArgs {
+        socket: Some(a.dir.join("demo.sock")),
+        listen: None,
+        export: Some("demo".into()),
+        read_only: false,
+        tls_cert: None,
+        tls_key: None,
+        tls_psk: None,
+        tls_required: false,
+        config: None,
+        force: false,
+        workers: 4,
+        members,
+    })
+}
+
+fn demo_build(members: &[PathBuf], size: u64, size_text: &str) -> Result<()> {
+    println!(
+        "$ raidkit create --level 6 --raid-devices 4 --chunk 64K --size {size_text} {}",
         members
             .iter()
             .map(|p| p.display().to_string())
@@ -845,18 +880,8 @@ fn cmd_demo(a: DemoArgs) -> Result<()> {
         }
     }
     println!("read back identical with every pair of members missing ({checked} combinations)");
-    let arr = assemble_paths(&members, &AssembleOptions::default())?;
+    let arr = assemble_paths(members, &AssembleOptions::default())?;
     let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {})?;
     println!("check: {} mismatches", rep.mismatches.len());
-    println!();
-    println!("Try:");
-    let m = members
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" ");
-    println!("  raidkit detail {m}");
-    println!("  raidkit examine {}", members[0].display());
-    println!("  raidkit export --output demo.img {m}");
     Ok(())
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 /// Where control sockets live: `$RAIDKIT_RUN_DIR`, else `/run/raidkit` (root), else
 /// `$XDG_RUNTIME_DIR/raidkit`, else `/tmp/raidkit-$UID`.
 pub fn run_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("RAIDKIT_RUN_DIR") {
+    if let Some(d) = std::env::var_os("RAIDKIT_RUN_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
     // SAFETY: getuid has no preconditions and cannot fail.
