@@ -6,7 +6,6 @@ need=()
 for cmd_pkg in xz:xz-utils zstd:zstd mkfs.ext4:e2fsprogs losetup:mount; do
   command -v "${cmd_pkg%%:*}" >/dev/null 2>&1 || need+=("${cmd_pkg#*:}")
 done
-if [ -x tests/nbd/install-deps.sh ]; then :; fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "deps: installing ${need[*]}" >&2
@@ -16,8 +15,13 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "deps: missing ${need[*]} (install them, or run as root on Debian)" >&2
   fi
 fi
-# Tools for the NBD client tests, if the project provides an installer.
-if [ -x tests/nbd/install-deps.sh ]; then tests/nbd/install-deps.sh; fi
+# Tools for the NBD client tests and the openssl crate (only when something is missing).
+nbd_missing=0
+for c in nbdinfo nbdsh nbdcopy nbdfuse qemu-img qemu-io qemu-nbd fio nbdkit nbd-client pkg-config openssl; do
+  command -v "$c" >/dev/null 2>&1 || nbd_missing=1
+done
+dpkg -s libssl-dev python3-libnbd >/dev/null 2>&1 || nbd_missing=1
+if [ $nbd_missing = 1 ] && [ -x tests/nbd/install-deps.sh ]; then tests/nbd/install-deps.sh >/dev/null; fi
 if [ -x tests/fuse/install-deps.sh ]; then tests/fuse/install-deps.sh; fi
 # The real Linux MD in a VM (shared/mdref beside the repository): install and warm its cache.
 MDREF="${RAIDKIT_MDREF:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/../shared/mdref/mdref-run}"
