@@ -453,7 +453,8 @@ impl Supervisor {
 
     /// Remove a failed member or a spare.
     pub fn remove(&self, device: &str) -> Result<()> {
-        self.array.remove_member(&self.canonical_member_name(device))?;
+        self.array
+            .remove_member(&self.canonical_member_name(device))?;
         self.emit("member_removed", json!({"device": device}));
         Ok(())
     }

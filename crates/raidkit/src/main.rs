@@ -5,11 +5,11 @@ mod bench_io;
 mod bench_parity;
 mod cli;
 mod cmd;
-mod serve;
 mod control;
 mod ctl_cmd;
 mod mount;
 mod probe;
+mod serve;
 mod trace;
 mod units;
 
