@@ -37,7 +37,7 @@ impl fmt::Display for Error {
             Error::Unavailable => write!(
                 f,
                 "built without libisal: run crates/raidkit-bench-isal/install-deps.sh \
-                 (Debian: apt-get install libisal-dev), then rebuild"
+                 (Debian: apt-get install libisal-dev), then `cargo clean -p raidkit-bench-isal` and rebuild"
             ),
             Error::BadArgs(why) => write!(f, "bad arguments for ISA-L: {why}"),
             Error::Isal(rc) => write!(f, "ISA-L returned {rc}"),

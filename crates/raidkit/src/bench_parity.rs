@@ -153,7 +153,7 @@ pub fn cmd_bench_parity(a: BenchParityArgs) -> Result<()> {
         );
         println!("  wall: all threads together, wall clock; cpu: per CPU-second of each thread, summed (best of 3)");
         println!(
-            "{:<6} {:>5} {:>9} {:>11} {:>7} {:>9} {:>9}",
+            "{:<6} {:>5} {:>10} {:>11} {:>7} {:>9} {:>9}",
             "op", "disks", "chunk", "working-set", "threads", "wall GB/s", "cpu GB/s"
         );
     }
@@ -227,20 +227,96 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
+/// `4 KiB`, `1 MiB`, `1.50 MiB`, `100 B`: exact where the size is a round unit.
+fn size(b: usize) -> String {
+    match b {
+        b if b >= 1 << 30 && b.is_multiple_of(1 << 30) => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 && b.is_multiple_of(1 << 20) => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b.is_multiple_of(1 << 10) => format!("{} KiB", b >> 10),
+        b => human(b as u64),
+    }
+}
+
 fn print_row(r: &Row) {
     let ws = if r.ws == 0 {
         "1 stripe".to_string()
     } else {
-        human(r.ws as u64)
+        size(r.ws)
     };
     println!(
-        "{:<6} {:>5} {:>9} {:>11} {:>7} {:>9.2} {:>9.2}",
+        "{:<6} {:>5} {:>10} {:>11} {:>7} {:>9.2} {:>9.2}",
         r.op.name(),
         format!("{}+{}", r.k, if r.op == Op::Xor { 1 } else { 2 }),
-        human(r.chunk as u64),
+        size(r.chunk),
         ws,
         r.threads,
         r.s.gbps,
         r.s.cpu_gbps
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(subcommand)]
+        c: BenchCmd,
+    }
+
+    #[test]
+    fn sizes_print_exactly() {
+        assert_eq!(size(4096), "4 KiB");
+        assert_eq!(size(1 << 20), "1 MiB");
+        assert_eq!(size(256 << 20), "256 MiB");
+        assert_eq!(size(100), "100 B");
+        assert_eq!(size(1536 << 10), "1536 KiB");
+    }
+
+    #[test]
+    fn lists_parse() {
+        let t = T::try_parse_from([
+            "b",
+            "parity",
+            "--op",
+            "pq,rec2",
+            "--data-disks",
+            "4,12",
+            "--chunk",
+            "4K",
+            "--chunk",
+            "64",
+            "--threads",
+            "1,2",
+            "--json",
+        ])
+        .unwrap();
+        let BenchCmd::Parity(a) = t.c else {
+            panic!("not parity")
+        };
+        assert_eq!(a.op, vec![Op::Pq, Op::Rec2]);
+        assert_eq!(a.data_disks, vec![4, 12]);
+        assert_eq!(sizes(&a.chunk, &[], "chunk").unwrap(), vec![4096, 65536]);
+        assert_eq!(a.threads, vec![1, 2]);
+        assert!(a.json);
+        assert!(T::try_parse_from(["b", "parity", "--op", "rec3"]).is_err());
+    }
+
+    #[test]
+    fn bad_geometry_is_an_error() {
+        for bad in [
+            &["b", "parity", "--data-disks", "1"][..],
+            &["b", "parity", "--data-disks", "33"],
+            &["b", "parity", "--chunk", "100b"],
+            &["b", "parity", "--threads", "0"],
+            &["b", "parity", "--impl", "nope"],
+        ] {
+            let BenchCmd::Parity(a) = T::try_parse_from(bad).unwrap().c else {
+                panic!("not parity")
+            };
+            assert!(cmd_bench_parity(a).is_err(), "{bad:?}");
+        }
+    }
 }
