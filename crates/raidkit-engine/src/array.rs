@@ -216,6 +216,8 @@ pub struct Array {
     listeners: Mutex<Vec<std::sync::mpsc::Sender<ArrayEvent>>>,
     /// Array byte ranges known to be lost (unreconstructable); reads there fail.
     lost: Mutex<Vec<(u64, u64)>>,
+    /// Client-visible IO statistics and tracing.
+    pub io: crate::iostats::IoStats,
 }
 
 /// md fails a member after this many corrected read errors (its default).
@@ -332,6 +334,7 @@ impl Array {
             forced_clean,
             listeners: Mutex::new(Vec::new()),
             lost: Mutex::new(Vec::new()),
+            io: crate::iostats::IoStats::default(),
         }
     }
 
@@ -630,6 +633,13 @@ impl Array {
 
     /// Flush every member's completed writes to stable storage.
     pub fn flush(&self) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.flush_inner();
+        self.io.record(crate::iostats::Op::Flush, 0, 0, t0.elapsed(), r.is_ok());
+        r
+    }
+
+    fn flush_inner(&self) -> Result<()> {
         for m in self.slots().iter().flatten().filter(|m| !m.is_failed()) {
             m.dev
                 .flush()
@@ -649,7 +659,7 @@ impl Array {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        self.flush()?;
+        self.flush_inner()?;
         let mut meta = lock(&self.meta);
         if !meta.dirty {
             return Ok(());
@@ -698,6 +708,13 @@ impl Array {
 
     /// Read `buf.len()` bytes at byte `offset` (any alignment).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.read_inner(offset, buf);
+        self.io.record(crate::iostats::Op::Read, offset, buf.len() as u64, t0.elapsed(), r.is_ok());
+        r
+    }
+
+    fn read_inner(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.check_range(offset, buf.len() as u64)?;
         {
             let lost = lock(&self.lost);
@@ -730,6 +747,13 @@ impl Array {
     /// Write `buf` at byte `offset` (any alignment; partial sectors are read-modify-written).
     /// Safe to call from many threads at once; writes to the same stripe are serialized.
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.write_inner(offset, buf);
+        self.io.record(crate::iostats::Op::Write, offset, buf.len() as u64, t0.elapsed(), r.is_ok());
+        r
+    }
+
+    fn write_inner(&self, offset: u64, buf: &[u8]) -> Result<()> {
         self.check_range(offset, buf.len() as u64)?;
         if buf.is_empty() {
             return Ok(());

@@ -15,6 +15,7 @@ pub mod create;
 pub mod dev;
 pub mod error;
 pub mod fault;
+pub mod iostats;
 pub mod rebuild;
 pub mod sb;
 pub mod supervisor;

@@ -50,6 +50,8 @@ pub enum Command {
     SyncAction(crate::ctl_cmd::SyncActionArgs),
     /// Stream events of running arrays; run a program, send mail or POST a webhook on each.
     Monitor(crate::ctl_cmd::MonitorArgs),
+    /// Live IO statistics of running arrays: mix, size and latency histograms, member shares; Prometheus.
+    Stats(crate::ctl_cmd::StatsArgs),
     /// The demo: a RAID6 over sparse files in ./raidkit-demo, filled and checked, then served over NBD.
     Demo(DemoArgs),
     /// Serve the array as one file over FUSE (losetup/mkfs/mount without NBD), in the foreground.

@@ -34,6 +34,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Manage(a) => crate::ctl_cmd::cmd_manage(a),
         Command::SyncAction(a) => crate::ctl_cmd::cmd_sync_action(a),
         Command::Monitor(a) => crate::ctl_cmd::cmd_monitor(a),
+        Command::Stats(a) => crate::ctl_cmd::cmd_stats(a),
         Command::Demo(a) => cmd_demo(a),
         Command::Serve(a) => crate::serve::cmd_serve(a),
         Command::Mount(a) => crate::mount::cmd_mount(a),

@@ -136,6 +136,26 @@ fn handle(conn: UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
             }
             Ok(json!({}))
         }
+        "stats" => Ok(json!({"arrays": sups
+            .iter()
+            .filter(|s| array.is_empty() || s.name() == array)
+            .map(|s| json!({"name": s.name(), "uuid": s.array().uuid_text(), "io": s.array().io.snapshot(), "members": s.array().member_stats()}))
+            .collect::<Vec<_>>()})),
+        "trace-start" => {
+            let s = find(sups, array)?;
+            let file = req["file"]
+                .as_str()
+                .ok_or_else(|| anyhow!("trace-start needs a file"))?;
+            s.array()
+                .io
+                .start_trace(Path::new(file), s.name(), req["seconds"].as_u64())
+                .with_context(|| format!("creating {file}"))?;
+            Ok(json!({}))
+        }
+        "trace-stop" => {
+            let s = find(sups, array)?;
+            Ok(json!({"was_running": s.array().io.stop_trace()}))
+        }
         "test-event" => {
             for s in sups {
                 s.emit(

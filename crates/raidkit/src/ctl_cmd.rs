@@ -342,3 +342,340 @@ pub fn cmd_monitor(a: MonitorArgs) -> Result<()> {
         }
     }
 }
+
+/// `trace record`.
+#[derive(Args, Debug)]
+pub struct TraceRecordArgs {
+    /// Array name.
+    pub name: String,
+    /// Where the trace goes (written by the serving process).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// How long to record.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+}
+
+/// `raidkit trace record`.
+pub fn cmd_trace_record(a: TraceRecordArgs) -> Result<()> {
+    let sock = socket_for(&a.name)?;
+    let out = std::path::absolute(&a.output).unwrap_or(a.output.clone());
+    request(
+        &sock,
+        &json!({"cmd": "trace-start", "array": a.name, "file": out.display().to_string(), "seconds": a.seconds}),
+    )?;
+    eprintln!(
+        "raidkit: tracing {} for {} s into {}",
+        a.name,
+        a.seconds,
+        out.display()
+    );
+    std::thread::sleep(Duration::from_secs(a.seconds));
+    request(&sock, &json!({"cmd": "trace-stop", "array": a.name}))?;
+    eprintln!(
+        "raidkit: trace written; analyse it with `raidkit trace analyze {}`",
+        out.display()
+    );
+    Ok(())
+}
+
+/// `stats`.
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// Array name (default: every running array).
+    pub name: Option<String>,
+    /// JSON output (cumulative counters; with --watch one object per interval).
+    #[arg(long)]
+    pub json: bool,
+    /// Print again every SECONDS, with the rates of that window.
+    #[arg(long, value_name = "SECONDS")]
+    pub watch: Option<u64>,
+    /// Serve Prometheus metrics of every running array on this local HTTP address
+    /// (e.g. 127.0.0.1:9273) until interrupted.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub prometheus: Option<String>,
+}
+
+fn stats_now(name: Option<&str>) -> Result<Vec<Value>> {
+    let mut v = Vec::new();
+    for s in sockets() {
+        if let Ok(r) = request(&s, &json!({"cmd": "stats", "array": name.unwrap_or("")})) {
+            v.extend(r["arrays"].as_array().cloned().unwrap_or_default());
+        }
+    }
+    if let Some(n) = name {
+        if v.is_empty() {
+            bail!("no running array named {n:?} (see `raidkit status`)");
+        }
+    }
+    Ok(v)
+}
+
+fn hist_line(h: &Value, unit_sizes: bool) -> String {
+    let v: Vec<u64> = h
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|x| x.as_u64())
+        .collect();
+    let total: u64 = v.iter().sum();
+    if total == 0 {
+        return "-".into();
+    }
+    v.iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(i, &c)| {
+            let label = if unit_sizes {
+                human(512u64 << i)
+            } else {
+                format!("{}µs", 1u64 << i)
+            };
+            format!("{label}:{:.0}%", c as f64 * 100.0 / total as f64)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn lat_pct(h: &Value, q: f64) -> String {
+    let v: Vec<u64> = h
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|x| x.as_u64())
+        .collect();
+    let total: u64 = v.iter().sum();
+    if total == 0 {
+        return "-".into();
+    }
+    let target = (total as f64 * q).ceil() as u64;
+    let mut acc = 0;
+    for (i, c) in v.iter().enumerate() {
+        acc += c;
+        if acc >= target {
+            return format!("<{}µs", 2u64 << i);
+        }
+    }
+    "-".into()
+}
+
+fn diff(a: &Value, b: &Value) -> Value {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => json!(x
+            .as_u64()
+            .unwrap_or(0)
+            .saturating_sub(y.as_u64().unwrap_or(0))),
+        (Value::Array(x), Value::Array(y)) => {
+            Value::Array(x.iter().zip(y.iter()).map(|(p, q)| diff(p, q)).collect())
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            let mut o = serde_json::Map::new();
+            for (k, v) in x {
+                o.insert(
+                    k.clone(),
+                    y.get(k).map(|w| diff(v, w)).unwrap_or_else(|| v.clone()),
+                );
+            }
+            Value::Object(o)
+        }
+        (x, _) => x.clone(),
+    }
+}
+
+fn print_stats(a: &Value, io: &Value, window: Option<f64>) {
+    let r = &io["read"];
+    let w = &io["write"];
+    let (rc, wc) = (
+        r["count"].as_u64().unwrap_or(0),
+        w["count"].as_u64().unwrap_or(0),
+    );
+    let (rb, wb) = (
+        r["bytes"].as_u64().unwrap_or(0),
+        w["bytes"].as_u64().unwrap_or(0),
+    );
+    let secs = window
+        .unwrap_or(io["uptime_ms"].as_u64().unwrap_or(0) as f64 / 1000.0)
+        .max(1e-3);
+    println!(
+        "{} ({}) {}: {} reads / {} writes ({:.0}% reads), {}/s read, {}/s write, {:.0} IOPS, {} flushes",
+        a["name"].as_str().unwrap_or("?"),
+        a["uuid"].as_str().unwrap_or(""),
+        if window.is_some() { format!("last {secs:.0} s") } else { format!("since start ({secs:.0} s)") },
+        rc,
+        wc,
+        if rc + wc > 0 { rc as f64 * 100.0 / (rc + wc) as f64 } else { 0.0 },
+        human((rb as f64 / secs) as u64),
+        human((wb as f64 / secs) as u64),
+        (rc + wc) as f64 / secs,
+        io["flush"]["count"]
+    );
+    println!("  read sizes : {}", hist_line(&r["size_hist"], true));
+    println!("  write sizes: {}", hist_line(&w["size_hist"], true));
+    println!(
+        "  read latency p50 {} p99 {}   write latency p50 {} p99 {}",
+        lat_pct(&r["lat_hist_us"], 0.5),
+        lat_pct(&r["lat_hist_us"], 0.99),
+        lat_pct(&w["lat_hist_us"], 0.5),
+        lat_pct(&w["lat_hist_us"], 0.99)
+    );
+}
+
+fn print_members(m: &Value) {
+    let list = m.as_array().cloned().unwrap_or_default();
+    let ios: u64 = list
+        .iter()
+        .map(|x| x["reads"].as_u64().unwrap_or(0) + x["writes"].as_u64().unwrap_or(0))
+        .sum();
+    let bytes: u64 = list
+        .iter()
+        .map(|x| x["read_bytes"].as_u64().unwrap_or(0) + x["write_bytes"].as_u64().unwrap_or(0))
+        .sum();
+    for x in &list {
+        let i = x["reads"].as_u64().unwrap_or(0) + x["writes"].as_u64().unwrap_or(0);
+        let b = x["read_bytes"].as_u64().unwrap_or(0) + x["write_bytes"].as_u64().unwrap_or(0);
+        println!(
+            "  member {} {:<40} {:>5.1}% of IOs {:>5.1}% of bytes",
+            x["role"],
+            x["device"].as_str().unwrap_or("?"),
+            if ios > 0 {
+                i as f64 * 100.0 / ios as f64
+            } else {
+                0.0
+            },
+            if bytes > 0 {
+                b as f64 * 100.0 / bytes as f64
+            } else {
+                0.0
+            }
+        );
+    }
+}
+
+/// Prometheus text exposition of every running array's counters.
+pub fn prometheus_text() -> String {
+    let mut o = String::new();
+    let arrays = stats_now(None).unwrap_or_default();
+    o.push_str("# HELP raidkit_requests_total Client requests by operation.\n# TYPE raidkit_requests_total counter\n");
+    for a in &arrays {
+        let n = a["name"].as_str().unwrap_or("?");
+        for op in ["read", "write", "flush"] {
+            o.push_str(&format!(
+                "raidkit_requests_total{{array=\"{n}\",op=\"{op}\"}} {}\n",
+                a["io"][op]["count"]
+            ));
+        }
+    }
+    o.push_str("# HELP raidkit_bytes_total Client bytes by operation.\n# TYPE raidkit_bytes_total counter\n");
+    for a in &arrays {
+        let n = a["name"].as_str().unwrap_or("?");
+        for op in ["read", "write"] {
+            o.push_str(&format!(
+                "raidkit_bytes_total{{array=\"{n}\",op=\"{op}\"}} {}\n",
+                a["io"][op]["bytes"]
+            ));
+        }
+    }
+    o.push_str("# HELP raidkit_request_size_bytes Client request sizes.\n# TYPE raidkit_request_size_bytes histogram\n");
+    for a in &arrays {
+        let n = a["name"].as_str().unwrap_or("?");
+        for op in ["read", "write"] {
+            let h: Vec<u64> = a["io"][op]["size_hist"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|x| x.as_u64())
+                .collect();
+            let mut acc = 0;
+            for (i, c) in h.iter().enumerate() {
+                acc += c;
+                if i + 1 < h.len() {
+                    o.push_str(&format!("raidkit_request_size_bytes_bucket{{array=\"{n}\",op=\"{op}\",le=\"{}\"}} {acc}\n", (1024u64 << i) - 1));
+                }
+            }
+            o.push_str(&format!("raidkit_request_size_bytes_bucket{{array=\"{n}\",op=\"{op}\",le=\"+Inf\"}} {acc}\n"));
+            o.push_str(&format!(
+                "raidkit_request_size_bytes_sum{{array=\"{n}\",op=\"{op}\"}} {}\n",
+                a["io"][op]["bytes"]
+            ));
+            o.push_str(&format!(
+                "raidkit_request_size_bytes_count{{array=\"{n}\",op=\"{op}\"}} {acc}\n"
+            ));
+        }
+    }
+    o.push_str("# HELP raidkit_member_ios_total Member IOs by role.\n# TYPE raidkit_member_ios_total counter\n");
+    for a in &arrays {
+        let n = a["name"].as_str().unwrap_or("?");
+        for m in a["members"].as_array().cloned().unwrap_or_default() {
+            for (op, k) in [("read", "reads"), ("write", "writes")] {
+                o.push_str(&format!(
+                    "raidkit_member_ios_total{{array=\"{n}\",role=\"{}\",op=\"{op}\"}} {}\n",
+                    m["role"], m[k]
+                ));
+            }
+        }
+    }
+    o
+}
+
+/// `raidkit stats`.
+pub fn cmd_stats(a: StatsArgs) -> Result<()> {
+    if let Some(addr) = &a.prometheus {
+        let l = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
+        eprintln!(
+            "raidkit: Prometheus metrics on http://{}/metrics",
+            l.local_addr()?
+        );
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let mut line = String::new();
+            let _ = BufReader::new(c.try_clone()?).read_line(&mut line);
+            let body = prometheus_text();
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+        return Ok(());
+    }
+    let mut prev = stats_now(a.name.as_deref())?;
+    if a.watch.is_none() {
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&Value::Array(prev))?);
+        } else {
+            for s in &prev {
+                print_stats(s, &s["io"], None);
+                print_members(&s["members"]);
+            }
+        }
+        return Ok(());
+    }
+    let every = a.watch.unwrap_or(1).max(1);
+    loop {
+        std::thread::sleep(Duration::from_secs(every));
+        let now = stats_now(a.name.as_deref())?;
+        for s in &now {
+            let before = prev.iter().find(|p| p["name"] == s["name"]);
+            let win_io = before
+                .map(|b| diff(&s["io"], &b["io"]))
+                .unwrap_or_else(|| s["io"].clone());
+            let win_m = before
+                .map(|b| diff(&s["members"], &b["members"]))
+                .unwrap_or_else(|| s["members"].clone());
+            if a.json {
+                println!(
+                    "{}",
+                    json!({"name": s["name"], "window_seconds": every, "window": win_io, "members_window": win_m, "total": s["io"]})
+                );
+            } else {
+                print_stats(s, &win_io, Some(every as f64));
+                print_members(&win_m);
+            }
+        }
+        std::io::stdout().flush().ok();
+        prev = now;
+    }
+}

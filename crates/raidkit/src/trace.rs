@@ -13,6 +13,8 @@ use std::path::PathBuf;
 pub enum TraceCmd {
     /// Summarise a blkparse text trace or a raidkit JSON-lines trace.
     Analyze(TraceAnalyzeArgs),
+    /// Record every client request of a running array to a JSON-lines trace.
+    Record(crate::ctl_cmd::TraceRecordArgs),
 }
 
 /// `trace analyze`.
@@ -35,6 +37,7 @@ pub struct TraceAnalyzeArgs {
 pub fn run(cmd: TraceCmd) -> Result<()> {
     match cmd {
         TraceCmd::Analyze(a) => analyze_cmd(a),
+        TraceCmd::Record(a) => crate::ctl_cmd::cmd_trace_record(a),
     }
 }
 

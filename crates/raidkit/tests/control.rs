@@ -166,6 +166,103 @@ fn status_manage_sync_action_monitor() {
             "monitor missed {k}: {kinds:?}"
         );
     }
+    // Live statistics: write through the FUSE file, then read the counters.
+    let file = mnt.join("ctl");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&file)
+            .unwrap();
+        f.write_all_at(&vec![7u8; 1 << 20], 0).unwrap();
+        f.sync_all().unwrap();
+    }
+    let stats: Value = serde_json::from_str(&ok(&run, d, &["stats", "ctl", "--json"])).unwrap();
+    let io = &stats[0]["io"];
+    assert!(io["write"]["bytes"].as_u64().unwrap() >= 1 << 20, "{io}");
+    assert!(io["flush"]["count"].as_u64().unwrap() >= 1, "{io}");
+    let shares: u64 = stats[0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["writes"].as_u64().unwrap())
+        .sum();
+    assert!(shares > 0);
+    // A trace of client requests, analysed by `trace analyze`.
+    let writer = {
+        let file = file.clone();
+        std::thread::spawn(move || {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+            for i in 0..40u64 {
+                f.write_all_at(&[i as u8; 4096], i * 65536).unwrap();
+                f.sync_all().unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    ok(
+        &run,
+        d,
+        &[
+            "trace",
+            "record",
+            "ctl",
+            "--output",
+            "t.jsonl",
+            "--seconds",
+            "1",
+        ],
+    );
+    writer.join().unwrap();
+    let an: Value =
+        serde_json::from_str(&ok(&run, d, &["trace", "analyze", "--json", "t.jsonl"])).unwrap();
+    assert_eq!(an["format"], "raidkit", "{an}");
+    assert!(an["writes"].as_u64().unwrap() >= 10, "{an}");
+    assert_eq!(an["mode_size"], 4096, "{an}");
+    let lines = std::fs::read_to_string(d.join("t.jsonl")).unwrap();
+    assert!(
+        lines
+            .lines()
+            .any(|l| l.contains("\"op\":\"W\"") && l.contains("\"export\":\"ctl\"")),
+        "{lines}"
+    );
+    // Prometheus exposition.
+    let mut prom = Command::new(RAIDKIT)
+        .env("RAIDKIT_RUN_DIR", &run)
+        .args(["stats", "--prometheus", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(prom.stderr.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let addr = first
+        .trim()
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .trim_end_matches("/metrics")
+        .to_string();
+    let mut c = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(&mut c, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut c, &mut body).unwrap();
+    let _ = prom.kill();
+    let _ = prom.wait();
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    assert!(
+        body.contains("raidkit_requests_total{array=\"ctl\",op=\"write\"}"),
+        "{body}"
+    );
+    assert!(
+        body.contains("raidkit_member_ios_total{array=\"ctl\",role=\"0\",op=\"write\"}"),
+        "{body}"
+    );
     // Errors say what is wrong.
     let e = rk(&run, d, &["manage", "nosuch", "--fail", "x"]);
     assert!(String::from_utf8_lossy(&e.stderr).contains("no running array named \"nosuch\""));

@@ -1,0 +1,239 @@
+//! IO statistics of an array as its clients see it (reads, writes, flushes, sizes,
+//! latencies), cumulative since start, plus an optional per-IO trace in raidkit's JSON-lines
+//! trace format (`docs/TOOLS.md`). Windows are computed by readers from two snapshots.
+
+use serde::Serialize;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Size buckets: bucket `i` counts IOs with `2^(i+9) <= len < 2^(i+10)` bytes (the first
+/// also takes anything smaller than 1 KiB, the last anything from 32 MiB up).
+pub const SIZE_BUCKETS: usize = 17;
+/// Latency buckets: bucket `i` counts IOs with `2^i <= µs < 2^(i+1)` (first: < 2 µs; last:
+/// ≥ 2^23 µs ≈ 8.4 s).
+pub const LAT_BUCKETS: usize = 24;
+
+fn size_bucket(len: u64) -> usize {
+    let lg = 63 - len.max(1).leading_zeros() as usize;
+    lg.saturating_sub(9).min(SIZE_BUCKETS - 1)
+}
+
+fn lat_bucket(d: Duration) -> usize {
+    let us = d.as_micros().max(1) as u64;
+    (63 - us.leading_zeros() as usize).min(LAT_BUCKETS - 1)
+}
+
+#[derive(Default)]
+struct Dir {
+    count: AtomicU64,
+    bytes: AtomicU64,
+    errors: AtomicU64,
+    sizes: [AtomicU64; SIZE_BUCKETS],
+    lat: [AtomicU64; LAT_BUCKETS],
+    lat_sum_ns: AtomicU64,
+}
+
+/// Counters of one direction in a snapshot.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct DirSnapshot {
+    /// Requests.
+    pub count: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Failed requests.
+    pub errors: u64,
+    /// Size histogram (see [`SIZE_BUCKETS`]).
+    pub size_hist: Vec<u64>,
+    /// Latency histogram (see [`LAT_BUCKETS`]).
+    pub lat_hist_us: Vec<u64>,
+    /// Sum of latencies, ns.
+    pub lat_sum_ns: u64,
+}
+
+impl Dir {
+    fn snap(&self) -> DirSnapshot {
+        DirSnapshot {
+            count: self.count.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            size_hist: self
+                .sizes
+                .iter()
+                .map(|a| a.load(Ordering::Relaxed))
+                .collect(),
+            lat_hist_us: self.lat.iter().map(|a| a.load(Ordering::Relaxed)).collect(),
+            lat_sum_ns: self.lat_sum_ns.load(Ordering::Relaxed),
+        }
+    }
+    fn add(&self, len: u64, d: Duration, ok: bool) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        if ok {
+            self.bytes.fetch_add(len, Ordering::Relaxed);
+        } else {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.sizes[size_bucket(len)].fetch_add(1, Ordering::Relaxed);
+        self.lat[lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
+        self.lat_sum_ns
+            .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// A point-in-time copy of the counters.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct IoSnapshot {
+    /// Seconds since the array was assembled.
+    pub uptime_ms: u64,
+    /// Reads.
+    pub read: DirSnapshot,
+    /// Writes.
+    pub write: DirSnapshot,
+    /// Flushes (count and latency only).
+    pub flush: DirSnapshot,
+}
+
+struct Trace {
+    out: std::io::BufWriter<std::fs::File>,
+    t0: Instant,
+    until: Option<Instant>,
+    export: String,
+}
+
+/// The live counters of an array.
+pub struct IoStats {
+    started: Instant,
+    read: Dir,
+    write: Dir,
+    flush: Dir,
+    trace: Mutex<Option<Trace>>,
+}
+
+impl Default for IoStats {
+    fn default() -> Self {
+        IoStats {
+            started: Instant::now(),
+            read: Dir::default(),
+            write: Dir::default(),
+            flush: Dir::default(),
+            trace: Mutex::new(None),
+        }
+    }
+}
+
+/// Kind of client request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Read.
+    Read,
+    /// Write.
+    Write,
+    /// Flush.
+    Flush,
+}
+
+impl IoStats {
+    /// Record one request.
+    pub fn record(&self, op: Op, off: u64, len: u64, d: Duration, ok: bool) {
+        match op {
+            Op::Read => self.read.add(len, d, ok),
+            Op::Write => self.write.add(len, d, ok),
+            Op::Flush => self.flush.add(0, d, ok),
+        }
+        let mut t = crate::array::lock(&self.trace);
+        if let Some(tr) = t.as_mut() {
+            if tr.until.is_some_and(|u| Instant::now() > u) {
+                let _ = tr.out.flush();
+                *t = None;
+                return;
+            }
+            let code = match op {
+                Op::Read => "R",
+                Op::Write => "W",
+                Op::Flush => "F",
+            };
+            let line = serde_json::json!({
+                "t": tr.t0.elapsed().as_secs_f64(),
+                "op": code,
+                "off": off,
+                "len": len,
+                "export": tr.export,
+                "lat_ns": d.as_nanos() as u64,
+            });
+            if writeln!(tr.out, "{line}").is_err() {
+                *t = None;
+            }
+        }
+    }
+
+    /// Copy the counters.
+    pub fn snapshot(&self) -> IoSnapshot {
+        IoSnapshot {
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            read: self.read.snap(),
+            write: self.write.snap(),
+            flush: self.flush.snap(),
+        }
+    }
+
+    /// Start writing a trace of every client request to `path` (for `seconds`, or until
+    /// [`IoStats::stop_trace`]).
+    pub fn start_trace(
+        &self,
+        path: &std::path::Path,
+        export: &str,
+        seconds: Option<u64>,
+    ) -> std::io::Result<()> {
+        let f = std::fs::File::create(path)?;
+        *crate::array::lock(&self.trace) = Some(Trace {
+            out: std::io::BufWriter::new(f),
+            t0: Instant::now(),
+            until: seconds.map(|s| Instant::now() + Duration::from_secs(s)),
+            export: export.to_string(),
+        });
+        Ok(())
+    }
+
+    /// Stop tracing and flush the file. Returns whether a trace was running.
+    pub fn stop_trace(&self) -> bool {
+        let mut t = crate::array::lock(&self.trace);
+        match t.take() {
+            Some(mut tr) => {
+                let _ = tr.out.flush();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn buckets() {
+        assert_eq!(size_bucket(1), 0);
+        assert_eq!(size_bucket(512), 0);
+        assert_eq!(size_bucket(1023), 0);
+        assert_eq!(size_bucket(1024), 1);
+        assert_eq!(size_bucket(4096), 3);
+        assert_eq!(size_bucket(1 << 20), 11);
+        assert_eq!(size_bucket(1 << 40), SIZE_BUCKETS - 1);
+        assert_eq!(lat_bucket(Duration::from_nanos(10)), 0);
+        assert_eq!(lat_bucket(Duration::from_micros(3)), 1);
+        assert_eq!(lat_bucket(Duration::from_millis(1)), 9);
+        assert_eq!(lat_bucket(Duration::from_secs(100)), LAT_BUCKETS - 1);
+        let s = IoStats::default();
+        s.record(Op::Read, 0, 4096, Duration::from_micros(100), true);
+        s.record(Op::Write, 0, 65536, Duration::from_micros(300), false);
+        let snap = s.snapshot();
+        assert_eq!((snap.read.count, snap.read.bytes), (1, 4096));
+        assert_eq!(snap.read.size_hist[3], 1);
+        assert_eq!(snap.read.lat_hist_us[6], 1);
+        assert_eq!(
+            (snap.write.count, snap.write.bytes, snap.write.errors),
+            (1, 0, 1)
+        );
+    }
+}
