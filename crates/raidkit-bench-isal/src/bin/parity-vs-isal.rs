@@ -6,7 +6,9 @@
 //! other load on the machine does not distort it) in cache (one 8+2 × 64 KiB stripe)
 //! and out of cache (stripes cycling over `--ws-mib`, default 256 MiB), for xor, pq and
 //! rec2; then 1 → 2 thread scaling (wall clock, each thread its own stripes). raidkit
-//! and ISA-L are measured alternately, `--rounds` times, best of each kept.
+//! and ISA-L are measured alternately, `--rounds` times, each time as 5 slices of `--ms`
+//! (default 60) milliseconds; the best slice is kept (short slices make it likely that one
+//! of them had both cores to itself on a shared machine).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -74,7 +76,7 @@ fn bench(
     measure(
         threads,
         cfg.time,
-        3,
+        5,
         |t| pool[t].lock().unwrap_or_else(|e| e.into_inner()),
         |s| step(lib, op, rec, s),
     )
@@ -103,7 +105,7 @@ fn arg(args: &[String], name: &str, default: usize) -> usize {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("parity-vs-isal [--ws-mib 256] [--ms 150] [--rounds 3] [--k 8] [--chunk-kib 64]");
+        println!("parity-vs-isal [--ws-mib 256] [--ms 60] [--rounds 3] [--k 8] [--chunk-kib 64]");
         return;
     }
     if !isal::available() {
@@ -114,7 +116,7 @@ fn main() {
         k: arg(&args, "--k", 8).clamp(2, MAX_DATA),
         chunk: arg(&args, "--chunk-kib", 64).max(1) * 1024,
         ws: arg(&args, "--ws-mib", 256) << 20,
-        time: Duration::from_millis(arg(&args, "--ms", 150) as u64),
+        time: Duration::from_millis(arg(&args, "--ms", 60) as u64),
         rounds: arg(&args, "--rounds", 3).max(1),
     };
     let (a, b) = Op::lost_slots(cfg.k);
@@ -128,7 +130,7 @@ fn main() {
         cfg.k,
         cfg.chunk / 1024
     );
-    println!("GB/s = 10^9 data bytes/s; 1 thread: per CPU-second of the thread; 2 threads: wall clock, sum; best of {} rounds", cfg.rounds);
+    println!("GB/s = 10^9 data bytes/s; 1 thread: per CPU-second of the thread; 2 threads: wall clock, sum; best of {} x 5 slices of {} ms", cfg.rounds, cfg.time.as_millis());
     println!(
         "{:<5} {:<9} {:>4} {:>9} {:>9} {:>7}",
         "op", "set", "thr", "raidkit", "ISA-L", "ratio"
