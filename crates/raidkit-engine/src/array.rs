@@ -216,6 +216,9 @@ pub struct Array {
     listeners: Mutex<Vec<std::sync::mpsc::Sender<ArrayEvent>>>,
     /// Array byte ranges known to be lost (unreconstructable); reads there fail.
     lost: Mutex<Vec<(u64, u64)>>,
+    has_lost: AtomicBool,
+    /// Fast check of `meta.dirty` for the write path (the mutex is taken only to change it).
+    dirty_fast: AtomicBool,
     /// Client-visible IO statistics and tracing.
     pub io: crate::iostats::IoStats,
 }
@@ -334,6 +337,8 @@ impl Array {
             forced_clean,
             listeners: Mutex::new(Vec::new()),
             lost: Mutex::new(Vec::new()),
+            has_lost: AtomicBool::new(false),
+            dirty_fast: AtomicBool::new(false),
             io: crate::iostats::IoStats::default(),
         }
     }
@@ -614,8 +619,12 @@ impl Array {
                 "the array was assembled read-only; reassemble it for writing".into(),
             ));
         }
+        if self.dirty_fast.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let mut meta = lock(&self.meta);
         if meta.dirty {
+            self.dirty_fast.store(true, Ordering::Release);
             return Ok(());
         }
         if self.forced_clean {
@@ -628,6 +637,7 @@ impl Array {
         };
         self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
         meta.dirty = true;
+        self.dirty_fast.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -635,7 +645,8 @@ impl Array {
     pub fn flush(&self) -> Result<()> {
         let t0 = std::time::Instant::now();
         let r = self.flush_inner();
-        self.io.record(crate::iostats::Op::Flush, 0, 0, t0.elapsed(), r.is_ok());
+        self.io
+            .record(crate::iostats::Op::Flush, 0, 0, t0.elapsed(), r.is_ok());
         r
     }
 
@@ -675,6 +686,7 @@ impl Array {
                 b.write_bits(self, &live)?;
             }
         }
+        self.dirty_fast.store(false, Ordering::Release);
         self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
         meta.dirty = false;
         Ok(())
@@ -698,7 +710,11 @@ impl Array {
     /// Record array byte ranges whose data is lost, so reads there fail instead of
     /// returning wrong bytes.
     pub(crate) fn add_lost(&self, ranges: &[(u64, u64)]) {
+        if ranges.is_empty() {
+            return;
+        }
         lock(&self.lost).extend_from_slice(ranges);
+        self.has_lost.store(true, Ordering::Relaxed);
     }
 
     /// Array byte ranges known to be lost.
@@ -710,13 +726,19 @@ impl Array {
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let t0 = std::time::Instant::now();
         let r = self.read_inner(offset, buf);
-        self.io.record(crate::iostats::Op::Read, offset, buf.len() as u64, t0.elapsed(), r.is_ok());
+        self.io.record(
+            crate::iostats::Op::Read,
+            offset,
+            buf.len() as u64,
+            t0.elapsed(),
+            r.is_ok(),
+        );
         r
     }
 
     fn read_inner(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.check_range(offset, buf.len() as u64)?;
-        {
+        if self.has_lost.load(Ordering::Relaxed) {
             let lost = lock(&self.lost);
             let end = offset + buf.len() as u64;
             if let Some(&(o, l)) = lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
@@ -749,7 +771,13 @@ impl Array {
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
         let t0 = std::time::Instant::now();
         let r = self.write_inner(offset, buf);
-        self.io.record(crate::iostats::Op::Write, offset, buf.len() as u64, t0.elapsed(), r.is_ok());
+        self.io.record(
+            crate::iostats::Op::Write,
+            offset,
+            buf.len() as u64,
+            t0.elapsed(),
+            r.is_ok(),
+        );
         r
     }
 

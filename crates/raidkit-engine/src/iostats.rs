@@ -108,6 +108,7 @@ pub struct IoStats {
     write: Dir,
     flush: Dir,
     trace: Mutex<Option<Trace>>,
+    tracing: std::sync::atomic::AtomicBool,
 }
 
 impl Default for IoStats {
@@ -118,6 +119,7 @@ impl Default for IoStats {
             write: Dir::default(),
             flush: Dir::default(),
             trace: Mutex::new(None),
+            tracing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -140,6 +142,9 @@ impl IoStats {
             Op::Read => self.read.add(len, d, ok),
             Op::Write => self.write.add(len, d, ok),
             Op::Flush => self.flush.add(0, d, ok),
+        }
+        if !self.tracing.load(Ordering::Relaxed) {
+            return;
         }
         let mut t = crate::array::lock(&self.trace);
         if let Some(tr) = t.as_mut() {
@@ -192,11 +197,13 @@ impl IoStats {
             until: seconds.map(|s| Instant::now() + Duration::from_secs(s)),
             export: export.to_string(),
         });
+        self.tracing.store(true, Ordering::Relaxed);
         Ok(())
     }
 
     /// Stop tracing and flush the file. Returns whether a trace was running.
     pub fn stop_trace(&self) -> bool {
+        self.tracing.store(false, Ordering::Relaxed);
         let mut t = crate::array::lock(&self.trace);
         match t.take() {
             Some(mut tr) => {
