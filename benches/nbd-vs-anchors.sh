@@ -5,6 +5,8 @@
 #   - qemu-nbd serving one tmpfs file,
 # all in the same run. Prints a markdown table (MiB/s, IOPS) with ratios vs nbdkit.
 #   benches/nbd-vs-anchors.sh [RUNTIME_SECONDS]   (default 8)
+# RAIDKIT=path picks the binary; TARGETS="raid0 raid5" limits the raidkit levels run
+# (the anchors always run, so ratios stay same-run).
 # Needs: fio with the nbd engine, nbdkit, qemu-nbd (tests/nbd/install-deps.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,8 +41,10 @@ for js in "${jobs_spec[@]}"; do
   RES[nbdkit,$n]=$(run_fio "$W/nbdkit.sock" "" "$spec")
   RES[qemu-nbd,$n]=$(run_fio "$W/qemu.sock" "q" "$spec")
 done
+TARGETS="${TARGETS:-raid0 raid5 raid6 raid10}"
 for cfg in "raid0:0:" "raid5:5:" "raid6:6:" "raid10:10:"; do
   name=${cfg%%:*}; lvl=$(echo "$cfg" | cut -d: -f2)
+  [[ " $TARGETS " == *" $name "* ]] || continue
   d="$W/$name"; mkdir -p "$d"
   per=$(( SIZE_MIB / 2 + 8 ))M
   [ "$lvl" = 0 ] && per=$(( SIZE_MIB / 4 + 8 ))M
@@ -53,9 +57,9 @@ for cfg in "raid0:0:" "raid5:5:" "raid6:6:" "raid10:10:"; do
   done
   kill %% 2>/dev/null || true; sleep 0.5
 done
-echo "| target | seq read 1M QD16 | seq write 1M QD16 | rand read 4K QD32 | rand write 4K QD32 |"
+echo "| target | seq write 1M QD16 | seq read 1M QD16 | rand write 4K QD32 | rand read 4K QD32 |"
 echo "|---|---|---|---|---|"
-for t in nbdkit qemu-nbd raid0 raid5 raid6 raid10; do
+for t in nbdkit qemu-nbd $TARGETS; do
   row="| $t"
   for js in "${jobs_spec[@]}"; do
     n=${js%%:*}

@@ -826,10 +826,15 @@ impl Array {
     }
 
     fn threads(&self) -> usize {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .min(8)
+        // `available_parallelism` reads cgroup files (about 14 syscalls): once per process,
+        // not once per request.
+        static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *THREADS.get_or_init(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .min(8)
+        })
     }
 
     /// Read whole sectors starting at array sector `s`. Large requests are split on stripe

@@ -4,8 +4,9 @@
 //!   description, block size), `LIST`, `ABORT`, `EXPORT_NAME`, `STRUCTURED_REPLY`,
 //!   `STARTTLS` (X.509 or PSK, optionally required); anything else is `NBD_REP_ERR_UNSUP`.
 //! * Transmission: READ, WRITE (+FUA), FLUSH, TRIM, WRITE_ZEROES (+NO_HOLE, FAST_ZERO),
-//!   DISC. Many requests in flight per connection, served by a per-connection worker
-//!   pool, replies possibly out of order. Every request is bounds-checked.
+//!   DISC. Many requests in flight per connection: the connection's workers take turns
+//!   reading a request, each processes its own and writes the reply (replies possibly
+//!   out of order). Every request is bounds-checked.
 //! * Several named exports; listeners on a Unix socket or TCP (IPv4/IPv6).
 //! * Graceful shutdown ([`ShutdownHandle`]): stop accepting, finish in-flight requests,
 //!   flush every backend.

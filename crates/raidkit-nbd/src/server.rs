@@ -11,7 +11,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -24,8 +24,6 @@ const OPTION_DRAIN_LIMIT: u32 = 16 << 20;
 /// Oversized WRITE payloads up to this size are drained (and refused); larger ones close
 /// the connection.
 const WRITE_DRAIN_LIMIT: u32 = 64 << 20;
-/// Requests in flight per connection before the reader stops reading.
-const MAX_REQS_IN_FLIGHT: usize = 64;
 /// Payload bytes in flight per connection before the reader stops reading.
 const MAX_BYTES_IN_FLIGHT: u64 = 64 << 20;
 /// Socket buffer size requested.
@@ -64,13 +62,13 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// A configuration with these exports, no TLS, 4 workers per connection.
+    /// A configuration with these exports, no TLS, 16 workers per connection.
     pub fn new(exports: Vec<Export>) -> ServerConfig {
         ServerConfig {
             exports,
             tls: None,
             tls_required: false,
-            workers: 4,
+            workers: 16,
         }
     }
 }
@@ -868,21 +866,67 @@ fn negotiate(s: &mut dyn ReadWrite, sh: &Shared, st: &mut NegState) -> io::Resul
 }
 
 // ------------------------------------------------------------------ transmission
+//
+// nbdkit's model: every worker of a connection takes its turn at the socket (under the
+// read lock) to read one request header and payload, then processes the request and
+// writes the reply (under the write lock) itself. No hand-off between threads, one
+// reply write per request, and the buffered reader takes many small request headers
+// with one `recv`.
 
-struct Job {
-    req: Request,
-    cmd: Cmd,
-    buf: Vec<u8>,
+/// Largest request buffer a worker keeps between requests.
+const KEEP_BUF: usize = 4 << 20;
+
+/// The socket as read during transmission.
+enum InReader {
+    /// A plain socket with a receive timeout of one tick (so an idle reader can watch the
+    /// stop flag without a `poll` per request). `patient`: timeouts are retried (inside a
+    /// request); otherwise they are reported (between requests).
+    Plain {
+        s: RawStream,
+        patient: bool,
+    },
+    Tls(TlsReader),
+}
+
+impl Read for InReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            InReader::Plain { s, patient } => loop {
+                match s.read(buf) {
+                    Err(e)
+                        if *patient
+                            && matches!(
+                                e.kind(),
+                                io::ErrorKind::WouldBlock
+                                    | io::ErrorKind::TimedOut
+                                    | io::ErrorKind::Interrupted
+                            ) => {}
+                    r => return r,
+                }
+            },
+            InReader::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+/// The reading side of a connection, taken in turn by the workers.
+struct ReadSide {
+    reader: BufReader<InReader>,
+    tls: Option<SharedTls>,
+    /// No more requests are read (disconnect, error, shutdown).
+    done: bool,
 }
 
 struct Conn {
+    rd: Mutex<ReadSide>,
     writer: Mutex<Box<dyn Write + Send>>,
     structured: bool,
     export: Arc<ExportEntry>,
-    /// (requests, payload bytes) in flight.
-    flight: Mutex<(usize, u64)>,
+    limits: Limits,
+    fd: RawFd,
+    /// Payload bytes in flight (requests in flight are bounded by the workers).
+    flight: Mutex<u64>,
     flight_cv: Condvar,
-    pool: Mutex<Vec<Vec<u8>>>,
     dead: AtomicBool,
     ctl: RawStream,
 }
@@ -896,15 +940,12 @@ fn truncate_msg(m: &str) -> &str {
 }
 
 impl Conn {
-    fn send(&self, bufs: &[&[u8]]) {
-        if self.dead.load(Ordering::SeqCst) {
+    fn send(&self, data: &[u8]) {
+        if self.dead.load(Ordering::Relaxed) {
             return;
         }
         let mut w = lock(&self.writer);
-        let r = bufs
-            .iter()
-            .try_for_each(|b| w.write_all(b))
-            .and_then(|_| w.flush());
+        let r = w.write_all(data).and_then(|_| w.flush());
         if r.is_err() {
             self.dead.store(true, Ordering::SeqCst);
             self.ctl.shutdown(Shutdown::Both);
@@ -930,18 +971,19 @@ impl Conn {
     }
 
     fn reply_ok(&self, cookie: u64) {
-        self.send(&[&Self::simple_header(0, cookie)]);
+        self.send(&Self::simple_header(0, cookie));
     }
 
     /// An error reply: a structured ERROR (or ERROR_OFFSET with `offset`) chunk if
     /// structured replies were negotiated, else a simple reply.
     fn reply_error(&self, cookie: u64, errno: u32, msg: &str, offset: Option<u64>) {
         if !self.structured {
-            self.send(&[&Self::simple_header(errno, cookie)]);
+            self.send(&Self::simple_header(errno, cookie));
             return;
         }
         let msg = truncate_msg(msg).as_bytes();
-        let mut p = Vec::with_capacity(14 + msg.len());
+        let mut p = Vec::with_capacity(20 + 14 + msg.len());
+        p.extend_from_slice(&[0u8; 20]);
         p.extend_from_slice(&errno.to_be_bytes());
         p.extend_from_slice(&(msg.len() as u16).to_be_bytes());
         p.extend_from_slice(msg);
@@ -952,67 +994,183 @@ impl Conn {
             }
             None => proto::REPLY_TYPE_ERROR,
         };
-        let h = Self::chunk_header(proto::REPLY_FLAG_DONE, typ, cookie, p.len() as u32);
-        self.send(&[&h, &p]);
+        let h = Self::chunk_header(proto::REPLY_FLAG_DONE, typ, cookie, (p.len() - 20) as u32);
+        p[..20].copy_from_slice(&h);
+        self.send(&p);
     }
 
     fn refuse(&self, req: &Request, r: Refusal) {
         self.reply_error(req.cookie, r.errno, r.msg, None);
     }
 
-    fn get_buf(&self, n: usize) -> Vec<u8> {
-        let mut v = lock(&self.pool).pop().unwrap_or_default();
-        if v.len() < n {
-            v.resize(n, 0);
-        }
-        v
-    }
-
-    fn put_buf(&self, v: Vec<u8>) {
-        let mut p = lock(&self.pool);
-        if p.len() < 8 && v.capacity() > 0 && v.capacity() <= (8 << 20) {
-            p.push(v);
-        }
-    }
-
     fn acquire(&self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
         let mut f = lock(&self.flight);
-        while !self.dead.load(Ordering::SeqCst)
-            && (f.0 >= MAX_REQS_IN_FLIGHT || (f.1 > 0 && f.1 + bytes > MAX_BYTES_IN_FLIGHT))
-        {
+        while !self.dead.load(Ordering::Relaxed) && *f > 0 && *f + bytes > MAX_BYTES_IN_FLIGHT {
             f = self
                 .flight_cv
                 .wait_timeout(f, Duration::from_millis(100))
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
         }
-        f.0 += 1;
-        f.1 += bytes;
+        *f += bytes;
     }
 
     fn release(&self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
         let mut f = lock(&self.flight);
-        f.0 = f.0.saturating_sub(1);
-        f.1 = f.1.saturating_sub(bytes);
-        self.flight_cv.notify_all();
+        *f = f.saturating_sub(bytes);
+        // Only the worker holding the read side ever waits.
+        self.flight_cv.notify_one();
     }
 
-    fn execute(&self, j: Job) {
+    /// Wait until a request starts to arrive. False: stop reading (shutdown, hang-up,
+    /// error or a dead connection).
+    fn wait_request(&self, sh: &Shared, rd: &mut ReadSide) -> bool {
+        if !rd.reader.buffer().is_empty() {
+            return true;
+        }
+        if let Some(t) = &rd.tls {
+            if lock(t).ssl().pending() > 0 {
+                return true;
+            }
+            while !poll_in(self.fd, TICK_MS) {
+                if sh.stop.load(Ordering::Relaxed) || self.dead.load(Ordering::Relaxed) {
+                    return false;
+                }
+            }
+            return true;
+        }
+        set_patient(&mut rd.reader, false);
+        let ok = loop {
+            match std::io::BufRead::fill_buf(&mut rd.reader) {
+                Ok(b) => break !b.is_empty(),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    if sh.stop.load(Ordering::Relaxed) || self.dead.load(Ordering::Relaxed) {
+                        break false;
+                    }
+                }
+                Err(_) => break false,
+            }
+        };
+        set_patient(&mut rd.reader, true);
+        ok
+    }
+
+    /// Take the next request off the socket (its payload, for a write, into `buf`).
+    /// Requests refused at once are answered here. None: no more requests.
+    fn next_request(&self, sh: &Shared, buf: &mut Vec<u8>) -> Option<(Request, Cmd)> {
+        let mut rd = lock(&self.rd);
+        let next = self.read_next(sh, &mut rd, buf);
+        if next.is_none() {
+            rd.done = true;
+        }
+        next
+    }
+
+    fn read_next(
+        &self,
+        sh: &Shared,
+        rd: &mut ReadSide,
+        buf: &mut Vec<u8>,
+    ) -> Option<(Request, Cmd)> {
+        let lim = &self.limits;
+        loop {
+            if rd.done || self.dead.load(Ordering::Relaxed) || !self.wait_request(sh, rd) {
+                return None;
+            }
+            let mut h = [0u8; proto::REQUEST_LEN];
+            rd.reader.read_exact(&mut h).ok()?;
+            let req = proto::parse_request(&h)?;
+            if req.typ == proto::CMD_WRITE {
+                if req.len > lim.max_payload {
+                    if req.len > WRITE_DRAIN_LIMIT
+                        || drain(&mut rd.reader, u64::from(req.len)).is_err()
+                    {
+                        return None;
+                    }
+                    self.reply_error(
+                        req.cookie,
+                        errno::EINVAL,
+                        "write length exceeds the advertised maximum block size",
+                        None,
+                    );
+                    continue;
+                }
+                let n = req.len as usize;
+                let bytes = u64::from(req.len);
+                self.acquire(bytes);
+                if buf.len() < n {
+                    buf.resize(n, 0);
+                }
+                let got = match buf.get_mut(..n) {
+                    Some(b) => rd.reader.read_exact(b),
+                    None => Err(io::Error::other("buffer")),
+                };
+                if got.is_err() {
+                    self.release(bytes);
+                    return None;
+                }
+                match proto::validate(&req, lim) {
+                    Ok(cmd) => return Some((req, cmd)),
+                    Err(r) => {
+                        self.refuse(&req, r);
+                        self.release(bytes);
+                    }
+                }
+                continue;
+            }
+            match proto::validate(&req, lim) {
+                Ok(Cmd::Disc) => return None,
+                Ok(cmd) => {
+                    if cmd == Cmd::Read {
+                        self.acquire(u64::from(req.len));
+                    }
+                    return Some((req, cmd));
+                }
+                Err(r) => self.refuse(&req, r),
+            }
+        }
+    }
+
+    /// A worker: read a request, process it, reply; until the read side is done.
+    fn work(&self, sh: &Shared) {
+        let mut buf = Vec::new();
+        while let Some((req, cmd)) = self.next_request(sh, &mut buf) {
+            self.execute(req, cmd, &mut buf);
+            if buf.capacity() > KEEP_BUF {
+                buf = Vec::new();
+            }
+        }
+    }
+
+    fn execute(&self, req: Request, cmd: Cmd, buf: &mut Vec<u8>) {
         let b = &self.export.backend;
         let Request {
             cookie,
             offset,
             len,
             ..
-        } = j.req;
+        } = req;
         let n = len as usize;
-        let res = match j.cmd {
+        let res = match cmd {
             Cmd::Read => {
-                self.read(cookie, offset, n);
+                self.read(cookie, offset, n, buf);
                 self.release(u64::from(len));
                 return;
             }
-            Cmd::Write { fua } => match j.buf.get(..n) {
+            Cmd::Write { fua } => match buf.get(..n) {
                 Some(_) if n == 0 => Ok(()),
                 Some(data) => b.write(offset, data, fua),
                 None => Err(io::Error::from_raw_os_error(libc::EINVAL)),
@@ -1040,28 +1198,28 @@ impl Conn {
             Ok(()) => self.reply_ok(cookie),
             Err(e) => self.reply_error(cookie, proto::errno_of(&e), &e.to_string(), None),
         }
-        let bytes = if matches!(j.cmd, Cmd::Write { .. }) {
-            u64::from(len)
-        } else {
-            0
-        };
-        self.put_buf(j.buf);
-        self.release(bytes);
+        if matches!(cmd, Cmd::Write { .. }) {
+            self.release(u64::from(len));
+        }
     }
 
-    fn read(&self, cookie: u64, offset: u64, n: usize) {
+    /// Read into `buf` after room for the reply header, so header and data go out with
+    /// one write.
+    fn read(&self, cookie: u64, offset: u64, n: usize, buf: &mut Vec<u8>) {
         let hdr = if self.structured { 28 } else { 16 };
         if n == 0 {
             if self.structured {
                 let h =
                     Self::chunk_header(proto::REPLY_FLAG_DONE, proto::REPLY_TYPE_NONE, cookie, 0);
-                self.send(&[&h]);
+                self.send(&h);
             } else {
                 self.reply_ok(cookie);
             }
             return;
         }
-        let mut buf = self.get_buf(hdr + n);
+        if buf.len() < hdr + n {
+            buf.resize(hdr + n, 0);
+        }
         let res = match buf.get_mut(hdr..hdr + n) {
             Some(data) => self.export.backend.read(offset, data),
             None => Err(io::Error::from_raw_os_error(libc::ENOMEM)),
@@ -1081,14 +1239,19 @@ impl Conn {
                     buf[..16].copy_from_slice(&Self::simple_header(0, cookie));
                 }
                 if let Some(all) = buf.get(..hdr + n) {
-                    self.send(&[all]);
+                    self.send(all);
                 }
             }
             Err(e) => {
                 self.reply_error(cookie, proto::errno_of(&e), &e.to_string(), Some(offset));
             }
         }
-        self.put_buf(buf);
+    }
+}
+
+fn set_patient(r: &mut BufReader<InReader>, p: bool) {
+    if let InReader::Plain { patient, .. } = r.get_mut() {
+        *patient = p;
     }
 }
 
@@ -1100,16 +1263,27 @@ fn transmission(
     ctl: RawStream,
 ) -> io::Result<()> {
     let fd = ctl.fd();
-    let (reader, writer, tls): (
-        Box<dyn Read + Send>,
-        Box<dyn Write + Send>,
-        Option<SharedTls>,
-    ) = match s {
-        Stream::Plain(p) => (Box::new(p.try_clone()?), Box::new(p), None),
+    let (reader, writer, tls): (InReader, Box<dyn Write + Send>, Option<SharedTls>) = match s {
+        Stream::Plain(p) => {
+            let r = p.try_clone()?;
+            let tick = Some(Duration::from_millis(TICK_MS as u64));
+            match &r {
+                RawStream::Unix(u) => u.set_read_timeout(tick)?,
+                RawStream::Tcp(t) => t.set_read_timeout(tick)?,
+            }
+            (
+                InReader::Plain {
+                    s: r,
+                    patient: true,
+                },
+                Box::new(p),
+                None,
+            )
+        }
         Stream::Tls(t) => {
             let t: SharedTls = Arc::new(Mutex::new(*t));
             (
-                Box::new(TlsReader {
+                InReader::Tls(TlsReader {
                     tls: Arc::clone(&t),
                     fd,
                 }),
@@ -1120,130 +1294,38 @@ fn transmission(
             )
         }
     };
-    let mut reader = BufReader::with_capacity(256 << 10, reader);
-    let lim = export.limits;
+    let limits = export.limits;
     let conn = Arc::new(Conn {
+        rd: Mutex::new(ReadSide {
+            reader: BufReader::with_capacity(256 << 10, reader),
+            tls: tls.clone(),
+            done: false,
+        }),
         writer: Mutex::new(writer),
         structured,
         export,
-        flight: Mutex::new((0, 0)),
+        limits,
+        fd,
+        flight: Mutex::new(0),
         flight_cv: Condvar::new(),
-        pool: Mutex::new(Vec::new()),
         dead: AtomicBool::new(false),
         ctl: ctl.try_clone()?,
     });
-    let (tx, rx) = mpsc::channel::<Job>();
-    let rx = Arc::new(Mutex::new(rx));
-    let mut workers = Vec::with_capacity(sh.workers);
-    for i in 0..sh.workers {
-        let rx = Arc::clone(&rx);
+    // This thread is one of the workers.
+    let mut workers = Vec::with_capacity(sh.workers.saturating_sub(1));
+    for i in 1..sh.workers {
         let conn = Arc::clone(&conn);
-        let w = thread::Builder::new()
+        let sh2 = Arc::clone(sh);
+        match thread::Builder::new()
             .name(format!("nbd-worker-{i}"))
-            .spawn(move || loop {
-                let job = lock(&rx).recv();
-                match job {
-                    Ok(j) => conn.execute(j),
-                    Err(_) => break,
-                }
-            });
-        match w {
+            .spawn(move || conn.work(&sh2))
+        {
             Ok(w) => workers.push(w),
-            Err(e) if workers.is_empty() => return Err(e),
             Err(_) => break,
         }
     }
-    let pending =
-        |tls: &Option<SharedTls>| tls.as_ref().is_some_and(|t| lock(t).ssl().pending() > 0);
-    loop {
-        if conn.dead.load(Ordering::SeqCst) {
-            break;
-        }
-        // Wait for the next request, watching for a shutdown between requests.
-        if reader.buffer().is_empty() && !pending(&tls) {
-            let mut stop = false;
-            while !poll_in(fd, TICK_MS) {
-                if sh.stop.load(Ordering::SeqCst) {
-                    stop = true;
-                    break;
-                }
-            }
-            if stop {
-                break;
-            }
-        }
-        let mut h = [0u8; proto::REQUEST_LEN];
-        if reader.read_exact(&mut h).is_err() {
-            break;
-        }
-        let Some(req) = proto::parse_request(&h) else {
-            break;
-        };
-        if req.typ == proto::CMD_WRITE {
-            if req.len > lim.max_payload {
-                if req.len > WRITE_DRAIN_LIMIT || drain(&mut reader, u64::from(req.len)).is_err() {
-                    break;
-                }
-                conn.reply_error(
-                    req.cookie,
-                    errno::EINVAL,
-                    "write length exceeds the advertised maximum block size",
-                    None,
-                );
-                continue;
-            }
-            let bytes = u64::from(req.len);
-            conn.acquire(bytes);
-            let mut buf = conn.get_buf(req.len as usize);
-            let got = match buf.get_mut(..req.len as usize) {
-                Some(b) => reader.read_exact(b),
-                None => Err(io::Error::other("buffer")),
-            };
-            if got.is_err() {
-                conn.release(bytes);
-                break;
-            }
-            match proto::validate(&req, &lim) {
-                Ok(cmd) => {
-                    if tx.send(Job { req, cmd, buf }).is_err() {
-                        conn.release(bytes);
-                        break;
-                    }
-                }
-                Err(r) => {
-                    conn.put_buf(buf);
-                    conn.refuse(&req, r);
-                    conn.release(bytes);
-                }
-            }
-            continue;
-        }
-        match proto::validate(&req, &lim) {
-            Ok(Cmd::Disc) => break,
-            Ok(cmd) => {
-                let bytes = if cmd == Cmd::Read {
-                    u64::from(req.len)
-                } else {
-                    0
-                };
-                conn.acquire(bytes);
-                if tx
-                    .send(Job {
-                        req,
-                        cmd,
-                        buf: Vec::new(),
-                    })
-                    .is_err()
-                {
-                    conn.release(bytes);
-                    break;
-                }
-            }
-            Err(r) => conn.refuse(&req, r),
-        }
-    }
+    conn.work(sh);
     // Finish what is in flight, then close.
-    drop(tx);
     for w in workers {
         let _ = w.join();
     }

@@ -64,8 +64,8 @@ pub struct ServeArgs {
     /// Start a dirty degraded array (md's --force).
     #[arg(long)]
     pub force: bool,
-    /// Worker threads per client connection.
-    #[arg(long, default_value_t = 4, value_name = "N")]
+    /// Worker threads per client connection (requests processed concurrently).
+    #[arg(long, default_value_t = 16, value_name = "N")]
     pub workers: usize,
     /// Members of the array, in any order.
     #[arg(value_name = "MEMBER", required_unless_present = "config")]
@@ -100,9 +100,16 @@ struct Activity {
 
 impl Activity {
     fn touch(&self) {
-        self.last_write_ms
-            .store(self.epoch.elapsed().as_millis() as u64, Ordering::SeqCst);
-        self.dirty.store(true, Ordering::SeqCst);
+        // Relaxed: the idle timer only needs to see the values eventually, and the
+        // array's own dirty marking orders the writes themselves. Skip the store when
+        // already set, so concurrent writers do not bounce the cache line.
+        let now = self.epoch.elapsed().as_millis() as u64;
+        if self.last_write_ms.load(Ordering::Relaxed) != now {
+            self.last_write_ms.store(now, Ordering::Relaxed);
+        }
+        if !self.dirty.load(Ordering::Relaxed) {
+            self.dirty.store(true, Ordering::Relaxed);
+        }
     }
 }
 
