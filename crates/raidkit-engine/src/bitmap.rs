@@ -163,3 +163,17 @@ impl RunBitmap {
         Ok(())
     }
 }
+
+impl Array {
+    /// True if the array has an internal write-intent bitmap.
+    pub fn has_bitmap(&self) -> bool {
+        self.bitmap.is_some()
+    }
+
+    /// Sectors per bitmap bit, if there is a bitmap.
+    pub fn bitmap_chunk_sectors(&self) -> Option<u64> {
+        self.bitmap
+            .as_ref()
+            .map(|b| crate::array::lock(b).chunk_sectors)
+    }
+}

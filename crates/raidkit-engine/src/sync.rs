@@ -217,6 +217,10 @@ pub fn run_opts(
     rep.sectors_done = done;
     if mode != SyncMode::Check && opts.window.is_none() {
         arr.set_resync_done();
+        // Redundancy is consistent now: record it (and clear the bitmap's bits, when not
+        // degraded) at once, as md does when a resync completes, so that a crash right
+        // after does not resync the same regions again.
+        arr.mark_clean()?;
     }
     Ok(rep)
 }

@@ -100,7 +100,13 @@ pub fn cmd_mount(a: MountArgs) -> Result<()> {
             }
         })?;
         eprintln!(
-            "raidkit: resync done ({} sectors rewritten)",
+            "raidkit: resync done: {} sectors checked{}, {} rewritten",
+            rep.sectors_done,
+            if arr.has_bitmap() {
+                " (only the regions the write-intent bitmap marked dirty)"
+            } else {
+                " (no bitmap: the whole array)"
+            },
             rep.sectors_written
         );
     }
