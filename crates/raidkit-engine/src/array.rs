@@ -1281,14 +1281,27 @@ impl Array {
 
         if full {
             let data: Vec<&[u8]> = pieces.iter().map(|p| p.data).collect();
-            let (p, q) = compute_parity_refs(&lay, &data, (c * SECTOR) as usize);
-            for pc in pieces {
-                self.member_write(lay.data[pc.k], base, pc.data)?;
-            }
-            self.member_write(lay.p, base, &p)?;
-            if let Some(qr) = lay.q {
-                self.member_write(qr, base, &q)?;
-            }
+            let len = (c * SECTOR) as usize;
+            // P/Q go into reused scratch buffers: no allocation, zeroing or fresh pages
+            // per stripe (the generators overwrite every byte).
+            let mut p = scratch_take();
+            let mut q = scratch_take();
+            p.resize(len, 0);
+            q.resize(if is6 { len } else { 0 }, 0);
+            parity_into(&lay, &data, &mut p, &mut q);
+            let written: Result<()> = (|| {
+                for pc in pieces {
+                    self.member_write(lay.data[pc.k], base, pc.data)?;
+                }
+                self.member_write(lay.p, base, &p)?;
+                if let Some(qr) = lay.q {
+                    self.member_write(qr, base, &q)?;
+                }
+                Ok(())
+            })();
+            scratch_put(p);
+            scratch_put(q);
+            written?;
             return self.check_still_runs(stripe);
         }
 
@@ -1525,18 +1538,47 @@ pub(crate) fn compute_parity_refs(
     len: usize,
 ) -> (Vec<u8>, Vec<u8>) {
     let mut p = vec![0u8; len];
-    if lay.q.is_none() {
-        parity::xor_gen(data, &mut p);
-        return (p, Vec::new());
-    }
-    let zero = vec![0u8; len];
-    let mut slots: Vec<&[u8]> = vec![zero.as_slice(); lay.syndrome_width];
-    for (k, d) in data.iter().enumerate() {
-        slots[lay.slot[k]] = d;
-    }
-    let mut q = vec![0u8; len];
-    parity::pq_gen(&slots, &mut p, &mut q);
+    let mut q = vec![0u8; if lay.q.is_some() { len } else { 0 }];
+    parity_into(lay, data, &mut p, &mut q);
     (p, q)
+}
+
+/// Parity buffers reused by full-stripe writes, last-in first-out (the most recently
+/// used are the ones still in cache).
+static SCRATCH: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+fn scratch_take() -> Vec<u8> {
+    lock(&SCRATCH).pop().unwrap_or_default()
+}
+
+fn scratch_put(v: Vec<u8>) {
+    // Up to 32 MiB kept: two buffers for each of 16 concurrent writers at 1 MiB chunks.
+    let mut s = lock(&SCRATCH);
+    let kept: usize = s.iter().map(Vec::capacity).sum();
+    if v.capacity() > 0 && kept + v.capacity() <= (32 << 20) {
+        s.push(v);
+    }
+}
+
+/// P (and Q, for RAID6) over data blocks given in logical order, written over `p` and
+/// `q` (every byte; `q` is ignored without a Q). `p.len()` is the block length.
+fn parity_into(lay: &StripeLayout, data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+    if lay.q.is_none() {
+        parity::xor_gen(data, p);
+        return;
+    }
+    let mut slots: Vec<Option<&[u8]>> = vec![None; lay.syndrome_width];
+    for (k, d) in data.iter().enumerate() {
+        slots[lay.slot[k]] = Some(d);
+    }
+    // Unused syndrome slots (DDF layouts) count as zero blocks.
+    let zero = if slots.iter().any(Option::is_none) {
+        vec![0u8; p.len()]
+    } else {
+        Vec::new()
+    };
+    let slots: Vec<&[u8]> = slots.iter().map(|s| s.unwrap_or(&zero)).collect();
+    parity::pq_gen(&slots, p, q);
 }
 
 fn update_090_counts(s: &mut v090::SuperblockV090, missing: &[usize]) {

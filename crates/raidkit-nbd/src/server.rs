@@ -873,8 +873,27 @@ fn negotiate(s: &mut dyn ReadWrite, sh: &Shared, st: &mut NegState) -> io::Resul
 // reply write per request, and the buffered reader takes many small request headers
 // with one `recv`.
 
-/// Largest request buffer a worker keeps between requests.
+/// Largest request buffer kept for reuse.
 const KEEP_BUF: usize = 4 << 20;
+/// Request buffers kept for reuse per connection.
+const KEEP_BUFS: usize = 16;
+/// Replies up to this size are coalesced with others (larger ones are written alone).
+const COALESCE_MAX: usize = 64 << 10;
+/// Out queue capacity kept between bursts.
+const KEEP_OUT: usize = 1 << 20;
+
+struct Flight {
+    bytes: u64,
+    /// The reading worker waits for bytes to be released.
+    waiting: bool,
+}
+
+/// Replies waiting for the worker that is writing.
+struct OutQueue {
+    buf: Vec<u8>,
+    /// A worker is writing (and will send whatever is queued before it stops).
+    busy: bool,
+}
 
 /// The socket as read during transmission.
 enum InReader {
@@ -919,14 +938,18 @@ struct ReadSide {
 
 struct Conn {
     rd: Mutex<ReadSide>,
+    out: Mutex<OutQueue>,
     writer: Mutex<Box<dyn Write + Send>>,
     structured: bool,
     export: Arc<ExportEntry>,
     limits: Limits,
     fd: RawFd,
     /// Payload bytes in flight (requests in flight are bounded by the workers).
-    flight: Mutex<u64>,
+    flight: Mutex<Flight>,
     flight_cv: Condvar,
+    /// Request buffers, reused last-in first-out so the ones in use stay in cache
+    /// (whichever worker takes the next request).
+    pool: Mutex<Vec<Vec<u8>>>,
     dead: AtomicBool,
     ctl: RawStream,
 }
@@ -940,16 +963,59 @@ fn truncate_msg(m: &str) -> &str {
 }
 
 impl Conn {
+    /// Send one whole reply. Small replies are coalesced: while one worker is writing,
+    /// others append theirs to the out queue and return; the writing worker sends what
+    /// has queued up with its next write (fewer writes, fewer client wake-ups).
     fn send(&self, data: &[u8]) {
         if self.dead.load(Ordering::Relaxed) {
             return;
         }
-        let mut w = lock(&self.writer);
-        let r = w.write_all(data).and_then(|_| w.flush());
-        if r.is_err() {
-            self.dead.store(true, Ordering::SeqCst);
-            self.ctl.shutdown(Shutdown::Both);
+        if data.len() > COALESCE_MAX {
+            let mut w = lock(&self.writer);
+            let r = w.write_all(data).and_then(|_| w.flush());
+            drop(w);
+            if r.is_err() {
+                self.die();
+            }
+            return;
         }
+        let mut batch = {
+            let mut q = lock(&self.out);
+            q.buf.extend_from_slice(data);
+            if q.busy {
+                return;
+            }
+            q.busy = true;
+            std::mem::take(&mut q.buf)
+        };
+        loop {
+            let r = {
+                let mut w = lock(&self.writer);
+                w.write_all(&batch).and_then(|_| w.flush())
+            };
+            batch.clear();
+            let mut q = lock(&self.out);
+            if r.is_err() {
+                q.busy = false;
+                q.buf.clear();
+                drop(q);
+                self.die();
+                return;
+            }
+            if q.buf.is_empty() {
+                q.busy = false;
+                if batch.capacity() <= KEEP_OUT {
+                    q.buf = batch;
+                }
+                return;
+            }
+            std::mem::swap(&mut q.buf, &mut batch);
+        }
+    }
+
+    fn die(&self) {
+        self.dead.store(true, Ordering::SeqCst);
+        self.ctl.shutdown(Shutdown::Both);
     }
 
     fn simple_header(errno: u32, cookie: u64) -> [u8; 16] {
@@ -1008,14 +1074,19 @@ impl Conn {
             return;
         }
         let mut f = lock(&self.flight);
-        while !self.dead.load(Ordering::Relaxed) && *f > 0 && *f + bytes > MAX_BYTES_IN_FLIGHT {
+        while !self.dead.load(Ordering::Relaxed)
+            && f.bytes > 0
+            && f.bytes + bytes > MAX_BYTES_IN_FLIGHT
+        {
+            f.waiting = true;
             f = self
                 .flight_cv
                 .wait_timeout(f, Duration::from_millis(100))
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
         }
-        *f += bytes;
+        f.waiting = false;
+        f.bytes += bytes;
     }
 
     fn release(&self, bytes: u64) {
@@ -1023,9 +1094,12 @@ impl Conn {
             return;
         }
         let mut f = lock(&self.flight);
-        *f = f.saturating_sub(bytes);
-        // Only the worker holding the read side ever waits.
-        self.flight_cv.notify_one();
+        f.bytes = f.bytes.saturating_sub(bytes);
+        // Only the worker holding the read side ever waits; a notify is a system call
+        // even without waiters, so only when one is.
+        if f.waiting {
+            self.flight_cv.notify_one();
+        }
     }
 
     /// Wait until a request starts to arrive. False: stop reading (shutdown, hang-up,
@@ -1146,11 +1220,15 @@ impl Conn {
 
     /// A worker: read a request, process it, reply; until the read side is done.
     fn work(&self, sh: &Shared) {
-        let mut buf = Vec::new();
-        while let Some((req, cmd)) = self.next_request(sh, &mut buf) {
+        loop {
+            let mut buf = lock(&self.pool).pop().unwrap_or_default();
+            let Some((req, cmd)) = self.next_request(sh, &mut buf) else {
+                break;
+            };
             self.execute(req, cmd, &mut buf);
-            if buf.capacity() > KEEP_BUF {
-                buf = Vec::new();
+            let mut pool = lock(&self.pool);
+            if pool.len() < KEEP_BUFS && buf.capacity() > 0 && buf.capacity() <= KEEP_BUF {
+                pool.push(buf);
             }
         }
     }
@@ -1301,13 +1379,21 @@ fn transmission(
             tls: tls.clone(),
             done: false,
         }),
+        out: Mutex::new(OutQueue {
+            buf: Vec::new(),
+            busy: false,
+        }),
         writer: Mutex::new(writer),
         structured,
         export,
         limits,
         fd,
-        flight: Mutex::new(0),
+        flight: Mutex::new(Flight {
+            bytes: 0,
+            waiting: false,
+        }),
         flight_cv: Condvar::new(),
+        pool: Mutex::new(Vec::new()),
         dead: AtomicBool::new(false),
         ctl: ctl.try_clone()?,
     });
