@@ -826,7 +826,7 @@ impl Array {
     }
 
     fn threads(&self) -> usize {
-        // `available_parallelism` reads cgroup files (about 14 syscalls): once per process,
+        // `available_parallelism` reads cgroup files (about 20 syscalls): once per process,
         // not once per request.
         static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         *THREADS.get_or_init(|| {
