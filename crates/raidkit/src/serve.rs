@@ -64,8 +64,10 @@ pub struct ServeArgs {
     /// Start a dirty degraded array (md's --force).
     #[arg(long)]
     pub force: bool,
-    /// Worker threads per client connection (requests processed concurrently).
-    #[arg(long, default_value_t = 16, value_name = "N")]
+    /// Worker threads per client connection (requests processed concurrently); the
+    /// default is 2 per CPU, from 4 to 16 (more threads than that cost parity writes on
+    /// few cores, see docs/BENCHMARKS.md).
+    #[arg(long, default_value_t = default_workers(), value_name = "N")]
     pub workers: usize,
     /// Members of the array, in any order.
     #[arg(value_name = "MEMBER", required_unless_present = "config")]
@@ -455,6 +457,14 @@ fn open_array(spec: &ArraySpec) -> Result<(Arc<Array>, ArrayBackend)> {
     let arr = Arc::new(arr);
     let be = ArrayBackend::new(Arc::clone(&arr), &spec.members, spec.read_only);
     Ok((arr, be))
+}
+
+/// Default workers per connection: 2 per CPU, clamped to 4..=16.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get() * 2)
+        .unwrap_or(4)
+        .clamp(4, 16)
 }
 
 /// Run `raidkit serve`.
