@@ -837,6 +837,32 @@ impl Array {
         })
     }
 
+    /// Run `f` on every (array sector, piece) job in its own scoped thread; the first
+    /// error wins.
+    fn run_parallel<P: Send>(
+        &self,
+        jobs: Vec<(u64, P)>,
+        f: impl Fn(u64, P) -> Result<()> + Sync,
+    ) -> Result<()> {
+        std::thread::scope(|sc| {
+            let f = &f;
+            let handles: Vec<_> = jobs
+                .into_iter()
+                .map(|(at, p)| sc.spawn(move || f(at, p)))
+                .collect();
+            let mut res = Ok(());
+            for h in handles {
+                let r = h.join().unwrap_or_else(|_| {
+                    Err(EngineError::Invalid("an IO worker thread panicked".into()))
+                });
+                if res.is_ok() {
+                    res = r;
+                }
+            }
+            res
+        })
+    }
+
     /// Read whole sectors starting at array sector `s`. Large requests are split on stripe
     /// boundaries and served by several threads (mirrors then serve different pieces).
     pub fn read_sectors(&self, s: u64, buf: &mut [u8]) -> Result<()> {
@@ -845,26 +871,14 @@ impl Array {
             // Align the first piece so later ones start on unit boundaries.
             let first = (unit - s % unit).min(total);
             let (head, rest) = buf.split_at_mut((first * SECTOR) as usize);
-            return std::thread::scope(|sc| {
-                let mut handles = Vec::new();
-                handles.push(sc.spawn(move || self.read_serial(s, head)));
-                let mut off = s + first;
-                for piece in rest.chunks_mut((unit * SECTOR) as usize) {
-                    let at = off;
-                    off += piece.len() as u64 / SECTOR;
-                    handles.push(sc.spawn(move || self.read_serial(at, piece)));
-                }
-                let mut res = Ok(());
-                for h in handles {
-                    let r = h.join().unwrap_or_else(|_| {
-                        Err(EngineError::Invalid("a read worker panicked".into()))
-                    });
-                    if res.is_ok() {
-                        res = r;
-                    }
-                }
-                res
-            });
+            let mut jobs = vec![(s, head)];
+            let mut off = s + first;
+            for piece in rest.chunks_mut((unit * SECTOR) as usize) {
+                let n = piece.len() as u64 / SECTOR;
+                jobs.push((off, piece));
+                off += n;
+            }
+            return self.run_parallel(jobs, |at, p| self.read_serial(at, p));
         }
         self.read_serial(s, buf)
     }
@@ -1157,26 +1171,14 @@ impl Array {
         if let Some(unit) = self.split_unit(total) {
             let first = (unit - s % unit).min(total);
             let (head, rest) = buf.split_at((first * SECTOR) as usize);
-            return std::thread::scope(|sc| {
-                let mut handles = Vec::new();
-                handles.push(sc.spawn(move || self.write_serial(s, head)));
-                let mut off = s + first;
-                for piece in rest.chunks((unit * SECTOR) as usize) {
-                    let at = off;
-                    off += piece.len() as u64 / SECTOR;
-                    handles.push(sc.spawn(move || self.write_serial(at, piece)));
-                }
-                let mut res = Ok(());
-                for h in handles {
-                    let r = h.join().unwrap_or_else(|_| {
-                        Err(EngineError::Invalid("a write worker panicked".into()))
-                    });
-                    if res.is_ok() {
-                        res = r;
-                    }
-                }
-                res
-            });
+            let mut jobs = vec![(s, head)];
+            let mut off = s + first;
+            for piece in rest.chunks((unit * SECTOR) as usize) {
+                let n = piece.len() as u64 / SECTOR;
+                jobs.push((off, piece));
+                off += n;
+            }
+            return self.run_parallel(jobs, |at, p| self.write_serial(at, p));
         }
         self.write_serial(s, buf)
     }
