@@ -26,8 +26,10 @@ pub struct Member {
     pub data_offset: u64,
     /// If partially rebuilt: data sectors below this are valid (u64::MAX = in sync).
     recovery: AtomicU64,
-    /// Bad-block log entries (absolute device sectors).
-    pub bad: Vec<BadRange>,
+    /// Bad ranges (absolute device sectors): the bad-block log, plus blocks a rebuild
+    /// could not reconstruct. Never read; the data comes from redundancy.
+    bad: RwLock<Vec<BadRange>>,
+    has_bad: AtomicBool,
     failed: AtomicBool,
     /// Reads in flight on this member (for read balancing).
     inflight: AtomicU32,
@@ -66,7 +68,8 @@ impl Member {
             index,
             data_offset,
             recovery: AtomicU64::new(recovery.unwrap_or(u64::MAX)),
-            bad,
+            has_bad: AtomicBool::new(!bad.is_empty()),
+            bad: RwLock::new(bad),
             failed: AtomicBool::new(false),
             inflight: AtomicU32::new(0),
             ewma_ns_per_kib: AtomicU64::new(0),
@@ -121,11 +124,37 @@ impl Member {
                 return false;
             }
         }
+        if !self.has_bad.load(Ordering::Relaxed) {
+            return true;
+        }
         let s = self.data_offset + data_sector;
-        !self
-            .bad
-            .iter()
-            .any(|b| b.start < s + n && s < b.start + b.len)
+        let bad = match self.bad.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        !bad.iter().any(|b| b.start < s + n && s < b.start + b.len)
+    }
+
+    /// Mark data sectors `[data_sector, data_sector + n)` of this member as holding no
+    /// valid data (they are then reconstructed, or reported lost, instead of read).
+    pub fn add_bad(&self, data_sector: u64, n: u64) {
+        let mut bad = match self.bad.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        bad.push(BadRange {
+            start: self.data_offset + data_sector,
+            len: n,
+        });
+        self.has_bad.store(true, Ordering::Relaxed);
+    }
+
+    /// The bad ranges (absolute device sectors).
+    pub fn bad_ranges(&self) -> Vec<BadRange> {
+        match self.bad.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
     }
 }
 

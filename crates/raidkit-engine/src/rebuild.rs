@@ -383,10 +383,52 @@ fn rebuild_role(
                             }
                         }
                         Err(EngineError::Unreadable { .. }) => {
-                            if let Some(k) = lay.data.iter().position(|&r| r == role) {
-                                let kc = lay.data.len() as u64;
-                                let off = (stripe * kc + k as u64) * c * 512;
-                                lost.push((off, c * 512));
+                            // Narrow it down page by page: rebuild what can be rebuilt; for the rest, the
+                            // target block is marked bad (never read) and every data block of the page
+                            // that nobody can supply is reported lost.
+                            let kc = lay.data.len() as u64;
+                            let page = 8u64.min(c);
+                            let mut a = 0;
+                            while a < c {
+                                let n = page.min(c - a);
+                                match arr.read_stripe(stripe, &lay, a, n, true) {
+                                    Ok(sd) => {
+                                        let block: &[u8] = if role == lay.p {
+                                            &sd.p
+                                        } else if Some(role) == lay.q {
+                                            sd.q.as_deref().unwrap_or(&[])
+                                        } else if let Some(k) =
+                                            lay.data.iter().position(|&r| r == role)
+                                        {
+                                            &sd.data[k]
+                                        } else {
+                                            &[]
+                                        };
+                                        if !block.is_empty() {
+                                            arr.write_block(role, stripe * c + a, block)?;
+                                        }
+                                    }
+                                    Err(EngineError::Unreadable { .. }) => {
+                                        m.add_bad(stripe * c + a, n);
+                                        for (k, &r) in lay.data.iter().enumerate() {
+                                            if r == role
+                                                || !arr.readable(r, stripe * c + a, n)
+                                                || arr
+                                                    .read_block(
+                                                        r,
+                                                        stripe * c + a,
+                                                        &mut vec![0u8; (n * 512) as usize],
+                                                    )
+                                                    .is_err()
+                                            {
+                                                let off = ((stripe * kc + k as u64) * c + a) * 512;
+                                                lost.push((off, n * 512));
+                                            }
+                                        }
+                                    }
+                                    Err(e) => return Err(e),
+                                }
+                                a += n;
                             }
                         }
                         Err(e) => return Err(e),

@@ -1162,3 +1162,52 @@ fn supervisor_hot_spare_takes_over() {
         "{e}"
     );
 }
+
+/// A rebuild that meets an unreadable sector on a survivor keeps going, reports exactly the
+/// array bytes it could not reconstruct, and reads there fail instead of returning garbage.
+#[test]
+fn rebuild_survives_unreadable_sectors_and_reports_the_loss() {
+    use raidkit_engine::rebuild::{rebuild, RebuildOptions};
+    let dir = TempDir::new("rk-engine").unwrap();
+    let c = Case {
+        level: Level::Raid5,
+        layout: "left-symmetric",
+        n: 3,
+        chunk_k: 16,
+        meta: "1.2",
+        member_mib: 2,
+    };
+    let (ps, model) = make(&c, &dir);
+    // Member 0 cannot read device sectors 2048+40 .. 2048+47 (stripe 1; chunk 32 sectors).
+    let bad = PathBuf::from(format!("fault:reio@2088-2095:{}", ps[0].display()));
+    let arr = assemble_paths(&[bad, ps[2].clone()], &rw()).unwrap();
+    arr.add_spare(spare_file(&dir, "s.img", 2), false).unwrap();
+    let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+    assert!(!arr.is_degraded(), "the rebuild completed");
+    // Stripe 1 of left-symmetric N=3: P on member 1 (rebuilt), data k=0 on member 2 and
+    // k=1 on member 0. Member 0's unreadable sectors are data sectors 40..47 = k=1, page 1
+    // of the chunk: with the old member 1 gone nothing can supply them. Array bytes:
+    // (stripe 1 × 2 data + k 1) × 16 KiB + 4 KiB = 53248, one 4 KiB page.
+    let g = arr.geometry().clone();
+    let lay = g.stripe(1).unwrap();
+    assert_eq!((lay.p, lay.data.clone()), (1, vec![2, 0]));
+    assert_eq!(rep.lost, vec![(53248, 4096)]);
+    let mut b = vec![0u8; 512];
+    let e = arr.read(53248 + 100, &mut b).unwrap_err().to_string();
+    assert!(e.contains("data lost"), "{e}");
+    // Page 0 of the same chunk was rebuilt: readable and right.
+    let mut p0 = vec![0u8; 4096];
+    arr.read(49152, &mut p0).unwrap();
+    assert!(p0 == model[49152..53248]);
+    // Everything else reads back exactly.
+    let lost = rep.lost.clone();
+    for (i, ch) in model.chunks(4096).enumerate() {
+        let o = (i * 4096) as u64;
+        if lost.iter().any(|&(lo, ll)| o < lo + ll && lo < o + 4096) {
+            continue;
+        }
+        let mut b = vec![0u8; ch.len()];
+        arr.read(o, &mut b).unwrap();
+        assert!(b == ch, "offset {o}");
+    }
+}
