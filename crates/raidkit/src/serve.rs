@@ -595,13 +595,12 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
     cfg.workers = a.workers.max(1);
     let server = Server::bind(cfg, &listen)?;
     let addr = server.local_addr();
-    print_clients(
-        &listen,
-        &addr,
-        &served,
-        tls_psk.as_deref(),
-        tls_cert.is_some(),
-    );
+    let handle = server.handle();
+    raidkit_nbd::shutdown_on_signals(handle.clone(), |sig| {
+        let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+        eprintln!("raidkit: {name}: finishing in-flight requests, flushing and marking clean (again to exit at once)");
+    })
+    .context("installing signal handlers")?;
 
     // Background jobs, member management and events for each array; `raidkit status`,
     // `manage`, `sync-action` and `monitor` reach them through the control socket.
@@ -625,12 +624,14 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
         }
     };
 
-    let handle = server.handle();
-    raidkit_nbd::shutdown_on_signals(handle.clone(), |sig| {
-        let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
-        eprintln!("raidkit: {name}: finishing in-flight requests, flushing and marking clean (again to exit at once)");
-    })
-    .context("installing signal handlers")?;
+    // Ready: signal handlers, supervisors and the control socket are in place.
+    print_clients(
+        &listen,
+        &addr,
+        &served,
+        tls_psk.as_deref(),
+        tls_cert.is_some(),
+    );
 
     // Mark arrays clean after a second without writes, as md does.
     let stop_timer = Arc::new(AtomicBool::new(false));

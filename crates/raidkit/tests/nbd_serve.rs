@@ -479,8 +479,8 @@ fn unclean_stop_is_resynced_and_read_only_serves() {
         "h.set_strict_mode(0)\nh.connect_uri({uri:?})\nassert h.is_read_only()\nassert h.pread(4, 12288) == b'\\x77' * 4\ntry:\n    h.pwrite(b'x' * 512, 0)\n    raise Exception('write allowed')\nexcept nbd.Error as e:\n    assert e.errno == 'EPERM', e.errno\nh.shutdown()\n"
     );
     ok(&nbdsh, &["-c", &script]);
-    let (code, _) = s.stop(libc::SIGINT);
-    assert_eq!(code, Some(0));
+    let (code, err) = s.stop(libc::SIGINT);
+    assert_eq!(code, Some(0), "{err}");
     assert_eq!(states(dir, &M), vec!["active"; 4]);
     // Writable serving resyncs first.
     let s = serve(dir, &["--socket", ss, "a", "b", "c", "d"]);
