@@ -28,7 +28,8 @@ pub struct RebuildReport {
 #[derive(Clone, Debug, Default)]
 pub struct RebuildOptions {
     /// Throttle to this many bytes per second (None: as fast as the members allow).
-    pub max_bytes_per_sec: Option<u64>,
+    /// (Shared so the limit can change while the rebuild runs; 0 = unlimited.)
+    pub max_bytes_per_sec: Option<Arc<std::sync::atomic::AtomicU64>>,
     /// Checkpoint `recovery_offset` at least this often (default 1 s).
     pub checkpoint_every: Option<Duration>,
     /// Set to stop the rebuild at the next step (it checkpoints and returns).
@@ -478,9 +479,12 @@ fn rebuild_role(
             x += step;
             done_total += step;
             progress(done_total, total);
-            if let Some(limit) = opts.max_bytes_per_sec {
-                let should =
-                    Duration::from_secs_f64((done_total * 512) as f64 / limit.max(1) as f64);
+            let limit = opts
+                .max_bytes_per_sec
+                .as_ref()
+                .map_or(0, |l| l.load(Ordering::Relaxed));
+            if limit > 0 {
+                let should = Duration::from_secs_f64((done_total * 512) as f64 / limit as f64);
                 let el = t0.elapsed();
                 if should > el {
                     std::thread::sleep(should - el);

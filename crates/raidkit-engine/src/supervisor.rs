@@ -335,7 +335,7 @@ impl Supervisor {
             None => {
                 let opts = RebuildOptions {
                     stop: Some(stop.clone()),
-                    max_bytes_per_sec: None,
+                    max_bytes_per_sec: Some(self.speed_limit.clone()),
                     ..Default::default()
                 };
                 let had_spares = arr.spare_count();
@@ -493,6 +493,7 @@ impl Supervisor {
         let handle = std::thread::spawn(move || {
             let opts = RebuildOptions {
                 stop: Some(stop2),
+                max_bytes_per_sec: Some(me.speed_limit.clone()),
                 ..Default::default()
             };
             let r = me.array.re_add(dev, &opts, &mut |d, t| me.progress(d, t));
