@@ -10,6 +10,8 @@ use raidkit_format::badblocks::BadRange;
 use raidkit_format::{v090, v1, MAX_SECTOR};
 use raidkit_layout::{Geometry, Level, StripeLayout};
 use raidkit_parity as parity;
+use crate::stripe_cache::{Entry, EntryState, StripeCache, Victim, PAGE, PAGE_SECTORS};
+pub use crate::stripe_cache::StripeCacheStats;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -250,6 +252,8 @@ pub struct Array {
     dirty_fast: AtomicBool,
     /// Client-visible IO statistics and tracing.
     pub io: crate::iostats::IoStats,
+    /// Stripe cache (RAID4/5/6 with chunks of whole 4 KiB pages).
+    pub(crate) cache: Option<StripeCache>,
 }
 
 /// md fails a member after this many corrected read errors (its default).
@@ -347,6 +351,14 @@ impl Array {
         bitmap: Option<RunBitmap>,
         forced_clean: bool,
     ) -> Array {
+        let cache = match geo.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6
+                if geo.chunk_sectors > 0 && geo.chunk_sectors % PAGE_SECTORS == 0 =>
+            {
+                Some(StripeCache::new(geo.data_disks(), geo.chunk_sectors))
+            }
+            _ => None,
+        };
         Array {
             geo,
             uuid,
@@ -369,6 +381,7 @@ impl Array {
             has_lost: AtomicBool::new(false),
             dirty_fast: AtomicBool::new(false),
             io: crate::iostats::IoStats::default(),
+            cache,
         }
     }
 
@@ -680,10 +693,29 @@ impl Array {
     }
 
     fn flush_inner(&self) -> Result<()> {
+        if let Some(c) = &self.cache {
+            if c.has_dirty() {
+                // Held writes go out under the gate, so the array cannot be marked clean
+                // while they are written.
+                let _gate = match self.gate.read() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                self.cache_drain_all(c);
+            }
+        }
+        self.flush_members()
+    }
+
+    /// Flush the members, then report a failure of writing held data since the last flush.
+    fn flush_members(&self) -> Result<()> {
         for m in self.slots().iter().flatten().filter(|m| !m.is_failed()) {
             m.dev
                 .flush()
                 .map_err(|e| EngineError::io(m.dev.name(), "flushing", e))?;
+        }
+        if let Some(e) = self.cache.as_ref().and_then(|c| c.take_pending()) {
+            return Err(e);
         }
         Ok(())
     }
@@ -699,7 +731,10 @@ impl Array {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        self.flush_inner()?;
+        if let Some(c) = &self.cache {
+            self.cache_drain_all(c);
+        }
+        self.flush_members()?;
         let mut meta = lock(&self.meta);
         if !meta.dirty {
             return Ok(());
@@ -953,26 +988,27 @@ impl Array {
                 let stripe = chunk / k_count;
                 let k = (chunk % k_count) as usize;
                 let a = s % c;
-                let lay = self.stripe_layout(stripe)?;
-                let role = lay.data[k];
-                let dsec = stripe * c + a;
-                let direct = if self.can_read(role, dsec, n) {
-                    Some(self.member_read(role, dsec, buf))
-                } else {
-                    None
-                };
-                if let Some(Ok(())) = direct {
-                    return Ok(());
+                if let Some(cache) = &self.cache {
+                    if let Some(e) = cache.get(stripe) {
+                        let st = lock(&e.st);
+                        if !st.dead && st.alloc > 0 {
+                            let (all, any) = cached_cover(cache, &st, k, a, n);
+                            if all {
+                                copy_from_cache(cache, &st, k, a, buf);
+                                cache
+                                    .hits
+                                    .fetch_add(n.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+                                return Ok(());
+                            }
+                            if any {
+                                self.read_parity_piece(s, stripe, k, a, buf)?;
+                                copy_from_cache(cache, &st, k, a, buf);
+                                return Ok(());
+                            }
+                        }
+                    }
                 }
-                let _g = self.locks.lock(stripe);
-                let sd = self
-                    .read_stripe(stripe, &lay, a, n, false)
-                    .map_err(|e| annotate_unreadable(e, s * SECTOR, (s + n) * SECTOR))?;
-                buf.copy_from_slice(&sd.data[k]);
-                if let Some(Err(EngineError::Io { .. })) = direct {
-                    self.repair_read_error(role, dsec, buf);
-                }
-                Ok(())
+                self.read_parity_piece(s, stripe, k, a, buf)
             }
             _ => {
                 let p = self.locate(s)?;
@@ -1012,6 +1048,490 @@ impl Array {
                 })
             }
         }
+    }
+
+    /// Read data block `k` of `stripe` at chunk sector `a` (array sector `s`) from its
+    /// member, reconstructing it from the others if that fails.
+    fn read_parity_piece(&self, s: u64, stripe: u64, k: usize, a: u64, buf: &mut [u8]) -> Result<()> {
+        let n = buf.len() as u64 / SECTOR;
+        let c = self.geo.chunk_sectors;
+        let lay = self.stripe_layout(stripe)?;
+        let role = lay.data[k];
+        let dsec = stripe * c + a;
+        let direct = if self.can_read(role, dsec, n) {
+            Some(self.member_read(role, dsec, buf))
+        } else {
+            None
+        };
+        if let Some(Ok(())) = direct {
+            return Ok(());
+        }
+        let _g = self.locks.lock(stripe);
+        let sd = self
+            .read_stripe(stripe, &lay, a, n, false)
+            .map_err(|e| annotate_unreadable(e, s * SECTOR, (s + n) * SECTOR))?;
+        buf.copy_from_slice(&sd.data[k]);
+        if let Some(Err(EngineError::Io { .. })) = direct {
+            self.repair_read_error(role, dsec, buf);
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ stripe cache
+
+    /// Bound the stripe cache's memory (`max_bytes`) and/or force a fixed size in entries
+    /// (one entry = one 4 KiB row: a page per data member). `None, None` = automatic,
+    /// bounded only by memory. Levels without parity have no stripe cache: Ok, no effect.
+    pub fn configure_stripe_cache(
+        &self,
+        max_bytes: Option<u64>,
+        fixed_entries: Option<usize>,
+    ) -> Result<()> {
+        match &self.cache {
+            Some(c) => c.configure(max_bytes, fixed_entries).map_err(EngineError::Invalid),
+            None => Ok(()),
+        }
+    }
+
+    /// How long partial stripes may wait for the rest of their data with write-back
+    /// (default [`crate::stripe_cache::HOLD`]); flushes never wait for it.
+    pub fn set_stripe_cache_hold(&self, hold: std::time::Duration) {
+        if let Some(c) = &self.cache {
+            c.set_hold(hold);
+        }
+    }
+
+    /// Size, memory and hit counters of the stripe cache (None without one).
+    pub fn stripe_cache_stats(&self) -> Option<StripeCacheStats> {
+        self.cache.as_ref().map(StripeCache::stats)
+    }
+
+    /// Let partial-stripe writes wait briefly (bounded by [`crate::stripe_cache::HOLD`] and
+    /// the cache size) for the rest of their stripe, so adjacent writes merge into
+    /// full-stripe writes. Starts a thread that writes out what waited long enough; it ends
+    /// when the array is dropped. Held writes are written by [`Array::flush`],
+    /// [`Array::mark_clean`] and [`Array::stop`]; until then they are like a disk's
+    /// volatile write cache.
+    pub fn start_writeback(self: &Arc<Self>) {
+        let Some(c) = &self.cache else {
+            return;
+        };
+        if !self.writable || c.writeback.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("raidkit-writeback".into())
+            .spawn(move || loop {
+                std::thread::sleep(crate::stripe_cache::HOLD / 2);
+                let Some(a) = weak.upgrade() else {
+                    break;
+                };
+                a.cache_background();
+            });
+        if spawned.is_err() {
+            // No thread: keep writing through.
+            c.writeback.store(false, Ordering::Release);
+        }
+    }
+
+    fn cache_background(&self) {
+        let Some(c) = &self.cache else {
+            return;
+        };
+        c.tune();
+        if !c.has_dirty() && !c.over() {
+            return;
+        }
+        let _gate = match self.gate.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        while let Some(e) = c.aged(false) {
+            let _ = self.cache_drain_entry(c, &e);
+        }
+        self.cache_make_room(c);
+    }
+
+    /// Write out every held write (callers hold the gate).
+    fn cache_drain_all(&self, c: &StripeCache) {
+        let all = c.all_dirty();
+        if all.is_empty() {
+            return;
+        }
+        let threads = self.threads().max(1);
+        if threads < 2 || all.len() < 2 {
+            for e in &all {
+                let _ = self.cache_drain_entry(c, e);
+            }
+            return;
+        }
+        let per = all.len().div_ceil(threads);
+        let jobs: Vec<(u64, &[Arc<Entry>])> = all.chunks(per).map(|ch| (0, ch)).collect();
+        let _ = self.run_parallel(jobs, |_, ch| {
+            for e in ch {
+                let _ = self.cache_drain_entry(c, e);
+            }
+            Ok(())
+        });
+    }
+
+    fn cache_drain_entry(&self, c: &StripeCache, e: &Arc<Entry>) -> Result<()> {
+        let mut st = lock(&e.st);
+        if st.dead {
+            return Ok(());
+        }
+        if !st.is_dirty() {
+            c.mark_clean(e);
+            return Ok(());
+        }
+        self.cache_drain(c, e, &mut st)
+    }
+
+    fn cache_make_room(&self, c: &StripeCache) {
+        while c.over() {
+            match c.make_room() {
+                Some(Victim::Dirty(e)) => {
+                    let mut st = lock(&e.st);
+                    if !st.dead {
+                        if st.is_dirty() {
+                            let _ = self.cache_drain(c, &e, &mut st);
+                        }
+                        c.remove(&e, &mut st);
+                    }
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// A stripe write through the cache: whole stripes go straight out (the cache's pages
+    /// of the stripe are dropped); partial ones are copied in and written out once the
+    /// stripe's data is complete over the rows written (no member reads needed), once
+    /// they have waited long enough, or at once without write-back.
+    fn cache_write(&self, c: &StripeCache, stripe: u64, pieces: &[Piece<'_>]) -> Result<()> {
+        let cs = self.geo.chunk_sectors;
+        let full = pieces.len() == c.kc && pieces.iter().all(|p| p.a == 0 && p.n == cs);
+        loop {
+            let e = c.get_or_create(stripe);
+            let mut st = lock(&e.st);
+            if st.dead {
+                continue;
+            }
+            if full {
+                c.clear(&e, &mut st);
+                let r = self.write_stripe_direct(stripe, pieces);
+                c.remove(&e, &mut st);
+                drop(st);
+                self.cache_housekeeping(c);
+                return r;
+            }
+            for pc in pieces {
+                let mut sec = pc.a;
+                let end = pc.a + pc.n;
+                while sec < end {
+                    let row = (sec / PAGE_SECTORS) as usize;
+                    let in_page = sec % PAGE_SECTORS;
+                    let m = (PAGE_SECTORS - in_page).min(end - sec);
+                    let pg = c.page(&mut st, pc.k * c.rows + row);
+                    let from = ((sec - pc.a) * SECTOR) as usize;
+                    let to = (in_page * SECTOR) as usize;
+                    let len = (m * SECTOR) as usize;
+                    pg.data[to..to + len].copy_from_slice(&pc.data[from..from + len]);
+                    let bits = sector_bits(in_page, m);
+                    pg.valid |= bits;
+                    pg.dirty |= bits;
+                    sec += m;
+                }
+            }
+            c.mark_dirty(&e);
+            let r = if !c.writeback.load(Ordering::Acquire) || cache_complete(c, &st) {
+                self.cache_drain(c, &e, &mut st)
+            } else {
+                Ok(())
+            };
+            drop(st);
+            self.cache_housekeeping(c);
+            return r;
+        }
+    }
+
+    /// After a write: make room, and help write out partial stripes that waited long enough.
+    fn cache_housekeeping(&self, c: &StripeCache) {
+        self.cache_make_room(c);
+        for _ in 0..2 {
+            let Some(e) = c.aged(false) else {
+                break;
+            };
+            let _ = self.cache_drain_entry(c, &e);
+        }
+        c.tune();
+    }
+
+    /// Write an entry's dirty pages to the members (entry lock held). A failure drops the
+    /// held data, marks its range lost (reads there fail rather than return old data) and
+    /// is reported by the next flush.
+    fn cache_drain(&self, c: &StripeCache, e: &Entry, st: &mut EntryState) -> Result<()> {
+        let r = self.cache_drain_inner(c, e, st);
+        if let Err(err) = &r {
+            let cs = self.geo.chunk_sectors;
+            let first = e.stripe * c.kc as u64 * cs;
+            let mut lost: Vec<(u64, u64)> = Vec::new();
+            for k in 0..c.kc {
+                for row in 0..c.rows {
+                    if st.pages[k * c.rows + row]
+                        .as_ref()
+                        .is_some_and(|p| p.dirty != 0)
+                    {
+                        let off = (first + k as u64 * cs + row as u64 * PAGE_SECTORS) * SECTOR;
+                        match lost.last_mut() {
+                            Some((o, l)) if *o + *l == off => *l += PAGE as u64,
+                            _ => lost.push((off, PAGE as u64)),
+                        }
+                    }
+                }
+            }
+            self.add_lost(&lost);
+            let (o, end) = match (lost.first(), lost.last()) {
+                (Some(a), Some(b)) => (a.0, b.0 + b.1),
+                _ => (0, 0),
+            };
+            c.set_pending(EngineError::WriteFailed {
+                offset: o,
+                end,
+                why: format!(
+                    "acknowledged writes held in the stripe cache could not be written to the \
+                     members ({err}); the range now reads as lost: restore it from a backup"
+                ),
+            });
+            c.clear(e, st);
+        }
+        r
+    }
+
+    fn cache_drain_inner(&self, c: &StripeCache, e: &Entry, st: &mut EntryState) -> Result<()> {
+        let cs = self.geo.chunk_sectors;
+        let (kc, rows) = (c.kc, c.rows);
+        let stripe = e.stripe;
+        // Dirty span of each data block, chunk sectors.
+        let mut spans: Vec<Option<(u64, u64)>> = vec![None; kc];
+        for (k, span) in spans.iter_mut().enumerate() {
+            for row in 0..rows {
+                if let Some(p) = &st.pages[k * rows + row] {
+                    if p.dirty != 0 {
+                        let r0 = row as u64 * PAGE_SECTORS;
+                        let first = r0 + u64::from(p.dirty.trailing_zeros());
+                        let last = r0 + PAGE_SECTORS - u64::from(p.dirty.leading_zeros());
+                        *span = Some(match *span {
+                            None => (first, last),
+                            Some((a, b)) => (a.min(first), b.max(last)),
+                        });
+                    }
+                }
+            }
+        }
+        let lo = spans.iter().flatten().map(|s| s.0).min();
+        let hi = spans.iter().flatten().map(|s| s.1).max();
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            c.mark_clean(e);
+            return Ok(());
+        };
+        let rn = hi - lo;
+        let len = (rn * SECTOR) as usize;
+        let lay = self.stripe_layout(stripe)?;
+        let base = stripe * cs;
+        // What the cache knows of [lo, hi) of every data block.
+        let mut bufs: Vec<Vec<u8>> = vec![vec![0u8; len]; kc];
+        let mut known: Vec<Vec<bool>> = vec![vec![false; rn as usize]; kc];
+        let mut clean_known = 0u64;
+        for k in 0..kc {
+            for sec in lo..hi {
+                let Some(p) = &st.pages[k * rows + (sec / PAGE_SECTORS) as usize] else {
+                    continue;
+                };
+                let bit = 1u8 << (sec % PAGE_SECTORS);
+                if p.valid & bit != 0 {
+                    let i = (sec - lo) as usize;
+                    let from = ((sec % PAGE_SECTORS) * SECTOR) as usize;
+                    bufs[k][i * 512..(i + 1) * 512].copy_from_slice(&p.data[from..from + 512]);
+                    known[k][i] = true;
+                    if p.dirty & bit == 0 {
+                        clean_known += 1;
+                    }
+                }
+            }
+        }
+        let missing: u64 = known.iter().flatten().filter(|&&x| !x).count() as u64;
+        let _g = self.locks.lock(stripe);
+        self.bitmap_mark(base + lo, rn)?;
+        let is6 = lay.q.is_some();
+        let mut roles: Vec<usize> = lay.data.clone();
+        roles.push(lay.p);
+        roles.extend(lay.q);
+        let all_readable = roles.iter().all(|&r| self.can_read(r, base + lo, rn));
+        let rmw_reads: u64 =
+            spans.iter().flatten().map(|(a, b)| b - a).sum::<u64>() + rn * if is6 { 2 } else { 1 };
+        let mut read_secs = 0u64;
+        let mut pq: Option<(Vec<u8>, Vec<u8>)> = None;
+        if missing == 0 {
+            pq = Some(compute_parity(&lay, &bufs, len));
+            c.merges.fetch_add(1, Ordering::Relaxed);
+        } else if all_readable {
+            // Reading whole rows fills the cache for later writes: worth it when rows are
+            // reused and it costs at most twice the reads of read-modify-write.
+            let fill = missing <= 2 * rmw_reads && c.reuse_likely();
+            let r = if rmw_reads < missing && !fill {
+                read_secs = rmw_reads;
+                self.cache_rmw(&lay, base, lo, rn, &spans, &mut bufs, &mut known)
+            } else {
+                read_secs = missing;
+                self.cache_rcw(&lay, base, lo, &mut bufs, &mut known)
+                    .map(|()| compute_parity(&lay, &bufs, len))
+            };
+            match r {
+                Ok(v) => pq = Some(v),
+                Err(EngineError::Io { .. }) | Err(EngineError::Unreadable { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let (p, q) = match pq {
+            Some(v) => v,
+            None => {
+                // Degraded (or a read failed): reconstruct what the cache does not know.
+                let sd = self
+                    .read_stripe(stripe, &lay, lo, rn, false)
+                    .map_err(|e| annotate_unreadable(e, 0, 0))?;
+                read_secs = missing;
+                for k in 0..kc {
+                    for (i, kn) in known[k].iter_mut().enumerate() {
+                        if !*kn {
+                            bufs[k][i * 512..(i + 1) * 512]
+                                .copy_from_slice(&sd.data[k][i * 512..(i + 1) * 512]);
+                            *kn = true;
+                        }
+                    }
+                }
+                compute_parity(&lay, &bufs, len)
+            }
+        };
+        for (k, span) in spans.iter().enumerate() {
+            if let Some((a, b)) = *span {
+                let from = ((a - lo) * SECTOR) as usize;
+                let to = ((b - lo) * SECTOR) as usize;
+                self.member_write(lay.data[k], base + a, &bufs[k][from..to])?;
+            }
+        }
+        self.member_write(lay.p, base + lo, &p)?;
+        if let Some(qr) = lay.q {
+            self.member_write(qr, base + lo, &q)?;
+        }
+        self.check_still_runs(stripe)?;
+        c.hits
+            .fetch_add(clean_known.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+        c.misses
+            .fetch_add(read_secs.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+        // Everything is on the members now; keep what was learnt for later writes.
+        for k in 0..kc {
+            for sec in lo..hi {
+                let i = (sec - lo) as usize;
+                let idx = k * rows + (sec / PAGE_SECTORS) as usize;
+                let bit = 1u8 << (sec % PAGE_SECTORS);
+                if !known[k][i] {
+                    continue;
+                }
+                let pg = c.page(st, idx);
+                if pg.valid & bit == 0 {
+                    let to = ((sec % PAGE_SECTORS) * SECTOR) as usize;
+                    pg.data[to..to + 512].copy_from_slice(&bufs[k][i * 512..(i + 1) * 512]);
+                    pg.valid |= bit;
+                }
+            }
+        }
+        for p in st.pages.iter_mut().flatten() {
+            p.dirty = 0;
+        }
+        c.mark_clean(e);
+        Ok(())
+    }
+
+    /// Read-modify-write of the dirty spans: old data and old parity from the members.
+    #[allow(clippy::too_many_arguments)]
+    fn cache_rmw(
+        &self,
+        lay: &StripeLayout,
+        base: u64,
+        lo: u64,
+        rn: u64,
+        spans: &[Option<(u64, u64)>],
+        bufs: &mut [Vec<u8>],
+        known: &mut [Vec<bool>],
+    ) -> Result<(Vec<u8>, Vec<u8>)> {
+        let rlen = (rn * SECTOR) as usize;
+        let mut p = vec![0u8; rlen];
+        self.member_read(lay.p, base + lo, &mut p)?;
+        let mut q = vec![0u8; if lay.q.is_some() { rlen } else { 0 }];
+        if let Some(qr) = lay.q {
+            self.member_read(qr, base + lo, &mut q)?;
+        }
+        for (k, span) in spans.iter().enumerate() {
+            let Some((a, b)) = *span else {
+                continue;
+            };
+            let from = ((a - lo) * SECTOR) as usize;
+            let to = ((b - lo) * SECTOR) as usize;
+            let mut old = vec![0u8; to - from];
+            self.member_read(lay.data[k], base + a, &mut old)?;
+            // Sectors of the span the cache does not know are unchanged: the old data.
+            for i in 0..(b - a) as usize {
+                let j = (a - lo) as usize + i;
+                if !known[k][j] {
+                    bufs[k][j * 512..(j + 1) * 512].copy_from_slice(&old[i * 512..(i + 1) * 512]);
+                    known[k][j] = true;
+                }
+            }
+            parity::xor_into(&mut old, &bufs[k][from..to]); // old := delta
+            parity::xor_into(&mut p[from..to], &old);
+            if lay.q.is_some() {
+                let coef = parity::gf::exp(lay.slot[k]);
+                parity::mul_acc(&mut q[from..to], &old, coef);
+            }
+        }
+        Ok((p, q))
+    }
+
+    /// Reconstruct-write: read what the cache does not know of every data block.
+    fn cache_rcw(
+        &self,
+        lay: &StripeLayout,
+        base: u64,
+        lo: u64,
+        bufs: &mut [Vec<u8>],
+        known: &mut [Vec<bool>],
+    ) -> Result<()> {
+        for k in 0..bufs.len() {
+            let mut i = 0;
+            let n = known[k].len();
+            while i < n {
+                if known[k][i] {
+                    i += 1;
+                    continue;
+                }
+                let mut j = i;
+                while j < n && !known[k][j] {
+                    j += 1;
+                }
+                self.member_read(
+                    lay.data[k],
+                    base + lo + i as u64,
+                    &mut bufs[k][i * 512..j * 512],
+                )?;
+                for kn in &mut known[k][i..j] {
+                    *kn = true;
+                }
+                i = j;
+            }
+        }
+        Ok(())
     }
 
     /// md's answer to a read error: the data was recovered from redundancy, so write it
@@ -1291,6 +1811,13 @@ impl Array {
     }
 
     fn write_stripe(&self, stripe: u64, pieces: &[Piece<'_>]) -> Result<()> {
+        match &self.cache {
+            Some(c) => self.cache_write(c, stripe, pieces),
+            None => self.write_stripe_direct(stripe, pieces),
+        }
+    }
+
+    fn write_stripe_direct(&self, stripe: u64, pieces: &[Piece<'_>]) -> Result<()> {
         let c = self.geo.chunk_sectors;
         let lay = self.stripe_layout(stripe)?;
         let kc = lay.data.len();
@@ -1508,13 +2035,92 @@ impl Array {
             .is_some_and(|m| m.dev.is_hole((m.data_offset + dsec) * SECTOR, n * SECTOR))
     }
 
+    /// Lock a stripe for direct member IO (sync, rebuild): held writes of the stripe are
+    /// written out first and its cached pages dropped, so members and cache agree.
     pub(crate) fn lock_stripe(&self, stripe: u64) -> impl Drop + '_ {
+        if let Some(c) = &self.cache {
+            if let Some(e) = c.get(stripe) {
+                let mut st = lock(&e.st);
+                if !st.dead {
+                    if st.is_dirty() {
+                        // A failure is recorded for the next flush.
+                        let _ = self.cache_drain(c, &e, &mut st);
+                    }
+                    c.remove(&e, &mut st);
+                }
+            }
+        }
         self.locks.lock(stripe)
     }
 
     pub(crate) fn set_resync_done(&self) {
         lock(&self.meta).resync_from = MAX_SECTOR;
     }
+}
+
+/// Sector bits `[first, first + n)` of a page.
+fn sector_bits(first: u64, n: u64) -> u8 {
+    (((1u16 << n) - 1) << first) as u8
+}
+
+/// Does the cache hold data block `k` over chunk sectors `[a, a + n)`: (all, any)?
+fn cached_cover(c: &StripeCache, st: &EntryState, k: usize, a: u64, n: u64) -> (bool, bool) {
+    let (mut all, mut any) = (true, false);
+    let mut sec = a;
+    while sec < a + n {
+        let in_page = sec % PAGE_SECTORS;
+        let m = (PAGE_SECTORS - in_page).min(a + n - sec);
+        let bits = sector_bits(in_page, m);
+        let v = st.pages[k * c.rows + (sec / PAGE_SECTORS) as usize]
+            .as_ref()
+            .map_or(0, |p| p.valid & bits);
+        all &= v == bits;
+        any |= v != 0;
+        sec += m;
+    }
+    (all, any)
+}
+
+/// Copy the valid cached sectors of data block `k` from chunk sector `a` over `buf`.
+fn copy_from_cache(c: &StripeCache, st: &EntryState, k: usize, a: u64, buf: &mut [u8]) {
+    let n = buf.len() as u64 / SECTOR;
+    for sec in a..a + n {
+        if let Some(p) = &st.pages[k * c.rows + (sec / PAGE_SECTORS) as usize] {
+            if p.valid & (1 << (sec % PAGE_SECTORS)) != 0 {
+                let from = ((sec % PAGE_SECTORS) * SECTOR) as usize;
+                let to = ((sec - a) * SECTOR) as usize;
+                buf[to..to + 512].copy_from_slice(&p.data[from..from + 512]);
+            }
+        }
+    }
+}
+
+/// Is every sector of every data block known over the rows holding dirty data (so the
+/// stripe can be written without reading the members)?
+fn cache_complete(c: &StripeCache, st: &EntryState) -> bool {
+    let mut lo = usize::MAX;
+    let mut hi = 0;
+    for k in 0..c.kc {
+        for row in 0..c.rows {
+            if st.pages[k * c.rows + row]
+                .as_ref()
+                .is_some_and(|p| p.dirty != 0)
+            {
+                lo = lo.min(row);
+                hi = hi.max(row + 1);
+            }
+        }
+    }
+    if lo >= hi {
+        return false;
+    }
+    (0..c.kc).all(|k| {
+        (lo..hi).all(|row| {
+            st.pages[k * c.rows + row]
+                .as_ref()
+                .is_some_and(|p| p.valid == 0xff)
+        })
+    })
 }
 
 struct Piece<'a> {
@@ -1639,5 +2245,18 @@ impl std::fmt::Debug for Array {
             .field("size_bytes", &self.size_bytes())
             .field("missing_roles", &self.missing_roles())
             .finish()
+    }
+}
+
+impl Drop for Array {
+    /// Best effort: write out held writes (a caller that needs to know whether they reached
+    /// the members calls [`Array::flush`] or [`Array::stop`] first).
+    fn drop(&mut self) {
+        if let Some(c) = &self.cache {
+            if c.has_dirty() {
+                self.cache_drain_all(c);
+                let _ = self.flush_members();
+            }
+        }
     }
 }

@@ -18,6 +18,7 @@ pub mod fault;
 pub mod iostats;
 pub mod rebuild;
 pub mod sb;
+pub mod stripe_cache;
 pub mod supervisor;
 pub mod sync;
 mod util;

@@ -1,0 +1,574 @@
+//! The stripe cache of RAID4/5/6: data pages of recently written (and read-for-parity)
+//! stripes, so that partial-stripe writes need fewer member reads, and adjacent partial
+//! writes of a stripe merge into one parity computation (a full-stripe write once the
+//! stripe is complete), the way md's stripe_heads do.
+//!
+//! Unit: an *entry* is one 4 KiB row of a stripe (one page per data member, like md's
+//! `stripe_cache_size` counts stripe_heads). Parity is never cached: it is always read
+//! from the members or computed, so a cached page can never hide a member error.
+//!
+//! Memory: at most `capacity × 4 KiB × data members`. The capacity sizes itself
+//! ([`StripeCache::capacity`]): it starts at a few stripes, grows when evicted stripes are
+//! asked for again (ghost hits) or when partial stripes must be written out early for lack
+//! of room, shrinks when neither happens while the cache is full, and never exceeds a
+//! quarter of `MemAvailable` nor the admin's bound. A fixed size can be forced instead.
+//!
+//! Locking: stripes live in sharded maps; each stripe's entry has its own mutex, taken
+//! before the array's per-stripe IO lock. Nothing global is locked per request.
+
+use crate::array::lock;
+use crate::error::EngineError;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Bytes per cached page.
+pub(crate) const PAGE: usize = 4096;
+/// Sectors per cached page.
+pub(crate) const PAGE_SECTORS: u64 = 8;
+const SHARDS: usize = 64;
+/// How long a partial stripe may wait by default for the rest of its data before it is
+/// written.
+pub const HOLD: Duration = Duration::from_millis(4);
+/// Smallest automatic capacity, entries.
+const MIN_ENTRIES: usize = 512;
+
+/// One cached page: a row of one data block.
+pub(crate) struct Page {
+    /// The bytes (valid where `valid` says so).
+    pub data: Box<[u8]>,
+    /// Sectors (bit i = sector i of the page) holding the current contents.
+    pub valid: u8,
+    /// Sectors newer than the member (subset of `valid`).
+    pub dirty: u8,
+}
+
+/// The mutable part of an entry, under its mutex.
+pub(crate) struct EntryState {
+    /// `pages[k * rows + row]`.
+    pub pages: Vec<Option<Page>>,
+    /// Removed from the cache: whoever holds an `Arc` must look the stripe up again.
+    pub dead: bool,
+    /// Pages allocated.
+    pub alloc: usize,
+}
+
+impl EntryState {
+    /// True if some page holds data not yet on the members.
+    pub fn is_dirty(&self) -> bool {
+        self.pages.iter().flatten().any(|p| p.dirty != 0)
+    }
+}
+
+/// A cached stripe.
+pub(crate) struct Entry {
+    /// Stripe number.
+    pub stripe: u64,
+    /// Pages and state.
+    pub st: Mutex<EntryState>,
+    last_used: AtomicU64,
+    /// Milliseconds since the cache's epoch + 1 when the entry became dirty; 0 = clean.
+    dirty_since: AtomicU64,
+}
+
+struct Shard {
+    map: HashMap<u64, Arc<Entry>>,
+    /// Stripes in the order they became dirty (may hold stale ids).
+    dirty: VecDeque<u64>,
+    /// Recently evicted stripes → pages they held.
+    ghost: HashMap<u64, usize>,
+    ghost_order: VecDeque<u64>,
+    ghost_pages: usize,
+}
+
+/// Counters and sizes for reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StripeCacheStats {
+    /// `auto` or `fixed`.
+    pub mode: String,
+    /// Current capacity, entries (one entry = one 4 KiB row: a page per data member).
+    pub size_entries: u64,
+    /// Entries in use.
+    pub used_entries: u64,
+    /// Upper bound of the automatic size, entries (admin bound and memory).
+    pub max_entries: u64,
+    /// Bytes of page memory in use.
+    pub memory_bytes: u64,
+    /// Admin bound, bytes (None: only the memory-derived bound).
+    pub max_bytes: Option<u64>,
+    /// Pages found in the cache instead of read from members.
+    pub hits: u64,
+    /// Pages that had to be read from members.
+    pub misses: u64,
+    /// Stripes holding data not yet written to the members.
+    pub dirty_stripes: u64,
+    /// Partial stripes merged into a full-stripe write before going out.
+    pub full_stripe_merges: u64,
+}
+
+/// What [`StripeCache::victim`] found to make room.
+pub(crate) enum Victim {
+    /// A dirty entry that must be written first (then evict it).
+    Dirty(Arc<Entry>),
+}
+
+/// The cache.
+pub(crate) struct StripeCache {
+    /// Data blocks per stripe.
+    pub kc: usize,
+    /// Pages per chunk.
+    pub rows: usize,
+    shards: Box<[Mutex<Shard>]>,
+    pages: AtomicUsize,
+    target: AtomicUsize,
+    fixed: AtomicUsize,
+    admin_max: AtomicU64,
+    mem_cap: AtomicUsize,
+    min_entries: usize,
+    /// Delay partial stripes (a drainer thread is running).
+    pub writeback: AtomicBool,
+    clock: AtomicU64,
+    hold_ms: AtomicU64,
+    epoch: Instant,
+    evict_cursor: AtomicUsize,
+    dirty_cursor: AtomicUsize,
+    /// Pages saved from a member read.
+    pub hits: AtomicU64,
+    /// Pages read from members.
+    pub misses: AtomicU64,
+    /// Full-stripe merges.
+    pub merges: AtomicU64,
+    dirty_stripes: AtomicUsize,
+    grow_signal: AtomicUsize,
+    ghost_hits: AtomicUsize,
+    ghosts_recent: AtomicUsize,
+    tune_counts: Mutex<(u64, u64)>,
+    last_tune: Mutex<Instant>,
+    /// A failure while writing out held data, reported by the next flush.
+    pending: Mutex<Option<EngineError>>,
+}
+
+fn mem_available() -> Option<u64> {
+    let t = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let l = t.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = l.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+impl StripeCache {
+    /// A cache for stripes of `kc` data blocks of `chunk_sectors` sectors (a multiple of 8).
+    pub fn new(kc: usize, chunk_sectors: u64) -> StripeCache {
+        let rows = (chunk_sectors / PAGE_SECTORS) as usize;
+        let min_entries = MIN_ENTRIES.max(4 * rows);
+        let c = StripeCache {
+            kc,
+            rows,
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        map: HashMap::new(),
+                        dirty: VecDeque::new(),
+                        ghost: HashMap::new(),
+                        ghost_order: VecDeque::new(),
+                        ghost_pages: 0,
+                    })
+                })
+                .collect(),
+            pages: AtomicUsize::new(0),
+            target: AtomicUsize::new(min_entries),
+            fixed: AtomicUsize::new(0),
+            admin_max: AtomicU64::new(u64::MAX),
+            mem_cap: AtomicUsize::new(usize::MAX),
+            min_entries,
+            writeback: AtomicBool::new(false),
+            clock: AtomicU64::new(1),
+            hold_ms: AtomicU64::new(HOLD.as_millis() as u64),
+            epoch: Instant::now(),
+            evict_cursor: AtomicUsize::new(0),
+            dirty_cursor: AtomicUsize::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            merges: AtomicU64::new(0),
+            dirty_stripes: AtomicUsize::new(0),
+            grow_signal: AtomicUsize::new(0),
+            ghost_hits: AtomicUsize::new(0),
+            ghosts_recent: AtomicUsize::new(0),
+            tune_counts: Mutex::new((0, 0)),
+            last_tune: Mutex::new(Instant::now()),
+            pending: Mutex::new(None),
+        };
+        c.refresh_memory();
+        c
+    }
+
+    fn entry_bytes(&self) -> u64 {
+        (PAGE * self.kc) as u64
+    }
+
+    fn refresh_memory(&self) {
+        if let Some(m) = mem_available() {
+            let used = self.pages.load(Ordering::Relaxed) as u64 * PAGE as u64;
+            let cap = ((m + used) / 4 / self.entry_bytes()) as usize;
+            self.mem_cap.store(cap.max(1), Ordering::Relaxed);
+        }
+    }
+
+    /// Largest automatic size, entries.
+    pub fn max_entries(&self) -> usize {
+        let admin = self.admin_max.load(Ordering::Relaxed);
+        let by_admin = if admin == u64::MAX {
+            usize::MAX
+        } else {
+            (admin / self.entry_bytes()) as usize
+        };
+        by_admin.min(self.mem_cap.load(Ordering::Relaxed)).max(1)
+    }
+
+    /// Current capacity, entries.
+    pub fn capacity(&self) -> usize {
+        let f = self.fixed.load(Ordering::Relaxed);
+        if f > 0 {
+            return f;
+        }
+        self.target.load(Ordering::Relaxed).min(self.max_entries())
+    }
+
+    /// Set the admin bound (bytes) and/or a fixed size (entries). A fixed size above the
+    /// bound is refused.
+    pub fn configure(&self, max_bytes: Option<u64>, fixed: Option<usize>) -> Result<(), String> {
+        if let (Some(m), Some(f)) = (max_bytes, fixed) {
+            if f as u64 * self.entry_bytes() > m {
+                return Err(format!(
+                    "a stripe cache of {f} entries needs {} bytes ({} per entry), more than the \
+                     bound of {m} bytes; lower the entries or raise the bound",
+                    f as u64 * self.entry_bytes(),
+                    self.entry_bytes()
+                ));
+            }
+        }
+        if fixed == Some(0) {
+            return Err("the stripe cache needs at least 1 entry".into());
+        }
+        if let Some(m) = max_bytes {
+            if m < self.entry_bytes() {
+                return Err(format!(
+                    "the stripe cache bound of {m} bytes is below one entry ({} bytes: 4 KiB \
+                     per data member); raise it",
+                    self.entry_bytes()
+                ));
+            }
+        }
+        self.admin_max
+            .store(max_bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.fixed.store(fixed.unwrap_or(0), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn shard(&self, stripe: u64) -> &Mutex<Shard> {
+        let h = stripe.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
+        &self.shards[h as usize % SHARDS]
+    }
+
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The entry of `stripe`, if cached.
+    pub fn get(&self, stripe: u64) -> Option<Arc<Entry>> {
+        let e = lock(self.shard(stripe)).map.get(&stripe).cloned();
+        if let Some(e) = &e {
+            e.last_used.store(self.tick(), Ordering::Relaxed);
+        }
+        e
+    }
+
+    /// The entry of `stripe`, created if needed (a ghost hit grows the automatic size).
+    pub fn get_or_create(&self, stripe: u64) -> Arc<Entry> {
+        let t = self.tick();
+        let mut sh = lock(self.shard(stripe));
+        if let Some(e) = sh.map.get(&stripe) {
+            e.last_used.store(t, Ordering::Relaxed);
+            return Arc::clone(e);
+        }
+        if let Some(p) = sh.ghost.remove(&stripe) {
+            sh.ghost_pages -= p;
+            self.grow_signal.fetch_add(p.div_ceil(self.kc), Ordering::Relaxed);
+            self.ghost_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        let e = Arc::new(Entry {
+            stripe,
+            st: Mutex::new(EntryState {
+                pages: (0..self.kc * self.rows).map(|_| None).collect(),
+                dead: false,
+                alloc: 0,
+            }),
+            last_used: AtomicU64::new(t),
+            dirty_since: AtomicU64::new(0),
+        });
+        sh.map.insert(stripe, Arc::clone(&e));
+        e
+    }
+
+    /// A page for writing, allocated if needed.
+    pub fn page<'a>(&self, st: &'a mut EntryState, idx: usize) -> &'a mut Page {
+        if st.pages[idx].is_none() {
+            st.alloc += 1;
+            self.pages.fetch_add(1, Ordering::Relaxed);
+        }
+        st.pages[idx].get_or_insert_with(|| Page {
+            data: vec![0u8; PAGE].into_boxed_slice(),
+            valid: 0,
+            dirty: 0,
+        })
+    }
+
+    /// Free every page of an entry (its data is on the members or superseded).
+    pub fn clear(&self, e: &Entry, st: &mut EntryState) {
+        for p in st.pages.iter_mut() {
+            *p = None;
+        }
+        self.pages.fetch_sub(st.alloc, Ordering::Relaxed);
+        st.alloc = 0;
+        self.mark_clean(e);
+    }
+
+    /// Note that an entry got dirty data.
+    pub fn mark_dirty(&self, e: &Entry) {
+        if e.dirty_since.load(Ordering::Relaxed) == 0 {
+            let now = self.epoch.elapsed().as_millis() as u64 + 1;
+            e.dirty_since.store(now, Ordering::Relaxed);
+            self.dirty_stripes.fetch_add(1, Ordering::Relaxed);
+            lock(self.shard(e.stripe)).dirty.push_back(e.stripe);
+        }
+    }
+
+    /// Note that an entry holds no dirty data any more.
+    pub fn mark_clean(&self, e: &Entry) {
+        if e.dirty_since.swap(0, Ordering::Relaxed) != 0 {
+            self.dirty_stripes.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Remove an entry (its lock held, clean) from the cache, remembering it as a ghost.
+    pub fn remove(&self, e: &Entry, st: &mut EntryState) {
+        let pages = st.alloc;
+        self.clear(e, st);
+        st.dead = true;
+        let cap_pages = self.capacity() * self.kc;
+        let mut sh = lock(self.shard(e.stripe));
+        if sh.map.get(&e.stripe).is_some_and(|x| std::ptr::eq(&**x, e)) {
+            sh.map.remove(&e.stripe);
+        }
+        if pages > 0 && sh.ghost.insert(e.stripe, pages).is_none() {
+            sh.ghost_order.push_back(e.stripe);
+            sh.ghost_pages += pages;
+        }
+        let limit = cap_pages / SHARDS + self.rows * self.kc;
+        while sh.ghost_pages > limit {
+            let Some(s) = sh.ghost_order.pop_front() else {
+                break;
+            };
+            if let Some(p) = sh.ghost.remove(&s) {
+                sh.ghost_pages -= p;
+            }
+        }
+    }
+
+    /// Over capacity?
+    pub fn over(&self) -> bool {
+        self.pages.load(Ordering::Relaxed) > self.capacity() * self.kc
+    }
+
+    /// Evict clean entries until under capacity; returns a dirty entry to write out when
+    /// only dirty ones are left to evict (the caller writes it, then calls
+    /// [`StripeCache::remove`]).
+    pub fn make_room(&self) -> Option<Victim> {
+        let mut dirty_pick: Option<Arc<Entry>> = None;
+        let mut scanned = 0;
+        while self.over() && scanned < SHARDS {
+            let i = self.evict_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            scanned += 1;
+            // The least recently used of a sample of this shard's entries go first.
+            let mut cands: Vec<Arc<Entry>> = {
+                let sh = lock(&self.shards[i]);
+                sh.map.values().take(32).cloned().collect()
+            };
+            cands.sort_by_key(|e| e.last_used.load(Ordering::Relaxed));
+            let excess = self
+                .pages
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.capacity() * self.kc);
+            // Take from this shard about an eighth of the excess, so eviction spreads.
+            let mut freed = 0usize;
+            for e in cands {
+                if !self.over() || freed > excess / 8 + self.kc {
+                    break;
+                }
+                let since = e.dirty_since.load(Ordering::Relaxed);
+                if since != 0 {
+                    if dirty_pick
+                        .as_ref()
+                        .is_none_or(|d| d.dirty_since.load(Ordering::Relaxed) > since)
+                    {
+                        dirty_pick = Some(Arc::clone(&e));
+                    }
+                    continue;
+                }
+                let Ok(mut st) = e.st.try_lock() else {
+                    continue;
+                };
+                if st.dead || st.is_dirty() {
+                    continue;
+                }
+                freed += st.alloc;
+                self.remove(&e, &mut st);
+            }
+        }
+        if self.over() {
+            if let Some(d) = dirty_pick {
+                if self.fixed.load(Ordering::Relaxed) == 0 {
+                    // Partial stripes written early for lack of room: more room would merge them.
+                    self.grow_signal.fetch_add(self.rows, Ordering::Relaxed);
+                }
+                return Some(Victim::Dirty(d));
+            }
+        }
+        None
+    }
+
+    /// Set how long partial stripes may wait (milliseconds).
+    pub fn set_hold(&self, d: Duration) {
+        self.hold_ms
+            .store(d.as_millis().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+    }
+
+    /// A dirty entry that has waited at least the hold time (or any dirty one with `all`).
+    pub fn aged(&self, all: bool) -> Option<Arc<Entry>> {
+        let now = self.epoch.elapsed().as_millis() as u64 + 1;
+        let hold = self.hold_ms.load(Ordering::Relaxed);
+        for _ in 0..SHARDS {
+            let i = self.dirty_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            let mut sh = lock(&self.shards[i]);
+            while let Some(&s) = sh.dirty.front() {
+                let Some(e) = sh.map.get(&s).cloned() else {
+                    sh.dirty.pop_front();
+                    continue;
+                };
+                let since = e.dirty_since.load(Ordering::Relaxed);
+                if since == 0 {
+                    sh.dirty.pop_front();
+                    continue;
+                }
+                if all || now.saturating_sub(since) >= hold {
+                    sh.dirty.pop_front();
+                    return Some(e);
+                }
+                break;
+            }
+        }
+        None
+    }
+
+    /// Every entry with dirty data now.
+    pub fn all_dirty(&self) -> Vec<Arc<Entry>> {
+        let mut v = Vec::new();
+        for sh in self.shards.iter() {
+            let sh = lock(sh);
+            v.extend(
+                sh.map
+                    .values()
+                    .filter(|e| e.dirty_since.load(Ordering::Relaxed) != 0)
+                    .cloned(),
+            );
+        }
+        v
+    }
+
+    /// True if any entry holds dirty data.
+    pub fn has_dirty(&self) -> bool {
+        self.dirty_stripes.load(Ordering::Relaxed) > 0
+    }
+
+    /// Record a failure while writing out held data.
+    pub fn set_pending(&self, e: EngineError) {
+        lock(&self.pending).get_or_insert(e);
+    }
+
+    /// Take the recorded failure.
+    pub fn take_pending(&self) -> Option<EngineError> {
+        lock(&self.pending).take()
+    }
+
+    /// Is filling whole rows (reading every data block instead of old data and parity)
+    /// likely to pay off: room to keep them, or evicted stripes being asked for again?
+    pub fn reuse_likely(&self) -> bool {
+        let cap = self.capacity() * self.kc;
+        self.pages.load(Ordering::Relaxed) < cap - cap / 8
+            || self.ghosts_recent.load(Ordering::Relaxed) > 0
+    }
+
+    /// Adjust the automatic size (at most every 250 ms): grow by what ghost hits and early
+    /// write-outs asked for; shrink by 1/8 when the cache is full, nothing asked for more
+    /// and it was of little use (under a quarter of the pages needed were found in it).
+    pub fn tune(&self) {
+        let mut last = match self.last_tune.try_lock() {
+            Ok(g) => g,
+            Err(_) => return,
+        };
+        if last.elapsed() < Duration::from_millis(250) {
+            return;
+        }
+        *last = Instant::now();
+        self.refresh_memory();
+        let grow = self.grow_signal.swap(0, Ordering::Relaxed);
+        self.ghosts_recent
+            .store(self.ghost_hits.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+        let (h, m) = (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        );
+        let (dh, dm) = {
+            let mut tc = lock(&self.tune_counts);
+            let d = (h - tc.0, m - tc.1);
+            *tc = (h, m);
+            d
+        };
+        let t = self.target.load(Ordering::Relaxed);
+        let max = self.max_entries();
+        let used = self.pages.load(Ordering::Relaxed).div_ceil(self.kc);
+        let new = if grow > 0 {
+            // Double at most per step, so a burst cannot run away.
+            t + grow.min(t)
+        } else if used * 8 >= t * 7 && dh * 4 < dh + dm + 1 {
+            t - t / 8
+        } else {
+            t
+        };
+        self.target
+            .store(new.clamp(self.min_entries.min(max), max), Ordering::Relaxed);
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> StripeCacheStats {
+        let fixed = self.fixed.load(Ordering::Relaxed);
+        let admin = self.admin_max.load(Ordering::Relaxed);
+        let pages = self.pages.load(Ordering::Relaxed);
+        StripeCacheStats {
+            mode: if fixed > 0 { "fixed" } else { "auto" }.into(),
+            size_entries: self.capacity() as u64,
+            used_entries: pages.div_ceil(self.kc) as u64,
+            max_entries: if fixed > 0 {
+                fixed as u64
+            } else {
+                self.max_entries() as u64
+            },
+            memory_bytes: (pages * PAGE) as u64,
+            max_bytes: (admin != u64::MAX).then_some(admin),
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            dirty_stripes: self.dirty_stripes.load(Ordering::Relaxed) as u64,
+            full_stripe_merges: self.merges.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! The RAID4/5/6 stripe cache: random partial/full writes and reads against a model with
+//! write-back on (clean, degraded, a member with unreadable sectors), flush semantics
+//! (the member files alone hold the data, parity consistent), merging of adjacent partial
+//! writes into full-stripe writes, the memory bound, and automatic sizing.
+
+use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
+use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::sync::{self, SyncMode};
+use raidkit_engine::Array;
+use raidkit_layout::Level;
+use raidkit_testkit::pattern::pattern_word;
+use raidkit_testkit::tempdir::TempDir;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Rng(u64, u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.1 += 1;
+        pattern_word(self.0, self.1)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn rw() -> AssembleOptions {
+    AssembleOptions {
+        writable: true,
+        ..Default::default()
+    }
+}
+
+/// Create an array of `n` members (`chunk_k` KiB chunks, `mib` MiB each), stopped.
+fn make(dir: &TempDir, level: Level, n: usize, chunk_k: u64, mib: u64) -> Vec<PathBuf> {
+    let ps: Vec<PathBuf> = (0..n)
+        .map(|i| dir.path().join(format!("m{i}.img")))
+        .collect();
+    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    o.chunk_bytes = Some(chunk_k * 1024);
+    o.create_size = Some(mib << 20);
+    o.name = "sc".into();
+    let arr = create(&o, &mut |_, _| {}).unwrap();
+    arr.stop().unwrap();
+    ps
+}
+
+fn open(ps: &[PathBuf]) -> Arc<Array> {
+    let a = Arc::new(assemble_paths(ps, &rw()).unwrap());
+    a.start_writeback();
+    a
+}
+
+/// Everything the array returns, read through a fresh assembly of the member files.
+fn reassembled_contents(ps: &[PathBuf]) -> (Vec<u8>, Array) {
+    let a = assemble_paths(ps, &rw()).unwrap();
+    let mut out = vec![0u8; a.size_bytes() as usize];
+    a.read(0, &mut out).unwrap();
+    (out, a)
+}
+
+fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y)
+}
+
+/// Random writes (partial, unaligned, full-stripe, multi-stripe) and reads, checked against
+/// the model as they go, with a small cache so eviction and early write-out happen.
+fn exercise(arr: &Array, model: &mut [u8], seed: u64, rounds: usize) {
+    let g = arr.geometry();
+    let stripe = (g.chunk_sectors * 512) as usize * g.data_disks();
+    let size = model.len();
+    let mut rng = Rng(seed, 0);
+    for round in 0..rounds {
+        let len = match round % 6 {
+            0 => 1 + rng.below(6000) as usize,
+            1 => 4096 * (1 + rng.below(8) as usize),
+            2 => stripe * (1 + rng.below(2) as usize),
+            3 => stripe / 3 + 4096,
+            4 => 512 * (1 + rng.below(300) as usize),
+            _ => 1 + rng.below(200_000) as usize,
+        }
+        .min(size);
+        let off = match round % 3 {
+            0 => (rng.below((size - len) as u64 / 4096) * 4096) as usize,
+            1 => (rng.below((size - len) as u64 / 512) * 512) as usize,
+            _ => rng.below((size - len + 1) as u64) as usize,
+        };
+        if round % 4 == 3 {
+            let mut out = vec![0u8; len];
+            arr.read(off as u64, &mut out).unwrap();
+            assert!(
+                out == model[off..off + len],
+                "round {round}: read {off}+{len} differs at {:?}",
+                first_diff(&out, &model[off..off + len])
+            );
+        } else {
+            let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            arr.write(off as u64, &data).unwrap();
+            model[off..off + len].copy_from_slice(&data);
+        }
+        if round % 50 == 49 {
+            arr.flush().unwrap();
+        }
+    }
+}
+
+fn check_clean(ps: &[PathBuf]) -> Array {
+    let (out, a) = reassembled_contents(ps);
+    let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+    assert_eq!(rep.mismatches, vec![], "parity inconsistent after flush");
+    drop(out);
+    a
+}
+
+#[test]
+fn model_every_parity_level_clean_and_degraded() {
+    for (level, n, fail) in [
+        (Level::Raid4, 4, vec![]),
+        (Level::Raid5, 4, vec![]),
+        (Level::Raid6, 5, vec![]),
+        (Level::Raid5, 4, vec![1]),
+        (Level::Raid6, 5, vec![0, 3]),
+        (Level::Raid4, 4, vec![3]),
+    ] {
+        let dir = TempDir::new("rk-sc").unwrap();
+        let ps = make(&dir, level, n, 16, 2);
+        let arr = open(&ps);
+        // 96 entries: a few stripes of 16 KiB chunks, so eviction and forced write-out run.
+        arr.configure_stripe_cache(None, Some(96)).unwrap();
+        for &r in &fail {
+            arr.fail_member(r, "test").unwrap();
+        }
+        let mut model = vec![0u8; arr.size_bytes() as usize];
+        arr.read(0, &mut model).unwrap();
+        exercise(&arr, &mut model, 7 + n as u64 + fail.len() as u64, 400);
+        arr.flush().unwrap();
+        let st = arr.stripe_cache_stats().unwrap();
+        assert_eq!(st.dirty_stripes, 0, "{level} {fail:?}: flush left held data");
+        assert!(st.used_entries <= 96, "{st:?}");
+        // Degraded arrays must be clean to be assembled again.
+        arr.mark_clean().unwrap();
+        // The member files alone (a new assembly, cache cold) hold the data.
+        let live: Vec<PathBuf> = (0..n)
+            .filter(|r| !fail.contains(r))
+            .map(|r| ps[r].clone())
+            .collect();
+        let (out, a) = reassembled_contents(&live);
+        assert!(
+            out == model,
+            "{level} {fail:?}: differs at {:?}",
+            first_diff(&out, &model)
+        );
+        if fail.is_empty() {
+            let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+            assert_eq!(rep.mismatches, vec![], "{level}: parity inconsistent");
+        }
+        drop(a);
+        drop(arr);
+    }
+}
+
+#[test]
+fn unreadable_member_sectors_are_reconstructed_not_masked() {
+    for (level, n) in [(Level::Raid5, 4), (Level::Raid6, 5)] {
+        let dir = TempDir::new("rk-sc-fault").unwrap();
+        let ps = make(&dir, level, n, 16, 2);
+        // Member 1: reads of its data area's first 512 KiB fail (data offset 2048 sectors).
+        let mut specs = ps.clone();
+        specs[1] = PathBuf::from(format!("fault:reio@2048-3071:{}", ps[1].display()));
+        let arr = open(&specs);
+        arr.configure_stripe_cache(None, Some(64)).unwrap();
+        let mut model = vec![0u8; arr.size_bytes() as usize];
+        arr.read(0, &mut model).unwrap();
+        exercise(&arr, &mut model, 99 + n as u64, 300);
+        arr.flush().unwrap();
+        // Member 1 may have been failed for too many read errors: leave it out then.
+        let missing = arr.missing_roles();
+        assert!(missing.iter().all(|&r| r == 1), "{missing:?}");
+        arr.mark_clean().unwrap();
+        drop(arr);
+        let live: Vec<PathBuf> = (0..n)
+            .filter(|r| !missing.contains(r))
+            .map(|r| ps[r].clone())
+            .collect();
+        let (out, _a) = reassembled_contents(&live);
+        assert!(
+            out == model,
+            "{level}: differs at {:?}",
+            first_diff(&out, &model)
+        );
+    }
+}
+
+#[test]
+fn flush_puts_held_writes_on_the_members() {
+    let dir = TempDir::new("rk-sc-flush").unwrap();
+    let ps = make(&dir, Level::Raid5, 4, 64, 4);
+    let arr = open(&ps);
+    // Partial stripes wait (up to a minute) for the rest of their stripe.
+    arr.set_stripe_cache_hold(Duration::from_secs(60));
+    let mut model = vec![0u8; arr.size_bytes() as usize];
+    arr.read(0, &mut model).unwrap();
+    let mut rng = Rng(5, 0);
+    for i in 0..40u64 {
+        let off = (i * 3 * 64 * 1024 + rng.below(40) * 4096) as usize;
+        let data: Vec<u8> = (0..8192).map(|_| rng.next() as u8).collect();
+        arr.write(off as u64, &data).unwrap();
+        model[off..off + 8192].copy_from_slice(&data);
+    }
+    let held = arr.stripe_cache_stats().unwrap().dirty_stripes;
+    assert_eq!(held, 40, "every partial stripe waits");
+    // Reads see held data.
+    let mut out = vec![0u8; model.len()];
+    arr.read(0, &mut out).unwrap();
+    assert!(out == model, "read differs at {:?}", first_diff(&out, &model));
+    arr.flush().unwrap();
+    assert_eq!(arr.stripe_cache_stats().unwrap().dirty_stripes, 0);
+    // While the array is still running, the member files hold everything.
+    let a = check_clean(&ps);
+    let mut out = vec![0u8; model.len()];
+    a.read(0, &mut out).unwrap();
+    assert!(out == model, "members differ at {:?}", first_diff(&out, &model));
+}
+
+#[test]
+fn adjacent_partial_writes_merge_into_full_stripe_writes() {
+    for (level, n) in [(Level::Raid5, 4), (Level::Raid6, 6)] {
+        let dir = TempDir::new("rk-sc-merge").unwrap();
+        let ps = make(&dir, level, n, 64, 4);
+        let arr = open(&ps);
+        arr.set_stripe_cache_hold(Duration::from_secs(60));
+        let g = arr.geometry();
+        let stripe = g.chunk_sectors * 512 * g.data_disks() as u64;
+        // Writes that are not whole stripes (all but one chunk of a stripe), in order.
+        let piece = g.chunk_sectors * 512 * (g.data_disks() as u64 - 1);
+        let stripes = 12u64;
+        let mut model = vec![0u8; (stripes * stripe) as usize];
+        let mut rng = Rng(11, 0);
+        let mut off = 0u64;
+        while off < stripes * stripe {
+            let data: Vec<u8> = (0..piece).map(|_| rng.next() as u8).collect();
+            arr.write(off, &data).unwrap();
+            model[off as usize..(off + piece) as usize].copy_from_slice(&data);
+            off += piece;
+        }
+        arr.flush().unwrap();
+        let st = arr.stripe_cache_stats().unwrap();
+        assert_eq!(st.full_stripe_merges, stripes, "{level}: {st:?}");
+        let reads: u64 = arr.member_stats().iter().map(|m| m.reads).sum();
+        assert_eq!(reads, 0, "{level}: merged stripes read nothing");
+        // Data: 1 write per data block; parity: 1 write per stripe.
+        let writes: u64 = arr.member_stats().iter().map(|m| m.writes).sum();
+        let par = if level == Level::Raid6 { 2 } else { 1 };
+        assert_eq!(writes, stripes * (g.data_disks() as u64 + par), "{level}");
+        drop(arr);
+        let (out, a) = reassembled_contents(&ps);
+        assert!(out[..model.len()] == model[..]);
+        let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+        assert_eq!(rep.mismatches, vec![]);
+    }
+}
+
+#[test]
+fn memory_bound_is_respected_and_checked() {
+    let dir = TempDir::new("rk-sc-bound").unwrap();
+    let ps = make(&dir, Level::Raid6, 6, 16, 4);
+    let arr = open(&ps);
+    arr.set_stripe_cache_hold(Duration::from_secs(60));
+    // 4 data members: one entry = 16 KiB.
+    let bound = 40 * 16 * 1024;
+    assert_eq!(
+        arr.configure_stripe_cache(Some(bound), Some(41))
+            .unwrap_err()
+            .to_string(),
+        "a stripe cache of 41 entries needs 671744 bytes (16384 per entry), \
+         more than the bound of 655360 bytes; lower the entries or raise the bound"
+    );
+    arr.configure_stripe_cache(Some(bound), None).unwrap();
+    let st = arr.stripe_cache_stats().unwrap();
+    assert_eq!((st.size_entries, st.max_bytes), (40, Some(bound)));
+    let mut model = vec![0u8; arr.size_bytes() as usize];
+    arr.read(0, &mut model).unwrap();
+    let mut rng = Rng(3, 0);
+    let mut peak = 0;
+    for _ in 0..2000 {
+        let off = rng.below(model.len() as u64 / 4096 - 1) * 4096;
+        let data = vec![rng.next() as u8; 4096];
+        arr.write(off, &data).unwrap();
+        model[off as usize..off as usize + 4096].copy_from_slice(&data);
+        let st = arr.stripe_cache_stats().unwrap();
+        peak = peak.max(st.memory_bytes);
+        assert!(st.size_entries <= 40, "{st:?}");
+    }
+    assert!(peak <= bound, "peak {peak} over the bound {bound}");
+    assert!(peak > bound / 2, "the cache was used: peak {peak}");
+    arr.flush().unwrap();
+    drop(arr);
+    let (out, _a) = reassembled_contents(&ps);
+    assert!(out == model, "differs at {:?}", first_diff(&out, &model));
+}
+
+#[test]
+fn auto_size_grows_for_a_reused_working_set_and_stays_small_for_full_stripes() {
+    let dir = TempDir::new("rk-sc-auto").unwrap();
+    let ps = make(&dir, Level::Raid5, 5, 64, 24);
+    let arr = open(&ps);
+    let start = arr.stripe_cache_stats().unwrap();
+    assert_eq!(start.mode, "auto");
+    assert_eq!(start.size_entries, 512);
+    let g = arr.geometry();
+    let stripe = g.chunk_sectors * 512 * g.data_disks() as u64;
+    // A purely full-stripe stream: nothing is kept, the size does not move.
+    let data = vec![0x5au8; stripe as usize];
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(1500) {
+        for s in 0..64 {
+            arr.write(s * stripe, &data).unwrap();
+        }
+    }
+    let st = arr.stripe_cache_stats().unwrap();
+    assert_eq!((st.size_entries, st.memory_bytes), (512, 0), "{st:?}");
+    // Random 4 KiB writes over 40 MiB (2560 entries of 16 KiB): grows until it fits.
+    let ws = 40u64 << 20;
+    let mut rng = Rng(9, 0);
+    let t0 = Instant::now();
+    loop {
+        for _ in 0..2000 {
+            let off = rng.below(ws / 4096) * 4096;
+            arr.write(off, &[rng.next() as u8; 4096]).unwrap();
+        }
+        let st = arr.stripe_cache_stats().unwrap();
+        if st.size_entries >= 2560 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "did not grow: {st:?}"
+        );
+    }
+    // Once every row has been filled, (nearly) every write finds its row in the cache.
+    for _ in 0..6000 {
+        let off = rng.below(ws / 4096) * 4096;
+        arr.write(off, &[rng.next() as u8; 4096]).unwrap();
+    }
+    let before = arr.stripe_cache_stats().unwrap();
+    for _ in 0..2000 {
+        let off = rng.below(ws / 4096) * 4096;
+        arr.write(off, &[rng.next() as u8; 4096]).unwrap();
+    }
+    arr.flush().unwrap();
+    let after = arr.stripe_cache_stats().unwrap();
+    let hits = after.hits - before.hits;
+    let misses = after.misses - before.misses;
+    assert!(hits > 10 * misses, "hits {hits} misses {misses}: {after:?}");
+}
