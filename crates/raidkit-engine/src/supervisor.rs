@@ -422,6 +422,7 @@ impl Supervisor {
             "sync": job,
             "last_result": *lock(&self.last_result),
             "lost_ranges": a.lost_ranges(),
+            "stripe_cache": a.stripe_cache_stats(),
         })
     }
 

@@ -163,6 +163,11 @@ pub trait Target: Send + Sync {
     }
     /// Name for reports.
     fn name(&self) -> String;
+    /// Make completed writes durable (run at the end of a write workload, inside the
+    /// measured time: data held in a write-back cache counts only once written out).
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A file or block device, optionally with O_DIRECT.
@@ -348,7 +353,7 @@ impl BlockDev for CountingDev {
 
 /// An array assembled over counting members.
 pub struct ArrayTarget {
-    array: Array,
+    array: Arc<Array>,
     members: Vec<(usize, String, Arc<Counters>)>,
 }
 
@@ -371,6 +376,9 @@ impl ArrayTarget {
                 report_only: false,
             },
         )?;
+        let array = Arc::new(array);
+        // Partial stripes wait briefly for their neighbours, as when serving.
+        array.start_writeback();
         let mut members = Vec::new();
         for m in array.members() {
             if let Some((_, c)) = counters.iter().find(|(n, _)| *n == m.device) {
@@ -429,7 +437,7 @@ impl ArrayTarget {
     }
     /// Stop the array cleanly (marks it clean after writes).
     pub fn stop(self) -> Result<()> {
-        self.array.stop()?;
+        self.array.mark_clean()?;
         Ok(())
     }
 }
@@ -446,6 +454,9 @@ impl Target for ArrayTarget {
     }
     fn name(&self) -> String {
         format!("{} ({})", self.array.name(), self.array.level())
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.array.flush().map_err(io::Error::other)
     }
 }
 
@@ -471,6 +482,9 @@ pub struct MemberShare {
 /// Result of one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BenchResult {
+    /// Stripe cache of an array target (RAID4/5/6), at the end of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stripe_cache: Option<raidkit_engine::array::StripeCacheStats>,
     /// Target name.
     pub target: String,
     /// Pattern (`randrw:40`).
@@ -641,6 +655,12 @@ pub fn run(
             })
             .collect()
     });
+    let wrote = outs.iter().any(|o| o.as_ref().is_ok_and(|o| o.write_bytes > 0));
+    if wrote {
+        target
+            .flush()
+            .map_err(|e| ToolsError::io(target.name(), "flushing after the workload", e))?;
+    }
     let secs = t0.elapsed().as_secs_f64().max(1e-9);
     let mut tot = ThreadOut::default();
     for o in outs {
@@ -671,6 +691,7 @@ pub fn run(
         read_lat_ns: (tot.reads.count() > 0).then(|| tot.reads.summary()),
         write_lat_ns: (tot.writes.count() > 0).then(|| tot.writes.summary()),
         members: array.map(|a| a.shares()),
+        stripe_cache: array.and_then(|a| a.array().stripe_cache_stats()),
     })
 }
 
@@ -812,6 +833,8 @@ pub enum SweepParam {
     Chunk(Vec<u64>),
     /// Layout of an array created on the fly (`layout`).
     Layout(Vec<String>),
+    /// Stripe cache entries (`stripe_cache`; None = automatic, written `auto`).
+    StripeCache(Vec<Option<usize>>),
 }
 
 impl SweepParam {
@@ -852,9 +875,26 @@ impl SweepParam {
             "jobs" | "numjobs" => SweepParam::Jobs(nums()?),
             "chunk" => SweepParam::Chunk(sizes()?),
             "layout" => SweepParam::Layout(vals.iter().map(|x| x.to_string()).collect()),
+            "stripe_cache" | "stripe-cache" => SweepParam::StripeCache(
+                vals.iter()
+                    .map(|x| {
+                        if x.eq_ignore_ascii_case("auto") {
+                            Ok(None)
+                        } else {
+                            x.parse::<usize>().ok().filter(|&n| n > 0).map(Some).ok_or_else(
+                                || {
+                                    ToolsError::Invalid(format!(
+                                        "--sweep: {x:?} is neither a number of entries nor auto"
+                                    ))
+                                },
+                            )
+                        }
+                    })
+                    .collect::<Result<_>>()?,
+            ),
             other => {
                 return Err(ToolsError::Invalid(format!(
-                    "--sweep: unknown parameter {other:?}: use bs, iodepth, jobs, chunk or layout"
+                    "--sweep: unknown parameter {other:?}: use bs, iodepth, jobs, chunk, layout or stripe_cache"
                 )))
             }
         })
@@ -867,6 +907,7 @@ impl SweepParam {
             SweepParam::Jobs(_) => "jobs",
             SweepParam::Chunk(_) => "chunk",
             SweepParam::Layout(_) => "layout",
+            SweepParam::StripeCache(_) => "stripe_cache",
         }
     }
     /// The values as labels.
@@ -879,11 +920,18 @@ impl SweepParam {
                 v.iter().map(|n| n.to_string()).collect()
             }
             SweepParam::Layout(v) => v.clone(),
+            SweepParam::StripeCache(v) => v
+                .iter()
+                .map(|e| e.map_or_else(|| "auto".to_string(), |n| n.to_string()))
+                .collect(),
         }
     }
     /// True if each point needs a new array.
     pub fn needs_new_array(&self) -> bool {
-        matches!(self, SweepParam::Chunk(_) | SweepParam::Layout(_))
+        matches!(
+            self,
+            SweepParam::Chunk(_) | SweepParam::Layout(_) | SweepParam::StripeCache(_)
+        )
     }
 }
 

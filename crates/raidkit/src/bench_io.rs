@@ -59,13 +59,20 @@ pub struct BenchIoArgs {
     /// Layout of the --create array.
     #[arg(long)]
     pub layout: Option<String>,
+    /// Stripe cache of a RAID4/5/6 target: entries (4 KiB per data member) or `auto`.
+    #[arg(long, value_name = "ENTRIES|auto")]
+    pub stripe_cache: Option<String>,
+    /// Upper bound of the automatic stripe cache, bytes (K/M/G).
+    #[arg(long, value_name = "SIZE")]
+    pub stripe_cache_max: Option<String>,
     /// Folder for --create members (default: a new folder in the temp dir, removed after).
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// Allow writes to a block device or an existing array.
     #[arg(long)]
     pub force: bool,
-    /// Run a grid: bs=4K,64K | iodepth=1,4,16 | jobs=1,2 | chunk=16K,64K | layout=n2,f2.
+    /// Run a grid: bs=4K,64K | iodepth=1,4,16 | jobs=1,2 | chunk=16K,64K | layout=n2,f2 |
+    /// stripe_cache=512,4096,auto.
     #[arg(long, value_name = "PARAM=V1,V2,...")]
     pub sweep: Option<String>,
     /// JSON output.
@@ -147,11 +154,34 @@ impl Drop for TempDir {
     }
 }
 
+/// Apply --stripe-cache / --stripe-cache-max.
+fn configure_cache(a: &BenchIoArgs, t: &ArrayTarget) -> Result<()> {
+    let fixed = match a.stripe_cache.as_deref() {
+        None => None,
+        Some(v) if v.eq_ignore_ascii_case("auto") => None,
+        Some(v) => Some(
+            v.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| anyhow!("--stripe-cache {v:?}: give a number of entries or auto"))?,
+        ),
+    };
+    let max = a.stripe_cache_max.as_deref().map(size).transpose()?;
+    t.array()
+        .configure_stripe_cache(max, fixed)
+        .context("--stripe-cache")?;
+    Ok(())
+}
+
 /// Run one point: open the target, run, clean up.
 fn one(a: &BenchIoArgs, spec: &BenchSpec, dir: &Path, tag: &str) -> Result<BenchResult> {
     let writes = spec.pattern.writes();
     if a.create.is_some() {
         let (t, paths) = bench::create_array(dir, tag, &array_spec(a)?)?;
+        if let Err(e) = configure_cache(a, &t) {
+            bench::remove_array(&paths);
+            return Err(e);
+        }
         let r = bench::run(&t, spec, Some(&t));
         let stopped = t.stop();
         bench::remove_array(&paths);
@@ -164,6 +194,7 @@ fn one(a: &BenchIoArgs, spec: &BenchSpec, dir: &Path, tag: &str) -> Result<Bench
             bail!("a write workload destroys the array's data; add --force");
         }
         let t = ArrayTarget::open(&a.array, writes, false)?;
+        configure_cache(a, &t)?;
         let r = bench::run(&t, spec, Some(&t));
         let stopped = if writes { t.stop() } else { Ok(()) };
         let r = r?;
@@ -240,6 +271,9 @@ pub fn run(a: BenchIoArgs) -> Result<()> {
             SweepParam::Jobs(v) => spec.jobs = v[i],
             SweepParam::Chunk(v) => args.chunk = Some(format!("{}b", v[i])),
             SweepParam::Layout(v) => args.layout = Some(v[i].clone()),
+            SweepParam::StripeCache(v) => {
+                args.stripe_cache = Some(v[i].map_or_else(|| "auto".into(), |n| n.to_string()))
+            }
         }
         if !a.json {
             eprintln!("{} = {label} ...", param.name());

@@ -824,6 +824,8 @@ fn cmd_demo(a: DemoArgs) -> Result<()> {
         config: None,
         force: false,
         workers: 4,
+        stripe_cache_max: None,
+        stripe_cache: None,
         members,
     })
 }

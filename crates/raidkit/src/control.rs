@@ -139,7 +139,7 @@ fn handle(conn: UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
         "stats" => Ok(json!({"arrays": sups
             .iter()
             .filter(|s| array.is_empty() || s.name() == array)
-            .map(|s| json!({"name": s.name(), "uuid": s.array().uuid_text(), "io": s.array().io.snapshot(), "members": s.array().member_stats()}))
+            .map(|s| json!({"name": s.name(), "uuid": s.array().uuid_text(), "io": s.array().io.snapshot(), "members": s.array().member_stats(), "stripe_cache": s.array().stripe_cache_stats()}))
             .collect::<Vec<_>>()})),
         "trace-start" => {
             let s = find(sups, array)?;

@@ -168,6 +168,7 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
                     .unwrap_or_else(|| "?".into())
             );
         }
+        print_stripe_cache(&s["stripe_cache"]);
         println!();
     }
     Ok(())
@@ -522,6 +523,32 @@ fn print_stats(a: &Value, io: &Value, window: Option<f64>) {
     );
 }
 
+/// One line about the stripe cache, if the array has one.
+fn print_stripe_cache(c: &Value) {
+    if c.is_null() {
+        return;
+    }
+    let n = |k: &str| c[k].as_u64().unwrap_or(0);
+    let (h, m) = (n("hits"), n("misses"));
+    println!(
+        "  stripe cache: {} entries ({}), {} used, {} memory, max {} entries; {} hits {} misses ({:.1}% hit), {} held stripes, {} full-stripe merges",
+        n("size_entries"),
+        c["mode"].as_str().unwrap_or("?"),
+        n("used_entries"),
+        human(n("memory_bytes")),
+        n("max_entries"),
+        h,
+        m,
+        if h + m > 0 {
+            h as f64 * 100.0 / (h + m) as f64
+        } else {
+            0.0
+        },
+        n("dirty_stripes"),
+        n("full_stripe_merges")
+    );
+}
+
 fn print_members(m: &Value) {
     let list = m.as_array().cloned().unwrap_or_default();
     let ios: u64 = list
@@ -649,6 +676,7 @@ pub fn cmd_stats(a: StatsArgs) -> Result<()> {
             for s in &prev {
                 print_stats(s, &s["io"], None);
                 print_members(&s["members"]);
+                print_stripe_cache(&s["stripe_cache"]);
             }
         }
         return Ok(());

@@ -129,6 +129,10 @@ pub fn cmd_mount(a: MountArgs) -> Result<()> {
     // Before any thread exists, so only the signal thread ever sees these signals.
     let signals = block_stop_signals()?;
     let arr = Arc::new(arr);
+    if !a.read_only {
+        // Partial stripes wait briefly for the rest of their stripe; fsync writes them out.
+        arr.start_writeback();
+    }
     // Background work, member management and events, reachable via `raidkit status`.
     let sup = raidkit_engine::supervisor::Supervisor::start(
         &crate::control::short_name(arr.name()),

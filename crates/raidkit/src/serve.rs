@@ -69,6 +69,14 @@ pub struct ServeArgs {
     /// few cores, see docs/BENCHMARKS.md).
     #[arg(long, default_value_t = default_workers(), value_name = "N")]
     pub workers: usize,
+    /// Upper bound of the RAID4/5/6 stripe cache's memory per array (e.g. 256M, 1G); the
+    /// cache sizes itself below it from the workload and a quarter of MemAvailable.
+    #[arg(long, value_name = "SIZE")]
+    pub stripe_cache_max: Option<String>,
+    /// Force a fixed stripe cache size in entries (one entry = 4 KiB per data member, as
+    /// md's stripe_cache_size counts) instead of sizing it automatically.
+    #[arg(long, value_name = "ENTRIES", value_parser = clap::value_parser!(u32).range(1..))]
+    pub stripe_cache: Option<u32>,
     /// Members of the array, in any order.
     #[arg(value_name = "MEMBER", required_unless_present = "config")]
     pub members: Vec<PathBuf>,
@@ -536,6 +544,12 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
     let mut exports = Vec::new();
     let mut served = Vec::new();
     for spec in &specs {
+        let cache_max = a
+            .stripe_cache_max
+            .as_deref()
+            .map(|v| crate::units::parse_size(v, 1))
+            .transpose()
+            .map_err(|e| anyhow!("--stripe-cache-max: {e}"))?;
         let (arr, be) = open_array(spec).with_context(|| {
             format!(
                 "assembling {}",
@@ -546,6 +560,11 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
                     .join(" ")
             )
         })?;
+        arr.configure_stripe_cache(cache_max, a.stripe_cache.map(|e| e as usize))
+            .context("--stripe-cache / --stripe-cache-max")?;
+        if !spec.read_only {
+            arr.start_writeback();
+        }
         let name = spec.name.clone().unwrap_or_else(|| export_name_of(&arr));
         if served.iter().any(|s: &Served| s.name == name) {
             bail!("two arrays would be exported as {name:?}: give each a distinct name");
