@@ -1147,7 +1147,7 @@ impl Array {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        while let Some(e) = c.aged(false) {
+        while let Some(e) = c.aged(usize::MAX) {
             let _ = self.cache_drain_entry(c, &e);
         }
         self.cache_make_room(c);
@@ -1195,6 +1195,9 @@ impl Array {
                     let mut st = lock(&e.st);
                     if !st.dead {
                         if st.is_dirty() {
+                            if st.dirty_pages >= c.rows {
+                                c.early_write_out();
+                            }
                             let _ = self.cache_drain(c, &e, &mut st);
                         }
                         c.remove(&e, &mut st);
@@ -1233,14 +1236,15 @@ impl Array {
                     let row = (sec / PAGE_SECTORS) as usize;
                     let in_page = sec % PAGE_SECTORS;
                     let m = (PAGE_SECTORS - in_page).min(end - sec);
-                    let pg = c.page(&mut st, pc.k * c.rows + row);
+                    let idx = pc.k * c.rows + row;
+                    let pg = c.page(&mut st, idx);
                     let from = ((sec - pc.a) * SECTOR) as usize;
                     let to = (in_page * SECTOR) as usize;
                     let len = (m * SECTOR) as usize;
                     pg.data[to..to + len].copy_from_slice(&pc.data[from..from + len]);
                     let bits = sector_bits(in_page, m);
                     pg.valid |= bits;
-                    pg.dirty |= bits;
+                    st.set_dirty(idx, bits);
                     sec += m;
                 }
             }
@@ -1260,7 +1264,7 @@ impl Array {
     fn cache_housekeeping(&self, c: &StripeCache) {
         self.cache_make_room(c);
         for _ in 0..2 {
-            let Some(e) = c.aged(false) else {
+            let Some(e) = c.aged(4) else {
                 break;
             };
             let _ = self.cache_drain_entry(c, &e);
@@ -1278,7 +1282,7 @@ impl Array {
             let first = e.stripe * c.kc as u64 * cs;
             let mut lost: Vec<(u64, u64)> = Vec::new();
             for k in 0..c.kc {
-                for row in 0..c.rows {
+                for row in st.rows_used() {
                     if st.pages[k * c.rows + row]
                         .as_ref()
                         .is_some_and(|p| p.dirty != 0)
@@ -1309,14 +1313,57 @@ impl Array {
         r
     }
 
+    /// Write out an entry's dirty rows, each run of adjacent dirty rows on its own (random
+    /// writes held together in one stripe are not merged into one wide range).
     fn cache_drain_inner(&self, c: &StripeCache, e: &Entry, st: &mut EntryState) -> Result<()> {
+        let rows = c.rows;
+        let used = st.rows_used();
+        let dirty_row = |r: usize| {
+            (0..c.kc).any(|k| st.pages[k * rows + r].as_ref().is_some_and(|p| p.dirty != 0))
+        };
+        let runs: Vec<(usize, usize)> = {
+            let mut v = Vec::new();
+            let mut r = used.start;
+            while r < used.end {
+                if !dirty_row(r) {
+                    r += 1;
+                    continue;
+                }
+                let mut q = r;
+                while q < used.end && dirty_row(q) {
+                    q += 1;
+                }
+                v.push((r, q));
+                r = q;
+            }
+            v
+        };
+        let lay = self.stripe_layout(e.stripe)?;
+        let _g = self.locks.lock(e.stripe);
+        for (r, q) in runs {
+            self.cache_drain_rows(c, e, st, &lay, r..q)?;
+        }
+        self.check_still_runs(e.stripe)?;
+        c.mark_clean(e);
+        Ok(())
+    }
+
+    /// Write out the dirty data of rows `rows` (stripe lock held).
+    fn cache_drain_rows(
+        &self,
+        c: &StripeCache,
+        e: &Entry,
+        st: &mut EntryState,
+        lay: &StripeLayout,
+        row_range: std::ops::Range<usize>,
+    ) -> Result<()> {
         let cs = self.geo.chunk_sectors;
         let (kc, rows) = (c.kc, c.rows);
         let stripe = e.stripe;
         // Dirty span of each data block, chunk sectors.
         let mut spans: Vec<Option<(u64, u64)>> = vec![None; kc];
         for (k, span) in spans.iter_mut().enumerate() {
-            for row in 0..rows {
+            for row in row_range.clone() {
                 if let Some(p) = &st.pages[k * rows + row] {
                     if p.dirty != 0 {
                         let r0 = row as u64 * PAGE_SECTORS;
@@ -1333,22 +1380,31 @@ impl Array {
         let lo = spans.iter().flatten().map(|s| s.0).min();
         let hi = spans.iter().flatten().map(|s| s.1).max();
         let (Some(lo), Some(hi)) = (lo, hi) else {
-            c.mark_clean(e);
             return Ok(());
         };
         let rn = hi - lo;
         let len = (rn * SECTOR) as usize;
-        let lay = self.stripe_layout(stripe)?;
         let base = stripe * cs;
         // What the cache knows of [lo, hi) of every data block.
         let mut bufs: Vec<Vec<u8>> = vec![vec![0u8; len]; kc];
         let mut known: Vec<Vec<bool>> = vec![vec![false; rn as usize]; kc];
         let mut clean_known = 0u64;
         for k in 0..kc {
-            for sec in lo..hi {
+            let mut sec = lo;
+            while sec < hi {
                 let Some(p) = &st.pages[k * rows + (sec / PAGE_SECTORS) as usize] else {
+                    sec = (sec / PAGE_SECTORS + 1) * PAGE_SECTORS;
                     continue;
                 };
+                if sec % PAGE_SECTORS == 0 && sec + PAGE_SECTORS <= hi && p.valid == 0xff {
+                    // A whole valid page at once.
+                    let i = (sec - lo) as usize;
+                    bufs[k][i * 512..i * 512 + PAGE].copy_from_slice(&p.data);
+                    known[k][i..i + PAGE_SECTORS as usize].fill(true);
+                    clean_known += u64::from((!p.dirty).count_ones());
+                    sec += PAGE_SECTORS;
+                    continue;
+                }
                 let bit = 1u8 << (sec % PAGE_SECTORS);
                 if p.valid & bit != 0 {
                     let i = (sec - lo) as usize;
@@ -1359,10 +1415,22 @@ impl Array {
                         clean_known += 1;
                     }
                 }
+                sec += 1;
             }
         }
         let missing: u64 = known.iter().flatten().filter(|&&x| !x).count() as u64;
-        let _g = self.locks.lock(stripe);
+        if missing > 0 {
+            let first_row = (lo / PAGE_SECTORS) as usize;
+            let n_rows = (hi.div_ceil(PAGE_SECTORS) - lo / PAGE_SECTORS) as usize;
+            c.note_misses(
+                stripe,
+                (first_row..first_row + n_rows).filter(|&r| {
+                    let a = (r as u64 * PAGE_SECTORS).max(lo) - lo;
+                    let b = ((r as u64 + 1) * PAGE_SECTORS).min(hi) - lo;
+                    known.iter().any(|kn| kn[a as usize..b as usize].iter().any(|&x| !x))
+                }),
+            );
+        }
         self.bitmap_mark(base + lo, rn)?;
         let is6 = lay.q.is_some();
         let mut roles: Vec<usize> = lay.data.clone();
@@ -1425,7 +1493,6 @@ impl Array {
         if let Some(qr) = lay.q {
             self.member_write(qr, base + lo, &q)?;
         }
-        self.check_still_runs(stripe)?;
         c.hits
             .fetch_add(clean_known.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
         c.misses
@@ -1447,10 +1514,11 @@ impl Array {
                 }
             }
         }
-        for p in st.pages.iter_mut().flatten() {
-            p.dirty = 0;
+        for k in 0..kc {
+            for row in row_range.clone() {
+                st.set_clean(k * rows + row);
+            }
         }
-        c.mark_clean(e);
         Ok(())
     }
 
@@ -2071,8 +2139,10 @@ fn cached_cover(c: &StripeCache, st: &EntryState, k: usize, a: u64, n: u64) -> (
         let in_page = sec % PAGE_SECTORS;
         let m = (PAGE_SECTORS - in_page).min(a + n - sec);
         let bits = sector_bits(in_page, m);
-        let v = st.pages[k * c.rows + (sec / PAGE_SECTORS) as usize]
-            .as_ref()
+        let v = st
+            .pages
+            .get(k * c.rows + (sec / PAGE_SECTORS) as usize)
+            .and_then(Option::as_ref)
             .map_or(0, |p| p.valid & bits);
         all &= v == bits;
         any |= v != 0;
@@ -2085,7 +2155,7 @@ fn cached_cover(c: &StripeCache, st: &EntryState, k: usize, a: u64, n: u64) -> (
 fn copy_from_cache(c: &StripeCache, st: &EntryState, k: usize, a: u64, buf: &mut [u8]) {
     let n = buf.len() as u64 / SECTOR;
     for sec in a..a + n {
-        if let Some(p) = &st.pages[k * c.rows + (sec / PAGE_SECTORS) as usize] {
+        if let Some(Some(p)) = st.pages.get(k * c.rows + (sec / PAGE_SECTORS) as usize) {
             if p.valid & (1 << (sec % PAGE_SECTORS)) != 0 {
                 let from = ((sec % PAGE_SECTORS) * SECTOR) as usize;
                 let to = ((sec - a) * SECTOR) as usize;
@@ -2101,7 +2171,7 @@ fn cache_complete(c: &StripeCache, st: &EntryState) -> bool {
     let mut lo = usize::MAX;
     let mut hi = 0;
     for k in 0..c.kc {
-        for row in 0..c.rows {
+        for row in st.rows_used() {
             if st.pages[k * c.rows + row]
                 .as_ref()
                 .is_some_and(|p| p.dirty != 0)

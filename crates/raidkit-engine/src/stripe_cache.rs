@@ -52,12 +52,42 @@ pub(crate) struct EntryState {
     pub dead: bool,
     /// Pages allocated.
     pub alloc: usize,
+    /// Pages with dirty sectors.
+    pub dirty_pages: usize,
+    /// Rows `[lo, hi)` holding every allocated page (scans look only there).
+    lo_row: usize,
+    hi_row: usize,
 }
 
 impl EntryState {
+    /// Rows that may hold pages.
+    pub fn rows_used(&self) -> std::ops::Range<usize> {
+        self.lo_row..self.hi_row.max(self.lo_row)
+    }
+
     /// True if some page holds data not yet on the members.
     pub fn is_dirty(&self) -> bool {
-        self.pages.iter().flatten().any(|p| p.dirty != 0)
+        self.dirty_pages > 0
+    }
+
+    /// Mark sectors `bits` of page `idx` (allocated) dirty.
+    pub fn set_dirty(&mut self, idx: usize, bits: u8) {
+        if let Some(p) = &mut self.pages[idx] {
+            if p.dirty == 0 && bits != 0 {
+                self.dirty_pages += 1;
+            }
+            p.dirty |= bits;
+        }
+    }
+
+    /// The data of page `idx` is on the members.
+    pub fn set_clean(&mut self, idx: usize) {
+        if let Some(p) = &mut self.pages[idx] {
+            if p.dirty != 0 {
+                self.dirty_pages -= 1;
+            }
+            p.dirty = 0;
+        }
     }
 }
 
@@ -77,9 +107,9 @@ struct Shard {
     /// Stripes in the order they became dirty (may hold stale ids).
     dirty: VecDeque<u64>,
     /// Recently evicted stripes → pages they held.
-    ghost: HashMap<u64, usize>,
+    /// Recently evicted rows (stripe × 2^20 + row), oldest first in `ghost_order`.
+    ghost: std::collections::HashSet<u64>,
     ghost_order: VecDeque<u64>,
-    ghost_pages: usize,
 }
 
 /// Counters and sizes for reports.
@@ -169,9 +199,8 @@ impl StripeCache {
                     Mutex::new(Shard {
                         map: HashMap::new(),
                         dirty: VecDeque::new(),
-                        ghost: HashMap::new(),
+                        ghost: std::collections::HashSet::new(),
                         ghost_order: VecDeque::new(),
-                        ghost_pages: 0,
                     })
                 })
                 .collect(),
@@ -283,7 +312,7 @@ impl StripeCache {
         e
     }
 
-    /// The entry of `stripe`, created if needed (a ghost hit grows the automatic size).
+    /// The entry of `stripe`, created if needed.
     pub fn get_or_create(&self, stripe: u64) -> Arc<Entry> {
         let t = self.tick();
         let mut sh = lock(self.shard(stripe));
@@ -291,17 +320,15 @@ impl StripeCache {
             e.last_used.store(t, Ordering::Relaxed);
             return Arc::clone(e);
         }
-        if let Some(p) = sh.ghost.remove(&stripe) {
-            sh.ghost_pages -= p;
-            self.grow_signal.fetch_add(p.div_ceil(self.kc), Ordering::Relaxed);
-            self.ghost_hits.fetch_add(1, Ordering::Relaxed);
-        }
         let e = Arc::new(Entry {
             stripe,
             st: Mutex::new(EntryState {
-                pages: (0..self.kc * self.rows).map(|_| None).collect(),
+                pages: Vec::new(),
                 dead: false,
                 alloc: 0,
+                dirty_pages: 0,
+                lo_row: usize::MAX,
+                hi_row: 0,
             }),
             last_used: AtomicU64::new(t),
             dirty_since: AtomicU64::new(0),
@@ -312,9 +339,15 @@ impl StripeCache {
 
     /// A page for writing, allocated if needed.
     pub fn page<'a>(&self, st: &'a mut EntryState, idx: usize) -> &'a mut Page {
+        if st.pages.is_empty() {
+            st.pages.resize_with(self.kc * self.rows, || None);
+        }
         if st.pages[idx].is_none() {
             st.alloc += 1;
             self.pages.fetch_add(1, Ordering::Relaxed);
+            let row = idx % self.rows;
+            st.lo_row = st.lo_row.min(row);
+            st.hi_row = st.hi_row.max(row + 1);
         }
         st.pages[idx].get_or_insert_with(|| Page {
             data: vec![0u8; PAGE].into_boxed_slice(),
@@ -325,11 +358,12 @@ impl StripeCache {
 
     /// Free every page of an entry (its data is on the members or superseded).
     pub fn clear(&self, e: &Entry, st: &mut EntryState) {
-        for p in st.pages.iter_mut() {
-            *p = None;
-        }
+        st.pages = Vec::new();
+        st.lo_row = usize::MAX;
+        st.hi_row = 0;
         self.pages.fetch_sub(st.alloc, Ordering::Relaxed);
         st.alloc = 0;
+        st.dirty_pages = 0;
         self.mark_clean(e);
     }
 
@@ -350,27 +384,52 @@ impl StripeCache {
         }
     }
 
-    /// Remove an entry (its lock held, clean) from the cache, remembering it as a ghost.
+    /// Remove an entry (its lock held, clean) from the cache, remembering its rows as
+    /// ghosts (a later miss on one of them means a bigger cache would have hit).
     pub fn remove(&self, e: &Entry, st: &mut EntryState) {
-        let pages = st.alloc;
+        let rows: Vec<usize> = st
+            .rows_used()
+            .filter(|&r| (0..self.kc).any(|k| st.pages[k * self.rows + r].is_some()))
+            .collect();
         self.clear(e, st);
         st.dead = true;
-        let cap_pages = self.capacity() * self.kc;
+        let limit = self.capacity() / SHARDS + self.rows;
         let mut sh = lock(self.shard(e.stripe));
         if sh.map.get(&e.stripe).is_some_and(|x| std::ptr::eq(&**x, e)) {
             sh.map.remove(&e.stripe);
         }
-        if pages > 0 && sh.ghost.insert(e.stripe, pages).is_none() {
-            sh.ghost_order.push_back(e.stripe);
-            sh.ghost_pages += pages;
+        for r in rows {
+            let key = (e.stripe << 20) | r as u64;
+            if sh.ghost.insert(key) {
+                sh.ghost_order.push_back(key);
+            }
         }
-        let limit = cap_pages / SHARDS + self.rows * self.kc;
-        while sh.ghost_pages > limit {
-            let Some(s) = sh.ghost_order.pop_front() else {
+        while sh.ghost.len() > limit {
+            let Some(k) = sh.ghost_order.pop_front() else {
                 break;
             };
-            if let Some(p) = sh.ghost.remove(&s) {
-                sh.ghost_pages -= p;
+            sh.ghost.remove(&k);
+        }
+    }
+
+    /// Rows of `stripe` that had to be read from the members: count those evicted lately
+    /// (ghost hits), which ask for a bigger automatic size.
+    pub fn note_misses(&self, stripe: u64, rows: impl Iterator<Item = usize>) {
+        let mut sh = lock(self.shard(stripe));
+        if sh.ghost.is_empty() {
+            return;
+        }
+        let mut hits = 0;
+        for r in rows {
+            if sh.ghost.remove(&((stripe << 20) | r as u64)) {
+                hits += 1;
+            }
+        }
+        drop(sh);
+        if hits > 0 {
+            self.ghost_hits.fetch_add(hits, Ordering::Relaxed);
+            if self.fixed.load(Ordering::Relaxed) == 0 {
+                self.grow_signal.fetch_add(hits, Ordering::Relaxed);
             }
         }
     }
@@ -380,13 +439,20 @@ impl StripeCache {
         self.pages.load(Ordering::Relaxed) > self.capacity() * self.kc
     }
 
+    /// Pages to free below capacity once eviction starts (evicting in batches).
+    fn slack(&self) -> usize {
+        self.capacity() * self.kc / 64
+    }
+
     /// Evict clean entries until under capacity; returns a dirty entry to write out when
     /// only dirty ones are left to evict (the caller writes it, then calls
     /// [`StripeCache::remove`]).
     pub fn make_room(&self) -> Option<Victim> {
         let mut dirty_pick: Option<Arc<Entry>> = None;
         let mut scanned = 0;
-        while self.over() && scanned < SHARDS {
+        let goal = (self.capacity() * self.kc).saturating_sub(self.slack());
+        let above = |c: &StripeCache| c.pages.load(Ordering::Relaxed) > goal;
+        while above(self) && scanned < SHARDS {
             let i = self.evict_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
             scanned += 1;
             // The least recently used of a sample of this shard's entries go first.
@@ -395,14 +461,11 @@ impl StripeCache {
                 sh.map.values().take(32).cloned().collect()
             };
             cands.sort_by_key(|e| e.last_used.load(Ordering::Relaxed));
-            let excess = self
-                .pages
-                .load(Ordering::Relaxed)
-                .saturating_sub(self.capacity() * self.kc);
+            let excess = self.pages.load(Ordering::Relaxed).saturating_sub(goal);
             // Take from this shard about an eighth of the excess, so eviction spreads.
             let mut freed = 0usize;
             for e in cands {
-                if !self.over() || freed > excess / 8 + self.kc {
+                if !above(self) || freed > excess / 8 + self.kc {
                     break;
                 }
                 let since = e.dirty_since.load(Ordering::Relaxed);
@@ -427,10 +490,6 @@ impl StripeCache {
         }
         if self.over() {
             if let Some(d) = dirty_pick {
-                if self.fixed.load(Ordering::Relaxed) == 0 {
-                    // Partial stripes written early for lack of room: more room would merge them.
-                    self.grow_signal.fetch_add(self.rows, Ordering::Relaxed);
-                }
                 return Some(Victim::Dirty(d));
             }
         }
@@ -443,11 +502,15 @@ impl StripeCache {
             .store(d.as_millis().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
     }
 
-    /// A dirty entry that has waited at least the hold time (or any dirty one with `all`).
-    pub fn aged(&self, all: bool) -> Option<Arc<Entry>> {
+    /// A dirty entry that has waited at least the hold time.
+    /// Looks at `shards` shards (from a rotating start).
+    pub fn aged(&self, shards: usize) -> Option<Arc<Entry>> {
+        if !self.has_dirty() {
+            return None;
+        }
         let now = self.epoch.elapsed().as_millis() as u64 + 1;
         let hold = self.hold_ms.load(Ordering::Relaxed);
-        for _ in 0..SHARDS {
+        for _ in 0..shards.min(SHARDS) {
             let i = self.dirty_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
             let mut sh = lock(&self.shards[i]);
             while let Some(&s) = sh.dirty.front() {
@@ -460,7 +523,7 @@ impl StripeCache {
                     sh.dirty.pop_front();
                     continue;
                 }
-                if all || now.saturating_sub(since) >= hold {
+                if now.saturating_sub(since) >= hold {
                     sh.dirty.pop_front();
                     return Some(e);
                 }
@@ -488,6 +551,14 @@ impl StripeCache {
     /// True if any entry holds dirty data.
     pub fn has_dirty(&self) -> bool {
         self.dirty_stripes.load(Ordering::Relaxed) > 0
+    }
+
+    /// A partial stripe of at least a chunk of data had to be written early for lack of
+    /// room (a sequential stream that more room would have merged): ask to grow.
+    pub fn early_write_out(&self) {
+        if self.fixed.load(Ordering::Relaxed) == 0 {
+            self.grow_signal.fetch_add(self.rows, Ordering::Relaxed);
+        }
     }
 
     /// Record a failure while writing out held data.

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Engine RAID6 full-stripe sequential write against the members' raw write bandwidth, in
+# the same run: 6 member files on tmpfs (4 data + 2 parity, 512 KiB chunk, 512 MiB each),
+#   raw:     fio, one job per member file (6 jobs), bs = chunk, sequential writes past the
+#            superblock area of the same files;
+#   raidkit: `raidkit bench io --array` on those members, bs = one full stripe (2 MiB).
+# Interleaved raw, raidkit, raw, raidkit, … REPEATS times; prints each pair and the ratio
+# of raidkit's data bytes/s to raw × data/members (4/6), median over the pairs.
+#   benches/raid6-vs-raw.sh [RUNTIME_SECONDS] [REPEATS]   (default 4 s, 3 repeats)
+# RAIDKIT=path picks the binary; IODEPTH (default 4) = raidkit writer threads.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RT="${1:-4}"
+REP="${2:-3}"
+QD="${IODEPTH:-4}"
+RAIDKIT="${RAIDKIT:-target/release/raidkit}"
+[ -x "$RAIDKIT" ] || cargo build --release -q -p raidkit
+W=$(mktemp -d /dev/shm/rk-r6.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+M=("$W"/m{0,1,2,3,4,5})
+"$RAIDKIT" create --level 6 --raid-devices 6 --chunk 512K --size 512M --assume-clean "${M[@]}" >/dev/null
+# Fill the files so neither side writes into holes.
+for f in "${M[@]}"; do
+  dd if=/dev/zero of="$f" bs=1M seek=16 count=480 conv=notrunc status=none
+done
+raw() {
+  local args=()
+  for i in 0 1 2 3 4 5; do args+=(--name="m$i" --filename="${M[$i]}"); done
+  fio --rw=write --bs=512k --ioengine=psync --offset=16M --size=480M --time_based \
+      --runtime="$RT" --group_reporting --output-format=json --output="$W/fio.json" \
+      "${args[@]}" >/dev/null 2>&1
+  python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["jobs"][0]["write"]["bw_bytes"]/1048576))' "$W/fio.json"
+}
+rk() {
+  "$RAIDKIT" bench io --array "${M[@]}" --force --rw write --bs 2M --iodepth "$QD" \
+      --runtime "${RT}s" --json | python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["mib_s"])'
+}
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "| pair | raw members MiB/s | raw × 4/6 | raidkit data MiB/s | ratio |"
+echo "|---|---|---|---|---|"
+ratios=()
+for r in $(seq "$REP"); do
+  a=$(raw); b=$(rk)
+  ratio=$(python3 -c "print('%.2f' % ($b / ($a * 4 / 6)))")
+  ratios+=("$ratio")
+  echo "| $r | $a | $(python3 -c "print('%.1f' % ($a*4/6))") | $b | ${ratio}× |"
+done
+echo "median ratio: $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')×"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
