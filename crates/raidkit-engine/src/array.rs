@@ -1164,16 +1164,18 @@ impl Array {
             for e in &all {
                 let _ = self.cache_drain_entry(c, e);
             }
-            return;
+        } else {
+            let per = all.len().div_ceil(threads);
+            let jobs: Vec<(u64, &[Arc<Entry>])> = all.chunks(per).map(|ch| (0, ch)).collect();
+            let _ = self.run_parallel(jobs, |_, ch| {
+                for e in ch {
+                    let _ = self.cache_drain_entry(c, e);
+                }
+                Ok(())
+            });
         }
-        let per = all.len().div_ceil(threads);
-        let jobs: Vec<(u64, &[Arc<Entry>])> = all.chunks(per).map(|ch| (0, ch)).collect();
-        let _ = self.run_parallel(jobs, |_, ch| {
-            for e in ch {
-                let _ = self.cache_drain_entry(c, e);
-            }
-            Ok(())
-        });
+        // Writing out fills rows; stay within the size.
+        self.cache_make_room(c);
     }
 
     fn cache_drain_entry(&self, c: &StripeCache, e: &Arc<Entry>) -> Result<()> {
@@ -1221,7 +1223,9 @@ impl Array {
             if st.dead {
                 continue;
             }
-            if full {
+            // Whole stripes, and (while the cache is of little use) writes to stripes it
+            // holds nothing of, go straight to the members, under the entry's lock.
+            if full || (st.alloc == 0 && c.bypass()) {
                 c.clear(&e, &mut st);
                 let r = self.write_stripe_direct(stripe, pieces);
                 c.remove(&e, &mut st);
@@ -1229,6 +1233,7 @@ impl Array {
                 self.cache_housekeeping(c);
                 return r;
             }
+            let was_dirty = st.is_dirty();
             for pc in pieces {
                 let mut sec = pc.a;
                 let end = pc.a + pc.n;
@@ -1249,7 +1254,8 @@ impl Array {
                 }
             }
             c.mark_dirty(&e);
-            let r = if !c.writeback.load(Ordering::Acquire) || cache_complete(c, &st) {
+            let ends_on_chunk = pieces.iter().any(|p| p.a + p.n == cs);
+            let r = if !c.should_hold(was_dirty, ends_on_chunk) || cache_complete(c, &st) {
                 self.cache_drain(c, &e, &mut st)
             } else {
                 Ok(())
@@ -1441,6 +1447,7 @@ impl Array {
             spans.iter().flatten().map(|(a, b)| b - a).sum::<u64>() + rn * if is6 { 2 } else { 1 };
         let mut read_secs = 0u64;
         let mut pq: Option<(Vec<u8>, Vec<u8>)> = None;
+        c.drains.fetch_add(1, Ordering::Relaxed);
         if missing == 0 {
             pq = Some(compute_parity(&lay, &bufs, len));
             c.merges.fetch_add(1, Ordering::Relaxed);
@@ -1495,6 +1502,14 @@ impl Array {
         }
         c.hits
             .fetch_add(clean_known.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+        c.saved.fetch_add(
+            if missing == 0 {
+                (rn * kc as u64).div_ceil(PAGE_SECTORS)
+            } else {
+                clean_known.div_ceil(PAGE_SECTORS)
+            },
+            Ordering::Relaxed,
+        );
         c.misses
             .fetch_add(read_secs.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
         // Everything is on the members now; keep what was learnt for later writes.

@@ -167,8 +167,19 @@ pub(crate) struct StripeCache {
     pub hits: AtomicU64,
     /// Pages read from members.
     pub misses: AtomicU64,
-    /// Full-stripe merges.
+    /// Full-stripe merges (write-outs that needed no member reads).
     pub merges: AtomicU64,
+    /// Write-outs of runs of dirty rows.
+    pub drains: AtomicU64,
+    /// Recent write-outs merged often enough that holding partial stripes pays.
+    merging: AtomicBool,
+    tune_merges: Mutex<(u64, u64)>,
+    /// Recent small writes gained nothing from the cache: most go straight to the members.
+    bypass: AtomicBool,
+    bypass_tick: AtomicU64,
+    /// Pages written out without a member read thanks to the cache.
+    pub saved: AtomicU64,
+    tune_saved: Mutex<u64>,
     dirty_stripes: AtomicUsize,
     grow_signal: AtomicUsize,
     ghost_hits: AtomicUsize,
@@ -219,6 +230,13 @@ impl StripeCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             merges: AtomicU64::new(0),
+            drains: AtomicU64::new(0),
+            merging: AtomicBool::new(true),
+            bypass: AtomicBool::new(false),
+            bypass_tick: AtomicU64::new(0),
+            saved: AtomicU64::new(0),
+            tune_saved: Mutex::new(0),
+            tune_merges: Mutex::new((0, 0)),
             dirty_stripes: AtomicUsize::new(0),
             grow_signal: AtomicUsize::new(0),
             ghost_hits: AtomicUsize::new(0),
@@ -579,6 +597,26 @@ impl StripeCache {
             || self.ghosts_recent.load(Ordering::Relaxed) > 0
     }
 
+    /// May a write to a stripe the cache holds nothing of go straight to the members?
+    /// Yes while the cache has been of little use lately (under 1/8 of the pages written
+    /// out were found in it or merged), except one write in 8, so the cache keeps learning.
+    pub fn bypass(&self) -> bool {
+        self.bypass.load(Ordering::Relaxed)
+            && !self
+                .bypass_tick
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(8)
+    }
+
+    /// Should a partial stripe wait for more data? Yes when recent write-outs often
+    /// merged (a stream), when the stripe already waits (its stream continues), or when
+    /// the write ends on a chunk boundary (how a sequential stream looks); not for
+    /// scattered small writes, which gain nothing from waiting.
+    pub fn should_hold(&self, was_dirty: bool, ends_on_chunk: bool) -> bool {
+        self.writeback.load(Ordering::Acquire)
+            && (was_dirty || ends_on_chunk || self.merging.load(Ordering::Relaxed))
+    }
+
     /// Adjust the automatic size (at most every 250 ms): grow by what ghost hits and early
     /// write-outs asked for; shrink by 1/8 when the cache is full, nothing asked for more
     /// and it was of little use (under a quarter of the pages needed were found in it).
@@ -593,8 +631,20 @@ impl StripeCache {
         *last = Instant::now();
         self.refresh_memory();
         let grow = self.grow_signal.swap(0, Ordering::Relaxed);
-        self.ghosts_recent
-            .store(self.ghost_hits.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+        let (mg, dr) = (
+            self.merges.load(Ordering::Relaxed),
+            self.drains.load(Ordering::Relaxed),
+        );
+        {
+            let mut tm = lock(&self.tune_merges);
+            let (dmg, ddr) = (mg - tm.0, dr - tm.1);
+            *tm = (mg, dr);
+            if ddr > 0 {
+                self.merging.store(dmg * 8 >= ddr, Ordering::Relaxed);
+            }
+        }
+        // Reuse: evicted rows asked for again at a rate of at least 1/8 of the misses.
+        let gh = self.ghost_hits.swap(0, Ordering::Relaxed);
         let (h, m) = (
             self.hits.load(Ordering::Relaxed),
             self.misses.load(Ordering::Relaxed),
@@ -605,6 +655,25 @@ impl StripeCache {
             *tc = (h, m);
             d
         };
+        // Benefit: pages written out without reading (found in the cache, or merged).
+        let sv = self.saved.load(Ordering::Relaxed);
+        let dsv = {
+            let mut ts = lock(&self.tune_saved);
+            let d = sv - *ts;
+            *ts = sv;
+            d
+        };
+        if dsv + dm > 64 {
+            self.bypass.store(dsv * 8 < dsv + dm, Ordering::Relaxed);
+        }
+        self.ghosts_recent.store(
+            if gh as u64 * 8 >= dm / self.kc as u64 {
+                gh
+            } else {
+                0
+            },
+            Ordering::Relaxed,
+        );
         let t = self.target.load(Ordering::Relaxed);
         let max = self.max_entries();
         let used = self.pages.load(Ordering::Relaxed).div_ceil(self.kc);
