@@ -297,3 +297,61 @@ fn slow_member_is_reported() {
         assert!(*member_us >= 5 * peers_us, "{e:?}");
     }
 }
+
+/// 0.90 metadata has no bad-block log: the loss is still recorded in memory (reads fail,
+/// `lost_ranges` lists it) and a loud event says it will not survive a restart.
+#[test]
+fn without_a_log_format_the_loss_is_kept_in_memory_and_said_loudly() {
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let ps: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("m{i}.img")))
+        .collect();
+    let mut o = CreateOptions::new(
+        Level::Raid5,
+        ps.iter().cloned().map(MemberSpec::Path).collect(),
+    );
+    o.chunk_bytes = Some(16 * 1024);
+    o.create_size = Some(2 << 20);
+    o.metadata = raidkit_engine::sb::Metadata::V090;
+    o.bbl = true;
+    let e = create(&o, &mut |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("0.90") && e.contains("--bbl"), "{e}");
+    o.bbl = false;
+    let arr = create(&o, &mut |_, _| {}).unwrap();
+    arr.stop().unwrap();
+    // 0.90 data starts at sector 0: data sectors 40..47 of member 0.
+    let bad = PathBuf::from(format!("fault:reio@40-47:{}", ps[0].display()));
+    let arr = assemble_paths(&[bad, ps[2].clone()], &rw()).unwrap();
+    let rx = arr.subscribe();
+    let sp = spare(&dir, "s.img", 2);
+    arr.add_spare(
+        std::sync::Arc::new(raidkit_engine::FileDev::open(&sp, true).unwrap()),
+        false,
+    )
+    .unwrap();
+    let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!(rep.lost, vec![(53248, 4096)]);
+    assert_eq!(arr.lost_ranges(), vec![(53248, 4096)]);
+    let not: Vec<usize> = drain(&rx)
+        .into_iter()
+        .filter_map(|e| match e {
+            ArrayEvent::BadBlockNotPersisted { role, reason, .. } => {
+                assert!(reason.contains("0.90"), "{reason}");
+                Some(role)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(not, vec![1, 0]);
+    let bb: Vec<(usize, Vec<(u64, u64)>, bool)> = arr
+        .bad_blocks()
+        .into_iter()
+        .map(|b| (b.role, b.ranges, b.logged))
+        .collect();
+    assert_eq!(
+        bb,
+        vec![(0, vec![(40, 8)], false), (1, vec![(40, 8)], false)]
+    );
+    let mut b = vec![0u8; 512];
+    assert!(arr.read(53248, &mut b).is_err());
+}
