@@ -355,3 +355,49 @@ fn without_a_log_format_the_loss_is_kept_in_memory_and_said_loudly() {
     let mut b = vec![0u8; 512];
     assert!(arr.read(53248, &mut b).is_err());
 }
+
+/// `--bbl` puts the log where mdadm does: 1.0 right below the superblock (below it the
+/// bitmap), 1.2 after the bitmap.
+#[test]
+fn create_bbl_uses_mdadms_placement() {
+    for (meta, bitmap, want_bm, want_bbl) in [
+        ("1.0", true, -16, -8),
+        ("1.2", true, 8, 16),
+        ("1.2", false, 0, 16),
+    ] {
+        let dir = TempDir::new("rk-bbl").unwrap();
+        let ps: Vec<PathBuf> = (0..2)
+            .map(|i| dir.path().join(format!("m{i}.img")))
+            .collect();
+        let mut o = CreateOptions::new(
+            Level::Raid1,
+            ps.iter().cloned().map(MemberSpec::Path).collect(),
+        );
+        o.create_size = Some(64 << 20);
+        o.metadata = raidkit_engine::sb::Metadata::parse(meta).unwrap();
+        o.bitmap = bitmap;
+        o.bbl = true;
+        o.assume_clean = true;
+        create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+        let f = std::fs::File::open(&ps[0]).unwrap();
+        let so = if meta == "1.0" { 131056 } else { 8 };
+        let mut b = vec![0u8; 4096];
+        f.read_exact_at(&mut b, so * 512).unwrap();
+        let sb = SuperblockV1::parse(&b).unwrap();
+        assert_eq!(
+            (
+                sb.bitmap_offset,
+                sb.bblog_offset,
+                sb.bblog_size,
+                sb.bblog_shift
+            ),
+            (want_bm, want_bbl, 8, 0),
+            "{meta} bitmap={bitmap}"
+        );
+        assert_eq!(sb.feature_map & feature::BAD_BLOCKS, 0);
+        let mut log = vec![0u8; 4096];
+        f.read_exact_at(&mut log, (so as i64 + i64::from(want_bbl)) as u64 * 512)
+            .unwrap();
+        assert!(log.iter().all(|&x| x == 0xff), "an empty log");
+    }
+}
