@@ -11,13 +11,13 @@ use raidkit_format::v1::{feature, SuperblockV1};
 use raidkit_layout::Level;
 use raidkit_testkit::mdref::{locate_or_skip, Run};
 use raidkit_testkit::pattern::fill_tagged;
+use raidkit_testkit::proc::{Daemon, Killing};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
@@ -184,27 +184,16 @@ mdadm --examine-badblocks /dev/vdb
     drop(f);
     // Serve it, watch events, remove the log online.
     let run = d.join("run");
-    let mut child = Command::new(RAIDKIT)
-        .current_dir(d)
-        .env("RAIDKIT_RUN_DIR", &run)
-        .args([
-            "serve", "--socket", "nbd.sock", "m0.img", "m1.img", "m2.img",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let t0 = Instant::now();
-    loop {
-        let l = lines.next().expect("serve exited").unwrap();
-        if l.starts_with("raidkit: serving;") {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60));
-    }
-    let err = child.stderr.take().unwrap();
-    let log = std::thread::spawn(move || std::io::read_to_string(err).unwrap_or_default());
+    let mut server = Daemon::spawn(
+        Command::new(RAIDKIT)
+            .current_dir(d)
+            .env("RAIDKIT_RUN_DIR", &run)
+            .args([
+                "serve", "--socket", "nbd.sock", "m0.img", "m1.img", "m2.img",
+            ]),
+        |l| l.starts_with("raidkit: serving;"),
+        60,
+    );
     let rk = |args: &[&str]| {
         Command::new(RAIDKIT)
             .current_dir(d)
@@ -229,17 +218,25 @@ mdadm --examine-badblocks /dev/vdb
     };
     assert_eq!(sectors(&ours), sectors(&sorted));
     assert_eq!(st[0]["lost_ranges"], serde_json::json!([]));
-    let mon = Command::new(RAIDKIT)
-        .env("RAIDKIT_RUN_DIR", &run)
-        .args(["monitor", "--json", "--count", "1"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mon = Killing(
+        Command::new(RAIDKIT)
+            .env("RAIDKIT_RUN_DIR", &run)
+            .args(["monitor", "--json", "--count", "1"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     std::thread::sleep(Duration::from_millis(500));
     let o = rk(&["manage", "nobbl", "--update", "no-bbl"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mon = mon.wait_with_output().unwrap();
-    let ev: Value = serde_json::from_slice(&mon.stdout).unwrap();
+    let mut mon = mon;
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(mon.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let ev: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(ev["kind"], "bad_block_log_removed");
     assert_eq!(ev["detail"]["lost"], serde_json::json!([]));
     let repaired: Vec<(usize, u64, u64)> =
@@ -249,12 +246,8 @@ mdadm --examine-badblocks /dev/vdb
     assert_eq!(sectors(&rep), sectors(&sorted));
     let st: Value = serde_json::from_slice(&rk(&["status", "--json"]).stdout).unwrap();
     assert_eq!(st[0]["bad_blocks"], serde_json::json!([]));
-    // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-    }
-    assert!(child.wait().unwrap().success());
-    let log = log.join().unwrap();
+    let (code, log) = server.stop("TERM");
+    assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("bad_block_log_removed"), "{log}");
     for p in &disks {
         let f = std::fs::File::open(p).unwrap();
