@@ -343,15 +343,12 @@ fn without_a_log_format_the_loss_is_kept_in_memory_and_said_loudly() {
         })
         .collect();
     assert_eq!(not, vec![1, 0]);
-    let bb: Vec<(usize, Vec<(u64, u64)>, bool)> = arr
+    let bb: Vec<String> = arr
         .bad_blocks()
         .into_iter()
-        .map(|b| (b.role, b.ranges, b.logged))
+        .map(|b| format!("{} {:?} {}", b.role, b.ranges, b.logged))
         .collect();
-    assert_eq!(
-        bb,
-        vec![(0, vec![(40, 8)], false), (1, vec![(40, 8)], false)]
-    );
+    assert_eq!(bb, vec!["0 [(40, 8)] false", "1 [(40, 8)] false"]);
     let mut b = vec![0u8; 512];
     assert!(arr.read(53248, &mut b).is_err());
 }
