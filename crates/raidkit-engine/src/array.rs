@@ -340,6 +340,18 @@ pub enum ArrayEvent {
         /// Number of sectors.
         sectors: u64,
     },
+    /// Bad sectors of a member were written successfully and hold valid data again (md's
+    /// "made good"); they are gone from its bad-block log.
+    BadBlockCleared {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// First cleared device sector (absolute, like the on-disk log).
+        sector: u64,
+        /// Number of sectors.
+        sectors: u64,
+    },
     /// A member that had no bad-block log got one, so bad blocks survive a restart.
     BadBlockLogCreated {
         /// Role slot.
@@ -627,6 +639,11 @@ impl Array {
                 m.stats
                     .write_bytes
                     .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                if m.has_bad.load(Ordering::Relaxed) {
+                    // md's "made good": bad blocks under a successful write hold valid
+                    // data again.
+                    self.made_good(role, &m, dsec, buf.len() as u64 / SECTOR);
+                }
                 Ok(true)
             }
             Err(e) => {
@@ -830,6 +847,14 @@ impl Array {
         l.extend_from_slice(ranges);
         crate::bbl::coalesce_pairs(&mut l);
         self.has_lost.store(true, Ordering::Relaxed);
+    }
+
+    /// Keep only the parts of the lost ranges that are also in `still` (coalesced): after
+    /// a write made some of them valid again.
+    pub(crate) fn shrink_lost(&self, still: &[(u64, u64)]) {
+        let mut l = lock(&self.lost);
+        *l = crate::bbl::intersect_pairs(&l, still);
+        self.has_lost.store(!l.is_empty(), Ordering::Relaxed);
     }
 
     /// Forget lost ranges (their data was replaced, e.g. zeroed by `--update no-bbl
@@ -1143,10 +1168,14 @@ impl Array {
                 sectors: good.len() as u64 / SECTOR,
             }),
             Err(e) => {
-                let _ = self.fail_member(
-                    role,
-                    &format!("rewriting a sector after a read error failed: {e}"),
-                );
+                // md: a member with a bad-block log gets a bad block instead.
+                let n = good.len() as u64 / SECTOR;
+                if !self.bad_block_instead_of_fail(role, &m, dsec, n) {
+                    let _ = self.fail_member(
+                        role,
+                        &format!("rewriting a sector after a read error failed: {e}"),
+                    );
+                }
             }
         }
     }
@@ -1461,9 +1490,18 @@ impl Array {
         }
 
         // Degraded (or a read failed): reconstruct the row range, overlay, recompute.
-        let mut sd = self
-            .read_stripe(stripe, &lay, lo, rn, false)
-            .map_err(|e| annotate_unreadable(e, 0, 0))?;
+        let mut sd = match self.read_stripe(stripe, &lay, lo, rn, false) {
+            Ok(sd) => sd,
+            Err(EngineError::Unreadable { .. }) if self.stripe_has_bad(&lay, base + lo, rn) => {
+                // Data is lost in this range (bad blocks beyond the redundancy): write
+                // what can be made valid, row by row (bbl.rs).
+                let pcs: Vec<(usize, u64, &[u8])> =
+                    pieces.iter().map(|p| (p.k, p.a, p.data)).collect();
+                self.write_stripe_over_lost(stripe, &lay, &pcs)?;
+                return self.check_still_runs(stripe);
+            }
+            Err(e) => return Err(annotate_unreadable(e, 0, 0)),
+        };
         for pc in pieces {
             let off = ((pc.a - lo) * SECTOR) as usize;
             sd.data[pc.k][off..off + pc.data.len()].copy_from_slice(pc.data);

@@ -10,7 +10,7 @@ use crate::sb::Super;
 use raidkit_format::badblocks::{self, BadRange};
 use raidkit_format::placement::{choose_bm_space, v1_bblog_placement, BBLOG_SECTORS};
 use raidkit_format::v1::{feature, Minor, SuperblockV1};
-use raidkit_layout::Level;
+use raidkit_layout::{Level, StripeLayout};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -90,6 +90,35 @@ pub(crate) fn subtract(v: &[BadRange], start: u64, n: u64) -> Vec<BadRange> {
             });
         }
     }
+    out
+}
+
+/// The parts of `v` inside `[start, start + n)`.
+pub(crate) fn intersect(v: &[BadRange], start: u64, n: u64) -> Vec<BadRange> {
+    let end = start + n;
+    v.iter()
+        .filter_map(|r| {
+            let (a, b) = (r.start.max(start), (r.start + r.len).min(end));
+            (a < b).then(|| BadRange {
+                start: a,
+                len: b - a,
+            })
+        })
+        .collect()
+}
+
+/// The parts of `(start, len)` ranges `a` that are also covered by `b`, coalesced.
+pub(crate) fn intersect_pairs(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &(s, l) in a {
+        for &(t, m) in b {
+            let (x, y) = (s.max(t), (s + l).min(t + m));
+            if x < y {
+                out.push((x, y - x));
+            }
+        }
+    }
+    coalesce_pairs(&mut out);
     out
 }
 
@@ -198,12 +227,286 @@ impl Array {
         dsec: u64,
         n: u64,
     ) -> bool {
-        let has_log = lock(&self.meta)
+        if !self.has_log(m) || !self.writable {
+            return false;
+        }
+        let Err(reason) = self.record_bad_inner(role, dsec, n, false) else {
+            return true;
+        };
+        // The log cannot take the entry (full, or writing it failed). md fails the member
+        // then; we do too when the array keeps running without it. Otherwise the member
+        // stays (its bad blocks are known in memory, never read) rather than stopping
+        // the array. Either way, loudly.
+        let device = m.dev.name().to_string();
+        let fail = self.survives_without(role);
+        let reason = if fail {
+            format!("{reason}; the member is failed instead (md's rule when its bad-block log cannot take an entry); replace it")
+        } else {
+            format!("{reason}; the member is KEPT because the array cannot run without it: these bad blocks are known only until this process ends (reads there are reconstructed or fail, never wrong); add a spare and replace this member as soon as possible")
+        };
+        eprintln!(
+            "raidkit[{}]: bad blocks on role {role} ({device}) at device sectors {}+{n} could not be written to its bad-block log: {reason}",
+            self.name,
+            m.data_offset + dsec
+        );
+        self.emit(ArrayEvent::BadBlockNotPersisted {
+            role,
+            device,
+            reason,
+        });
+        !fail
+    }
+
+    /// True if the member's superblock has a bad-block log.
+    fn has_log(&self, m: &Member) -> bool {
+        lock(&self.meta)
             .sbs
             .get(m.index)
             .and_then(|s| s.bblog())
-            .is_some();
-        has_log && self.writable && self.record_bad_inner(role, dsec, n, false).is_ok()
+            .is_some()
+    }
+
+    /// Would the array still serve every byte with `role` failed too? Recovering members
+    /// count as missing.
+    fn survives_without(&self, role: usize) -> bool {
+        let mut missing: Vec<usize> = self
+            .slots()
+            .iter()
+            .enumerate()
+            .filter(|(r, m)| {
+                *r == role
+                    || m.as_ref()
+                        .is_none_or(|m| m.is_failed() || m.recovery().is_some())
+            })
+            .map(|(r, _)| r)
+            .collect();
+        missing.dedup();
+        let g = &self.geo;
+        match g.level {
+            Level::Raid4 | Level::Raid5 => missing.len() <= 1,
+            Level::Raid6 => missing.len() <= 2,
+            Level::Raid1 => missing.len() < g.raid_disks,
+            Level::Raid10 => {
+                let c = g.chunk_sectors.max(1);
+                let probe = (g.array_sectors() / c).min(g.raid_disks as u64 * 4 + 8);
+                (0..probe).all(|ch| {
+                    g.locate(ch * c)
+                        .is_none_or(|p| p.copies.iter().any(|(r, _)| !missing.contains(r)))
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// Sectors per unit of the member's bad-block log (1 without a log).
+    fn log_unit(&self, m: &Member) -> u64 {
+        match lock(&self.meta).sbs.get(m.index) {
+            Some(Super::V1(s)) if s.bblog_size != 0 && s.bblog_offset != 0 => {
+                1u64 << s.bblog_shift.min(16)
+            }
+            _ => 1,
+        }
+    }
+
+    /// md's "made good": data sectors `[dsec, dsec + n)` of `role` were written
+    /// successfully, so bad entries there hold valid data again. The write is flushed
+    /// first, then the entries are dropped from memory and from the on-disk log (a crash
+    /// in between leaves them listed: reads fail, never return stale data), each raising
+    /// [`ArrayEvent::BadBlockCleared`]; lost array ranges shrink accordingly. Only whole
+    /// log units inside the write are cleared.
+    pub(crate) fn made_good(&self, role: usize, m: &Member, dsec: u64, n: u64) {
+        let unit = self.log_unit(m);
+        let s = m.data_offset + dsec;
+        let (a, b) = (s.div_ceil(unit) * unit, (s + n) / unit * unit);
+        if a >= b {
+            return;
+        }
+        let cleared = intersect(&m.bad_ranges(), a, b - a);
+        if cleared.is_empty() {
+            return;
+        }
+        let device = m.dev.name().to_string();
+        if let Err(e) = m.dev.flush() {
+            self.emit(ArrayEvent::BadBlockNotPersisted {
+                role,
+                device,
+                reason: format!(
+                    "flushing a write over bad blocks failed ({e}); they stay listed as bad"
+                ),
+            });
+            return;
+        }
+        m.clear_bad_dev(a, b - a);
+        for r in &cleared {
+            self.emit(ArrayEvent::BadBlockCleared {
+                role,
+                device: device.clone(),
+                sector: r.start,
+                sectors: r.len,
+            });
+        }
+        if self.writable && self.has_log(m) {
+            if let Err(reason) = self.persist_bbl(role, m, false) {
+                self.emit(ArrayEvent::BadBlockNotPersisted {
+                    role,
+                    device,
+                    reason: format!("{reason}: the on-disk log still lists the rewritten sectors, so after a restart they count as bad again (reads there are reconstructed or fail, never wrong) until they are written again or `--update no-bbl` runs"),
+                });
+            }
+        }
+        if !self.lost_ranges().is_empty() {
+            self.shrink_lost(&self.derive_lost());
+        }
+    }
+
+    /// Does any member of the stripe have bad entries over data sectors `[dsec, dsec + n)`?
+    pub(crate) fn stripe_has_bad(&self, lay: &StripeLayout, dsec: u64, n: u64) -> bool {
+        let slots = self.slots();
+        lay.data
+            .iter()
+            .chain(std::iter::once(&lay.p))
+            .chain(lay.q.iter())
+            .filter_map(|&r| slots.get(r).cloned().flatten())
+            .any(|m| !intersect(&m.bad_ranges(), m.data_offset + dsec, n).is_empty())
+    }
+
+    /// A RAID4/5/6 write into a stripe range where data is lost (bad blocks beyond the
+    /// redundancy). `pieces` are `(data block, first chunk sector, bytes)`. Row runs with
+    /// the same unreadable members and the same written blocks are handled together: if
+    /// every data block is known (read, reconstructed, or written now), parity is
+    /// recomputed from them and written with the data (never read-modify-write), which
+    /// clears the bad entries under it; otherwise the parity blocks are recorded bad
+    /// first (on disk), then the data is written, so a crash can never reconstruct a block
+    /// from stale parity. The caller holds the stripe lock.
+    pub(crate) fn write_stripe_over_lost(
+        &self,
+        stripe: u64,
+        lay: &StripeLayout,
+        pieces: &[(usize, u64, &[u8])],
+    ) -> Result<()> {
+        let c = self.geo.chunk_sectors;
+        let base = stripe * c;
+        let lo = pieces.iter().map(|p| p.1).min().unwrap_or(0);
+        let hi = pieces
+            .iter()
+            .map(|p| p.1 + p.2.len() as u64 / SECTOR)
+            .max()
+            .unwrap_or(0);
+        let mut roles = lay.data.clone();
+        roles.push(lay.p);
+        roles.extend(lay.q);
+        let key = |d: u64| -> (Vec<bool>, Vec<bool>) {
+            (
+                roles
+                    .iter()
+                    .map(|&r| self.readable(r, base + d, 1))
+                    .collect(),
+                pieces
+                    .iter()
+                    .map(|&(_, a, b)| a <= d && d < a + b.len() as u64 / SECTOR)
+                    .collect(),
+            )
+        };
+        let mut d = lo;
+        while d < hi {
+            let k0 = key(d);
+            let mut e = d + 1;
+            while e < hi && key(e) == k0 {
+                e += 1;
+            }
+            self.write_rows(stripe, lay, d, e - d, pieces)?;
+            d = e;
+        }
+        Ok(())
+    }
+
+    /// One run of [`Array::write_stripe_over_lost`]: chunk rows `[a, a + n)`.
+    fn write_rows(
+        &self,
+        stripe: u64,
+        lay: &StripeLayout,
+        a: u64,
+        n: u64,
+        pieces: &[(usize, u64, &[u8])],
+    ) -> Result<()> {
+        let c = self.geo.chunk_sectors;
+        let dsec = stripe * c + a;
+        let len = (n * SECTOR) as usize;
+        // The written part of each block in these rows (a piece covers the run or not).
+        let parts: Vec<(usize, &[u8])> = pieces
+            .iter()
+            .filter(|&&(_, pa, b)| pa <= a && a + n <= pa + b.len() as u64 / SECTOR)
+            .map(|&(k, pa, b)| {
+                let from = ((a - pa) * SECTOR) as usize;
+                (k, &b[from..from + len])
+            })
+            .collect();
+        let write_data = |parts: &[(usize, &[u8])]| -> Result<()> {
+            for &(k, b) in parts {
+                self.write_block(lay.data[k], dsec, b)?;
+            }
+            Ok(())
+        };
+        let known: Option<Vec<Vec<u8>>> = match self.read_stripe(stripe, lay, a, n, false) {
+            Ok(sd) => Some(sd.data),
+            Err(EngineError::Unreadable { .. }) => {
+                // Some old block cannot be known; the written ones need not be.
+                let mut data = Vec::with_capacity(lay.data.len());
+                let mut all = true;
+                for (k, &r) in lay.data.iter().enumerate() {
+                    let mut b = vec![0u8; len];
+                    let written = parts.iter().any(|p| p.0 == k);
+                    let read = |b: &mut [u8]| {
+                        self.readable(r, dsec, n) && self.read_block(r, dsec, b).is_ok()
+                    };
+                    if !written && !read(&mut b) {
+                        all = false;
+                    }
+                    data.push(b);
+                }
+                all.then_some(data)
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(mut data) = known {
+            for &(k, b) in &parts {
+                data[k].copy_from_slice(b);
+            }
+            let (p, q) = compute_parity(lay, &data, len);
+            write_data(&parts)?;
+            self.write_block(lay.p, dsec, &p)?;
+            if let Some(qr) = lay.q {
+                self.write_block(qr, dsec, &q)?;
+            }
+            return Ok(());
+        }
+        // Parity cannot be recomputed: it goes stale. Record that before the data changes.
+        let kc = lay.data.len() as u64;
+        let at = |k: usize| ((stripe * kc + k as u64) * c + a) * SECTOR;
+        let fail = |why: String| -> EngineError {
+            let off = parts.first().map_or(at(0), |p| at(p.0));
+            EngineError::WriteFailed {
+                offset: off,
+                end: off + len as u64,
+                why,
+            }
+        };
+        if let Some(&(k, _)) = parts.iter().find(|p| !self.present(lay.data[p.0])) {
+            return Err(fail(format!(
+                "role {} (data block {k} of stripe {stripe}) is missing and another block of the stripe is lost, so the data could be stored nowhere; add a member",
+                lay.data[k]
+            )));
+        }
+        for r in std::iter::once(lay.p).chain(lay.q) {
+            if self.present(r) {
+                self.record_bad_inner(r, dsec, n, true).map_err(|reason| {
+                    fail(format!(
+                        "stripe {stripe} has a lost block, so its parity on role {r} cannot be recomputed, and marking that parity stale failed: {reason}; nothing was written"
+                    ))
+                })?;
+            }
+        }
+        write_data(&parts)
     }
 
     fn record_bad_inner(
@@ -216,14 +519,8 @@ impl Array {
         let Some(m) = self.slots().get(role).cloned().flatten() else {
             return Ok(());
         };
-        let shift = match lock(&self.meta).sbs.get(m.index) {
-            Some(Super::V1(s)) if s.bblog_size != 0 && s.bblog_offset != 0 => {
-                u32::from(s.bblog_shift.min(16))
-            }
-            _ => 0,
-        };
         // Whole log units, rounded outwards (more sectors are distrusted, never fewer).
-        let unit = 1u64 << shift;
+        let unit = self.log_unit(&m);
         let start = (m.data_offset + dsec) / unit * unit;
         let end = (m.data_offset + dsec + n).div_ceil(unit) * unit;
         if !m.add_bad_dev(start, end - start) {
@@ -541,8 +838,11 @@ impl Array {
         if !left.is_empty() || !lost.is_empty() {
             if !force {
                 // Keep what was repaired off the logs.
+                let mut unsaved = Vec::new();
                 for (role, m) in &left {
-                    let _ = self.persist_bbl(*role, m, false);
+                    if let Err(e) = self.persist_bbl(*role, m, false) {
+                        unsaved.push(format!("role {role}: {e}"));
+                    }
                 }
                 for (role, m) in slots.iter().enumerate() {
                     if let Some(m) = m
@@ -554,7 +854,9 @@ impl Array {
                             .get(m.index)
                             .is_some_and(|s| s.feature_map() & feature::BAD_BLOCKS != 0)
                         {
-                            let _ = self.persist_bbl(role, m, false);
+                            if let Err(e) = self.persist_bbl(role, m, false) {
+                                unsaved.push(format!("role {role}: {e}"));
+                            }
                         }
                     }
                 }
@@ -575,19 +877,32 @@ impl Array {
                     })
                     .collect::<Vec<_>>()
                     .join("; ");
+                let unsaved = if unsaved.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ". Also, writing the shrunk bad-block logs failed ({}): on disk they still list the repaired entries, which are harmless (rewritten again next time) but mean the logs are out of date; check those members",
+                        unsaved.join("; ")
+                    )
+                };
                 return Err(EngineError::Invalid(format!(
-                    "the bad-block log was not removed: {} entr{} repaired from redundancy, but these remain ({entries}) and no member holds valid data for array bytes [{list}]. Restore those ranges from a backup after running again with --force, which removes the log anyway and replaces the lost ranges by zeros",
+                    "the bad-block log was not removed: {} entr{} repaired from redundancy, but these remain ({entries}) and no member holds valid data for array bytes [{list}]. Restore those ranges from a backup after running again with --force, which removes the log anyway and replaces the lost ranges by zeros{unsaved}",
                     rep.repaired.len(),
                     if rep.repaired.len() == 1 { "y was" } else { "ies were" }
                 )));
             }
-            self.zero_lost(&lost)?;
+            // Counted as zeroed before the writes (which make good, and so shrink, the
+            // lost ranges as they go); put back if zeroing fails.
+            let taken = self.take_lost();
+            if let Err(e) = self.zero_lost(&lost) {
+                self.add_lost(&taken);
+                return Err(e);
+            }
             for (_, m) in &left {
                 for b in m.bad_ranges() {
                     m.clear_bad_dev(b.start, b.len);
                 }
             }
-            self.take_lost();
         }
         // Remove the logs: superblocks first (so no superblock points at a zeroed log),
         // then the log areas.

@@ -217,6 +217,10 @@ impl Supervisor {
                 "bad_block_recorded",
                 serde_json::to_value(&e).unwrap_or(Value::Null),
             ),
+            ArrayEvent::BadBlockCleared { .. } => self.emit(
+                "bad_block_cleared",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
             ArrayEvent::BadBlockLogCreated { .. } => self.emit(
                 "bad_block_log_created",
                 serde_json::to_value(&e).unwrap_or(Value::Null),

@@ -398,3 +398,386 @@ fn create_bbl_uses_mdadms_placement() {
         assert!(log.iter().all(|&x| x == 0xff), "an empty log");
     }
 }
+
+/// Rebuild of a 3-member RAID5 over an unreadable source sector: role 0 (data k=1 of
+/// stripe 1) and role 1 (the rebuilt P) hold no valid data at device sectors 2088..2095,
+/// array bytes 53248..57344 are lost. Returns the paths (role order) and the model.
+fn lost_after_rebuild(dir: &TempDir) -> (Vec<PathBuf>, Vec<u8>) {
+    let (ps, model) = make_raid5(dir, 2, false);
+    let bad = PathBuf::from(format!("fault:reio@2088-2095:{}", ps[0].display()));
+    let arr = assemble_paths(&[bad, ps[2].clone()], &rw()).unwrap();
+    let sp = spare(dir, "s.img", 2);
+    arr.add_spare(
+        std::sync::Arc::new(raidkit_engine::FileDev::open(&sp, true).unwrap()),
+        false,
+    )
+    .unwrap();
+    let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!(rep.lost, vec![(53248, 4096)]);
+    arr.stop().unwrap();
+    (vec![ps[0].clone(), sp, ps[2].clone()], model)
+}
+
+/// Raw bytes of a member file.
+fn raw(p: &Path, sector: u64, len: usize) -> Vec<u8> {
+    let f = std::fs::File::open(p).unwrap();
+    let mut b = vec![0u8; len];
+    f.read_exact_at(&mut b, sector * 512).unwrap();
+    b
+}
+
+fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
+    a.iter().zip(b).map(|(x, y)| x ^ y).collect()
+}
+
+fn cleared(ev: &[ArrayEvent]) -> Vec<(usize, u64, u64)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            ArrayEvent::BadBlockCleared {
+                role,
+                sector,
+                sectors,
+                ..
+            } => Some((*role, *sector, *sectors)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn recorded(ev: &[ArrayEvent]) -> Vec<(usize, u64, u64)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            ArrayEvent::BadBlockRecorded {
+                role,
+                sector,
+                sectors,
+                ..
+            } => Some((*role, *sector, *sectors)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A client write over part of a lost range makes exactly that part valid: the bad
+/// entries under it leave memory and the on-disk logs (with events), the lost range
+/// shrinks, the new bytes read back, the rest still fails; parity is recomputed (not
+/// read-modify-written from the bad block). Writing the rest clears everything and a
+/// check finds no mismatch.
+#[test]
+fn a_write_over_a_lost_range_makes_exactly_that_part_valid() {
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let (ps, mut model) = lost_after_rebuild(&dir);
+    // What the bad sectors hold is garbage: a read-modify-write that used it would leave
+    // wrong parity behind.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ps[0])
+        .unwrap()
+        .write_all_at(&[0xEEu8; 4096], 2088 * 512)
+        .unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    assert_eq!(arr.lost_ranges(), vec![(53248, 4096)]);
+    let rx = arr.subscribe();
+    // The first 2 KiB of the lost 4 KiB: device sectors 2088..2091 of roles 0 and 1.
+    let new = vec![0x5Au8; 2048];
+    arr.write(53248, &new).unwrap();
+    model[53248..55296].copy_from_slice(&new);
+    let ev = drain(&rx);
+    assert_eq!(cleared(&ev), vec![(0, 2088, 4), (1, 2088, 4)]);
+    assert_eq!(recorded(&ev), vec![]);
+    assert_eq!(arr.lost_ranges(), vec![(55296, 2048)]);
+    let bb: Vec<(usize, Vec<(u64, u64)>)> = arr
+        .bad_blocks()
+        .into_iter()
+        .map(|b| (b.role, b.ranges))
+        .collect();
+    assert_eq!(bb, vec![(0, vec![(2092, 4)]), (1, vec![(2092, 4)])]);
+    // On disk at once (not only at stop).
+    assert_eq!(sb_and_log(&ps[0]).1, Some(vec![(2092, 4)]));
+    assert_eq!(sb_and_log(&ps[1]).1, Some(vec![(2092, 4)]));
+    let mut b = vec![0u8; 2048];
+    arr.read(53248, &mut b).unwrap();
+    assert!(b == new);
+    let e = arr.read(55296, &mut b).unwrap_err().to_string();
+    assert!(e.contains("data lost") && e.contains("55296..57344"), "{e}");
+    let e = arr
+        .read(53248, &mut vec![0u8; 4096])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("55296..57344"), "{e}");
+    // Parity of the written rows is right: P (role 1) = k0 (role 2) ^ k1 (role 0).
+    let (p, k0, k1) = (
+        raw(&ps[1], 2088, 2048),
+        raw(&ps[2], 2088, 2048),
+        raw(&ps[0], 2088, 2048),
+    );
+    assert!(k1 == new, "role 0 holds the new data");
+    assert!(
+        p == xor(&k0, &k1),
+        "parity recomputed over the written rows"
+    );
+    arr.stop().unwrap();
+    // After a restart: the same.
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    assert_eq!(arr.lost_ranges(), vec![(55296, 2048)]);
+    let rx = arr.subscribe();
+    // The rest, inside a larger write (whole stripe rows 0..16 of data block k=1).
+    let new2 = vec![0xC3u8; 8192];
+    arr.write(49152, &new2).unwrap();
+    model[49152..57344].copy_from_slice(&new2);
+    assert_eq!(cleared(&drain(&rx)), vec![(0, 2092, 4), (1, 2092, 4)]);
+    assert_eq!(arr.lost_ranges(), vec![]);
+    assert!(arr.bad_blocks().is_empty());
+    for p in &ps[..2] {
+        let (sb, log) = sb_and_log(p);
+        assert_eq!(log, Some(vec![]), "{}", p.display());
+        assert_eq!(sb.feature_map & feature::BAD_BLOCKS, 0);
+    }
+    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+    assert_eq!(chk.mismatches, vec![]);
+    let mut all = vec![0u8; model.len()];
+    arr.read(0, &mut all).unwrap();
+    assert!(all == model);
+    arr.stop().unwrap();
+}
+
+/// Two data blocks of a RAID5 row are lost (write errors on a log-carrying array). A write
+/// of one of them cannot recompute parity: the parity is recorded bad first, the data is
+/// written and made good, only the other block stays lost. Writing that one too makes
+/// the row whole again (parity recomputed, every entry cleared, check clean).
+#[test]
+fn a_write_next_to_another_lost_block_marks_parity_stale_then_heals() {
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let (ps, mut model) = make_raid5(&dir, 2, true);
+    // Stripe 1 rows 8..15: data k=0 on role 2, k=1 on role 0, P on role 1.
+    let f0 = PathBuf::from(format!("fault:weio@2088-2095:{}", ps[0].display()));
+    let f2 = PathBuf::from(format!("fault:weio@2088-2095:{}", ps[2].display()));
+    let arr = assemble_paths(&[f0, ps[1].clone(), f2], &rw()).unwrap();
+    let old = vec![0x11u8; 4096];
+    arr.write(36864, &old).unwrap();
+    arr.write(53248, &old).unwrap();
+    arr.stop().unwrap();
+    for p in [&ps[0], &ps[2]] {
+        assert_eq!(sb_and_log(p).1, Some(vec![(2088, 8)]));
+    }
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    assert_eq!(arr.lost_ranges(), vec![(36864, 4096), (53248, 4096)]);
+    let rx = arr.subscribe();
+    let k1 = vec![0x77u8; 4096];
+    arr.write(53248, &k1).unwrap();
+    model[53248..57344].copy_from_slice(&k1);
+    let ev = drain(&rx);
+    assert_eq!(recorded(&ev), vec![(1, 2088, 8)], "parity marked stale");
+    assert_eq!(cleared(&ev), vec![(0, 2088, 8)]);
+    let first = |want: fn(&ArrayEvent) -> bool| ev.iter().position(want).unwrap();
+    assert!(
+        first(|e| matches!(e, ArrayEvent::BadBlockRecorded { .. }))
+            < first(|e| matches!(e, ArrayEvent::BadBlockCleared { .. }))
+    );
+    assert_eq!(arr.lost_ranges(), vec![(36864, 4096)]);
+    assert_eq!(sb_and_log(&ps[0]).1, Some(vec![]));
+    assert_eq!(sb_and_log(&ps[1]).1, Some(vec![(2088, 8)]));
+    assert_eq!(sb_and_log(&ps[2]).1, Some(vec![(2088, 8)]));
+    let mut b = vec![0u8; 4096];
+    arr.read(53248, &mut b).unwrap();
+    assert!(b == k1);
+    assert!(arr.read(36864, &mut b).is_err());
+    // The other block: every data block is known now, so parity is recomputed.
+    let k0 = vec![0x99u8; 4096];
+    arr.write(36864, &k0).unwrap();
+    model[36864..40960].copy_from_slice(&k0);
+    let ev = drain(&rx);
+    assert_eq!(recorded(&ev), vec![]);
+    assert_eq!(cleared(&ev), vec![(2, 2088, 8), (1, 2088, 8)]);
+    assert_eq!(arr.lost_ranges(), vec![]);
+    for p in &ps {
+        assert_eq!(sb_and_log(p).1, Some(vec![]), "{}", p.display());
+    }
+    assert!(raw(&ps[1], 2088, 4096) == xor(&k0, &k1));
+    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+    assert_eq!(chk.mismatches, vec![]);
+    let mut all = vec![0u8; model.len()];
+    arr.read(0, &mut all).unwrap();
+    assert!(all == model);
+}
+
+/// RAID1: both copies of a range bad (writes to both failed) → lost; a later write of
+/// part of it clears exactly that part on both mirrors.
+#[test]
+fn raid1_write_over_a_lost_range_clears_both_copies() {
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let ps: Vec<PathBuf> = (0..2)
+        .map(|i| dir.path().join(format!("m{i}.img")))
+        .collect();
+    let mut o = CreateOptions::new(
+        Level::Raid1,
+        ps.iter().cloned().map(MemberSpec::Path).collect(),
+    );
+    o.create_size = Some(2 << 20);
+    o.bbl = true;
+    o.assume_clean = true;
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let f: Vec<PathBuf> = ps
+        .iter()
+        .map(|p| PathBuf::from(format!("fault:weio@2100-2107:{}", p.display())))
+        .collect();
+    let arr = assemble_paths(&f, &rw()).unwrap();
+    // Data sectors 52..59 (data offset 2048): array bytes 26624..30720.
+    let e = arr.write(26624, &[1u8; 4096]).unwrap_err().to_string();
+    assert!(e.contains("no member"), "{e}");
+    arr.stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    assert_eq!(arr.lost_ranges(), vec![(26624, 4096)]);
+    let rx = arr.subscribe();
+    let new = vec![0xE1u8; 1024];
+    arr.write(26624 + 1024, &new).unwrap();
+    assert_eq!(cleared(&drain(&rx)), vec![(0, 2102, 2), (1, 2102, 2)]);
+    assert_eq!(arr.lost_ranges(), vec![(26624, 1024), (28672, 2048)]);
+    for p in &ps {
+        assert_eq!(sb_and_log(p).1, Some(vec![(2100, 2), (2104, 4)]));
+    }
+    let mut b = vec![0u8; 1024];
+    arr.read(26624 + 1024, &mut b).unwrap();
+    assert!(b == new);
+    assert!(arr.read(26624, &mut b).is_err());
+    assert!(arr.read(28672, &mut b).is_err());
+}
+
+/// A read error that cannot be corrected (the rewrite fails too) on a member with a
+/// log: the block is recorded bad (event) and the member kept; without a log the member
+/// is failed (md).
+#[test]
+fn uncorrectable_read_error_becomes_a_bad_block_with_a_log() {
+    for bbl in [true, false] {
+        let dir = TempDir::new("rk-bbl").unwrap();
+        let (ps, model) = make_raid5(&dir, 2, bbl);
+        let spec = PathBuf::from(format!("fault:eio@2060-2061:{}", ps[1].display()));
+        let arr = assemble_paths(&[ps[0].clone(), spec, ps[2].clone()], &rw()).unwrap();
+        let rx = arr.subscribe();
+        // Role 1's data sectors 8..16 of stripe 0 = array bytes 20480..24576.
+        let mut b = vec![0u8; 4096];
+        arr.read(20480, &mut b).unwrap();
+        assert!(b == model[20480..24576], "reconstructed");
+        let ev = drain(&rx);
+        if bbl {
+            assert_eq!(recorded(&ev), vec![(1, 2056, 8)]);
+            assert_eq!(arr.missing_roles(), Vec::<usize>::new());
+            assert!(!ev
+                .iter()
+                .any(|e| matches!(e, ArrayEvent::MemberFailed { .. })));
+            assert_eq!(sb_and_log(&ps[1]).1, Some(vec![(2056, 8)]));
+            // Never read again: served from parity without touching the bad sectors.
+            arr.read(20480, &mut b).unwrap();
+            assert!(b == model[20480..24576]);
+            assert_eq!(recorded(&drain(&rx)), vec![]);
+        } else {
+            assert_eq!(recorded(&ev), vec![]);
+            assert_eq!(arr.missing_roles(), vec![1]);
+            assert_eq!(sb_and_log(&ps[1]).1, None);
+        }
+    }
+}
+
+/// Fill member `p`'s (1.2, log at +16) bad-block log with 512 one-sector entries below
+/// the data area, so that no further entry fits.
+fn fill_log(p: &Path) {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p)
+        .unwrap();
+    let mut b = vec![0u8; 4096];
+    f.read_exact_at(&mut b, 8 * 512).unwrap();
+    let mut sb = SuperblockV1::parse(&b).unwrap();
+    let ranges: Vec<badblocks::BadRange> = (0..512)
+        .map(|i| badblocks::BadRange {
+            start: 100 + 2 * i,
+            len: 1,
+        })
+        .collect();
+    f.write_all_at(&badblocks::encode(&ranges, 0, 4096).unwrap(), 24 * 512)
+        .unwrap();
+    sb.feature_map |= feature::BAD_BLOCKS;
+    f.write_all_at(&sb.encode()[..sb.write_len()], 8 * 512)
+        .unwrap();
+}
+
+/// A full bad-block log: a write error fails the member when the array runs without it
+/// (md), and keeps it when it would not; both loudly.
+#[test]
+fn full_log_fails_the_member_only_if_the_array_survives() {
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let (ps, _) = make_raid5(&dir, 2, true);
+    fill_log(&ps[1]);
+    let spec = PathBuf::from(format!("fault:weio@2060-2061:{}", ps[1].display()));
+    let arr = assemble_paths(&[ps[0].clone(), spec.clone(), ps[2].clone()], &rw()).unwrap();
+    assert_eq!(arr.bad_blocks()[0].ranges.len(), 512);
+    let rx = arr.subscribe();
+    arr.write(20480, &[3u8; 4096]).unwrap();
+    let ev = drain(&rx);
+    let np: Vec<&ArrayEvent> = ev
+        .iter()
+        .filter(|e| matches!(e, ArrayEvent::BadBlockNotPersisted { .. }))
+        .collect();
+    assert_eq!(np.len(), 1, "{ev:?}");
+    let ArrayEvent::BadBlockNotPersisted { role, reason, .. } = np[0] else {
+        unreachable!()
+    };
+    assert_eq!(*role, 1);
+    assert!(
+        reason.contains("cannot hold") && reason.contains("member is failed"),
+        "{reason}"
+    );
+    assert_eq!(arr.missing_roles(), vec![1]);
+    let mut b = vec![0u8; 4096];
+    arr.read(20480, &mut b).unwrap();
+    assert!(b == [3u8; 4096]);
+    drop(arr);
+    // Degraded already (role 0 absent): failing role 1 would stop the array, so it stays.
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let (ps, model) = make_raid5(&dir, 2, true);
+    fill_log(&ps[1]);
+    let spec = PathBuf::from(format!("fault:weio@2060-2061:{}", ps[1].display()));
+    let arr = assemble_paths(&[spec, ps[2].clone()], &rw()).unwrap();
+    let rx = arr.subscribe();
+    arr.write(20480, &[3u8; 4096]).unwrap();
+    let ev = drain(&rx);
+    let reason = ev
+        .iter()
+        .find_map(|e| match e {
+            ArrayEvent::BadBlockNotPersisted {
+                role: 1, reason, ..
+            } => Some(reason.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(reason.contains("KEPT"), "{reason}");
+    assert!(!ev
+        .iter()
+        .any(|e| matches!(e, ArrayEvent::MemberFailed { .. })));
+    assert_eq!(arr.missing_roles(), vec![0]);
+    // The sectors are known bad in memory: the range reads as an error, never stale data.
+    assert!(arr.read(20480, &mut b).is_err());
+    arr.read(0, &mut b).unwrap();
+    assert!(b == model[..4096]);
+}
+
+/// `--update no-bbl` refused because data is lost: a failure to write the shrunk logs is
+/// part of the refusal message.
+#[test]
+fn no_bbl_refusal_reports_a_failed_log_rewrite() {
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let (ps, _) = lost_after_rebuild(&dir);
+    // Role 0's log area (1.2: superblock at 8, log at +16) cannot be written.
+    let spec = PathBuf::from(format!("fault:weio@24-31:{}", ps[0].display()));
+    let arr = assemble_paths(&[spec, ps[1].clone(), ps[2].clone()], &rw()).unwrap();
+    let e = arr.remove_bbl(false).unwrap_err().to_string();
+    assert!(e.contains("[53248..57344]"), "{e}");
+    assert!(
+        e.contains("writing the shrunk bad-block logs failed (role 0: writing")
+            && e.contains("bad-block log failed"),
+        "{e}"
+    );
+    // A healthy member's rewrite does not appear.
+    assert!(!e.contains("role 1:"), "{e}");
+}
