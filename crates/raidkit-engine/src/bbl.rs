@@ -886,7 +886,7 @@ impl Array {
                     )
                 };
                 return Err(EngineError::Invalid(format!(
-                    "the bad-block log was not removed: {} entr{} repaired from redundancy, but these remain ({entries}) and no member holds valid data for array bytes [{list}]. Restore those ranges from a backup after running again with --force, which removes the log anyway and replaces the lost ranges by zeros{unsaved}",
+                    "the bad-block log was not removed: {} entr{} repaired from redundancy, but these remain ({entries}) and no member holds valid data for array bytes [{list}]. Restore those ranges from a backup after forcing the removal (`raidkit manage NAME --update no-bbl --force` on a served array, `raidkit repair --update no-bbl --zero-lost MEMBER...` on a stopped one), which removes the log anyway and replaces the lost ranges by zeros{unsaved}",
                     rep.repaired.len(),
                     if rep.repaired.len() == 1 { "y was" } else { "ies were" }
                 )));

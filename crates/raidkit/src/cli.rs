@@ -16,6 +16,19 @@ Examples:
   raidkit export --output nas.img /dev/sdb3 /dev/sdc3 /dev/sdd3
 ";
 
+const REPAIR_EXAMPLES: &str = "\
+Examples:
+  # scrub a stopped RAID5 and fix what is wrong
+  raidkit repair d0.img d1.img d2.img
+
+  # remove its bad-block logs: every entry is rewritten from redundancy first
+  # (what `raidkit manage NAME --update no-bbl` does on a served array)
+  raidkit repair --update no-bbl d0.img d1.img d2.img
+
+  # the same when some entries hold data nobody can supply: those ranges become zeros
+  raidkit repair --update no-bbl --zero-lost d0.img d1.img d2.img
+";
+
 /// Linux MD software RAID in userspace: same disks, same format as the kernel.
 #[derive(Parser, Debug)]
 #[command(name = "raidkit", version, about, after_help = EXAMPLES)]
@@ -41,7 +54,9 @@ pub enum Command {
     /// Scrub offline: compare data with parity/mirrors and report mismatches as array byte ranges.
     Check(ScrubArgs),
     /// Scrub offline and fix: RAID6 rewrites only the block P+Q prove wrong; mirrors vote.
-    Repair(ScrubArgs),
+    /// With `--update no-bbl`: remove the bad-block logs instead.
+    #[command(after_help = REPAIR_EXAMPLES)]
+    Repair(RepairArgs),
     /// Every running array, like /proc/mdstat but readable: members, degraded, sync progress.
     Status(crate::ctl_cmd::StatusArgs),
     /// Change a running array's members: --fail, --remove, --add, --re-add.
@@ -202,6 +217,23 @@ pub struct ScrubArgs {
     pub json: bool,
     #[command(flatten)]
     pub asm: AssembleArgs,
+}
+
+/// `repair`.
+#[derive(Args, Debug)]
+pub struct RepairArgs {
+    /// Change array metadata instead of scrubbing. `no-bbl`: rewrite every bad-block entry
+    /// from redundancy, then remove the bad-block log from every member (mdadm's
+    /// `--update=no-bbl`). Refused, listing the lost array ranges, if some entries hold
+    /// data no member can supply (see --zero-lost).
+    #[arg(long, value_name = "WHAT", value_parser = ["no-bbl"])]
+    pub update: Option<String>,
+    /// With --update no-bbl: remove the logs even if data is lost; the lost ranges are
+    /// replaced by zeros (restore them from a backup).
+    #[arg(long, requires = "update")]
+    pub zero_lost: bool,
+    #[command(flatten)]
+    pub scrub: ScrubArgs,
 }
 
 /// `demo`.

@@ -2,7 +2,7 @@
 
 use crate::cli::{
     AssembleArgs, Cli, Command, CreateArgs, DemoArgs, DetailArgs, ExamineArgs, ExportArgs,
-    ImportArgs, ScrubArgs,
+    ImportArgs, RepairArgs, ScrubArgs,
 };
 use crate::units::{human, parse_size};
 use anyhow::{anyhow, bail, Context, Result};
@@ -29,7 +29,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Export(a) => cmd_export(a),
         Command::Import(a) => cmd_import(a),
         Command::Check(a) => cmd_scrub(a, SyncMode::Check),
-        Command::Repair(a) => cmd_scrub(a, SyncMode::Repair),
+        Command::Repair(a) => cmd_repair(a),
         Command::Status(a) => crate::ctl_cmd::cmd_status(a),
         Command::Manage(a) => crate::ctl_cmd::cmd_manage(a),
         Command::SyncAction(a) => crate::ctl_cmd::cmd_sync_action(a),
@@ -716,6 +716,31 @@ fn import_into(
 }
 
 // ---------------------------------------------------------------- check / repair
+
+fn cmd_repair(a: RepairArgs) -> Result<()> {
+    let Some(what) = &a.update else {
+        return cmd_scrub(a.scrub, SyncMode::Repair);
+    };
+    // The engine code of `manage --update no-bbl`, on an array assembled here.
+    let arr = assemble_paths(&a.scrub.asm.members, &asm_opts(&a.scrub.asm, true)?)?;
+    let r = arr.remove_bbl(a.zero_lost)?;
+    arr.stop()?;
+    if a.scrub.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "repair --update {what}: {} bad-block range(s) rewritten from redundancy; the bad-block log is removed from every member",
+            r.repaired.len()
+        );
+        for (o, l) in &r.lost {
+            println!(
+                "  array bytes {o}..{} had no valid data and now read as zeros: restore them from a backup",
+                o + l
+            );
+        }
+    }
+    Ok(())
+}
 
 fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
     let writable = mode == SyncMode::Repair;
