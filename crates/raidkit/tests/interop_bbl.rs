@@ -1,6 +1,7 @@
 //! The kernel and raidkit agree on bad-block logs both ways: the logs raidkit writes after
-//! a rebuild that met an unreadable sector are what mdadm and the kernel read (and the
-//! kernel refuses to read the lost range too); a kernel-made log is removed online by
+//! a rebuild that met an unreadable sector, and shrinks after a client write over part of
+//! the lost range, are what mdadm and the kernel read (the kernel returns the written part
+//! and refuses to read the rest too); a kernel-made log is removed online by
 //! `raidkit manage NAME --update no-bbl`, after which mdadm sees no log and the kernel's
 //! `check` finds nothing.
 
@@ -58,9 +59,9 @@ fn kernel_reads_the_bad_block_logs_raidkit_writes() {
     fill_tagged(3, 0, &mut data);
     arr.write(0, &data).unwrap();
     arr.stop().unwrap();
-    // Member 1 is gone; member 0 cannot read device sectors 2088..=2095 while a spare is
-    // rebuilt: array bytes 53248..57344 are lost (stripe 1, data block of member 0).
-    let bad = format!("fault:reio@2088-2095:{}", ps[0].display());
+    // Member 1 is gone; member 0 cannot read device sectors 2088..=2103 while a spare is
+    // rebuilt: array bytes 53248..61440 are lost (stripe 1, data block of member 0).
+    let bad = format!("fault:reio@2088-2103:{}", ps[0].display());
     let rw = AssembleOptions {
         writable: true,
         ..Default::default()
@@ -77,11 +78,20 @@ fn kernel_reads_the_bad_block_logs_raidkit_writes() {
     )
     .unwrap();
     let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
-    assert_eq!(rep.lost, vec![(53248, 4096)]);
+    assert_eq!(rep.lost, vec![(53248, 4096), (57344, 4096)]);
+    arr.stop().unwrap();
+    // A client write over the first half of the lost range (one 4 KiB page, md's unit)
+    // makes that half valid: both logs shrink to the other half.
+    let arr = assemble_paths(&[ps[0].clone(), spare.clone(), ps[2].clone()], &rw).unwrap();
+    let new = vec![0x5Au8; 4096];
+    arr.write(53248, &new).unwrap();
+    assert_eq!(arr.lost_ranges(), vec![(57344, 4096)]);
     arr.stop().unwrap();
     std::fs::write(d.join("head"), &data[..53248]).unwrap();
-    std::fs::write(d.join("tail"), &data[57344..]).unwrap();
-    // vda = m0 (role 0, bad 2088+8), vdb = m2 (role 2, no log), vdc = spare (role 1, bad).
+    std::fs::write(d.join("new"), &new).unwrap();
+    std::fs::write(d.join("tail"), &data[61440..]).unwrap();
+    // vda = m0 (role 0, bad 2096+8), vdb = m2 (role 2, no log), vdc = spare (role 1, bad
+    // 2096+8).
     let script = r#"exec 2>&1
 for v in vda vdb vdc; do echo "== $v"; mdadm --examine-badblocks /dev/$v; done
 mdadm --examine /dev/vda | grep -E "Bad Block|Feature Map|Checksum"
@@ -89,14 +99,15 @@ mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc || exit 2
 cat /proc/mdstat
 for v in vda vdb vdc; do echo "RESULT sysfs $v $(cat /sys/block/md0/md/dev-$v/bad_blocks | tr '\n' ' ')"; done
 cmp -n 53248 /dev/md0 /root/head && echo "RESULT head=ok" || echo "RESULT head=BAD"
-dd if=/dev/md0 of=/root/t bs=4096 skip=14 iflag=direct status=none && cmp /root/t /root/tail && echo "RESULT tail=ok" || echo "RESULT tail=BAD"
-if dd if=/dev/md0 of=/dev/null bs=4096 skip=13 count=1 iflag=direct status=none; then echo "RESULT lost=readable"; else echo "RESULT lost=EIO"; fi
+dd if=/dev/md0 of=/root/t bs=4096 skip=15 iflag=direct status=none && cmp /root/t /root/tail && echo "RESULT tail=ok" || echo "RESULT tail=BAD"
+dd if=/dev/md0 of=/root/w bs=4096 skip=13 count=1 iflag=direct status=none && cmp /root/w /root/new && echo "RESULT written=ok" || echo "RESULT written=BAD"
+if dd if=/dev/md0 of=/dev/null bs=4096 skip=14 count=1 iflag=direct status=none; then echo "RESULT lost=readable"; else echo "RESULT lost=EIO"; fi
 mdadm --stop /dev/md0
 "#;
     let out = md
         .run(&Run {
             disks: vec![ps[0].clone(), ps[2].clone(), spare.clone()],
-            files: vec![d.join("head"), d.join("tail")],
+            files: vec![d.join("head"), d.join("new"), d.join("tail")],
             timeout_secs: 240,
             script: script.into(),
             ..Default::default()
@@ -114,9 +125,9 @@ mdadm --stop /dev/md0
                 .unwrap_or(""),
         )
     };
-    assert_eq!(list("vda"), vec![(2088, 8)], "{}", out.stdout);
+    assert_eq!(list("vda"), vec![(2096, 8)], "{}", out.stdout);
     assert_eq!(list("vdb"), vec![], "{}", out.stdout);
-    assert_eq!(list("vdc"), vec![(2088, 8)], "{}", out.stdout);
+    assert_eq!(list("vdc"), vec![(2096, 8)], "{}", out.stdout);
     assert!(out
         .stdout
         .contains("Bad Block Log : 512 entries available at offset 16 sectors"));
@@ -124,11 +135,12 @@ mdadm --stop /dev/md0
     assert_eq!(
         result_lines(&out.stdout),
         vec![
-            "RESULT sysfs vda 2088 8 ",
+            "RESULT sysfs vda 2096 8 ",
             "RESULT sysfs vdb ",
-            "RESULT sysfs vdc 2088 8 ",
+            "RESULT sysfs vdc 2096 8 ",
             "RESULT head=ok",
             "RESULT tail=ok",
+            "RESULT written=ok",
             "RESULT lost=EIO",
         ],
         "{}",
