@@ -498,7 +498,14 @@ impl Array {
             )));
         }
         for r in std::iter::once(lay.p).chain(lay.q) {
-            if self.present(r) {
+            if !self.present(r) {
+                continue;
+            }
+            if self.metadata == crate::sb::Metadata::V090 {
+                // No log on any member: no bad block survives a restart anyway, so the
+                // stale parity is recorded in memory only (loudly), like the loss itself.
+                self.record_bad(r, dsec, n);
+            } else {
                 self.record_bad_inner(r, dsec, n, true).map_err(|reason| {
                     fail(format!(
                         "stripe {stripe} has a lost block, so its parity on role {r} cannot be recomputed, and marking that parity stale failed: {reason}; nothing was written"
@@ -1009,6 +1016,18 @@ mod tests {
         assert_eq!(subtract(&v, 3, 4), vec![br(0, 3), br(7, 3), br(20, 5)]);
         assert_eq!(subtract(&v, 0, 25), vec![]);
         assert_eq!(subtract(&v, 22, 1), vec![br(0, 10), br(20, 2), br(23, 2)]);
+    }
+
+    #[test]
+    fn intersect_keeps_exactly_the_overlap() {
+        let v = vec![br(0, 10), br(20, 5)];
+        assert_eq!(intersect(&v, 8, 14), vec![br(8, 2), br(20, 2)]);
+        assert_eq!(intersect(&v, 10, 10), vec![]);
+        assert_eq!(
+            intersect_pairs(&[(0, 100), (200, 50)], &[(50, 160), (240, 1)]),
+            vec![(50, 50), (200, 10), (240, 1)]
+        );
+        assert_eq!(intersect_pairs(&[(0, 100)], &[]), vec![]);
     }
 
     #[test]

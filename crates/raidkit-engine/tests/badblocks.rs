@@ -351,6 +351,18 @@ fn without_a_log_format_the_loss_is_kept_in_memory_and_said_loudly() {
     assert_eq!(bb, vec!["0 [(40, 8)] false", "1 [(40, 8)] false"]);
     let mut b = vec![0u8; 512];
     assert!(arr.read(53248, &mut b).is_err());
+    // A write over it makes it good in memory too (nothing to persist).
+    let rx = arr.subscribe();
+    arr.write(53248, &[0x3Cu8; 4096]).unwrap();
+    let ev = drain(&rx);
+    assert_eq!(cleared(&ev), vec![(0, 40, 8), (1, 40, 8)]);
+    assert!(!ev
+        .iter()
+        .any(|e| matches!(e, ArrayEvent::BadBlockNotPersisted { .. })));
+    assert_eq!(arr.lost_ranges(), vec![]);
+    assert!(arr.bad_blocks().is_empty());
+    arr.read(53248, &mut b).unwrap();
+    assert!(b == [0x3Cu8; 512]);
 }
 
 /// `--bbl` puts the log where mdadm does: 1.0 right below the superblock (below it the
