@@ -235,7 +235,9 @@ pub struct Array {
     pub(crate) spares: Mutex<Vec<usize>>,
     pub(crate) writable: bool,
     pub(crate) meta: Mutex<Meta>,
-    pub(crate) bitmap: Option<Mutex<RunBitmap>>,
+    /// The write-intent bitmap; switched (added/removed) only with `gate` held exclusively,
+    /// so writes see it stable while they hold the gate shared.
+    pub(crate) bitmap: RwLock<Option<Mutex<RunBitmap>>>,
     locks: StripeLocks,
     /// Writes hold this shared; marking clean holds it exclusively, so the superblocks
     /// never say "clean" while a write is in flight.
@@ -357,7 +359,7 @@ impl Array {
             spares: Mutex::new(spares),
             writable,
             meta: Mutex::new(meta),
-            bitmap: bitmap.map(Mutex::new),
+            bitmap: RwLock::new(bitmap.map(Mutex::new)),
             locks: StripeLocks {
                 held: Mutex::new(HashSet::new()),
                 cv: Condvar::new(),
@@ -611,7 +613,7 @@ impl Array {
                 Super::V090(s) => update_090_counts(s, &missing),
             }
         }
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             b.sb.events = events;
             b.write_header(self, &live)?;
@@ -706,7 +708,7 @@ impl Array {
         }
         let resync = meta.resync_from;
         let degraded = self.is_degraded();
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             if !degraded && resync == MAX_SECTOR {
                 b.clear_all();
@@ -1247,7 +1249,7 @@ impl Array {
     }
 
     fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             if b.mark(start, n) {
                 let live = self.live_devices();

@@ -7,6 +7,7 @@
 //! * [`create`]: make a new array exactly as mdadm would lay it out.
 //! * [`sync`]: make redundancy consistent (initial sync, resync after an unclean stop).
 //! * [`bitmap`]: the write-intent bitmap at run time.
+//! * [`grow`]: add or remove the bitmap of an existing array.
 
 pub mod array;
 pub mod assemble;
@@ -15,6 +16,7 @@ pub mod create;
 pub mod dev;
 pub mod error;
 pub mod fault;
+pub mod grow;
 pub mod iostats;
 pub mod rebuild;
 pub mod sb;
