@@ -27,7 +27,8 @@ pub struct MonitorEvent {
     /// Event kind: `member_failed`, `member_removed`, `spare_added`, `degraded`,
     /// `rebuild_started`, `rebuild_progress`, `rebuild_finished`, `spare_activated`,
     /// `read_error_corrected`, `mismatches_found`, `sync_started`, `sync_finished`,
-    /// `unclean_stop_detected`, `slow_member`, `test`.
+    /// `unclean_stop_detected`, `slow_member`, `bitmap_added`, `bitmap_removed`,
+    /// `replace_started`, `replace_finished`, `test`.
     pub kind: String,
     /// Details (member, role, ranges, progress...).
     pub detail: Value,
@@ -520,6 +521,20 @@ impl Supervisor {
             handle: Some(handle),
         });
         Ok(())
+    }
+
+    /// Add or remove the internal write-intent bitmap (writes pause while switching).
+    pub fn set_bitmap(&self, mode: crate::grow::BitmapMode) -> Result<crate::grow::BitmapChange> {
+        let ch = self.array.set_bitmap(mode)?;
+        self.emit(
+            if ch.bitmap {
+                "bitmap_added"
+            } else {
+                "bitmap_removed"
+            },
+            serde_json::to_value(&ch).unwrap_or(Value::Null),
+        );
+        Ok(ch)
     }
 
     /// Stop background work, flush and mark the array clean (graceful stop).
