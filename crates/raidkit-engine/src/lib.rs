@@ -8,6 +8,7 @@
 //! * [`sync`]: make redundancy consistent (initial sync, resync after an unclean stop).
 //! * [`bitmap`]: the write-intent bitmap at run time.
 //! * [`grow`]: add or remove the bitmap of an existing array.
+//! * [`replace`]: md's hot replace of an active member.
 
 pub mod array;
 pub mod assemble;
@@ -19,6 +20,7 @@ pub mod fault;
 pub mod grow;
 pub mod iostats;
 pub mod rebuild;
+pub mod replace;
 pub mod sb;
 pub mod supervisor;
 pub mod sync;
