@@ -255,12 +255,15 @@ impl Array {
                     let ds = devs[p.idx].size_bytes() / 512;
                     let loc = match sb {
                         Super::V090(_) => v090::super_offset(ds).map(|o| o + 8),
-                        Super::V1(s) => u64::try_from(s.super_offset as i64 + i64::from(offset)).ok(),
+                        Super::V1(s) => {
+                            u64::try_from(s.super_offset as i64 + i64::from(offset)).ok()
+                        }
                     };
                     let Some(loc) = loc else {
                         return Err(EngineError::Refused {
                             device: devs[p.idx].name().to_string(),
-                            why: "the bitmap would start before the device; use larger members".into(),
+                            why: "the bitmap would start before the device; use larger members"
+                                .into(),
                         });
                     };
                     // Never overlap the data area.

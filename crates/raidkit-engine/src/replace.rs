@@ -308,7 +308,8 @@ fn replace_role(
             let base = stripe * c;
             let _sl = arr.lock_stripe(stripe);
             let mut buf = vec![0u8; (c * SECTOR) as usize];
-            let direct = arr.readable(role, base, c) && arr.read_block(role, base, &mut buf).is_ok();
+            let direct =
+                arr.readable(role, base, c) && arr.read_block(role, base, &mut buf).is_ok();
             if !direct {
                 // Page by page: the old member where it reads, redundancy elsewhere.
                 let lay = arr.stripe_layout(stripe)?;
@@ -318,7 +319,8 @@ fn replace_role(
                 while a < c {
                     let n = page.min(c - a);
                     let pb = &mut buf[(a * SECTOR) as usize..((a + n) * SECTOR) as usize];
-                    let ok = arr.readable(role, base + a, n) && arr.read_block(role, base + a, pb).is_ok();
+                    let ok = arr.readable(role, base + a, n)
+                        && arr.read_block(role, base + a, pb).is_ok();
                     if !ok {
                         match arr.read_stripe(stripe, &lay, a, n, true) {
                             Ok(sd) => {
@@ -371,9 +373,12 @@ fn replace_role(
                                 continue;
                             };
                             let run = p.run.min(pn - at);
-                            let sub = &mut pb[(at * SECTOR) as usize..((at + run) * SECTOR) as usize];
+                            let sub =
+                                &mut pb[(at * SECTOR) as usize..((at + run) * SECTOR) as usize];
                             got = p.copies.iter().any(|&(cr, cd)| {
-                                cr != role && arr.readable(cr, cd, run) && arr.read_block(cr, cd, sub).is_ok()
+                                cr != role
+                                    && arr.readable(cr, cd, run)
+                                    && arr.read_block(cr, cd, sub).is_ok()
                             });
                             if !got {
                                 r.add_bad(dsec + at, run);

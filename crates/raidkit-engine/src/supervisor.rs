@@ -476,10 +476,10 @@ impl Supervisor {
                 match spare {
                     Some(n) => Some(n),
                     None => {
-                        let dev: Arc<dyn BlockDev> =
-                            Arc::new(FileDev::open(p, true).map_err(|e| {
-                                EngineError::io(&ps, "opening the replacement", e)
-                            })?);
+                        let dev: Arc<dyn BlockDev> = Arc::new(
+                            FileDev::open(p, true)
+                                .map_err(|e| EngineError::io(&ps, "opening the replacement", e))?,
+                        );
                         let n = dev.name().to_string();
                         self.array.add_spare(dev, force)?;
                         Some(n)

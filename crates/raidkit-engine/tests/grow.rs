@@ -19,7 +19,9 @@ fn rw() -> AssembleOptions {
 }
 
 fn data(seed: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|i| pattern_word(seed, i as u64) as u8).collect()
+    (0..len)
+        .map(|i| pattern_word(seed, i as u64) as u8)
+        .collect()
 }
 
 fn make(
@@ -84,7 +86,11 @@ fn bitmap_added_and_removed_live() {
                 chunk_bytes: Some(128 * 1024),
             })
             .unwrap();
-        assert_eq!(ch.dirty, Some(0), "{level:?} {meta}: clean array, no dirty bits");
+        assert_eq!(
+            ch.dirty,
+            Some(0),
+            "{level:?} {meta}: clean array, no dirty bits"
+        );
         assert_eq!(ch.chunk_bytes, Some(128 * 1024));
         assert!(arr.has_bitmap());
         assert_eq!(arr.bitmap_chunk_sectors(), Some(256));
@@ -109,12 +115,20 @@ fn bitmap_added_and_removed_live() {
         let arr = assemble_paths(&ps, &rw()).unwrap();
         assert!(arr.has_bitmap() && arr.needs_resync(), "{level:?} {meta}");
         let rep = sync::run(&arr, SyncMode::Resync, false, &mut |_, _| {}).unwrap();
-        assert_eq!(rep.sectors_done, 2 * 256, "{level:?} {meta}: resync of dirty chunks only");
+        assert_eq!(
+            rep.sectors_done,
+            2 * 256,
+            "{level:?} {meta}: resync of dirty chunks only"
+        );
         assert!(read_all(&arr) == model, "{level:?} {meta}");
         // Remove it live, write, crash: a full resync.
         let ch = arr.set_bitmap(BitmapMode::None).unwrap();
         assert!(!ch.bitmap && !arr.has_bitmap());
-        assert_eq!(bitmap_sector(&ps[0]), None, "{level:?} {meta}: feature cleared");
+        assert_eq!(
+            bitmap_sector(&ps[0]),
+            None,
+            "{level:?} {meta}: feature cleared"
+        );
         let w = data(99, 4096);
         arr.write(5 << 20, &w).unwrap();
         model[5 << 20..(5 << 20) + 4096].copy_from_slice(&w);
@@ -144,7 +158,11 @@ fn bitmap_added_and_removed_live() {
         arr.stop().unwrap();
         let arr = assemble_paths(&ps, &rw()).unwrap();
         assert!(!arr.needs_resync());
-        assert_eq!(arr.bitmap_chunk_sectors(), Some((64 << 20) / 512), "mdadm's default chunk");
+        assert_eq!(
+            arr.bitmap_chunk_sectors(),
+            Some((64 << 20) / 512),
+            "mdadm's default chunk"
+        );
         assert!(sync::run(&arr, SyncMode::Check, true, &mut |_, _| {})
             .unwrap()
             .mismatches
@@ -266,17 +284,34 @@ fn replace_under_writes_every_level() {
                 .any(|m| m.device == new_name && m.role == Some(1) && m.state == "in_sync"),
             "{st:?}"
         );
-        assert!(!st.iter().any(|m| m.device == old), "old member removed: {st:?}");
+        assert!(
+            !st.iter().any(|m| m.device == old),
+            "old member removed: {st:?}"
+        );
         let evs: Vec<_> = ev.try_iter().collect();
         use raidkit_engine::array::ArrayEvent;
-        assert!(evs.iter().any(|e| matches!(e, ArrayEvent::ReplaceStarted { role: 1, from: 0, .. })));
-        assert!(evs.iter().any(|e| matches!(e, ArrayEvent::ReplaceFinished { role: 1, lost, .. } if lost.is_empty())));
-        assert!(!evs.iter().any(|e| matches!(e, ArrayEvent::MemberFailed { .. })), "{evs:?}");
+        assert!(evs.iter().any(|e| matches!(
+            e,
+            ArrayEvent::ReplaceStarted {
+                role: 1,
+                from: 0,
+                ..
+            }
+        )));
+        assert!(evs.iter().any(
+            |e| matches!(e, ArrayEvent::ReplaceFinished { role: 1, lost, .. } if lost.is_empty())
+        ));
+        assert!(
+            !evs.iter()
+                .any(|e| matches!(e, ArrayEvent::MemberFailed { .. })),
+            "{evs:?}"
+        );
         arr.stop().unwrap();
         // On disk.
         let newp = dir.path().join("new.img");
         let ns = sb_of(&newp);
-        let flags = raidkit_format::v1::feature::REPLACEMENT | raidkit_format::v1::feature::RECOVERY_OFFSET;
+        let flags =
+            raidkit_format::v1::feature::REPLACEMENT | raidkit_format::v1::feature::RECOVERY_OFFSET;
         assert_eq!(ns.feature_map & flags, 0);
         assert_eq!(ns.dev_roles[ns.dev_number as usize], 1);
         let old_devnum = sb_of(&ps[1]).dev_number as usize;
@@ -296,7 +331,12 @@ fn replace_under_writes_every_level() {
         let minimal: Vec<PathBuf> = match level {
             Level::Raid1 => vec![newp.clone()],
             Level::Raid10 => vec![ps[2].clone(), ps[3].clone(), newp.clone()],
-            _ => set.iter().enumerate().filter(|(i, _)| *i != 0).map(|(_, p)| p.clone()).collect(),
+            _ => set
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != 0)
+                .map(|(_, p)| p.clone())
+                .collect(),
         };
         let a3 = assemble_paths(&minimal, &AssembleOptions::default()).unwrap();
         assert!(read_all(&a3) == model, "{level:?} via the replacement");
@@ -308,7 +348,10 @@ fn replace_under_writes_every_level() {
 #[test]
 fn replace_completes_over_unreadable_sectors_of_the_old_member() {
     use raidkit_engine::rebuild::RebuildOptions;
-    for (level, layout, n) in [(Level::Raid5, "left-symmetric", 3usize), (Level::Raid1, "default", 2)] {
+    for (level, layout, n) in [
+        (Level::Raid5, "left-symmetric", 3usize),
+        (Level::Raid1, "default", 2),
+    ] {
         let dir = TempDir::new("rk-replace").unwrap();
         let (ps, model) = make(&dir, level, layout, n, "1.2", 2);
         // Member 0 cannot read 16 device sectors in its data area (data starts at 2048).
@@ -317,9 +360,16 @@ fn replace_completes_over_unreadable_sectors_of_the_old_member() {
         set[0] = bad;
         let arr = assemble_paths(&set, &rw()).unwrap();
         arr.add_spare(spare(&dir, "new.img", 2), false).unwrap();
-        let old = arr.members().into_iter().find(|m| m.role == Some(0)).unwrap().device;
+        let old = arr
+            .members()
+            .into_iter()
+            .find(|m| m.role == Some(0))
+            .unwrap()
+            .device;
         arr.start_replace(&old, None).unwrap();
-        let rep = raidkit_engine::replace::replace(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+        let rep =
+            raidkit_engine::replace::replace(&arr, &RebuildOptions::default(), &mut |_, _| {})
+                .unwrap();
         assert_eq!(rep.roles, vec![0], "{level:?}");
         assert!(rep.lost.is_empty(), "{level:?}: {:?}", rep.lost);
         arr.stop().unwrap();
@@ -347,7 +397,12 @@ fn replace_stopped_midway_resumes() {
     let (ps, mut model) = make(&dir, Level::Raid6, "left-symmetric", 4, "1.2", 4);
     let arr = assemble_paths(&ps, &rw()).unwrap();
     arr.add_spare(spare(&dir, "new.img", 4), false).unwrap();
-    let old = arr.members().into_iter().find(|m| m.role == Some(2)).unwrap().device;
+    let old = arr
+        .members()
+        .into_iter()
+        .find(|m| m.role == Some(2))
+        .unwrap()
+        .device;
     arr.start_replace(&old, None).unwrap();
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let st = stop.clone();
@@ -379,7 +434,11 @@ fn replace_stopped_midway_resumes() {
     );
     assert_eq!(ns.recovery_offset, seen);
     assert_eq!(ns.dev_roles[ns.dev_number as usize], 2);
-    assert_eq!(sb_of(&ps[0]).dev_roles[ns.dev_number as usize], 2, "two devices in role 2");
+    assert_eq!(
+        sb_of(&ps[0]).dev_roles[ns.dev_number as usize],
+        2,
+        "two devices in role 2"
+    );
     let mut all = ps.clone();
     all.push(newp.clone());
     let a2 = assemble_paths(&all, &rw()).unwrap();
@@ -387,7 +446,8 @@ fn replace_stopped_midway_resumes() {
     assert_eq!(a2.replacement_roles(), vec![2]);
     assert!(read_all(&a2) == model);
     let ev = a2.subscribe();
-    let rep = raidkit_engine::replace::replace(&a2, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+    let rep =
+        raidkit_engine::replace::replace(&a2, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
     assert_eq!(rep.roles, vec![2]);
     let from = ev.try_iter().find_map(|e| match e {
         ArrayEvent::ReplaceStarted { from, .. } => Some(from),

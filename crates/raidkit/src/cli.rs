@@ -44,7 +44,7 @@ pub enum Command {
     Repair(ScrubArgs),
     /// Every running array, like /proc/mdstat but readable: members, degraded, sync progress.
     Status(crate::ctl_cmd::StatusArgs),
-    /// Change a running array's members: --fail, --remove, --add, --re-add.
+    /// Change a running array's members: --fail, --remove, --add, --re-add, --replace [--with].
     Manage(crate::ctl_cmd::ManageArgs),
     /// Add or remove the write-intent bitmap: of a running array (NAME) or offline (MEMBER...).
     Grow(crate::ctl_cmd::GrowArgs),

@@ -122,6 +122,11 @@ fn handle(conn: UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
                 "remove" => s.remove(member)?,
                 "add" => s.add(Path::new(member), req["force"].as_bool().unwrap_or(false))?,
                 "re-add" => s.re_add(Path::new(member))?,
+                "replace" => s.replace(
+                    member,
+                    req["with"].as_str().map(Path::new),
+                    req["force"].as_bool().unwrap_or(false),
+                )?,
                 op => bail!("unknown manage operation {op:?}"),
             }
             Ok(json!({}))

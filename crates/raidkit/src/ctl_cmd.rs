@@ -35,7 +35,14 @@ pub struct ManageArgs {
     /// Re-add a member that left; only regions written meanwhile are resynced when the bitmap allows.
     #[arg(long = "re-add", value_name = "MEMBER", group = "op")]
     pub re_add: Option<PathBuf>,
-    /// With --add: overwrite a device that holds data or another superblock.
+    /// Hot-replace an active member: its role is copied onto a spare while it stays active,
+    /// then it is marked faulty and removed.
+    #[arg(long, value_name = "MEMBER", group = "op")]
+    pub replace: Option<PathBuf>,
+    /// With --replace: the device to copy onto (a spare, or a new device added for this).
+    #[arg(long, value_name = "DEVICE", requires = "replace")]
+    pub with: Option<PathBuf>,
+    /// With --add or --replace --with: overwrite a device that holds data or another superblock.
     #[arg(long)]
     pub force: bool,
 }
@@ -126,6 +133,7 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
                     match m["state"].as_str() {
                         Some("failed") => "(F)",
                         Some("recovering") => "(R)",
+                        Some("replacement") => "(r)",
                         Some("spare") => "(S)",
                         _ => "",
                     }
@@ -203,17 +211,29 @@ pub fn cmd_manage(a: ManageArgs) -> Result<()> {
         ("add", m)
     } else if let Some(m) = &a.re_add {
         ("re-add", m)
+    } else if let Some(m) = &a.replace {
+        ("replace", m)
     } else {
-        bail!("say what to do: --fail, --remove, --add or --re-add MEMBER");
+        bail!("say what to do: --fail, --remove, --add, --re-add or --replace MEMBER");
     };
     let sock = socket_for(&a.name)?;
     // Paths are resolved here so the server sees the same names as at assembly.
     let member = std::fs::canonicalize(member).unwrap_or_else(|_| member.clone());
-    request(
-        &sock,
-        &json!({"cmd": "manage", "array": a.name, "op": op, "member": member.display().to_string(), "force": a.force}),
-    )?;
-    eprintln!("raidkit: {op} {} on {}: done", member.display(), a.name);
+    let mut req = json!({"cmd": "manage", "array": a.name, "op": op, "member": member.display().to_string(), "force": a.force});
+    if let Some(w) = &a.with {
+        let w = std::fs::canonicalize(w).unwrap_or_else(|_| w.clone());
+        req["with"] = json!(w.display().to_string());
+    }
+    request(&sock, &req)?;
+    if op == "replace" {
+        eprintln!(
+            "raidkit: replacing {} on {}: started (progress in `raidkit status`)",
+            member.display(),
+            a.name
+        );
+    } else {
+        eprintln!("raidkit: {op} {} on {}: done", member.display(), a.name);
+    }
     Ok(())
 }
 
