@@ -361,7 +361,6 @@ fn replace_role(
                     let ok = arr.readable(role, dsec, pn) && arr.read_block(role, dsec, pb).is_ok();
                     if !ok {
                         // Another copy of the same array sectors.
-                        let mut got = false;
                         let mut at = 0;
                         while at < pn {
                             let Some(s) = g.reverse(role, dsec + at) else {
@@ -375,7 +374,7 @@ fn replace_role(
                             let run = p.run.min(pn - at);
                             let sub =
                                 &mut pb[(at * SECTOR) as usize..((at + run) * SECTOR) as usize];
-                            got = p.copies.iter().any(|&(cr, cd)| {
+                            let got = p.copies.iter().any(|&(cr, cd)| {
                                 cr != role
                                     && arr.readable(cr, cd, run)
                                     && arr.read_block(cr, cd, sub).is_ok()
@@ -386,7 +385,6 @@ fn replace_role(
                             }
                             at += run;
                         }
-                        let _ = got;
                     }
                     a += pn;
                 }

@@ -9,7 +9,7 @@ use raidkit_engine::{BlockDev, FileDev};
 use raidkit_layout::{names, Level};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn rw() -> AssembleOptions {
     AssembleOptions {
@@ -50,7 +50,7 @@ fn make(
     (ps, model)
 }
 
-fn bitmap_sector(p: &PathBuf) -> Option<u64> {
+fn bitmap_sector(p: &Path) -> Option<u64> {
     let d = FileDev::open(p, false).unwrap();
     let pr = probe(&d).unwrap();
     let (sb, _) = pr.found.into_iter().next().unwrap();
@@ -205,7 +205,7 @@ fn spare(dir: &TempDir, name: &str, mib: u64) -> std::sync::Arc<dyn BlockDev> {
     std::sync::Arc::new(FileDev::open(&p, true).unwrap())
 }
 
-fn sb_of(p: &PathBuf) -> raidkit_format::v1::SuperblockV1 {
+fn sb_of(p: &Path) -> raidkit_format::v1::SuperblockV1 {
     let d = FileDev::open(p, false).unwrap();
     match probe(&d).unwrap().found.into_iter().next().unwrap().0 {
         raidkit_engine::sb::Super::V1(s) => s,
