@@ -503,6 +503,9 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     for (r, m) in repl_members {
         arr.set_replacement(r, Some(std::sync::Arc::new(m)));
     }
+    // Where bad blocks exceed the redundancy the data is gone: reads there fail.
+    let lost = arr.derive_lost();
+    arr.add_lost(&lost);
     Ok(arr)
 }
 
@@ -512,7 +515,8 @@ fn level_name(level: i32) -> String {
         .unwrap_or_else(|| format!("level {level}"))
 }
 
-fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> {
+/// A member's bad ranges from its on-disk bad-block log (empty without one).
+pub(crate) fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> {
     let Some((sector, size, shift)) = sb.bblog() else {
         return Ok(Vec::new());
     };

@@ -12,6 +12,7 @@
 
 pub mod array;
 pub mod assemble;
+pub mod bbl;
 pub mod bitmap;
 pub mod create;
 pub mod dev;
