@@ -7,10 +7,12 @@
 //! * [`create`]: make a new array exactly as mdadm would lay it out.
 //! * [`sync`]: make redundancy consistent (initial sync, resync after an unclean stop).
 //! * [`bitmap`]: the write-intent bitmap at run time.
+//! * [`checksums`]: the optional per-block checksum sidecar (scrub verdicts).
 
 pub mod array;
 pub mod assemble;
 pub mod bitmap;
+pub mod checksums;
 pub mod create;
 pub mod dev;
 pub mod error;
