@@ -193,6 +193,9 @@ pub struct ImportArgs {
     /// Byte offset in the array where the data goes.
     #[arg(long, default_value = "0")]
     pub offset: String,
+    /// Checksum sidecar of the array, updated with the data.
+    #[arg(long, value_name = "PATH")]
+    pub checksums: Option<PathBuf>,
     #[command(flatten)]
     pub asm: AssembleArgs,
 }

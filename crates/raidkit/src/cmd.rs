@@ -656,6 +656,9 @@ fn cmd_import(a: ImportArgs) -> Result<()> {
             .map(|m| m.len())
     };
     let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, true)?)?;
+    if let Some(p) = &a.checksums {
+        attach_sidecar(&arr, p)?;
+    }
     let size = arr.size_bytes();
     if offset > size || in_len.is_some_and(|l| offset + l > size) {
         bail!(
