@@ -128,7 +128,9 @@ impl Header {
         }
         let region_blocks = u32at(20) as u64;
         if region_blocks == 0 {
-            return Err(bad("region size 0 in the header; recreate it with `raidkit checksums init`".into()));
+            return Err(bad(
+                "region size 0 in the header; recreate it with `raidkit checksums init`".into(),
+            ));
         }
         let mut uuid = [0u8; 16];
         uuid.copy_from_slice(&b[24..40]);
@@ -281,7 +283,10 @@ impl Checksums {
             return Err(bad(format!("it covers {} bytes but the array has {}; recreate it with `raidkit checksums init`", hdr.array_bytes, arr.size_bytes()), true));
         }
         if !hdr.valid {
-            return Err(bad("its initialisation never completed; run `raidkit checksums init` again".into(), true));
+            return Err(bad(
+                "its initialisation never completed; run `raidkit checksums init` again".into(),
+                true,
+            ));
         }
         let ev = arr.events();
         if ev != hdr.events && ev != hdr.pending_events {
@@ -302,7 +307,7 @@ impl Checksums {
             inflight: Mutex::new(Vec::new()),
             partial: Mutex::new(()),
         };
-        if map.iter().any(|&m| m == WRITING) && arr.is_writable() {
+        if map.contains(&WRITING) && arr.is_writable() {
             cs.write_map()?;
         }
         Ok(cs)

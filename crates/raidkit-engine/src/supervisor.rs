@@ -243,8 +243,8 @@ impl Supervisor {
     }
 
     /// Keep the resume position of a stopped check/repair in `path` (a small JSON file;
-    /// it survives a restart of the serving process). Without it, the position is kept in
-    /// memory only.
+    /// it survives a restart of the serving process). Without it, a stopped scrub cannot
+    /// be resumed.
     pub fn set_scrub_state_file(&self, path: std::path::PathBuf) {
         *lock(&self.scrub_state) = Some(path);
     }
@@ -434,7 +434,9 @@ impl Supervisor {
                             let _ = arr.mark_clean();
                         }
                         if m != SyncMode::Resync {
-                            let end = window.map(|w| w.1.min(arr.size_bytes())).unwrap_or(arr.size_bytes());
+                            let end = window
+                                .map(|w| w.1.min(arr.size_bytes()))
+                                .unwrap_or(arr.size_bytes());
                             let resume = rep.stopped_at.map(|_| ScrubResume {
                                 uuid: arr.uuid_text(),
                                 action: name.to_string(),

@@ -341,7 +341,11 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
             (Culprit::Unknown, "undecided", String::new())
         } else if lay.q.is_some() {
             let c = locate_raid6(&lay, &sd, &p, &q, start, end, bad_p, bad_q);
-            let by = if matches!(c, Culprit::Unknown) { "undecided" } else { "P+Q" };
+            let by = if matches!(c, Culprit::Unknown) {
+                "undecided"
+            } else {
+                "P+Q"
+            };
             (c, by, "more than one block (cannot locate)".into())
         } else {
             let offs: Vec<u64> = (0..kc).map(row_off).collect();
@@ -508,7 +512,7 @@ fn locate_by_checksums(
             "data or parity: RAID5 cannot tell which without a checksum sidecar (--checksums)",
         );
     };
-    if end - start != PAGE || offs.iter().any(|o| o % PAGE as u64 != 0) {
+    if end - start != PAGE || offs.iter().any(|o| !o.is_multiple_of(PAGE as u64)) {
         return undecided("data or parity: the range is not made of whole checksum blocks");
     }
     let mut bad = Vec::new();
@@ -644,7 +648,8 @@ fn mirror_page(
     let mut none_matched = false;
     if decision.is_none() {
         if let Some(cs) = arr.checksums() {
-            if off % PAGE as u64 == 0 && (plen == PAGE as u64 || off + plen == arr.size_bytes())
+            if off.is_multiple_of(PAGE as u64)
+                && (plen == PAGE as u64 || off + plen == arr.size_bytes())
             {
                 let mut matching: Vec<&[u8]> = Vec::new();
                 let mut unknown = false;
@@ -658,7 +663,11 @@ fn mirror_page(
                 if unknown {
                     undecided_why = "the checksum is not authoritative here (region written during an unclean stop, or a write in flight)";
                 } else if let Some(m) = matching.first() {
-                    decision = Some((m, "mirror copy (does not match its checksum)".into(), "checksum"));
+                    decision = Some((
+                        m,
+                        "mirror copy (does not match its checksum)".into(),
+                        "checksum",
+                    ));
                 } else {
                     none_matched = true;
                     undecided_why = "no copy matches its checksum";

@@ -111,7 +111,10 @@ fn unclean_stop_makes_exactly_the_written_regions_suspect() {
     assert_eq!(cs.info().suspect, vec![(region, region)]);
     let mut b = vec![0u8; BLOCK as usize];
     arr.read(region + 8192, &mut b).unwrap();
-    assert_eq!(cs.judge((region + 8192) / BLOCK, &b).unwrap(), Judgement::Unknown);
+    assert_eq!(
+        cs.judge((region + 8192) / BLOCK, &b).unwrap(),
+        Judgement::Unknown
+    );
     // Outside the region the checksums are trusted.
     arr.read(0, &mut b).unwrap();
     assert_eq!(cs.judge(0, &b).unwrap(), Judgement::Match);
@@ -143,7 +146,9 @@ fn running_without_the_sidecar_makes_it_stale() {
     arr.stop().unwrap();
     let arr = assemble_paths(&ps, &rw()).unwrap();
     match Checksums::open(&path, &arr) {
-        Err(EngineError::Sidecar { stale: true, why, .. }) => assert!(
+        Err(EngineError::Sidecar {
+            stale: true, why, ..
+        }) => assert!(
             why.starts_with(&format!(
                 "stale: it matches array event count {ev} but the members are at {}",
                 arr.events()

@@ -1,27 +1,27 @@
 //! Command implementations. Thin: parse words, call the engine, print.
 
 use crate::cli::{
-    AssembleArgs, Cli, Command, CreateArgs, DemoArgs, DetailArgs, ExamineArgs, ExportArgs,
-    ChecksumsArgs, ChecksumsCmd, ImportArgs, ScrubArgs,
+    AssembleArgs, ChecksumsArgs, ChecksumsCmd, Cli, Command, CreateArgs, DemoArgs, DetailArgs,
+    ExamineArgs, ExportArgs, ImportArgs, ScrubArgs,
 };
 use crate::units::{human, parse_size};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::checksums::Checksums;
-use raidkit_engine::EngineError;
-use std::sync::Arc;
 use raidkit_engine::create::{create, default_homehost, CreateOptions, MemberSpec};
 use raidkit_engine::dev::{BlockDev, FileDev};
 use raidkit_engine::sb::{probe, Metadata, Role, Super};
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::Array;
+use raidkit_engine::EngineError;
 use raidkit_format::uuid;
 use raidkit_format::MAX_SECTOR;
 use raidkit_layout::{names, Geometry, Level};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Dispatch.
 pub fn run(cli: Cli) -> Result<()> {
@@ -142,7 +142,8 @@ fn cmd_create(a: CreateArgs) -> Result<()> {
     if let Some(path) = &a.checksums {
         let mut pb: Option<ProgressBar> = None;
         let cs = Checksums::init(path, &arr, &mut |d, t| {
-            pb.get_or_insert_with(|| bar(t, "checksums")).set_position(d);
+            pb.get_or_insert_with(|| bar(t, "checksums"))
+                .set_position(d);
         })?;
         if let Some(p) = pb {
             p.finish_and_clear();
@@ -823,7 +824,12 @@ fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
         }
         for v in &rep.verdicts {
             let place = if v.stripe > 0 || arr.geometry().level.has_parity() {
-                format!("stripe {} (array bytes {}..{})", v.stripe, v.offset, v.offset + v.len)
+                format!(
+                    "stripe {} (array bytes {}..{})",
+                    v.stripe,
+                    v.offset,
+                    v.offset + v.len
+                )
             } else {
                 format!("array bytes {}..{}", v.offset, v.offset + v.len)
             };
@@ -873,7 +879,8 @@ fn cmd_checksums_init(a: ChecksumsArgs) -> Result<()> {
         );
     }
     let cs = Checksums::init(&a.checksums, &arr, &mut |d, t| {
-        pb.get_or_insert_with(|| bar(t, "checksums")).set_position(d);
+        pb.get_or_insert_with(|| bar(t, "checksums"))
+            .set_position(d);
     })?;
     if let Some(p) = pb {
         p.finish_and_clear();
@@ -904,7 +911,9 @@ fn cmd_checksums_status(a: ChecksumsArgs) -> Result<()> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({"usable": usable, "sidecar": info, "problem": why}))?
+            serde_json::to_string_pretty(
+                &json!({"usable": usable, "sidecar": info, "problem": why})
+            )?
         );
     } else if let Some(i) = &info {
         println!(

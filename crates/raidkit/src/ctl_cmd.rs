@@ -40,8 +40,17 @@ pub struct ManageArgs {
     pub force: bool,
 }
 
+const SYNC_ACTION_HELP: &str = "\
+Examples:
+  raidkit sync-action md0 check --speed-limit 50M     # scrub the whole array
+  raidkit sync-action md0 check --from 1G --to 2G     # only array bytes 1G..2G
+  raidkit sync-action md0 idle                        # stop; the position is recorded
+  raidkit sync-action md0 check --resume              # continue where it stopped
+";
+
 /// `sync-action`.
 #[derive(Args, Debug)]
+#[command(after_help = SYNC_ACTION_HELP)]
 pub struct SyncActionArgs {
     /// Array name.
     pub name: String,

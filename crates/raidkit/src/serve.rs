@@ -519,7 +519,9 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
                 description: get_str(t, "description")
                     .with_context(ctx)?
                     .unwrap_or_default(),
-                checksums: get_str(t, "checksums").with_context(ctx)?.map(PathBuf::from),
+                checksums: get_str(t, "checksums")
+                    .with_context(ctx)?
+                    .map(PathBuf::from),
             });
         }
         (top, specs)
@@ -634,10 +636,10 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
             let sup = raidkit_engine::supervisor::Supervisor::start(&s.name, Arc::clone(&s.arr));
             // A stopped check/repair's position, for `sync-action NAME check --resume`: in
             // the run directory, keyed by UUID, so it survives a restart of this process.
-            sup.set_scrub_state_file(crate::control::run_dir().join(format!(
-                "scrub-{}.json",
-                file_safe(&s.arr.uuid_text())
-            )));
+            sup.set_scrub_state_file(
+                crate::control::run_dir()
+                    .join(format!("scrub-{}.json", file_safe(&s.arr.uuid_text()))),
+            );
             sup
         })
         .collect();

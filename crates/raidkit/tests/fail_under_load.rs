@@ -132,8 +132,24 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
     ok(
         d,
         &[
-            "create", "-l", "5", "-n", "3", "-c", "64", "-z", "24M", "--name", "fl",
-            "--homehost", "none", "--checksums", "fl.csum", "a", "b", "c",
+            "create",
+            "-l",
+            "5",
+            "-n",
+            "3",
+            "-c",
+            "64",
+            "-z",
+            "24M",
+            "--name",
+            "fl",
+            "--homehost",
+            "none",
+            "--checksums",
+            "fl.csum",
+            "a",
+            "b",
+            "c",
         ],
     );
     std::fs::File::create(d.join("spare"))
@@ -145,7 +161,14 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
         .current_dir(d)
         .env("RAIDKIT_RUN_DIR", d.join("run"))
         .args([
-            "serve", "--socket", "fl.sock", "--checksums", "fl.csum", "a", "b", "c",
+            "serve",
+            "--socket",
+            "fl.sock",
+            "--checksums",
+            "fl.csum",
+            "a",
+            "b",
+            "c",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -221,10 +244,7 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
 
     // Offline: no mismatches; the sidecar followed the whole run (writes, the failure,
     // the rebuild) and agrees with every block.
-    let out = ok(
-        d,
-        &["check", "--checksums", "fl.csum", "a", "c", "spare"],
-    );
+    let out = ok(d, &["check", "--checksums", "fl.csum", "a", "c", "spare"]);
     assert!(
         out.contains(": 0 mismatched range(s), 0 bytes") && out.contains("(with checksums)"),
         "{out}"
@@ -232,7 +252,14 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
     let img = d.join("export.img");
     ok(
         d,
-        &["export", "--output", img.to_str().unwrap(), "a", "c", "spare"],
+        &[
+            "export",
+            "--output",
+            img.to_str().unwrap(),
+            "a",
+            "c",
+            "spare",
+        ],
     );
     let ours = sha256(&img);
     std::fs::remove_file(&img).unwrap();

@@ -88,7 +88,17 @@ fn mirror2_checksums_name_the_wrong_copy_and_repair_it() {
     ok(
         d,
         &[
-            "create", "-l", "1", "-n", "2", "-z", "9M", "--checksums", "a.csum", "a", "b",
+            "create",
+            "-l",
+            "1",
+            "-n",
+            "2",
+            "-z",
+            "9M",
+            "--checksums",
+            "a.csum",
+            "a",
+            "b",
         ],
     );
     let size = 8 * M as usize;
@@ -151,8 +161,11 @@ fn mirror2_checksums_name_the_wrong_copy_and_repair_it() {
     assert_eq!(export(d, &["a"]), data[..]);
     assert_eq!(export(d, &["b"]), data[..]);
     // The repair kept the sidecar in step with the array (its events follow).
-    assert!(ok(d, &["checksums", "status", "--checksums", "a.csum", "a", "b"])
-        .contains("usable"));
+    assert!(ok(
+        d,
+        &["checksums", "status", "--checksums", "a.csum", "a", "b"]
+    )
+    .contains("usable"));
 }
 
 #[test]
@@ -176,7 +189,16 @@ fn raid5_checksums_tell_data_from_parity() {
     std::fs::write(d.join("in"), &data).unwrap();
     ok(
         d,
-        &["import", "--checksums", "s.csum", "--input", "in", "a", "b", "c"],
+        &[
+            "import",
+            "--checksums",
+            "s.csum",
+            "--input",
+            "in",
+            "a",
+            "b",
+            "c",
+        ],
     );
     let off = data_offset(d, "a");
     // left-symmetric, 3 disks, 64 KiB chunks: stripe 0 = D0 on a, D1 on b, P on c;
@@ -226,7 +248,17 @@ fn stale_sidecar_is_ignored_loudly() {
     ok(
         d,
         &[
-            "create", "-l", "1", "-n", "2", "-z", "5M", "--checksums", "a.csum", "a", "b",
+            "create",
+            "-l",
+            "1",
+            "-n",
+            "2",
+            "-z",
+            "5M",
+            "--checksums",
+            "a.csum",
+            "a",
+            "b",
         ],
     );
     // Written without the sidecar: its checksums no longer describe the data.
@@ -242,9 +274,14 @@ fn stale_sidecar_is_ignored_loudly() {
     );
     assert_eq!(v["checksums"], false);
     assert_eq!(v["verdicts"][0]["decided_by"], "undecided");
-    let o = rk(d, &["checksums", "status", "--checksums", "a.csum", "a", "b"]);
+    let o = rk(
+        d,
+        &["checksums", "status", "--checksums", "a.csum", "a", "b"],
+    );
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("recompute them with `raidkit checksums init`"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("recompute them with `raidkit checksums init`")
+    );
     // init refuses while the copies disagree, and works after a repair.
     let o = rk(d, &["checksums", "init", "--checksums", "a.csum", "a", "b"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains(
@@ -255,7 +292,19 @@ fn stale_sidecar_is_ignored_loudly() {
     // Another array's sidecar is refused.
     ok(
         d,
-        &["create", "-l", "1", "-n", "2", "-z", "5M", "--checksums", "x.csum", "x", "y"],
+        &[
+            "create",
+            "-l",
+            "1",
+            "-n",
+            "2",
+            "-z",
+            "5M",
+            "--checksums",
+            "x.csum",
+            "x",
+            "y",
+        ],
     );
     let o = rk(d, &["check", "--checksums", "x.csum", "a", "b"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("it belongs to another array"));
@@ -307,7 +356,13 @@ fn serve(d: &Path) -> Server {
         .current_dir(d)
         .env("RAIDKIT_RUN_DIR", d.join("run"))
         .args([
-            "serve", "--socket", "nbd.sock", "--checksums", "a.csum", "a", "b",
+            "serve",
+            "--socket",
+            "nbd.sock",
+            "--checksums",
+            "a.csum",
+            "a",
+            "b",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -345,9 +400,10 @@ fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 fn finished(d: &Path) -> Value {
     let mut last = Value::Null;
     wait_for("the check to finish", 60, || {
-        last = status(d).map(|s| s["last_result"].clone()).unwrap_or_default();
-        !last.is_null()
-            && status(d).is_some_and(|s| s["sync"]["action"] == "idle")
+        last = status(d)
+            .map(|s| s["last_result"].clone())
+            .unwrap_or_default();
+        !last.is_null() && status(d).is_some_and(|s| s["sync"]["action"] == "idle")
     });
     last
 }
@@ -359,8 +415,21 @@ fn stopped_check_resumes_after_a_server_restart() {
     ok(
         d,
         &[
-            "create", "-l", "1", "-n", "2", "-z", "9M", "--name", "rs", "--homehost", "none",
-            "--checksums", "a.csum", "a", "b",
+            "create",
+            "-l",
+            "1",
+            "-n",
+            "2",
+            "-z",
+            "9M",
+            "--name",
+            "rs",
+            "--homehost",
+            "none",
+            "--checksums",
+            "a.csum",
+            "a",
+            "b",
         ],
     );
     std::fs::write(d.join("in"), pattern(8 * M as usize, 9)).unwrap();
@@ -377,7 +446,9 @@ fn stopped_check_resumes_after_a_server_restart() {
 
     let s = serve(d);
     let o = rk(d, &["sync-action", "rs", "check", "--resume"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no stopped check or repair of rs to resume"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no stopped check or repair of rs to resume")
+    );
     // Slow, so that it can be stopped part way.
     ok(d, &["sync-action", "rs", "check", "--speed-limit", "1M"]);
     wait_for("progress", 30, || {
@@ -392,7 +463,17 @@ fn stopped_check_resumes_after_a_server_restart() {
 
     // A new serving process continues from the recorded position.
     let s = serve(d);
-    ok(d, &["sync-action", "rs", "check", "--resume", "--speed-limit", "0"]);
+    ok(
+        d,
+        &[
+            "sync-action",
+            "rs",
+            "check",
+            "--resume",
+            "--speed-limit",
+            "0",
+        ],
+    );
     let second = finished(d);
     assert_eq!(second["covered"], json!([stopped, 8 * M]));
     assert_eq!(second["resume_from"], Value::Null);
@@ -404,7 +485,10 @@ fn stopped_check_resumes_after_a_server_restart() {
             assert_eq!(v["decided_by"], "checksum", "{v}");
             seen.push((v["offset"].as_u64().unwrap(), v["role"].as_u64().unwrap()));
         }
-        let (a, e) = (r["covered"][0].as_u64().unwrap(), r["covered"][1].as_u64().unwrap());
+        let (a, e) = (
+            r["covered"][0].as_u64().unwrap(),
+            r["covered"][1].as_u64().unwrap(),
+        );
         for m in r["mismatch_ranges"].as_array().unwrap() {
             let o = m[0].as_u64().unwrap();
             assert!(a <= o && o < e, "{r}");
