@@ -207,10 +207,11 @@ the range is reported `undecided` and repair does what md does (mirrors: copy th
 copy over the others; RAID5: recompute parity from the data).
 
 Examples:
-  raidkit check d0.img d1.img d2.img                      # the whole array
-  raidkit check --from 1G --to 2G d0.img d1.img d2.img    # only array bytes 1G..2G
-  raidkit check --checksums array.csum --json d0.img d1.img
-  raidkit repair --checksums array.csum d0.img d1.img     # rewrite the copy that is wrong
+  raidkit create --level 1 --raid-devices 2 --size 64M --checksums m.csum m0.img m1.img
+  raidkit check m0.img m1.img                           # the whole array
+  raidkit check --from 16M --to 32M m0.img m1.img       # only array bytes 16M..32M
+  raidkit check --checksums m.csum --json m0.img m1.img
+  raidkit repair --checksums m.csum m0.img m1.img       # rewrite the copy that is wrong
 ";
 
 /// `check` / `repair`.
@@ -240,9 +241,11 @@ it (by the kernel, or raidkit without --checksums) it becomes stale: raidkit det
 from the array's event count, says so, and ignores it until it is initialised again.
 
 Examples:
-  raidkit checksums init --checksums /srv/raid/md0.csum /dev/sdb1 /dev/sdc1
-  raidkit serve --checksums /srv/raid/md0.csum /dev/sdb1 /dev/sdc1
-  raidkit checksums status --checksums /srv/raid/md0.csum /dev/sdb1 /dev/sdc1
+  raidkit create --level 5 --raid-devices 3 --size 64M r0.img r1.img r2.img
+  raidkit checksums init --checksums r.csum r0.img r1.img r2.img
+  raidkit checksums status --checksums r.csum r0.img r1.img r2.img
+  raidkit serve --checksums r.csum r0.img r1.img r2.img     # every write updates it
+  raidkit repair --checksums r.csum r0.img r1.img r2.img
 ";
 
 /// `checksums` subcommands.

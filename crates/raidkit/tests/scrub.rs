@@ -82,6 +82,29 @@ fn export(dir: &Path, members: &[&str]) -> Vec<u8> {
 const M: u64 = 1 << 20;
 
 #[test]
+fn help_examples_work() {
+    let t = TempDir::new("rk-scrub").unwrap();
+    let d = t.path();
+    for (sub, n) in [
+        (&["check", "--help"][..], 5),
+        (&["checksums", "init", "--help"], 4),
+    ] {
+        let help = ok(d, sub);
+        let cmds: Vec<String> = help
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("raidkit ") && !l.starts_with("raidkit serve "))
+            .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+            .collect();
+        assert_eq!(cmds.len(), n, "{help}");
+        for c in &cmds {
+            let args: Vec<&str> = c.split_whitespace().skip(1).collect();
+            ok(d, &args);
+        }
+    }
+}
+
+#[test]
 fn mirror2_checksums_name_the_wrong_copy_and_repair_it() {
     let t = TempDir::new("rk-scrub").unwrap();
     let d = t.path();
