@@ -33,8 +33,8 @@
 //! is marked "being written" in the region map and the map flushed before the first write
 //! to it; when the array goes clean the table is flushed and the marks cleared. A region
 //! found marked at open becomes "suspect": its checksums are never used for a verdict
-//! until `raidkit checksums init` recomputes the sidecar. Blocks with a write in flight
-//! are likewise not judged.
+//! until `raidkit checksums init` recomputes the sidecar. A write that fails makes its
+//! regions suspect at once. Blocks with a write in flight are not judged.
 
 use crate::array::{lock, Array};
 use crate::error::{EngineError, Result};
@@ -428,10 +428,22 @@ impl Checksums {
         let res = if ok {
             self.record(arr, off, buf)
         } else {
-            Ok(())
+            // A failed write leaves the blocks' contents undefined: stop trusting their
+            // region's checksums rather than record either version.
+            self.mark_suspect(first, end)
         };
         self.done_inflight(first, end);
         res
+    }
+
+    fn mark_suspect(&self, first: u64, end: u64) -> Result<()> {
+        let rb = lock(&self.hdr).region_blocks;
+        let _g = lock(&self.map_lock);
+        let rs = (first / rb) as usize..(end.div_ceil(rb) as usize).min(self.regions.len());
+        for r in &self.regions[rs] {
+            r.store(SUSPECT, Ordering::Relaxed);
+        }
+        self.write_map()
     }
 
     fn record(&self, arr: &Array, off: u64, buf: &[u8]) -> Result<()> {
