@@ -39,6 +39,8 @@ pub struct Member {
     pub stats: MemberStats,
     /// Read errors seen (corrected or not).
     read_errors: AtomicU32,
+    /// Slow-member detection state.
+    pub(crate) slow: crate::bbl::SlowState,
 }
 
 /// Per-member IO counters.
@@ -75,6 +77,7 @@ impl Member {
             ewma_ns_per_kib: AtomicU64::new(0),
             stats: MemberStats::default(),
             read_errors: AtomicU32::new(0),
+            slow: crate::bbl::SlowState::default(),
         }
     }
     /// True once the member has been failed at run time.
@@ -91,6 +94,11 @@ impl Member {
     pub fn set_recovery(&self, r: Option<u64>) {
         self.recovery
             .store(r.unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// Measured read service time, nanoseconds per KiB (0 = nothing measured yet).
+    pub(crate) fn ewma_ns_per_kib(&self) -> u64 {
+        self.ewma_ns_per_kib.load(Ordering::Relaxed)
     }
 
     /// Expected cost of a read now: queue depth times measured service time.
@@ -137,16 +145,32 @@ impl Member {
 
     /// Mark data sectors `[data_sector, data_sector + n)` of this member as holding no
     /// valid data (they are then reconstructed, or reported lost, instead of read).
-    pub fn add_bad(&self, data_sector: u64, n: u64) {
+    /// Returns true if any of them was not already marked.
+    pub fn add_bad(&self, data_sector: u64, n: u64) -> bool {
+        self.add_bad_dev(self.data_offset + data_sector, n)
+    }
+
+    /// Like [`Member::add_bad`], in absolute device sectors.
+    pub(crate) fn add_bad_dev(&self, start: u64, n: u64) -> bool {
         let mut bad = match self.bad.write() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        bad.push(BadRange {
-            start: self.data_offset + data_sector,
-            len: n,
-        });
+        let before = crate::bbl::covered(&bad);
+        bad.push(BadRange { start, len: n });
+        crate::bbl::coalesce(&mut bad);
         self.has_bad.store(true, Ordering::Relaxed);
+        crate::bbl::covered(&bad) != before
+    }
+
+    /// Forget device sectors `[start, start + n)` as bad (they were rewritten).
+    pub(crate) fn clear_bad_dev(&self, start: u64, n: u64) {
+        let mut bad = match self.bad.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *bad = crate::bbl::subtract(&bad, start, n);
+        self.has_bad.store(!bad.is_empty(), Ordering::Relaxed);
     }
 
     /// The bad ranges (absolute device sectors).
@@ -246,6 +270,8 @@ pub struct Array {
     /// Array byte ranges known to be lost (unreconstructable); reads there fail.
     lost: Mutex<Vec<(u64, u64)>>,
     has_lost: AtomicBool,
+    /// Lost ranges that were zeroed when the bad-block log was dropped by force.
+    lost_zeroed: Mutex<Vec<(u64, u64)>>,
     /// Fast check of `meta.dirty` for the write path (the mutex is taken only to change it).
     dirty_fast: AtomicBool,
     /// Client-visible IO statistics and tracing.
@@ -303,6 +329,57 @@ pub enum ArrayEvent {
         device: String,
         /// Array byte ranges that could not be reconstructed.
         lost: Vec<(u64, u64)>,
+    },
+    /// Sectors of a member were recorded as bad (hold no valid data): a rebuild could not
+    /// reconstruct them, a read could not be corrected, or a write to them failed.
+    BadBlockRecorded {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// First bad device sector (absolute, like the on-disk log).
+        sector: u64,
+        /// Number of sectors.
+        sectors: u64,
+    },
+    /// A member that had no bad-block log got one, so bad blocks survive a restart.
+    BadBlockLogCreated {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// Log offset from the superblock, sectors (as `mdadm --examine` prints it).
+        offset: i32,
+        /// Why.
+        reason: String,
+    },
+    /// Bad blocks could not be written to the member's on-disk log (0.90 metadata, no room
+    /// for a log, log full): they are only known while this process runs.
+    BadBlockNotPersisted {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// The bad-block logs were removed from every member (`--update no-bbl`).
+    BadBlockLogRemoved {
+        /// Entries rewritten from redundancy (device sector ranges, per role).
+        repaired: Vec<(usize, u64, u64)>,
+        /// Array byte ranges whose data nobody could supply (zeroed with --force).
+        lost: Vec<(u64, u64)>,
+    },
+    /// A member has been much slower than its peers over a window of reads.
+    SlowMember {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// The member's measured read service time, microseconds per MiB.
+        member_us: u64,
+        /// Median of its peers, microseconds per MiB.
+        peers_us: u64,
     },
 }
 
@@ -369,6 +446,7 @@ impl Array {
             listeners: Mutex::new(Vec::new()),
             lost: Mutex::new(Vec::new()),
             has_lost: AtomicBool::new(false),
+            lost_zeroed: Mutex::new(Vec::new()),
             dirty_fast: AtomicBool::new(false),
             io: crate::iostats::IoStats::default(),
             checksums: std::sync::OnceLock::new(),
@@ -548,6 +626,7 @@ impl Array {
         m.inflight.fetch_sub(1, Ordering::Relaxed);
         if r.is_ok() {
             m.record_read(buf.len(), t0.elapsed());
+            self.check_slow(role, &m);
         }
         r.map_err(|e| EngineError::io(m.dev.name(), "reading member data", e))
     }
@@ -567,7 +646,12 @@ impl Array {
                 Ok(true)
             }
             Err(e) => {
-                self.fail_member(role, &format!("write error: {e}"))?;
+                // md records a bad block instead of failing the member when the member
+                // has a bad-block log; otherwise the member is failed.
+                let n = buf.len() as u64 / SECTOR;
+                if !self.bad_block_instead_of_fail(role, &m, dsec, n) {
+                    self.fail_member(role, &format!("write error: {e}"))?;
+                }
                 Ok(false)
             }
         }
@@ -767,8 +851,27 @@ impl Array {
         if ranges.is_empty() {
             return;
         }
-        lock(&self.lost).extend_from_slice(ranges);
+        let mut l = lock(&self.lost);
+        l.extend_from_slice(ranges);
+        crate::bbl::coalesce_pairs(&mut l);
         self.has_lost.store(true, Ordering::Relaxed);
+    }
+
+    /// Forget lost ranges (their data was replaced, e.g. zeroed by `--update no-bbl
+    /// --force`); they are kept in [`Array::lost_zeroed_ranges`].
+    pub(crate) fn take_lost(&self) -> Vec<(u64, u64)> {
+        let mut l = lock(&self.lost);
+        self.has_lost.store(false, Ordering::Relaxed);
+        let v = std::mem::take(&mut *l);
+        let mut z = lock(&self.lost_zeroed);
+        z.extend_from_slice(&v);
+        crate::bbl::coalesce_pairs(&mut z);
+        v
+    }
+
+    /// Array byte ranges whose lost data was replaced by zeros (`--update no-bbl --force`).
+    pub fn lost_zeroed_ranges(&self) -> Vec<(u64, u64)> {
+        lock(&self.lost_zeroed).clone()
     }
 
     /// Array byte ranges known to be lost.
@@ -799,8 +902,10 @@ impl Array {
                 return Err(EngineError::Unreadable {
                     offset: o.max(offset),
                     end: (o + l).min(end),
-                    why: "this range could not be reconstructed during a rebuild (data lost)"
-                        .into(),
+                    why: format!(
+                        "data lost: array bytes {o}..{} have no valid copy on any member (bad blocks beyond what redundancy covers); `raidkit manage NAME --update no-bbl --force` replaces them with zeros so they can be restored from a backup",
+                        o + l
+                    ),
                 });
             }
         }

@@ -451,7 +451,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         resync_from: resync,
         roles,
     };
-    Ok(Array::from_parts(
+    let arr = Array::from_parts(
         geo,
         uuid,
         name,
@@ -463,7 +463,11 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         meta,
         bitmap,
         forced_clean,
-    ))
+    );
+    // Where bad blocks exceed the redundancy the data is gone: reads there fail.
+    let lost = arr.derive_lost();
+    arr.add_lost(&lost);
+    Ok(arr)
 }
 
 fn level_name(level: i32) -> String {
@@ -472,7 +476,8 @@ fn level_name(level: i32) -> String {
         .unwrap_or_else(|| format!("level {level}"))
 }
 
-fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> {
+/// A member's bad ranges from its on-disk bad-block log (empty without one).
+pub(crate) fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> {
     let Some((sector, size, shift)) = sb.bblog() else {
         return Ok(Vec::new());
     };

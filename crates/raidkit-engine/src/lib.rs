@@ -11,6 +11,7 @@
 
 pub mod array;
 pub mod assemble;
+pub mod bbl;
 pub mod bitmap;
 pub mod checksums;
 pub mod create;

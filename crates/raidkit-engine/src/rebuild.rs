@@ -410,18 +410,28 @@ fn rebuild_role(
                                         }
                                     }
                                     Err(EngineError::Unreadable { .. }) => {
-                                        m.add_bad(stripe * c + a, n);
+                                        // md's rule: the target's block and every source
+                                        // block that could not be read are recorded as bad
+                                        // (on disk, so the loss survives a restart).
+                                        let d = stripe * c + a;
+                                        let mut roles = lay.data.clone();
+                                        roles.push(lay.p);
+                                        roles.extend(lay.q);
+                                        let mut scratch = vec![0u8; (n * 512) as usize];
+                                        let unreadable: Vec<usize> = roles
+                                            .into_iter()
+                                            .filter(|&r| {
+                                                r != role
+                                                    && arr.readable(r, d, n)
+                                                    && arr.read_block(r, d, &mut scratch).is_err()
+                                            })
+                                            .collect();
+                                        arr.record_bad(role, d, n);
+                                        for r in unreadable {
+                                            arr.record_bad(r, d, n);
+                                        }
                                         for (k, &r) in lay.data.iter().enumerate() {
-                                            if r == role
-                                                || !arr.readable(r, stripe * c + a, n)
-                                                || arr
-                                                    .read_block(
-                                                        r,
-                                                        stripe * c + a,
-                                                        &mut vec![0u8; (n * 512) as usize],
-                                                    )
-                                                    .is_err()
-                                            {
+                                            if r == role || !arr.readable(r, d, n) {
                                                 let off = ((stripe * kc + k as u64) * c + a) * 512;
                                                 lost.push((off, n * 512));
                                             }
@@ -458,14 +468,26 @@ fn rebuild_role(
                         };
                         let run = p.run.min(n - done);
                         let mut buf = vec![0u8; (run * 512) as usize];
+                        let mut unreadable = Vec::new();
                         let src = p.copies.iter().find(|&&(r, d)| {
-                            r != role
-                                && arr.readable(r, d, run)
-                                && arr.read_block(r, d, &mut buf).is_ok()
+                            if r == role || !arr.readable(r, d, run) {
+                                return false;
+                            }
+                            let ok = arr.read_block(r, d, &mut buf).is_ok();
+                            if !ok {
+                                unreadable.push((r, d));
+                            }
+                            ok
                         });
                         if src.is_some() {
                             arr.write_block(role, dsec, &buf)?;
                         } else {
+                            // Nobody holds it: the target's copy and the copies that
+                            // could not be read are recorded as bad (md's rule).
+                            arr.record_bad(role, dsec, run);
+                            for (r, d) in unreadable {
+                                arr.record_bad(r, d, run);
+                            }
                             lost.push((s * 512, run * 512));
                         }
                         done += run;
@@ -652,13 +674,10 @@ impl Array {
                 b.locs[idx] = meta.sbs[idx].bitmap_sector(dev.size_bytes() / 512);
             }
             let data_offset = meta.sbs[idx].data_offset();
-            let m = Arc::new(Member::new(
-                dev.clone(),
-                idx,
-                data_offset,
-                Some(0),
-                Vec::new(),
-            ));
+            // The member's own bad-block log stays with it (those sectors still hold no
+            // valid data); nothing is copied from the other members.
+            let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx])?;
+            let m = Arc::new(Member::new(dev.clone(), idx, data_offset, Some(0), bad));
             {
                 let mut slots = match self.slots.write() {
                     Ok(g) => g,

@@ -27,7 +27,8 @@ pub struct MonitorEvent {
     /// Event kind: `member_failed`, `member_removed`, `spare_added`, `degraded`,
     /// `rebuild_started`, `rebuild_progress`, `rebuild_finished`, `spare_activated`,
     /// `read_error_corrected`, `mismatches_found`, `sync_started`, `sync_finished`,
-    /// `unclean_stop_detected`, `slow_member`, `test`.
+    /// `unclean_stop_detected`, `bad_block_recorded`, `bad_block_log_created`,
+    /// `bad_block_not_persisted`, `bad_block_log_removed`, `slow_member`, `test`.
     pub kind: String,
     /// Details (member, role, ranges, progress...).
     pub detail: Value,
@@ -237,6 +238,26 @@ impl Supervisor {
             ),
             ArrayEvent::RebuildFinished { .. } => self.emit(
                 "rebuild_finished",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::BadBlockRecorded { .. } => self.emit(
+                "bad_block_recorded",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::BadBlockLogCreated { .. } => self.emit(
+                "bad_block_log_created",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::BadBlockNotPersisted { .. } => self.emit(
+                "bad_block_not_persisted",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::BadBlockLogRemoved { .. } => self.emit(
+                "bad_block_log_removed",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::SlowMember { .. } => self.emit(
+                "slow_member",
                 serde_json::to_value(&e).unwrap_or(Value::Null),
             ),
         }
@@ -549,6 +570,8 @@ impl Supervisor {
             "sync": job,
             "last_result": *lock(&self.last_result),
             "lost_ranges": a.lost_ranges(),
+            "lost_zeroed_ranges": a.lost_zeroed_ranges(),
+            "bad_blocks": a.bad_blocks(),
         })
     }
 
@@ -647,6 +670,22 @@ impl Supervisor {
             handle: Some(handle),
         });
         Ok(())
+    }
+
+    /// `--update no-bbl`: rewrite the bad-block entries from redundancy and remove the
+    /// bad-block log from every member (see [`Array::remove_bbl`]). Refused while a
+    /// background job runs.
+    pub fn remove_bbl(&self, force: bool) -> Result<crate::bbl::BblRemoval> {
+        if lock(&self.job)
+            .as_ref()
+            .and_then(|j| j.handle.as_ref())
+            .is_some_and(|h| !h.is_finished())
+        {
+            return Err(EngineError::Invalid(
+                "a background job (resync, recovery, check) is running; wait for it or stop it with `raidkit sync-action NAME idle`, then retry".into(),
+            ));
+        }
+        self.array.remove_bbl(force)
     }
 
     /// Stop background work, flush and mark the array clean (graceful stop).

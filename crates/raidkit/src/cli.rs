@@ -132,6 +132,10 @@ pub struct CreateArgs {
     /// Bitmap chunk size (bare number = KiB; default as mdadm: 64M).
     #[arg(long)]
     pub bitmap_chunk: Option<String>,
+    /// Reserve a bad-block log on every member where mdadm puts it (1.x only). Default:
+    /// none; a member that later gets bad blocks gets a log then if there is room.
+    #[arg(long)]
+    pub bbl: bool,
     /// Do not make redundancy consistent (only if the members are known to be consistent, e.g. all zeros).
     #[arg(long)]
     pub assume_clean: bool,

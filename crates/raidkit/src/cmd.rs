@@ -127,6 +127,7 @@ fn cmd_create(a: CreateArgs) -> Result<()> {
             Some(parse_size(c, 1024).map_err(|e| anyhow!("--bitmap-chunk: {e}"))?);
     }
     o.assume_clean = a.assume_clean;
+    o.bbl = a.bbl;
     if let Some(s) = &a.size {
         o.create_size = Some(parse_size(s, 1024).map_err(|e| anyhow!("--size: {e}"))?);
     }
@@ -532,6 +533,8 @@ fn detail_json(arr: &Array) -> Value {
         "degraded": arr.is_degraded(),
         "members": arr.members(),
         "missing_roles": missing,
+        "bad_blocks": arr.bad_blocks(),
+        "lost_ranges": arr.lost_ranges(),
     })
 }
 

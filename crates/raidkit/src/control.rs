@@ -117,6 +117,15 @@ fn handle(conn: UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
         "manage" => {
             let s = find(sups, array)?;
             let member = req["member"].as_str().unwrap_or("");
+            if req["op"] == "update" {
+                return match req["value"].as_str().unwrap_or("") {
+                    "no-bbl" => {
+                        let r = s.remove_bbl(req["force"].as_bool().unwrap_or(false))?;
+                        Ok(serde_json::to_value(r)?)
+                    }
+                    v => bail!("unknown --update {v:?} (known: no-bbl)"),
+                };
+            }
             match req["op"].as_str().unwrap_or("") {
                 "fail" => s.fail(member)?,
                 "remove" => s.remove(member)?,

@@ -35,7 +35,15 @@ pub struct ManageArgs {
     /// Re-add a member that left; only regions written meanwhile are resynced when the bitmap allows.
     #[arg(long = "re-add", value_name = "MEMBER", group = "op")]
     pub re_add: Option<PathBuf>,
-    /// With --add: overwrite a device that holds data or another superblock.
+    /// Change array metadata online. `no-bbl`: rewrite every bad-block entry from
+    /// redundancy, then remove the bad-block log from every member. Refused (listing the
+    /// lost array ranges) if some entries hold data no member can supply; with --force the
+    /// log is removed anyway and those ranges then read as zeros (status keeps reporting
+    /// them as `lost_zeroed_ranges` until the server stops).
+    #[arg(long, value_name = "WHAT", group = "op", value_parser = ["no-bbl"])]
+    pub update: Option<String>,
+    /// With --add: overwrite a device that holds data or another superblock. With
+    /// --update no-bbl: remove the log even if data is lost (lost ranges become zeros).
     #[arg(long)]
     pub force: bool,
 }
@@ -170,6 +178,41 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
             map,
             s["state"].as_str().unwrap_or("")
         );
+        for (key, what) in [
+            ("lost_ranges", "LOST (reads fail)"),
+            ("lost_zeroed_ranges", "lost, now zeros"),
+        ] {
+            if let Some(l) = s[key].as_array().filter(|l| !l.is_empty()) {
+                let r: Vec<String> = l
+                    .iter()
+                    .map(|p| {
+                        let (o, n) = (p[0].as_u64().unwrap_or(0), p[1].as_u64().unwrap_or(0));
+                        format!("{o}..{}", o + n)
+                    })
+                    .collect();
+                println!("      {what}: array bytes {}", r.join(", "));
+            }
+        }
+        for b in s["bad_blocks"].as_array().cloned().unwrap_or_default() {
+            let r: Vec<String> = b["ranges"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|p| format!("{}+{}", p[0], p[1]))
+                .collect();
+            println!(
+                "      bad blocks on {}[{}]{}: {}",
+                b["device"].as_str().unwrap_or("?"),
+                b["role"],
+                if b["logged"] == true {
+                    ""
+                } else {
+                    " (NOT in an on-disk log)"
+                },
+                r.join(" ")
+            );
+        }
         let job = &s["sync"];
         if job["action"] != "idle" {
             let done = job["done_sectors"].as_u64().unwrap_or(0);
@@ -194,6 +237,25 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
 
 /// `raidkit manage`.
 pub fn cmd_manage(a: ManageArgs) -> Result<()> {
+    if let Some(what) = &a.update {
+        let sock = socket_for(&a.name)?;
+        let v = request(
+            &sock,
+            &json!({"cmd": "manage", "array": a.name, "op": "update", "value": what, "force": a.force}),
+        )?;
+        let repaired = v["repaired"].as_array().map_or(0, Vec::len);
+        eprintln!(
+            "raidkit: --update {what} on {}: done ({repaired} bad-block range(s) rewritten from redundancy; the bad-block log is removed from every member)",
+            a.name
+        );
+        if let Some(lost) = v["lost"].as_array().filter(|l| !l.is_empty()) {
+            eprintln!(
+                "raidkit: these array byte ranges had no valid data and now read as zeros: {}",
+                serde_json::to_string(lost)?
+            );
+        }
+        return Ok(());
+    }
     let (op, member) = if let Some(m) = &a.fail {
         ("fail", m)
     } else if let Some(m) = &a.remove {
@@ -203,7 +265,7 @@ pub fn cmd_manage(a: ManageArgs) -> Result<()> {
     } else if let Some(m) = &a.re_add {
         ("re-add", m)
     } else {
-        bail!("say what to do: --fail, --remove, --add or --re-add MEMBER");
+        bail!("say what to do: --fail, --remove, --add or --re-add MEMBER, or --update no-bbl");
     };
     let sock = socket_for(&a.name)?;
     // Paths are resolved here so the server sees the same names as at assembly.

@@ -1,10 +1,11 @@
 //! The control plane of a running array: `raidkit status`, `manage`, `sync-action` and
 //! `monitor` against a live `raidkit mount` process (FUSE; skipped without /dev/fuse).
 
+use raidkit_testkit::proc::{wait_for, Killing};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
@@ -34,25 +35,6 @@ fn status(run: &Path, dir: &Path) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
@@ -106,7 +88,7 @@ fn status_manage_sync_action_monitor() {
         let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut s);
         s
     });
-    let mut guard = Kill(child);
+    let mut guard = Killing(child);
     wait_for("the control socket", 20, || status(&run, d).len() == 1);
     let st = &status(&run, d)[0];
     assert_eq!(st["name"], "ctl");
