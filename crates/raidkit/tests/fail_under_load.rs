@@ -1,10 +1,10 @@
-//! Fail a member under fio load through NBD (project issue #4): a RAID5 with a hot spare
-//! and a checksum sidecar is served; fio writes with `verify=crc32c`; mid-run a member is
-//! failed with `raidkit manage --fail`; the spare rebuilds on its own; fio's writes and
-//! its read-verify pass; status shows the former spare in the role; offline `check`
-//! finds 0 mismatches (and the sidecar still agrees); then the kernel assembles the
-//! members in the mdref VM, its check gives mismatch_cnt 0 and /dev/md0 has the same
-//! sha256 as raidkit's export.
+//! Fail a member under fio load through NBD (project issue #4): a RAID5 and a RAID10 (n2),
+//! each with a hot spare and a checksum sidecar, are served; fio writes with
+//! `verify=crc32c`; mid-run a member is failed with `raidkit manage --fail`; the spare
+//! rebuilds on its own; fio's writes and its read-verify pass; status shows the former
+//! spare in the role; offline `check` finds 0 mismatches (and the sidecar still agrees);
+//! then the kernel assembles the members in the mdref VM, its check gives mismatch_cnt 0
+//! and each /dev/mdX has the same sha256 as raidkit's export.
 //!
 //! Skips (printing why) without fio's nbd engine; the kernel part skips without mdref.
 
@@ -116,42 +116,31 @@ fn sha256(p: &Path) -> String {
         .to_string()
 }
 
-#[test]
-fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
-    let Some(fio) = find_tool("fio") else {
-        println!("skip: fio is not installed (run tests/nbd/install-deps.sh)");
-        return;
-    };
-    let eng = Command::new(&fio).arg("--enghelp=nbd").output().unwrap();
-    if !eng.status.success() || !String::from_utf8_lossy(&eng.stdout).contains("uri") {
-        println!("skip: fio lacks the nbd ioengine (run tests/nbd/install-deps.sh)");
-        return;
-    }
-    let t = TempDir::new("rk-fail-load").unwrap();
-    let d = t.path();
-    ok(
-        d,
-        &[
-            "create",
-            "-l",
-            "5",
-            "-n",
-            "3",
-            "-c",
-            "64",
-            "-z",
-            "24M",
-            "--name",
-            "fl",
-            "--homehost",
-            "none",
-            "--checksums",
-            "fl.csum",
-            "a",
-            "b",
-            "c",
-        ],
-    );
+/// One array: create LEVEL over `members` (role order, `b` is role 1) with a sidecar,
+/// serve it, add a spare, fail `b` under fio load, wait for the rebuild, verify, stop,
+/// check offline. Returns the sha256 of the array's contents and the members left.
+fn fail_under_load(fio: &Path, d: &Path, level: &str, members: &[&str]) -> (String, Vec<PathBuf>) {
+    std::fs::create_dir_all(d).unwrap();
+    let n = members.len().to_string();
+    let mut args = vec![
+        "create",
+        "-l",
+        level,
+        "-n",
+        &n,
+        "-c",
+        "64",
+        "-z",
+        "24M",
+        "--name",
+        "fl",
+        "--homehost",
+        "none",
+        "--checksums",
+        "fl.csum",
+    ];
+    args.extend_from_slice(members);
+    ok(d, &args);
     std::fs::File::create(d.join("spare"))
         .unwrap()
         .set_len(24 << 20)
@@ -160,16 +149,8 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
     let server = Command::new(RAIDKIT)
         .current_dir(d)
         .env("RAIDKIT_RUN_DIR", d.join("run"))
-        .args([
-            "serve",
-            "--socket",
-            "fl.sock",
-            "--checksums",
-            "fl.csum",
-            "a",
-            "b",
-            "c",
-        ])
+        .args(["serve", "--socket", "fl.sock", "--checksums", "fl.csum"])
+        .args(members)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -180,7 +161,7 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
     ok(d, &["manage", "fl", "--add", spare.to_str().unwrap()]);
     let st = status(d).unwrap();
     assert_eq!(st["degraded"], false);
-    assert_eq!(st["members"][3]["state"], "spare", "{st}");
+    assert_eq!(st["members"][members.len()]["state"], "spare", "{st}");
 
     // fio writes 24 MiB of 4 KiB random blocks with crc32c verify headers, then reads
     // every block back and verifies it.
@@ -188,7 +169,7 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
     let base = member_writes(&status(d).unwrap());
     // Rate-capped (about 6 s of writes), so the failure lands mid-run even on a slow
     // machine (a loaded one only makes fio slower).
-    let load = Command::new(&fio)
+    let mut load = Command::new(fio)
         .args(fio_args(&uri))
         .args(["--do_verify=1", "--rate_iops=1000"])
         .stdout(Stdio::piped())
@@ -196,12 +177,11 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
         .spawn()
         .unwrap();
     // Mid-run (a quarter of fio's 6144 writes reached the members, each at least two
-    // member writes: data and parity): fail member b.
+    // member writes: data and parity, or two copies): fail member b.
     wait_for("fio's writes", 60, || {
         status(d).is_some_and(|s| member_writes(&s) >= base + 2 * 1536)
     });
     ok(d, &["manage", "fl", "--fail", "b"]);
-    let mut load = load;
     assert!(
         load.try_wait().unwrap().is_none(),
         "fio finished before the member was failed"
@@ -229,7 +209,7 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
     assert_eq!(st["lost_ranges"], serde_json::json!([]), "{st}");
 
     // Read-verify phase over the rebuilt array.
-    let out = Command::new(&fio)
+    let out = Command::new(fio)
         .args(fio_args(&uri))
         .arg("--verify_only")
         .output()
@@ -244,40 +224,57 @@ fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
 
     // Offline: no mismatches; the sidecar followed the whole run (writes, the failure,
     // the rebuild) and agrees with every block.
-    let out = ok(d, &["check", "--checksums", "fl.csum", "a", "c", "spare"]);
+    let mut left: Vec<&str> = members.iter().copied().filter(|m| *m != "b").collect();
+    left.push("spare");
+    let mut args = vec!["check", "--checksums", "fl.csum"];
+    args.extend_from_slice(&left);
+    let out = ok(d, &args);
     assert!(
         out.contains(": 0 mismatched range(s), 0 bytes") && out.contains("(with checksums)"),
         "{out}"
     );
     let img = d.join("export.img");
-    ok(
-        d,
-        &[
-            "export",
-            "--output",
-            img.to_str().unwrap(),
-            "a",
-            "c",
-            "spare",
-        ],
-    );
-    let ours = sha256(&img);
+    let mut args = vec!["export", "--output", img.to_str().unwrap()];
+    args.extend_from_slice(&left);
+    ok(d, &args);
+    let sha = sha256(&img);
     std::fs::remove_file(&img).unwrap();
+    (sha, left.iter().map(|m| d.join(m)).collect())
+}
+
+#[test]
+fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
+    let Some(fio) = find_tool("fio") else {
+        println!("skip: fio is not installed (run tests/nbd/install-deps.sh)");
+        return;
+    };
+    let eng = Command::new(&fio).arg("--enghelp=nbd").output().unwrap();
+    if !eng.status.success() || !String::from_utf8_lossy(&eng.stdout).contains("uri") {
+        println!("skip: fio lacks the nbd ioengine (run tests/nbd/install-deps.sh)");
+        return;
+    }
+    let t = TempDir::new("rk-fail-load").unwrap();
+    let (sha5, disks5) = fail_under_load(&fio, &t.path().join("r5"), "5", &["a", "b", "c"]);
+    let (sha10, disks10) =
+        fail_under_load(&fio, &t.path().join("r10"), "10", &["a", "b", "c", "d"]);
 
     // The kernel assembles the members raidkit left behind.
     let Some(md) = locate_or_skip() else { return };
     let script = r#"exec 2>&1
 mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc || exit 2
+mdadm --assemble --run /dev/md1 /dev/vdd /dev/vde /dev/vdf /dev/vdg || exit 2
 cat /proc/mdstat
-mdref-wait md0
-echo check > /sys/block/md0/md/sync_action
-mdref-wait md0
-echo "RESULT sha256=$(sha256sum /dev/md0 | cut -d' ' -f1)"
-echo "RESULT mismatch_cnt=$(cat /sys/block/md0/md/mismatch_cnt) degraded=$(cat /sys/block/md0/md/degraded)"
+mdref-wait md0 md1
+for m in md0 md1; do echo check > /sys/block/$m/md/sync_action; done
+mdref-wait md0 md1
+for m in md0 md1; do
+  echo "RESULT $m sha256=$(sha256sum /dev/$m | cut -d' ' -f1)"
+  echo "RESULT $m mismatch_cnt=$(cat /sys/block/$m/md/mismatch_cnt) degraded=$(cat /sys/block/$m/md/degraded)"
+done
 "#;
     let out = md
         .run(&Run {
-            disks: vec![d.join("a"), d.join("c"), d.join("spare")],
+            disks: disks5.into_iter().chain(disks10).collect(),
             snapshot: true,
             timeout_secs: 240,
             script: script.into(),
@@ -287,8 +284,10 @@ echo "RESULT mismatch_cnt=$(cat /sys/block/md0/md/mismatch_cnt) degraded=$(cat /
     println!("{}\n{}", out.stdout, out.stderr);
     assert_eq!(out.status, 0, "{}", out.stdout);
     for line in [
-        format!("RESULT sha256={ours}"),
-        "RESULT mismatch_cnt=0 degraded=0".to_string(),
+        format!("RESULT md0 sha256={sha5}"),
+        "RESULT md0 mismatch_cnt=0 degraded=0".to_string(),
+        format!("RESULT md1 sha256={sha10}"),
+        "RESULT md1 mismatch_cnt=0 degraded=0".to_string(),
     ] {
         assert!(
             out.stdout.lines().any(|l| l == line),
