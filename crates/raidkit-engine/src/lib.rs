@@ -8,6 +8,8 @@
 //! * [`sync`]: make redundancy consistent (initial sync, resync after an unclean stop).
 //! * [`bitmap`]: the write-intent bitmap at run time.
 //! * [`checksums`]: the optional per-block checksum sidecar (scrub verdicts).
+//! * [`grow`]: add or remove the bitmap of an existing array.
+//! * [`replace`]: md's hot replace of an active member.
 
 pub mod array;
 pub mod assemble;
@@ -18,8 +20,10 @@ pub mod create;
 pub mod dev;
 pub mod error;
 pub mod fault;
+pub mod grow;
 pub mod iostats;
 pub mod rebuild;
+pub mod replace;
 pub mod sb;
 pub mod supervisor;
 pub mod sync;

@@ -28,7 +28,8 @@ pub struct MonitorEvent {
     /// `rebuild_started`, `rebuild_progress`, `rebuild_finished`, `spare_activated`,
     /// `read_error_corrected`, `mismatches_found`, `sync_started`, `sync_finished`,
     /// `unclean_stop_detected`, `bad_block_recorded`, `bad_block_log_created`,
-    /// `bad_block_not_persisted`, `bad_block_log_removed`, `slow_member`, `test`.
+    /// `bad_block_not_persisted`, `bad_block_log_removed`, `slow_member`, `bitmap_added`,
+    /// `bitmap_removed`, `replace_started`, `replace_finished`, `test`.
     pub kind: String,
     /// Details (member, role, ranges, progress...).
     pub detail: Value,
@@ -152,6 +153,8 @@ impl Supervisor {
                     json!({"missing_roles": sup.array.missing_roles()}),
                 );
                 let _ = sup.sync_action("recover");
+            } else if !sup.array.replacement_roles().is_empty() {
+                let _ = sup.start_replace_job();
             }
         } else if sup.array.is_degraded() {
             sup.emit(
@@ -216,11 +219,13 @@ impl Supervisor {
                     "member_failed",
                     serde_json::to_value(&e).unwrap_or(Value::Null),
                 );
-                self.emit(
-                    "degraded",
-                    json!({"missing_roles": self.array.missing_roles()}),
-                );
-                if self.array.spare_count() > 0 {
+                if self.array.is_degraded() {
+                    self.emit(
+                        "degraded",
+                        json!({"missing_roles": self.array.missing_roles()}),
+                    );
+                }
+                if self.array.spare_count() > 0 && !self.array.missing_roles().is_empty() {
                     let _ = self.sync_action("recover");
                 }
             }
@@ -238,6 +243,14 @@ impl Supervisor {
             ),
             ArrayEvent::RebuildFinished { .. } => self.emit(
                 "rebuild_finished",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::ReplaceStarted { .. } => self.emit(
+                "replace_started",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::ReplaceFinished { .. } => self.emit(
+                "replace_finished",
                 serde_json::to_value(&e).unwrap_or(Value::Null),
             ),
             ArrayEvent::BadBlockRecorded { .. } => self.emit(
@@ -504,9 +517,126 @@ impl Supervisor {
             }
         };
         *lock(&self.last_result) = Some(result);
+        // A replacement interrupted by a stop continues once redundancy is back.
+        if !stop.load(Ordering::Relaxed)
+            && !arr.replacement_roles().is_empty()
+            && !arr.is_degraded()
+            && !arr.needs_resync()
+        {
+            if let Some(j) = lock(&self.job).as_mut() {
+                j.status = JobStatus {
+                    action: "replace".into(),
+                    ..Default::default()
+                };
+                j.started = Instant::now();
+            }
+            let v = self.run_replace(&stop);
+            *lock(&self.last_result) = Some(v);
+        }
         if let Some(j) = lock(&self.job).as_mut() {
             j.status.action = "idle".into();
         }
+    }
+
+    fn run_replace(&self, stop: &Arc<AtomicBool>) -> Value {
+        let opts = RebuildOptions {
+            stop: Some(stop.clone()),
+            max_bytes_per_sec: Some(self.speed_limit.clone()),
+            ..Default::default()
+        };
+        let arr = self.array.clone();
+        match crate::replace::replace(&arr, &opts, &mut |d, t| self.progress(d, t)) {
+            Ok(rep) => {
+                if !rep.roles.is_empty() {
+                    let _ = arr.mark_clean();
+                }
+                json!({"action": "replace", "roles": rep.roles, "lost": rep.lost})
+            }
+            Err(e) => {
+                let v = json!({"action": "replace", "error": e.to_string()});
+                self.emit("replace_finished", v.clone());
+                v
+            }
+        }
+    }
+
+    fn start_replace_job(self: &Arc<Self>) -> Result<()> {
+        let mut job = lock(&self.job);
+        if let Some(j) = job.as_ref() {
+            if j.handle.as_ref().is_some_and(|h| !h.is_finished()) {
+                return Err(EngineError::Invalid(format!(
+                    "a {} is running; stop it with `sync-action idle` first (the replacement then continues)",
+                    j.status.action
+                )));
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let me = self.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("raidkit-replace-{}", self.name))
+            .spawn(move || {
+                let v = me.run_replace(&stop2);
+                *lock(&me.last_result) = Some(v);
+                if let Some(j) = lock(&me.job).as_mut() {
+                    j.status.action = "idle".into();
+                }
+            })
+            .map_err(|e| EngineError::io("thread", "starting the replacement", e))?;
+        *job = Some(Job {
+            status: JobStatus {
+                action: "replace".into(),
+                speed_limit: self.speed_limit.load(Ordering::Relaxed),
+                ..Default::default()
+            },
+            started: Instant::now(),
+            stop,
+            handle: Some(handle),
+        });
+        Ok(())
+    }
+
+    /// Hot-replace the active member `device` (md's `--replace`): with `with`, that device
+    /// (a spare of the array, or a new device added as a spare first), else any spare.
+    /// The member stays active until the copy is done; the copy runs in the background.
+    pub fn replace(self: &Arc<Self>, device: &str, with: Option<&Path>, force: bool) -> Result<()> {
+        if lock(&self.job)
+            .as_ref()
+            .and_then(|j| j.handle.as_ref())
+            .is_some_and(|h| !h.is_finished())
+        {
+            return Err(EngineError::Invalid(
+                "another job is running; wait for it or stop it with `sync-action idle` first"
+                    .into(),
+            ));
+        }
+        let member = self.canonical_member_name(device);
+        let with_name = match with {
+            None => None,
+            Some(p) => {
+                let ps = p.display().to_string();
+                let spare = self
+                    .array
+                    .members()
+                    .into_iter()
+                    .find(|m| m.state == "spare" && same_device(&m.device, &ps))
+                    .map(|m| m.device);
+                match spare {
+                    Some(n) => Some(n),
+                    None => {
+                        let dev: Arc<dyn BlockDev> = Arc::new(
+                            FileDev::open(p, true)
+                                .map_err(|e| EngineError::io(&ps, "opening the replacement", e))?,
+                        );
+                        let n = dev.name().to_string();
+                        self.array.add_spare(dev, force)?;
+                        Some(n)
+                    }
+                }
+            }
+        };
+        self.array.start_replace(&member, with_name.as_deref())?;
+        self.start_replace_job()
     }
 
     fn stop_job(&self) {
@@ -670,6 +800,20 @@ impl Supervisor {
             handle: Some(handle),
         });
         Ok(())
+    }
+
+    /// Add or remove the internal write-intent bitmap (writes pause while switching).
+    pub fn set_bitmap(&self, mode: crate::grow::BitmapMode) -> Result<crate::grow::BitmapChange> {
+        let ch = self.array.set_bitmap(mode)?;
+        self.emit(
+            if ch.bitmap {
+                "bitmap_added"
+            } else {
+                "bitmap_removed"
+            },
+            serde_json::to_value(&ch).unwrap_or(Value::Null),
+        );
+        Ok(ch)
     }
 
     /// `--update no-bbl`: rewrite the bad-block entries from redundancy and remove the

@@ -204,7 +204,7 @@ pub fn run_opts(
         arr.ensure_dirty()?;
     }
     // Regions to visit, in the sync address space.
-    let regions: Vec<(u64, u64)> = match (&arr.bitmap, mode, full) {
+    let regions: Vec<(u64, u64)> = match (arr.bm().as_ref(), mode, full) {
         (Some(bm), SyncMode::Resync, false) => {
             let b = lock(bm);
             let cs = b.chunk_sectors;

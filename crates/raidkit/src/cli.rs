@@ -47,8 +47,10 @@ pub enum Command {
     Checksums(ChecksumsCmd),
     /// Every running array, like /proc/mdstat but readable: members, degraded, sync progress.
     Status(crate::ctl_cmd::StatusArgs),
-    /// Change a running array's members: --fail, --remove, --add, --re-add.
+    /// Change a running array's members: --fail, --remove, --add, --re-add, --replace [--with].
     Manage(crate::ctl_cmd::ManageArgs),
+    /// Add or remove the write-intent bitmap: of a running array (NAME) or offline (MEMBER...).
+    Grow(crate::ctl_cmd::GrowArgs),
     /// Start or stop background work on a running array: check, repair, resync, recover, idle.
     SyncAction(crate::ctl_cmd::SyncActionArgs),
     /// Stream events of running arrays; run a program, send mail or POST a webhook on each.

@@ -37,6 +37,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Checksums(ChecksumsCmd::Status(a)) => cmd_checksums_status(a),
         Command::Status(a) => crate::ctl_cmd::cmd_status(a),
         Command::Manage(a) => crate::ctl_cmd::cmd_manage(a),
+        Command::Grow(a) => crate::ctl_cmd::cmd_grow(a),
         Command::SyncAction(a) => crate::ctl_cmd::cmd_sync_action(a),
         Command::Monitor(a) => crate::ctl_cmd::cmd_monitor(a),
         Command::Stats(a) => crate::ctl_cmd::cmd_stats(a),
