@@ -283,6 +283,8 @@ pub struct Array {
     dirty_fast: AtomicBool,
     /// Client-visible IO statistics and tracing.
     pub io: crate::iostats::IoStats,
+    /// The optional checksum sidecar (see [`crate::checksums`]).
+    checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
 }
 
 /// md fails a member after this many corrected read errors (its default).
@@ -479,7 +481,21 @@ impl Array {
             lost_zeroed: Mutex::new(Vec::new()),
             dirty_fast: AtomicBool::new(false),
             io: crate::iostats::IoStats::default(),
+            checksums: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Attach a checksum sidecar: from now on every write updates it and scrubs use it for
+    /// verdicts. Fails if one is attached already.
+    pub fn attach_checksums(&self, cs: Arc<crate::checksums::Checksums>) -> Result<()> {
+        self.checksums.set(cs).map_err(|_| {
+            EngineError::Invalid("a checksum sidecar is already attached to this array".into())
+        })
+    }
+
+    /// The attached checksum sidecar, if any.
+    pub fn checksums(&self) -> Option<&Arc<crate::checksums::Checksums>> {
+        self.checksums.get()
     }
 
     /// The array's geometry.
@@ -750,6 +766,9 @@ impl Array {
             b.sb.events = events;
             b.write_header(self, &live)?;
         }
+        if let Some(cs) = self.checksums() {
+            cs.events_pending(events)?;
+        }
         let devs = self.devs();
         for &i in &live {
             write_super(devs[i].as_ref(), &meta.sbs[i])?;
@@ -760,6 +779,9 @@ impl Array {
                 .map_err(|e| EngineError::io(devs[i].name(), "flushing superblocks", e))?;
         }
         meta.events = events;
+        if let Some(cs) = self.checksums() {
+            cs.events_done(events)?;
+        }
         Ok(())
     }
 
@@ -843,6 +865,9 @@ impl Array {
             Err(p) => p.into_inner(),
         };
         self.flush_inner()?;
+        if let Some(cs) = self.checksums() {
+            cs.mark_clean()?;
+        }
         let mut meta = lock(&self.meta);
         if !meta.dirty {
             return Ok(());
@@ -1360,6 +1385,18 @@ impl Array {
             Err(p) => p.into_inner(),
         };
         self.ensure_dirty()?;
+        match self.checksums() {
+            None => self.write_split(s, buf),
+            Some(cs) => {
+                cs.before_write(s * SECTOR, buf.len() as u64)?;
+                let r = self.write_split(s, buf);
+                cs.after_write(self, s * SECTOR, buf, r.is_ok())?;
+                r
+            }
+        }
+    }
+
+    fn write_split(&self, s: u64, buf: &[u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
         if let Some(unit) = self.split_unit(total) {
             let first = (unit - s % unit).min(total);

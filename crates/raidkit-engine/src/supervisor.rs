@@ -69,6 +69,32 @@ pub struct Supervisor {
     log: Mutex<Vec<MonitorEvent>>,
     last_result: Mutex<Option<Value>>,
     shutting_down: AtomicBool,
+    /// Where a stopped check/repair records its resume position (see
+    /// [`Supervisor::set_scrub_state_file`]).
+    scrub_state: Mutex<Option<std::path::PathBuf>>,
+}
+
+/// A scrub (check/repair) that was stopped before the end of its window: where to resume.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ScrubResume {
+    /// Array UUID (mdadm text form): a state file of another array is refused.
+    pub uuid: String,
+    /// `check` or `repair`.
+    pub action: String,
+    /// Array byte offset to continue from.
+    pub next: u64,
+    /// End of the window (array bytes, exclusive).
+    pub to: u64,
+}
+
+/// Options of [`Supervisor::sync_action_with`].
+#[derive(Clone, Debug, Default)]
+pub struct ActionOptions {
+    /// Limit a check/repair to array bytes `[from, to)` (rounded out to stripe rows or
+    /// 4 KiB pages).
+    pub window: Option<(u64, u64)>,
+    /// Continue the last stopped check/repair where it stopped.
+    pub resume: bool,
 }
 
 /// True if two member names denote the same file or device (compared as given, then by
@@ -104,6 +130,7 @@ impl Supervisor {
             log: Mutex::new(Vec::new()),
             last_result: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
+            scrub_state: Mutex::new(None),
         });
         let rx = sup.array.subscribe();
         let weak = Arc::downgrade(&sup);
@@ -249,9 +276,90 @@ impl Supervisor {
         }
     }
 
+    /// Keep the resume position of a stopped check/repair in `path` (a small JSON file;
+    /// it survives a restart of the serving process). Without it, a stopped scrub cannot
+    /// be resumed.
+    pub fn set_scrub_state_file(&self, path: std::path::PathBuf) {
+        *lock(&self.scrub_state) = Some(path);
+    }
+
+    /// Where the last stopped check/repair would resume, if one was stopped.
+    pub fn scrub_resume(&self) -> Option<ScrubResume> {
+        let path = lock(&self.scrub_state).clone()?;
+        let text = std::fs::read_to_string(path).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn save_scrub_resume(&self, r: Option<&ScrubResume>) {
+        let Some(path) = lock(&self.scrub_state).clone() else {
+            return;
+        };
+        let res = match r {
+            Some(r) => {
+                let tmp = path.with_extension("tmp");
+                serde_json::to_vec(r)
+                    .map_err(std::io::Error::other)
+                    .and_then(|b| std::fs::write(&tmp, b))
+                    .and_then(|_| std::fs::rename(&tmp, &path))
+            }
+            None => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                r => r,
+            },
+        };
+        if let Err(e) = res {
+            eprintln!(
+                "raidkit[{}]: cannot record the scrub position in {}: {e}",
+                self.name,
+                path.display()
+            );
+        }
+    }
+
     /// Start a background action: `check`, `repair`, `resync`, `recover`, or `idle` (stop
     /// the current one). Refused while another action runs (except `idle`).
     pub fn sync_action(self: &Arc<Self>, action: &str) -> Result<()> {
+        self.sync_action_with(action, &ActionOptions::default())
+    }
+
+    /// [`Supervisor::sync_action`] with a window or resume for check/repair.
+    pub fn sync_action_with(self: &Arc<Self>, action: &str, o: &ActionOptions) -> Result<()> {
+        if (o.window.is_some() || o.resume) && action != "check" && action != "repair" {
+            return Err(EngineError::Invalid(format!(
+                "--from/--to/--resume apply to check and repair, not {action}"
+            )));
+        }
+        if o.window.is_some() && o.resume {
+            return Err(EngineError::Invalid(
+                "give either a window (--from/--to) or --resume, not both".into(),
+            ));
+        }
+        let size = self.array.size_bytes();
+        let window: Option<(u64, u64)> = if o.resume {
+            let r = self.scrub_resume().ok_or_else(|| {
+                EngineError::Invalid(format!(
+                    "no stopped check or repair of {} to resume; start one with `sync-action {} check`",
+                    self.name, self.name
+                ))
+            })?;
+            if r.uuid != self.array.uuid_text() {
+                return Err(EngineError::Invalid(format!(
+                    "the recorded scrub position belongs to array {}, not {}; start a new check",
+                    r.uuid,
+                    self.array.uuid_text()
+                )));
+            }
+            Some((r.next, r.to))
+        } else {
+            o.window
+        };
+        if let Some((f, t)) = window {
+            if f >= t || f >= size {
+                return Err(EngineError::Invalid(format!(
+                    "empty scrub window {f}..{t} (the array has {size} bytes); give --from below --to and inside the array"
+                )));
+            }
+        }
         if action == "idle" {
             self.stop_job();
             return Ok(());
@@ -292,7 +400,7 @@ impl Supervisor {
         };
         let handle = std::thread::Builder::new()
             .name(format!("raidkit-{name}-{}", self.name))
-            .spawn(move || me.run_job(mode, stop2))
+            .spawn(move || me.run_job(mode, stop2, window))
             .map_err(|e| EngineError::io("thread", "starting a background job", e))?;
         *job = Some(Job {
             status,
@@ -315,7 +423,12 @@ impl Supervisor {
         }
     }
 
-    fn run_job(self: Arc<Self>, mode: Option<SyncMode>, stop: Arc<AtomicBool>) {
+    fn run_job(
+        self: Arc<Self>,
+        mode: Option<SyncMode>,
+        stop: Arc<AtomicBool>,
+        window: Option<(u64, u64)>,
+    ) {
         let arr = self.array.clone();
         let mut last_pct = 0u64;
         let mut progress = |d: u64, t: u64| {
@@ -336,26 +449,40 @@ impl Supervisor {
                     SyncMode::Repair => "repair",
                     SyncMode::Resync => "resync",
                 };
-                self.emit("sync_started", json!({"action": name}));
+                self.emit("sync_started", json!({"action": name, "window": window}));
                 let opts = SyncOptions {
                     full: m != SyncMode::Resync,
+                    window: window.map(|(f, t)| crate::sync::window_for_bytes(&arr, f, t)),
                     stop: Some(stop.clone()),
                     max_bytes_per_sec: Some(self.speed_limit.clone()),
-                    ..Default::default()
                 };
                 match run_opts(&arr, m, &opts, &mut progress) {
                     Ok(rep) => {
                         if !rep.mismatches.is_empty() && m != SyncMode::Resync {
                             self.emit(
                                 "mismatches_found",
-                                json!({"action": name, "ranges": rep.mismatches, "verdicts": rep.verdicts}),
+                                json!({"action": name, "ranges": rep.mismatches, "verdicts": rep.verdicts, "covered": rep.covered}),
                             );
                         }
                         if m != SyncMode::Check && rep.stopped_at.is_none() {
                             let _ = arr.mark_clean();
                         }
+                        if m != SyncMode::Resync {
+                            let end = window
+                                .map(|w| w.1.min(arr.size_bytes()))
+                                .unwrap_or(arr.size_bytes());
+                            let resume = rep.stopped_at.map(|_| ScrubResume {
+                                uuid: arr.uuid_text(),
+                                action: name.to_string(),
+                                next: rep.covered.1,
+                                to: end,
+                            });
+                            self.save_scrub_resume(resume.as_ref());
+                        }
                         let v = json!({"action": name, "mismatch_ranges": rep.mismatches, "verdicts": rep.verdicts,
-                            "stopped_at": rep.stopped_at, "sectors_done": rep.sectors_done});
+                            "stopped_at": rep.stopped_at, "sectors_done": rep.sectors_done,
+                            "covered": rep.covered,
+                            "resume_from": rep.stopped_at.map(|_| rep.covered.1)});
                         self.emit("sync_finished", v.clone());
                         v
                     }

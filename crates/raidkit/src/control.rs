@@ -157,7 +157,13 @@ fn handle(conn: UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
                 s.set_speed_limit(l);
             }
             if let Some(a) = req["action"].as_str() {
-                s.sync_action(a)?;
+                let (from, to) = (req["from"].as_u64(), req["to"].as_u64());
+                let o = raidkit_engine::supervisor::ActionOptions {
+                    window: (from.is_some() || to.is_some())
+                        .then(|| (from.unwrap_or(0), to.unwrap_or(u64::MAX))),
+                    resume: req["resume"].as_bool().unwrap_or(false),
+                };
+                s.sync_action_with(a, &o)?;
             }
             Ok(json!({}))
         }

@@ -76,8 +76,17 @@ pub struct GrowArgs {
     pub targets: Vec<PathBuf>,
 }
 
+const SYNC_ACTION_HELP: &str = "\
+Examples:
+  raidkit sync-action md0 check --speed-limit 50M     # scrub the whole array
+  raidkit sync-action md0 check --from 1G --to 2G     # only array bytes 1G..2G
+  raidkit sync-action md0 idle                        # stop; the position is recorded
+  raidkit sync-action md0 check --resume              # continue where it stopped
+";
+
 /// `sync-action`.
 #[derive(Args, Debug)]
+#[command(after_help = SYNC_ACTION_HELP)]
 pub struct SyncActionArgs {
     /// Array name.
     pub name: String,
@@ -86,6 +95,16 @@ pub struct SyncActionArgs {
     /// Limit background work (e.g. 50M per second; 0 = unlimited). Changeable while running.
     #[arg(long, value_name = "SIZE")]
     pub speed_limit: Option<String>,
+    /// check/repair only from this array byte offset (e.g. 10G).
+    #[arg(long, value_name = "OFFSET", conflicts_with = "resume")]
+    pub from: Option<String>,
+    /// check/repair only up to this array byte offset (exclusive).
+    #[arg(long, value_name = "OFFSET", conflicts_with = "resume")]
+    pub to: Option<String>,
+    /// Continue the last check/repair stopped with `idle` where it stopped (the position is
+    /// kept in the run directory and survives a restart of `raidkit serve`).
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// `monitor`.
@@ -370,6 +389,15 @@ pub fn cmd_sync_action(a: SyncActionArgs) -> Result<()> {
     }
     if let Some(l) = &a.speed_limit {
         req["speed_limit"] = json!(parse_size(l, 1).map_err(|e| anyhow!("--speed-limit: {e}"))?);
+    }
+    if let Some(f) = &a.from {
+        req["from"] = json!(parse_size(f, 1).map_err(|e| anyhow!("--from: {e}"))?);
+    }
+    if let Some(t) = &a.to {
+        req["to"] = json!(parse_size(t, 1).map_err(|e| anyhow!("--to: {e}"))?);
+    }
+    if a.resume {
+        req["resume"] = json!(true);
     }
     if a.action.is_none() && a.speed_limit.is_none() {
         bail!("give an action (check, repair, resync, recover, idle) and/or --speed-limit");
