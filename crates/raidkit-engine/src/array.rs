@@ -257,9 +257,16 @@ pub struct Array {
     pub(crate) slots: RwLock<Vec<Option<Arc<Member>>>>,
     /// Device indices of spares.
     pub(crate) spares: Mutex<Vec<usize>>,
+    /// Role slot → replacement being built for that slot's member (md's hot replace):
+    /// every write to the role is also written to it; it is never read until it takes over.
+    pub(crate) replacements: RwLock<Vec<Option<Arc<Member>>>>,
+    /// Fast check: is any replacement in progress?
+    pub(crate) replacing: AtomicBool,
     pub(crate) writable: bool,
     pub(crate) meta: Mutex<Meta>,
-    pub(crate) bitmap: Option<Mutex<RunBitmap>>,
+    /// The write-intent bitmap; switched (added/removed) only with `gate` held exclusively,
+    /// so writes see it stable while they hold the gate shared.
+    pub(crate) bitmap: RwLock<Option<Mutex<RunBitmap>>>,
     locks: StripeLocks,
     /// Writes hold this shared; marking clean holds it exclusively, so the superblocks
     /// never say "clean" while a write is in flight.
@@ -276,6 +283,8 @@ pub struct Array {
     dirty_fast: AtomicBool,
     /// Client-visible IO statistics and tracing.
     pub io: crate::iostats::IoStats,
+    /// The optional checksum sidecar (see [`crate::checksums`]).
+    checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
 }
 
 /// md fails a member after this many corrected read errors (its default).
@@ -318,6 +327,29 @@ pub enum ArrayEvent {
         device: String,
         /// Where it starts (data sectors; non-zero when resumed).
         from: u64,
+    },
+    /// A hot replacement of a member started (or resumed).
+    ReplaceStarted {
+        /// Role slot.
+        role: usize,
+        /// The member being replaced (stays active until the copy is done).
+        device: String,
+        /// The device taking its place.
+        replacement: String,
+        /// Where the copy starts (data sectors; non-zero when resumed).
+        from: u64,
+    },
+    /// A hot replacement finished: the replacement took the role, the old member was
+    /// marked faulty and removed.
+    ReplaceFinished {
+        /// Role slot.
+        role: usize,
+        /// The member replaced.
+        device: String,
+        /// The device now holding the role.
+        replacement: String,
+        /// Array byte ranges that neither the old member nor redundancy could supply.
+        lost: Vec<(u64, u64)>,
     },
     /// A rebuild finished.
     RebuildFinished {
@@ -417,7 +449,7 @@ pub struct MemberInfo {
     pub device: String,
     /// Role slot, or None for a spare.
     pub role: Option<usize>,
-    /// `in_sync`, `recovering`, `failed`, `spare`.
+    /// `in_sync`, `recovering`, `failed`, `replacement` (being built for the role), `spare`.
     pub state: String,
 }
 
@@ -444,9 +476,11 @@ impl Array {
             devs: RwLock::new(devs),
             slots: RwLock::new(slots.into_iter().map(|m| m.map(Arc::new)).collect()),
             spares: Mutex::new(spares),
+            replacements: RwLock::new(Vec::new()),
+            replacing: AtomicBool::new(false),
             writable,
             meta: Mutex::new(meta),
-            bitmap: bitmap.map(Mutex::new),
+            bitmap: RwLock::new(bitmap.map(Mutex::new)),
             locks: StripeLocks {
                 held: Mutex::new(HashSet::new()),
                 cv: Condvar::new(),
@@ -459,7 +493,21 @@ impl Array {
             lost_zeroed: Mutex::new(Vec::new()),
             dirty_fast: AtomicBool::new(false),
             io: crate::iostats::IoStats::default(),
+            checksums: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Attach a checksum sidecar: from now on every write updates it and scrubs use it for
+    /// verdicts. Fails if one is attached already.
+    pub fn attach_checksums(&self, cs: Arc<crate::checksums::Checksums>) -> Result<()> {
+        self.checksums.set(cs).map_err(|_| {
+            EngineError::Invalid("a checksum sidecar is already attached to this array".into())
+        })
+    }
+
+    /// The attached checksum sidecar, if any.
+    pub fn checksums(&self) -> Option<&Arc<crate::checksums::Checksums>> {
+        self.checksums.get()
     }
 
     /// The array's geometry.
@@ -561,6 +609,15 @@ impl Array {
                 });
             }
         }
+        for (r, m) in self.replacements().iter().enumerate() {
+            if let Some(m) = m {
+                v.push(MemberInfo {
+                    device: m.dev.name().to_string(),
+                    role: Some(r),
+                    state: "replacement".into(),
+                });
+            }
+        }
         let devs = self.devs();
         for &i in lock(&self.spares).iter() {
             v.push(MemberInfo {
@@ -630,6 +687,9 @@ impl Array {
     /// Write to one member; a failure fails the member (md behaviour) and is reported
     /// as `Ok(false)`. Missing members are skipped (`Ok(false)`).
     fn member_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        if self.replacing.load(Ordering::Acquire) {
+            self.replacement_write(role, dsec, buf)?;
+        }
         let Some(m) = self.member(role) else {
             return Ok(false);
         };
@@ -656,6 +716,12 @@ impl Array {
                 Ok(false)
             }
         }
+    }
+
+    /// Mark a member failed (without recording it anywhere yet): true if it was not
+    /// failed before.
+    pub(crate) fn set_failed(m: &Member) -> bool {
+        !m.failed.swap(true, Ordering::AcqRel)
     }
 
     /// Mark a member failed and record it in the superblocks of the others.
@@ -712,10 +778,13 @@ impl Array {
                 Super::V090(s) => update_090_counts(s, &missing),
             }
         }
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             b.sb.events = events;
             b.write_header(self, &live)?;
+        }
+        if let Some(cs) = self.checksums() {
+            cs.events_pending(events)?;
         }
         let devs = self.devs();
         for &i in &live {
@@ -727,6 +796,9 @@ impl Array {
                 .map_err(|e| EngineError::io(devs[i].name(), "flushing superblocks", e))?;
         }
         meta.events = events;
+        if let Some(cs) = self.checksums() {
+            cs.events_done(events)?;
+        }
         Ok(())
     }
 
@@ -739,6 +811,15 @@ impl Array {
             .filter(|m| !m.is_failed())
             .map(|m| m.index)
             .collect();
+        if self.replacing.load(Ordering::Acquire) {
+            v.extend(
+                self.replacements()
+                    .iter()
+                    .flatten()
+                    .filter(|m| !m.is_failed())
+                    .map(|m| m.index),
+            );
+        }
         v.extend(lock(&self.spares).iter().copied());
         v
     }
@@ -801,13 +882,16 @@ impl Array {
             Err(p) => p.into_inner(),
         };
         self.flush_inner()?;
+        if let Some(cs) = self.checksums() {
+            cs.mark_clean()?;
+        }
         let mut meta = lock(&self.meta);
         if !meta.dirty {
             return Ok(());
         }
         let resync = meta.resync_from;
         let degraded = self.is_degraded();
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             if !degraded && resync == MAX_SECTOR {
                 b.clear_all();
@@ -1330,6 +1414,18 @@ impl Array {
             Err(p) => p.into_inner(),
         };
         self.ensure_dirty()?;
+        match self.checksums() {
+            None => self.write_split(s, buf),
+            Some(cs) => {
+                cs.before_write(s * SECTOR, buf.len() as u64)?;
+                let r = self.write_split(s, buf);
+                cs.after_write(self, s * SECTOR, buf, r.is_ok())?;
+                r
+            }
+        }
+    }
+
+    fn write_split(&self, s: u64, buf: &[u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
         if let Some(unit) = self.split_unit(total) {
             let first = (unit - s % unit).min(total);
@@ -1381,7 +1477,7 @@ impl Array {
     }
 
     fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             if b.mark(start, n) {
                 let live = self.live_devices();

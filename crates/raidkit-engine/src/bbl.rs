@@ -554,9 +554,9 @@ impl Array {
         create: bool,
     ) -> std::result::Result<(), String> {
         let bitmap_sectors = self
-            .bitmap
+            .bm()
             .as_ref()
-            .map(|b| (256 + lock(b).chunks().div_ceil(8)).div_ceil(4096) * 8);
+            .map(|b| (256u64 + lock(b).chunks().div_ceil(8)).div_ceil(4096) * 8);
         let dev_sectors = m.dev.size_bytes() / SECTOR;
         let mut meta = lock(&self.meta);
         let dev = m.dev.name().to_string();

@@ -173,7 +173,7 @@ impl Array {
         lock(&self.spares).push(idx);
         write_super(dev.as_ref(), &meta.sbs[idx])?;
         self.write_superblocks(&mut meta, |_| {})?;
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             // The newcomer's bitmap location follows its own superblock.
             let dsz = dev.size_bytes() / 512;
@@ -628,7 +628,7 @@ impl Array {
             )));
         }
         // Which regions did it miss?
-        let (guided, cleared) = match &self.bitmap {
+        let (guided, cleared) = match self.bm().as_ref() {
             Some(bm) => {
                 let b = lock(bm);
                 if sb.events() >= b.sb.events_cleared {
@@ -666,7 +666,7 @@ impl Array {
                 meta.roles.resize(devnum + 1, v1::role::SPARE);
             }
             meta.roles[devnum] = role as u16;
-            if let Some(bm) = &self.bitmap {
+            if let Some(bm) = self.bm().as_ref() {
                 let mut b = lock(bm);
                 if b.locs.len() <= idx {
                     b.locs.resize(idx + 1, None);
@@ -697,7 +697,8 @@ impl Array {
 
     /// Data-sector ranges of `role` covered by the given bitmap chunks.
     fn bitmap_ranges_for_role(&self, role: usize, chunks: &[u64]) -> Vec<(u64, u64)> {
-        let Some(bm) = &self.bitmap else {
+        let bmg = self.bm();
+        let Some(bm) = bmg.as_ref() else {
             return Vec::new();
         };
         let cs = lock(bm).chunk_sectors;

@@ -94,6 +94,23 @@ fn status_manage_sync_action_monitor() {
     assert_eq!(st["name"], "ctl");
     assert_eq!(st["state"], "clean");
     assert_eq!(st["sync"]["action"], "idle");
+    // While it runs, no other raidkit process may write its members: an offline repair
+    // and a second server are refused and told which process holds them.
+    let pid = guard.0.id().to_string();
+    for args in [
+        &["repair", "a", "b", "c"][..],
+        &["serve", "--socket", "x.sock", "a", "b", "c"][..],
+    ] {
+        let o = rk(&run, d, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} must be refused");
+        assert!(
+            err.contains("is in use by pid ") && err.contains(&pid) && err.contains("mount"),
+            "{args:?}: {err}"
+        );
+    }
+    // Readers are not blocked.
+    ok(&run, d, &["examine", "a"]);
     // A monitor collects the events of what follows.
     let mon = Command::new(RAIDKIT)
         .env("RAIDKIT_RUN_DIR", &run)
