@@ -793,3 +793,78 @@ fn no_bbl_refusal_reports_a_failed_log_rewrite() {
     // A healthy member's rewrite does not appear.
     assert!(!e.contains("role 1:"), "{e}");
 }
+
+/// The ordering rules, with the log writes failing (what a crash between data and log
+/// leaves behind): (a) entries made good whose log cannot be rewritten stay listed on
+/// disk, so after a restart the sector is reconstructed from the fresh parity (the new
+/// data), never read stale; (b) if parity cannot be recorded stale before the data
+/// changes, nothing is written and the write fails, naming why.
+#[test]
+fn log_write_failures_never_expose_stale_data() {
+    // (a)
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let (ps, _) = lost_after_rebuild(&dir);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ps[0])
+        .unwrap()
+        .write_all_at(&[0xEEu8; 4096], 2088 * 512)
+        .unwrap();
+    // Role 0's log (superblock at 8, log at +16) cannot be written.
+    let spec = PathBuf::from(format!("fault:weio@24-31:{}", ps[0].display()));
+    let arr = assemble_paths(&[spec, ps[1].clone(), ps[2].clone()], &rw()).unwrap();
+    let rx = arr.subscribe();
+    let new = vec![0x6Bu8; 4096];
+    arr.write(53248, &new).unwrap();
+    let ev = drain(&rx);
+    assert_eq!(cleared(&ev), vec![(0, 2088, 8), (1, 2088, 8)]);
+    let np: Vec<(usize, String)> = ev
+        .iter()
+        .filter_map(|e| match e {
+            ArrayEvent::BadBlockNotPersisted { role, reason, .. } => Some((*role, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(np.len(), 1, "{ev:?}");
+    assert_eq!(np[0].0, 0);
+    assert!(
+        np[0].1.contains("still lists the rewritten sectors"),
+        "{}",
+        np[0].1
+    );
+    drop(arr);
+    assert_eq!(sb_and_log(&ps[0]).1, Some(vec![(2088, 8)]));
+    assert_eq!(sb_and_log(&ps[1]).1, Some(vec![]));
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    assert_eq!(arr.lost_ranges(), vec![]);
+    let mut b = vec![0u8; 4096];
+    arr.read(53248, &mut b).unwrap();
+    assert!(b == new, "reconstructed from the fresh parity");
+    drop(arr);
+    // (b)
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let (ps, _) = make_raid5(&dir, 2, true);
+    let f0 = PathBuf::from(format!("fault:weio@2088-2095:{}", ps[0].display()));
+    let f2 = PathBuf::from(format!("fault:weio@2088-2095:{}", ps[2].display()));
+    let arr = assemble_paths(&[f0, ps[1].clone(), f2], &rw()).unwrap();
+    arr.write(36864, &[0x11u8; 4096]).unwrap();
+    arr.write(53248, &[0x11u8; 4096]).unwrap();
+    arr.stop().unwrap();
+    let before = raw(&ps[0], 2088, 4096);
+    // Role 1 (the parity) cannot have its log written.
+    let spec = PathBuf::from(format!("fault:weio@24-31:{}", ps[1].display()));
+    let arr = assemble_paths(&[ps[0].clone(), spec, ps[2].clone()], &rw()).unwrap();
+    let e = arr.write(53248, &[0x77u8; 4096]).unwrap_err().to_string();
+    assert!(
+        e.contains("parity on role 1 cannot be recomputed")
+            && e.contains("marking that parity stale failed")
+            && e.contains("nothing was written"),
+        "{e}"
+    );
+    assert!(
+        raw(&ps[0], 2088, 4096) == before,
+        "the data block is untouched"
+    );
+    assert_eq!(arr.lost_ranges(), vec![(36864, 4096), (53248, 4096)]);
+    assert_eq!(sb_and_log(&ps[1]).1, Some(vec![]));
+}
