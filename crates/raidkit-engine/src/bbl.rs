@@ -230,7 +230,11 @@ impl Array {
         if !self.has_log(m) || !self.writable {
             return false;
         }
-        let Err(reason) = self.record_bad_inner(role, dsec, n, false) else {
+        let recorded = self.record_bad_inner(role, dsec, n, false);
+        // Ranges that have no valid copy now are listed as lost at once (reads there fail
+        // either way; status and detail show them).
+        self.add_lost(&self.derive_lost());
+        let Err(reason) = recorded else {
             return true;
         };
         // The log cannot take the entry (full, or writing it failed). md fails the member

@@ -568,6 +568,7 @@ fn a_write_next_to_another_lost_block_marks_parity_stale_then_heals() {
     let old = vec![0x11u8; 4096];
     arr.write(36864, &old).unwrap();
     arr.write(53248, &old).unwrap();
+    assert_eq!(arr.lost_ranges(), vec![(36864, 4096), (53248, 4096)]);
     arr.stop().unwrap();
     for p in [&ps[0], &ps[2]] {
         assert_eq!(sb_and_log(p).1, Some(vec![(2088, 8)]));
@@ -768,6 +769,7 @@ fn full_log_fails_the_member_only_if_the_array_survives() {
         .iter()
         .any(|e| matches!(e, ArrayEvent::MemberFailed { .. })));
     assert_eq!(arr.missing_roles(), vec![0]);
+    assert_eq!(arr.lost_ranges(), vec![(4096, 4096), (20480, 4096)]);
     // The sectors are known bad in memory: the range reads as an error, never stale data.
     assert!(arr.read(20480, &mut b).is_err());
     arr.read(0, &mut b).unwrap();
