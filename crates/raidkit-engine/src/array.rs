@@ -870,6 +870,16 @@ impl Array {
         Ok(())
     }
 
+    /// Wait for client writes in flight to finish and hold new ones until the guard is
+    /// dropped (reads go on). Background work that reads and rewrites mirror copies, or
+    /// switches on-disk state, runs under it so no client write lands in between.
+    pub(crate) fn pause_writes(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        match self.gate.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
     /// Flush, then record the array as clean (`resync_offset = MAX` if redundancy is
     /// consistent) and clear the bitmap if the array is not degraded — what md does after
     /// writes go idle, and on a clean stop.
@@ -877,10 +887,7 @@ impl Array {
         if !self.writable {
             return Ok(());
         }
-        let _gate = match self.gate.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let _gate = self.pause_writes();
         self.flush_inner()?;
         if let Some(cs) = self.checksums() {
             cs.mark_clean()?;

@@ -780,10 +780,7 @@ impl Array {
             ));
         }
         // No client writes while entries are rewritten and logs removed.
-        let _gate = match self.gate.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let _gate = self.pause_writes();
         let mut rep = BblRemoval::default();
         let slots: Vec<Option<Arc<Member>>> = self.slots().clone();
         for (role, m) in slots.iter().enumerate() {

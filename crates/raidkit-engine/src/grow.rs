@@ -144,10 +144,7 @@ impl Array {
                     .into(),
             ));
         }
-        let _gate = match self.gate.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let _gate = self.pause_writes();
         self.flush()?;
         let mut meta = lock(&self.meta);
         match mode {

@@ -451,10 +451,7 @@ fn rebuild_role(
                 }
                 _ => {
                     let n = (rb - x).min(2048);
-                    let _gate = match arr.gate.write() {
-                        Ok(g) => g,
-                        Err(p) => p.into_inner(),
-                    };
+                    let _gate = arr.pause_writes();
                     let mut done = 0;
                     while done < n {
                         let dsec = x + done;

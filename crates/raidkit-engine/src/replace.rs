@@ -148,10 +148,7 @@ impl Array {
             )));
         }
         // Quiesce writes while the replacement joins.
-        let _gate = match self.gate.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let _gate = self.pause_writes();
         let mut meta = lock(&self.meta);
         let devs = self.devs().clone();
         let idx = {
@@ -346,10 +343,7 @@ fn replace_role(
             c
         } else {
             let n = (full - x).min(2048);
-            let _gate = match arr.gate.write() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            let _gate = arr.pause_writes();
             let mut buf = vec![0u8; (n * SECTOR) as usize];
             let direct = arr.readable(role, x, n) && arr.read_block(role, x, &mut buf).is_ok();
             if !direct {
@@ -418,10 +412,7 @@ fn replace_role(
         .flush()
         .map_err(|e| EngineError::io(r.dev.name(), "flushing the replacement", e))?;
     {
-        let _gate = match arr.gate.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let _gate = arr.pause_writes();
         let mut meta = lock(&arr.meta);
         let old = arr.slots().get(role).cloned().flatten();
         let old_devnum = old.as_ref().map(|m| meta.sbs[m.index].dev_number());

@@ -288,3 +288,85 @@ fn status_manage_sync_action_monitor() {
     }
     assert!(status(&run, d).is_empty(), "socket removed after stop");
 }
+
+#[test]
+fn mount_keeps_the_checksum_sidecar_in_step() {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP: /dev/fuse does not exist");
+        return;
+    }
+    let t = TempDir::new("rk-mountcs").unwrap();
+    let d = t.path();
+    let run = d.join("run");
+    let mnt = d.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    ok(
+        &run,
+        d,
+        &[
+            "create",
+            "--level",
+            "1",
+            "--raid-devices",
+            "2",
+            "--size",
+            "8M",
+            "--name",
+            "cs",
+            "--homehost",
+            "none",
+            "--checksums",
+            "a.csum",
+            "a",
+            "b",
+        ],
+    );
+    let child = Command::new(RAIDKIT)
+        .current_dir(d)
+        .env("RAIDKIT_RUN_DIR", &run)
+        .args(["mount", "--checksums", "a.csum", "a", "b", "mnt"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = raidkit_testkit::proc::Stopping(child);
+    let file = mnt.join("cs");
+    wait_for("the FUSE file", 20, || file.exists());
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(&[0x5a; 65536], 1 << 20).unwrap();
+        f.sync_all().unwrap();
+    }
+    let st = guard.stop().expect("mount exited");
+    assert!(st.success(), "mount exit status {st}");
+    // The writes went through the sidecar: it is still usable (not stale) ...
+    assert!(ok(
+        &run,
+        d,
+        &["checksums", "status", "--checksums", "a.csum", "a", "b"]
+    )
+    .contains("usable"));
+    // ... and agrees with the data: corrupt one copy and the sidecar names it.
+    let member_b = d.join("b");
+    let data_off = {
+        let v: Value = serde_json::from_str(&ok(&run, d, &["examine", "--json", "b"])).unwrap();
+        v[0]["data_offset"].as_u64().expect("data_offset") * 512
+    };
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&member_b)
+            .unwrap();
+        f.write_all_at(&[0u8; 4096], data_off + (1 << 20)).unwrap();
+    }
+    let o = rk(
+        &run,
+        d,
+        &["check", "--json", "--checksums", "a.csum", "a", "b"],
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdicts"][0]["decided_by"], "checksum", "{v}");
+    assert_eq!(v["verdicts"][0]["offset"], 1 << 20, "{v}");
+}
