@@ -994,7 +994,7 @@ impl Array {
                     offset: o.max(offset),
                     end: (o + l).min(end),
                     why: format!(
-                        "data lost: array bytes {o}..{} have no valid copy on any member (bad blocks beyond what redundancy covers); `raidkit manage NAME --update no-bbl --force` replaces them with zeros so they can be restored from a backup",
+                        "data lost: array bytes {o}..{} have no valid copy on any member (bad blocks beyond what redundancy covers); writing new data over them (e.g. restoring from a backup) makes them valid again, and `raidkit manage NAME --update no-bbl --force` replaces them all with zeros",
                         o + l
                     ),
                 });
@@ -1020,7 +1020,9 @@ impl Array {
     /// Safe to call from many threads at once; writes to the same stripe are serialized.
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
         let t0 = std::time::Instant::now();
-        let r = self.write_inner(offset, buf);
+        let r = self
+            .write_inner(offset, buf)
+            .and_then(|()| self.check_not_lost(offset, buf.len() as u64));
         self.io.record(
             crate::iostats::Op::Write,
             offset,
@@ -1029,6 +1031,25 @@ impl Array {
             r.is_ok(),
         );
         r
+    }
+
+    /// A write "succeeds" member by member even when its errors turned into bad blocks on
+    /// more members than the level survives; then the data cannot be read back, and the
+    /// client must be told its write was not stored rather than get an acknowledgement.
+    fn check_not_lost(&self, offset: u64, len: u64) -> Result<()> {
+        if !self.has_lost.load(Ordering::Relaxed) || len == 0 {
+            return Ok(());
+        }
+        let end = offset + len;
+        let lost = lock(&self.lost);
+        match lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
+            None => Ok(()),
+            Some(&(o, l)) => Err(EngineError::WriteFailed {
+                offset: o.max(offset),
+                end: (o + l).min(end),
+                why: "the written data has no valid copy on any member (write errors on more members than the level survives, recorded as bad blocks); see `raidkit status` and replace the failing members".into(),
+            }),
+        }
     }
 
     fn write_inner(&self, offset: u64, buf: &[u8]) -> Result<()> {

@@ -9,6 +9,7 @@ use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
 use raidkit_engine::sync::{self, SyncMode};
+use raidkit_engine::EngineError;
 use raidkit_format::badblocks;
 use raidkit_format::v1::{feature, SuperblockV1};
 use raidkit_layout::Level;
@@ -567,7 +568,12 @@ fn a_write_next_to_another_lost_block_marks_parity_stale_then_heals() {
     let arr = assemble_paths(&[f0, ps[1].clone(), f2], &rw()).unwrap();
     let old = vec![0x11u8; 4096];
     arr.write(36864, &old).unwrap();
-    arr.write(53248, &old).unwrap();
+    // The second block's write fails too: the row has no redundancy left for it, and the
+    // client is told (not acknowledged).
+    assert!(matches!(
+        arr.write(53248, &old),
+        Err(EngineError::WriteFailed { .. })
+    ));
     assert_eq!(arr.lost_ranges(), vec![(36864, 4096), (53248, 4096)]);
     arr.stop().unwrap();
     for p in [&ps[0], &ps[2]] {
@@ -753,7 +759,11 @@ fn full_log_fails_the_member_only_if_the_array_survives() {
     let spec = PathBuf::from(format!("fault:weio@2060-2061:{}", ps[1].display()));
     let arr = assemble_paths(&[spec, ps[2].clone()], &rw()).unwrap();
     let rx = arr.subscribe();
-    arr.write(20480, &[3u8; 4096]).unwrap();
+    // Degraded and the write failed: the data is on no member, and the write says so.
+    assert!(matches!(
+        arr.write(20480, &[3u8; 4096]),
+        Err(EngineError::WriteFailed { .. })
+    ));
     let ev = drain(&rx);
     let reason = ev
         .iter()
@@ -850,7 +860,8 @@ fn log_write_failures_never_expose_stale_data() {
     let f2 = PathBuf::from(format!("fault:weio@2088-2095:{}", ps[2].display()));
     let arr = assemble_paths(&[f0, ps[1].clone(), f2], &rw()).unwrap();
     arr.write(36864, &[0x11u8; 4096]).unwrap();
-    arr.write(53248, &[0x11u8; 4096]).unwrap();
+    // Not acknowledged: this block's data is on no member (see the test above).
+    assert!(arr.write(53248, &[0x11u8; 4096]).is_err());
     arr.stop().unwrap();
     let before = raw(&ps[0], 2088, 4096);
     // Role 1 (the parity) cannot have its log written.
@@ -869,4 +880,34 @@ fn log_write_failures_never_expose_stale_data() {
     );
     assert_eq!(arr.lost_ranges(), vec![(36864, 4096), (53248, 4096)]);
     assert_eq!(sb_and_log(&ps[1]).1, Some(vec![]));
+}
+
+#[test]
+fn a_write_whose_data_ends_up_with_no_valid_copy_is_not_acknowledged() {
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let (ps, _model) = make_raid5(&dir, 2, true);
+    // Stripe 0's data block k=1 (role 1) and its parity (role 2) both refuse the write of
+    // their data sectors 8..16 (device sectors 2056..2063): each becomes a bad block, and
+    // the new data is then on no member at all.
+    let f1 = PathBuf::from(format!("fault:weio@2056-2063:{}", ps[1].display()));
+    let f2 = PathBuf::from(format!("fault:weio@2056-2063:{}", ps[2].display()));
+    let arr = assemble_paths(&[ps[0].clone(), f1, f2], &rw()).unwrap();
+    let lay = arr.geometry().stripe(0).unwrap();
+    assert_eq!((lay.data.clone(), lay.p), (vec![0, 1], 2));
+    let off = 16384 + 8 * 512;
+    match arr.write(off, &[0xA5u8; 4096]) {
+        Err(EngineError::WriteFailed { offset, end, why }) => {
+            assert_eq!((offset, end), (off, off + 4096), "{why}");
+            assert!(why.contains("no valid copy"), "{why}");
+        }
+        other => panic!("the lost write was acknowledged: {other:?}"),
+    }
+    assert_eq!(arr.lost_ranges(), vec![(off, 4096)]);
+    let mut b = vec![0u8; 4096];
+    assert!(
+        arr.read(off, &mut b).is_err(),
+        "no wrong bytes are returned"
+    );
+    // A write elsewhere in the array is unaffected.
+    arr.write(0, &[1u8; 4096]).unwrap();
 }
