@@ -167,8 +167,12 @@ pub struct Checksums {
     regions: Vec<AtomicU8>,
     /// Serialises region-map updates.
     map_lock: Mutex<()>,
-    /// Block ranges `[first, end)` with a write in flight (one entry per write).
+    /// Block ranges `[first, end)` with a write in flight (one entry per write). Writes
+    /// whose block ranges overlap run one after the other (see `before_write`), so the
+    /// checksums are stored in the order the data reached the array.
     inflight: Mutex<Vec<(u64, u64)>>,
+    /// Signalled when a write leaves `inflight`.
+    inflight_cv: std::sync::Condvar,
     /// Serialises read-back of partially written blocks with their table update.
     partial: Mutex<()>,
 }
@@ -230,6 +234,7 @@ impl Checksums {
             hdr: Mutex::new(hdr.clone()),
             map_lock: Mutex::new(()),
             inflight: Mutex::new(Vec::new()),
+            inflight_cv: std::sync::Condvar::new(),
             partial: Mutex::new(()),
         };
         cs.file
@@ -305,6 +310,7 @@ impl Checksums {
             hdr: Mutex::new(hdr),
             map_lock: Mutex::new(()),
             inflight: Mutex::new(Vec::new()),
+            inflight_cv: std::sync::Condvar::new(),
             partial: Mutex::new(()),
         };
         if map.contains(&WRITING) && arr.is_writable() {
@@ -388,7 +394,19 @@ impl Checksums {
     pub(crate) fn before_write(&self, off: u64, len: u64) -> Result<()> {
         let first = off / BLOCK;
         let end = (off + len).div_ceil(BLOCK);
-        lock(&self.inflight).push((first, end));
+        {
+            // Two writes sharing a block must not interleave: otherwise the one whose data
+            // landed first could store its checksum last, and the table would disagree
+            // with the array (a false "wrong copy" verdict later).
+            let mut f = lock(&self.inflight);
+            while f.iter().any(|&(a, e)| a < end && first < e) {
+                f = match self.inflight_cv.wait(f) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+            }
+            f.push((first, end));
+        }
         let rb = lock(&self.hdr).region_blocks;
         let rs = (first / rb) as usize..(end.div_ceil(rb) as usize).min(self.regions.len());
         if self.regions[rs.clone()]
@@ -417,6 +435,7 @@ impl Checksums {
         if let Some(i) = f.iter().position(|&x| x == (first, end)) {
             f.swap_remove(i);
         }
+        self.inflight_cv.notify_all();
     }
 
     /// After the array wrote `buf` at byte `off` (`ok`: whether it succeeded): record the

@@ -351,6 +351,7 @@ fn rebuild_role(
                     .flush()
                     .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
                 checkpoint(arr, m, Some(if advance { x } else { 0 }))?;
+                crate::bbl::coalesce_pairs(&mut lost);
                 arr.add_lost(&lost);
                 rep.lost.extend(lost);
                 return Ok(());
@@ -523,6 +524,8 @@ fn rebuild_role(
         .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
     m.set_recovery(None);
     checkpoint(arr, m, None)?;
+    // Adjacent pages lost one by one are reported as one range.
+    crate::bbl::coalesce_pairs(&mut lost);
     arr.add_lost(&lost);
     rep.sectors += total;
     rep.lost.extend(lost.iter().copied());
