@@ -6,12 +6,12 @@ use crate::bitmap::RunBitmap;
 use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
 use crate::sb::{write_super, Metadata, Super};
+pub use crate::stripe_cache::StripeCacheStats;
+use crate::stripe_cache::{Entry, EntryState, StripeCache, Victim, PAGE, PAGE_SECTORS};
 use raidkit_format::badblocks::BadRange;
 use raidkit_format::{v090, v1, MAX_SECTOR};
 use raidkit_layout::{Geometry, Level, StripeLayout};
 use raidkit_parity as parity;
-use crate::stripe_cache::{Entry, EntryState, StripeCache, Victim, PAGE, PAGE_SECTORS};
-pub use crate::stripe_cache::StripeCacheStats;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -41,6 +41,8 @@ pub struct Member {
     pub stats: MemberStats,
     /// Read errors seen (corrected or not).
     read_errors: AtomicU32,
+    /// Slow-member detection state.
+    pub(crate) slow: crate::bbl::SlowState,
 }
 
 /// Per-member IO counters.
@@ -77,6 +79,7 @@ impl Member {
             ewma_ns_per_kib: AtomicU64::new(0),
             stats: MemberStats::default(),
             read_errors: AtomicU32::new(0),
+            slow: crate::bbl::SlowState::default(),
         }
     }
     /// True once the member has been failed at run time.
@@ -93,6 +96,11 @@ impl Member {
     pub fn set_recovery(&self, r: Option<u64>) {
         self.recovery
             .store(r.unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// Measured read service time, nanoseconds per KiB (0 = nothing measured yet).
+    pub(crate) fn ewma_ns_per_kib(&self) -> u64 {
+        self.ewma_ns_per_kib.load(Ordering::Relaxed)
     }
 
     /// Expected cost of a read now: queue depth times measured service time.
@@ -139,16 +147,32 @@ impl Member {
 
     /// Mark data sectors `[data_sector, data_sector + n)` of this member as holding no
     /// valid data (they are then reconstructed, or reported lost, instead of read).
-    pub fn add_bad(&self, data_sector: u64, n: u64) {
+    /// Returns true if any of them was not already marked.
+    pub fn add_bad(&self, data_sector: u64, n: u64) -> bool {
+        self.add_bad_dev(self.data_offset + data_sector, n)
+    }
+
+    /// Like [`Member::add_bad`], in absolute device sectors.
+    pub(crate) fn add_bad_dev(&self, start: u64, n: u64) -> bool {
         let mut bad = match self.bad.write() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        bad.push(BadRange {
-            start: self.data_offset + data_sector,
-            len: n,
-        });
+        let before = crate::bbl::covered(&bad);
+        bad.push(BadRange { start, len: n });
+        crate::bbl::coalesce(&mut bad);
         self.has_bad.store(true, Ordering::Relaxed);
+        crate::bbl::covered(&bad) != before
+    }
+
+    /// Forget device sectors `[start, start + n)` as bad (they were rewritten).
+    pub(crate) fn clear_bad_dev(&self, start: u64, n: u64) {
+        let mut bad = match self.bad.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *bad = crate::bbl::subtract(&bad, start, n);
+        self.has_bad.store(!bad.is_empty(), Ordering::Relaxed);
     }
 
     /// The bad ranges (absolute device sectors).
@@ -235,9 +259,16 @@ pub struct Array {
     pub(crate) slots: RwLock<Vec<Option<Arc<Member>>>>,
     /// Device indices of spares.
     pub(crate) spares: Mutex<Vec<usize>>,
+    /// Role slot → replacement being built for that slot's member (md's hot replace):
+    /// every write to the role is also written to it; it is never read until it takes over.
+    pub(crate) replacements: RwLock<Vec<Option<Arc<Member>>>>,
+    /// Fast check: is any replacement in progress?
+    pub(crate) replacing: AtomicBool,
     pub(crate) writable: bool,
     pub(crate) meta: Mutex<Meta>,
-    pub(crate) bitmap: Option<Mutex<RunBitmap>>,
+    /// The write-intent bitmap; switched (added/removed) only with `gate` held exclusively,
+    /// so writes see it stable while they hold the gate shared.
+    pub(crate) bitmap: RwLock<Option<Mutex<RunBitmap>>>,
     locks: StripeLocks,
     /// Writes hold this shared; marking clean holds it exclusively, so the superblocks
     /// never say "clean" while a write is in flight.
@@ -248,12 +279,16 @@ pub struct Array {
     /// Array byte ranges known to be lost (unreconstructable); reads there fail.
     lost: Mutex<Vec<(u64, u64)>>,
     has_lost: AtomicBool,
+    /// Lost ranges that were zeroed when the bad-block log was dropped by force.
+    lost_zeroed: Mutex<Vec<(u64, u64)>>,
     /// Fast check of `meta.dirty` for the write path (the mutex is taken only to change it).
     dirty_fast: AtomicBool,
     /// Client-visible IO statistics and tracing.
     pub io: crate::iostats::IoStats,
     /// Stripe cache (RAID4/5/6 with chunks of whole 4 KiB pages).
     pub(crate) cache: Option<StripeCache>,
+    /// The optional checksum sidecar (see [`crate::checksums`]).
+    checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
 }
 
 /// md fails a member after this many corrected read errors (its default).
@@ -297,6 +332,29 @@ pub enum ArrayEvent {
         /// Where it starts (data sectors; non-zero when resumed).
         from: u64,
     },
+    /// A hot replacement of a member started (or resumed).
+    ReplaceStarted {
+        /// Role slot.
+        role: usize,
+        /// The member being replaced (stays active until the copy is done).
+        device: String,
+        /// The device taking its place.
+        replacement: String,
+        /// Where the copy starts (data sectors; non-zero when resumed).
+        from: u64,
+    },
+    /// A hot replacement finished: the replacement took the role, the old member was
+    /// marked faulty and removed.
+    ReplaceFinished {
+        /// Role slot.
+        role: usize,
+        /// The member replaced.
+        device: String,
+        /// The device now holding the role.
+        replacement: String,
+        /// Array byte ranges that neither the old member nor redundancy could supply.
+        lost: Vec<(u64, u64)>,
+    },
     /// A rebuild finished.
     RebuildFinished {
         /// Role slot.
@@ -305,6 +363,69 @@ pub enum ArrayEvent {
         device: String,
         /// Array byte ranges that could not be reconstructed.
         lost: Vec<(u64, u64)>,
+    },
+    /// Sectors of a member were recorded as bad (hold no valid data): a rebuild could not
+    /// reconstruct them, a read could not be corrected, or a write to them failed.
+    BadBlockRecorded {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// First bad device sector (absolute, like the on-disk log).
+        sector: u64,
+        /// Number of sectors.
+        sectors: u64,
+    },
+    /// Bad sectors of a member were written successfully and hold valid data again (md's
+    /// "made good"); they are gone from its bad-block log.
+    BadBlockCleared {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// First cleared device sector (absolute, like the on-disk log).
+        sector: u64,
+        /// Number of sectors.
+        sectors: u64,
+    },
+    /// A member that had no bad-block log got one, so bad blocks survive a restart.
+    BadBlockLogCreated {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// Log offset from the superblock, sectors (as `mdadm --examine` prints it).
+        offset: i32,
+        /// Why.
+        reason: String,
+    },
+    /// Bad blocks could not be written to the member's on-disk log (0.90 metadata, no room
+    /// for a log, log full): they are only known while this process runs.
+    BadBlockNotPersisted {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// The bad-block logs were removed from every member (`--update no-bbl`).
+    BadBlockLogRemoved {
+        /// Entries rewritten from redundancy (device sector ranges, per role).
+        repaired: Vec<(usize, u64, u64)>,
+        /// Array byte ranges whose data nobody could supply (zeroed with --force).
+        lost: Vec<(u64, u64)>,
+    },
+    /// A member has been much slower than its peers over a window of reads.
+    SlowMember {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// The member's measured read service time, microseconds per MiB.
+        member_us: u64,
+        /// Median of its peers, microseconds per MiB.
+        peers_us: u64,
     },
 }
 
@@ -332,7 +453,7 @@ pub struct MemberInfo {
     pub device: String,
     /// Role slot, or None for a spare.
     pub role: Option<usize>,
-    /// `in_sync`, `recovering`, `failed`, `spare`.
+    /// `in_sync`, `recovering`, `failed`, `replacement` (being built for the role), `spare`.
     pub state: String,
 }
 
@@ -353,7 +474,7 @@ impl Array {
     ) -> Array {
         let cache = match geo.level {
             Level::Raid4 | Level::Raid5 | Level::Raid6
-                if geo.chunk_sectors > 0 && geo.chunk_sectors % PAGE_SECTORS == 0 =>
+                if geo.chunk_sectors > 0 && geo.chunk_sectors.is_multiple_of(PAGE_SECTORS) =>
             {
                 Some(StripeCache::new(geo.data_disks(), geo.chunk_sectors))
             }
@@ -367,9 +488,11 @@ impl Array {
             devs: RwLock::new(devs),
             slots: RwLock::new(slots.into_iter().map(|m| m.map(Arc::new)).collect()),
             spares: Mutex::new(spares),
+            replacements: RwLock::new(Vec::new()),
+            replacing: AtomicBool::new(false),
             writable,
             meta: Mutex::new(meta),
-            bitmap: bitmap.map(Mutex::new),
+            bitmap: RwLock::new(bitmap.map(Mutex::new)),
             locks: StripeLocks {
                 held: Mutex::new(HashSet::new()),
                 cv: Condvar::new(),
@@ -379,10 +502,25 @@ impl Array {
             listeners: Mutex::new(Vec::new()),
             lost: Mutex::new(Vec::new()),
             has_lost: AtomicBool::new(false),
+            lost_zeroed: Mutex::new(Vec::new()),
             dirty_fast: AtomicBool::new(false),
             io: crate::iostats::IoStats::default(),
             cache,
+            checksums: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Attach a checksum sidecar: from now on every write updates it and scrubs use it for
+    /// verdicts. Fails if one is attached already.
+    pub fn attach_checksums(&self, cs: Arc<crate::checksums::Checksums>) -> Result<()> {
+        self.checksums.set(cs).map_err(|_| {
+            EngineError::Invalid("a checksum sidecar is already attached to this array".into())
+        })
+    }
+
+    /// The attached checksum sidecar, if any.
+    pub fn checksums(&self) -> Option<&Arc<crate::checksums::Checksums>> {
+        self.checksums.get()
     }
 
     /// The array's geometry.
@@ -484,6 +622,15 @@ impl Array {
                 });
             }
         }
+        for (r, m) in self.replacements().iter().enumerate() {
+            if let Some(m) = m {
+                v.push(MemberInfo {
+                    device: m.dev.name().to_string(),
+                    role: Some(r),
+                    state: "replacement".into(),
+                });
+            }
+        }
         let devs = self.devs();
         for &i in lock(&self.spares).iter() {
             v.push(MemberInfo {
@@ -545,6 +692,7 @@ impl Array {
         m.inflight.fetch_sub(1, Ordering::Relaxed);
         if r.is_ok() {
             m.record_read(buf.len(), t0.elapsed());
+            self.check_slow(role, &m);
         }
         r.map_err(|e| EngineError::io(m.dev.name(), "reading member data", e))
     }
@@ -552,6 +700,9 @@ impl Array {
     /// Write to one member; a failure fails the member (md behaviour) and is reported
     /// as `Ok(false)`. Missing members are skipped (`Ok(false)`).
     fn member_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        if self.replacing.load(Ordering::Acquire) {
+            self.replacement_write(role, dsec, buf)?;
+        }
         let Some(m) = self.member(role) else {
             return Ok(false);
         };
@@ -561,13 +712,29 @@ impl Array {
                 m.stats
                     .write_bytes
                     .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                if m.has_bad.load(Ordering::Relaxed) {
+                    // md's "made good": bad blocks under a successful write hold valid
+                    // data again.
+                    self.made_good(role, &m, dsec, buf.len() as u64 / SECTOR);
+                }
                 Ok(true)
             }
             Err(e) => {
-                self.fail_member(role, &format!("write error: {e}"))?;
+                // md records a bad block instead of failing the member when the member
+                // has a bad-block log; otherwise the member is failed.
+                let n = buf.len() as u64 / SECTOR;
+                if !self.bad_block_instead_of_fail(role, &m, dsec, n) {
+                    self.fail_member(role, &format!("write error: {e}"))?;
+                }
                 Ok(false)
             }
         }
+    }
+
+    /// Mark a member failed (without recording it anywhere yet): true if it was not
+    /// failed before.
+    pub(crate) fn set_failed(m: &Member) -> bool {
+        !m.failed.swap(true, Ordering::AcqRel)
     }
 
     /// Mark a member failed and record it in the superblocks of the others.
@@ -624,10 +791,13 @@ impl Array {
                 Super::V090(s) => update_090_counts(s, &missing),
             }
         }
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             b.sb.events = events;
             b.write_header(self, &live)?;
+        }
+        if let Some(cs) = self.checksums() {
+            cs.events_pending(events)?;
         }
         let devs = self.devs();
         for &i in &live {
@@ -639,6 +809,9 @@ impl Array {
                 .map_err(|e| EngineError::io(devs[i].name(), "flushing superblocks", e))?;
         }
         meta.events = events;
+        if let Some(cs) = self.checksums() {
+            cs.events_done(events)?;
+        }
         Ok(())
     }
 
@@ -651,6 +824,15 @@ impl Array {
             .filter(|m| !m.is_failed())
             .map(|m| m.index)
             .collect();
+        if self.replacing.load(Ordering::Acquire) {
+            v.extend(
+                self.replacements()
+                    .iter()
+                    .flatten()
+                    .filter(|m| !m.is_failed())
+                    .map(|m| m.index),
+            );
+        }
         v.extend(lock(&self.spares).iter().copied());
         v
     }
@@ -720,6 +902,23 @@ impl Array {
         Ok(())
     }
 
+    /// Wait for client writes in flight to finish and hold new ones until the guard is
+    /// dropped (reads go on). Background work that reads and rewrites mirror copies, or
+    /// switches on-disk state, runs under it so no client write lands in between.
+    /// Writes held in the stripe cache are written out first (they are writes in flight),
+    /// so under the guard the members hold every acknowledged write.
+    pub(crate) fn pause_writes(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        let g = match self.gate.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(c) = self.cache.as_ref().filter(|c| c.has_dirty()) {
+            // A failure is recorded for the next flush.
+            self.cache_drain_all(c);
+        }
+        g
+    }
+
     /// Flush, then record the array as clean (`resync_offset = MAX` if redundancy is
     /// consistent) and clear the bitmap if the array is not degraded — what md does after
     /// writes go idle, and on a clean stop.
@@ -727,21 +926,19 @@ impl Array {
         if !self.writable {
             return Ok(());
         }
-        let _gate = match self.gate.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        if let Some(c) = &self.cache {
-            self.cache_drain_all(c);
-        }
+        // Pausing writes also writes out what the stripe cache holds.
+        let _gate = self.pause_writes();
         self.flush_members()?;
+        if let Some(cs) = self.checksums() {
+            cs.mark_clean()?;
+        }
         let mut meta = lock(&self.meta);
         if !meta.dirty {
             return Ok(());
         }
         let resync = meta.resync_from;
         let degraded = self.is_degraded();
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             if !degraded && resync == MAX_SECTOR {
                 b.clear_all();
@@ -777,8 +974,35 @@ impl Array {
         if ranges.is_empty() {
             return;
         }
-        lock(&self.lost).extend_from_slice(ranges);
+        let mut l = lock(&self.lost);
+        l.extend_from_slice(ranges);
+        crate::bbl::coalesce_pairs(&mut l);
         self.has_lost.store(true, Ordering::Relaxed);
+    }
+
+    /// Keep only the parts of the lost ranges that are also in `still` (coalesced): after
+    /// a write made some of them valid again.
+    pub(crate) fn shrink_lost(&self, still: &[(u64, u64)]) {
+        let mut l = lock(&self.lost);
+        *l = crate::bbl::intersect_pairs(&l, still);
+        self.has_lost.store(!l.is_empty(), Ordering::Relaxed);
+    }
+
+    /// Forget lost ranges (their data was replaced, e.g. zeroed by `--update no-bbl
+    /// --force`); they are kept in [`Array::lost_zeroed_ranges`].
+    pub(crate) fn take_lost(&self) -> Vec<(u64, u64)> {
+        let mut l = lock(&self.lost);
+        self.has_lost.store(false, Ordering::Relaxed);
+        let v = std::mem::take(&mut *l);
+        let mut z = lock(&self.lost_zeroed);
+        z.extend_from_slice(&v);
+        crate::bbl::coalesce_pairs(&mut z);
+        v
+    }
+
+    /// Array byte ranges whose lost data was replaced by zeros (`--update no-bbl --force`).
+    pub fn lost_zeroed_ranges(&self) -> Vec<(u64, u64)> {
+        lock(&self.lost_zeroed).clone()
     }
 
     /// Array byte ranges known to be lost.
@@ -809,8 +1033,10 @@ impl Array {
                 return Err(EngineError::Unreadable {
                     offset: o.max(offset),
                     end: (o + l).min(end),
-                    why: "this range could not be reconstructed during a rebuild (data lost)"
-                        .into(),
+                    why: format!(
+                        "data lost: array bytes {o}..{} have no valid copy on any member (bad blocks beyond what redundancy covers); writing new data over them (e.g. restoring from a backup) makes them valid again, and `raidkit manage NAME --update no-bbl --force` replaces them all with zeros",
+                        o + l
+                    ),
                 });
             }
         }
@@ -834,7 +1060,9 @@ impl Array {
     /// Safe to call from many threads at once; writes to the same stripe are serialized.
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
         let t0 = std::time::Instant::now();
-        let r = self.write_inner(offset, buf);
+        let r = self
+            .write_inner(offset, buf)
+            .and_then(|()| self.check_not_lost(offset, buf.len() as u64));
         self.io.record(
             crate::iostats::Op::Write,
             offset,
@@ -843,6 +1071,25 @@ impl Array {
             r.is_ok(),
         );
         r
+    }
+
+    /// A write "succeeds" member by member even when its errors turned into bad blocks on
+    /// more members than the level survives; then the data cannot be read back, and the
+    /// client must be told its write was not stored rather than get an acknowledgement.
+    fn check_not_lost(&self, offset: u64, len: u64) -> Result<()> {
+        if !self.has_lost.load(Ordering::Relaxed) || len == 0 {
+            return Ok(());
+        }
+        let end = offset + len;
+        let lost = lock(&self.lost);
+        match lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
+            None => Ok(()),
+            Some(&(o, l)) => Err(EngineError::WriteFailed {
+                offset: o.max(offset),
+                end: (o + l).min(end),
+                why: "the written data has no valid copy on any member (write errors on more members than the level survives, recorded as bad blocks); see `raidkit status` and replace the failing members".into(),
+            }),
+        }
     }
 
     fn write_inner(&self, offset: u64, buf: &[u8]) -> Result<()> {
@@ -1052,7 +1299,14 @@ impl Array {
 
     /// Read data block `k` of `stripe` at chunk sector `a` (array sector `s`) from its
     /// member, reconstructing it from the others if that fails.
-    fn read_parity_piece(&self, s: u64, stripe: u64, k: usize, a: u64, buf: &mut [u8]) -> Result<()> {
+    fn read_parity_piece(
+        &self,
+        s: u64,
+        stripe: u64,
+        k: usize,
+        a: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
         let n = buf.len() as u64 / SECTOR;
         let c = self.geo.chunk_sectors;
         let lay = self.stripe_layout(stripe)?;
@@ -1088,7 +1342,9 @@ impl Array {
         fixed_entries: Option<usize>,
     ) -> Result<()> {
         match &self.cache {
-            Some(c) => c.configure(max_bytes, fixed_entries).map_err(EngineError::Invalid),
+            Some(c) => c
+                .configure(max_bytes, fixed_entries)
+                .map_err(EngineError::Invalid),
             None => Ok(()),
         }
     }
@@ -1223,9 +1479,20 @@ impl Array {
             if st.dead {
                 continue;
             }
-            // Whole stripes, and (while the cache is of little use) writes to stripes it
-            // holds nothing of, go straight to the members, under the entry's lock.
-            if full || (st.alloc == 0 && c.bypass()) {
+            // Whole stripes, writes to arrays with bad blocks or lost data (bbl.rs decides
+            // what each row may be written from), and (while the cache is of little use)
+            // writes to stripes it holds nothing of, go straight to the members, under the
+            // entry's lock; what it held of the stripe is written out first.
+            let damaged = self.has_lost.load(Ordering::Relaxed)
+                || self
+                    .slots()
+                    .iter()
+                    .flatten()
+                    .any(|m| m.has_bad.load(Ordering::Relaxed));
+            if full || damaged || (st.alloc == 0 && c.bypass()) {
+                if st.is_dirty() {
+                    self.cache_drain(c, &e, &mut st)?;
+                }
                 c.clear(&e, &mut st);
                 let r = self.write_stripe_direct(stripe, pieces);
                 c.remove(&e, &mut st);
@@ -1325,7 +1592,11 @@ impl Array {
         let rows = c.rows;
         let used = st.rows_used();
         let dirty_row = |r: usize| {
-            (0..c.kc).any(|k| st.pages[k * rows + r].as_ref().is_some_and(|p| p.dirty != 0))
+            (0..c.kc).any(|k| {
+                st.pages[k * rows + r]
+                    .as_ref()
+                    .is_some_and(|p| p.dirty != 0)
+            })
         };
         let runs: Vec<(usize, usize)> = {
             let mut v = Vec::new();
@@ -1433,7 +1704,9 @@ impl Array {
                 (first_row..first_row + n_rows).filter(|&r| {
                     let a = (r as u64 * PAGE_SECTORS).max(lo) - lo;
                     let b = ((r as u64 + 1) * PAGE_SECTORS).min(hi) - lo;
-                    known.iter().any(|kn| kn[a as usize..b as usize].iter().any(|&x| !x))
+                    known
+                        .iter()
+                        .any(|kn| kn[a as usize..b as usize].iter().any(|&x| !x))
                 }),
             );
         }
@@ -1449,7 +1722,7 @@ impl Array {
         let mut pq: Option<(Vec<u8>, Vec<u8>)> = None;
         c.drains.fetch_add(1, Ordering::Relaxed);
         if missing == 0 {
-            pq = Some(compute_parity(&lay, &bufs, len));
+            pq = Some(compute_parity(lay, &bufs, len));
             c.merges.fetch_add(1, Ordering::Relaxed);
         } else if all_readable {
             // Reading whole rows fills the cache for later writes: worth it when rows are
@@ -1457,11 +1730,11 @@ impl Array {
             let fill = missing <= 2 * rmw_reads && c.reuse_likely();
             let r = if rmw_reads < missing && !fill {
                 read_secs = rmw_reads;
-                self.cache_rmw(&lay, base, lo, rn, &spans, &mut bufs, &mut known)
+                self.cache_rmw(lay, base, lo, rn, &spans, &mut bufs, &mut known)
             } else {
                 read_secs = missing;
-                self.cache_rcw(&lay, base, lo, &mut bufs, &mut known)
-                    .map(|()| compute_parity(&lay, &bufs, len))
+                self.cache_rcw(lay, base, lo, &mut bufs, &mut known)
+                    .map(|()| compute_parity(lay, &bufs, len))
             };
             match r {
                 Ok(v) => pq = Some(v),
@@ -1473,9 +1746,46 @@ impl Array {
             Some(v) => v,
             None => {
                 // Degraded (or a read failed): reconstruct what the cache does not know.
-                let sd = self
-                    .read_stripe(stripe, &lay, lo, rn, false)
-                    .map_err(|e| annotate_unreadable(e, 0, 0))?;
+                let sd = match self.read_stripe(stripe, lay, lo, rn, false) {
+                    Ok(sd) => sd,
+                    Err(EngineError::Unreadable { .. })
+                        if self.stripe_has_bad(lay, base + lo, rn) =>
+                    {
+                        // Data is lost here (bad blocks beyond the redundancy): bbl.rs
+                        // writes what can be made valid, from the dirty sectors alone.
+                        let mut pcs: Vec<(usize, u64, &[u8])> = Vec::new();
+                        for (k, buf) in bufs.iter().enumerate() {
+                            let dirty = |sec: u64| {
+                                st.pages[k * rows + (sec / PAGE_SECTORS) as usize]
+                                    .as_ref()
+                                    .is_some_and(|p| p.dirty & (1 << (sec % PAGE_SECTORS)) != 0)
+                            };
+                            let mut sec = lo;
+                            while sec < hi {
+                                if !dirty(sec) {
+                                    sec += 1;
+                                    continue;
+                                }
+                                let mut t = sec;
+                                while t < hi && dirty(t) {
+                                    t += 1;
+                                }
+                                let (f, to) =
+                                    (((sec - lo) * SECTOR) as usize, ((t - lo) * SECTOR) as usize);
+                                pcs.push((k, sec, &buf[f..to]));
+                                sec = t;
+                            }
+                        }
+                        self.write_stripe_over_lost(stripe, lay, &pcs)?;
+                        for k in 0..kc {
+                            for row in row_range.clone() {
+                                st.set_clean(k * rows + row);
+                            }
+                        }
+                        return Ok(());
+                    }
+                    Err(e) => return Err(annotate_unreadable(e, 0, 0)),
+                };
                 read_secs = missing;
                 for k in 0..kc {
                     for (i, kn) in known[k].iter_mut().enumerate() {
@@ -1486,7 +1796,7 @@ impl Array {
                         }
                     }
                 }
-                compute_parity(&lay, &bufs, len)
+                compute_parity(lay, &bufs, len)
             }
         };
         for (k, span) in spans.iter().enumerate() {
@@ -1641,10 +1951,14 @@ impl Array {
                 sectors: good.len() as u64 / SECTOR,
             }),
             Err(e) => {
-                let _ = self.fail_member(
-                    role,
-                    &format!("rewriting a sector after a read error failed: {e}"),
-                );
+                // md: a member with a bad-block log gets a bad block instead.
+                let n = good.len() as u64 / SECTOR;
+                if !self.bad_block_instead_of_fail(role, &m, dsec, n) {
+                    let _ = self.fail_member(
+                        role,
+                        &format!("rewriting a sector after a read error failed: {e}"),
+                    );
+                }
             }
         }
     }
@@ -1799,6 +2113,18 @@ impl Array {
             Err(p) => p.into_inner(),
         };
         self.ensure_dirty()?;
+        match self.checksums() {
+            None => self.write_split(s, buf),
+            Some(cs) => {
+                cs.before_write(s * SECTOR, buf.len() as u64)?;
+                let r = self.write_split(s, buf);
+                cs.after_write(self, s * SECTOR, buf, r.is_ok())?;
+                r
+            }
+        }
+    }
+
+    fn write_split(&self, s: u64, buf: &[u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
         if let Some(unit) = self.split_unit(total) {
             let first = (unit - s % unit).min(total);
@@ -1850,7 +2176,7 @@ impl Array {
     }
 
     fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             if b.mark(start, n) {
                 let live = self.live_devices();
@@ -1966,9 +2292,18 @@ impl Array {
         }
 
         // Degraded (or a read failed): reconstruct the row range, overlay, recompute.
-        let mut sd = self
-            .read_stripe(stripe, &lay, lo, rn, false)
-            .map_err(|e| annotate_unreadable(e, 0, 0))?;
+        let mut sd = match self.read_stripe(stripe, &lay, lo, rn, false) {
+            Ok(sd) => sd,
+            Err(EngineError::Unreadable { .. }) if self.stripe_has_bad(&lay, base + lo, rn) => {
+                // Data is lost in this range (bad blocks beyond the redundancy): write
+                // what can be made valid, row by row (bbl.rs).
+                let pcs: Vec<(usize, u64, &[u8])> =
+                    pieces.iter().map(|p| (p.k, p.a, p.data)).collect();
+                self.write_stripe_over_lost(stripe, &lay, &pcs)?;
+                return self.check_still_runs(stripe);
+            }
+            Err(e) => return Err(annotate_unreadable(e, 0, 0)),
+        };
         for pc in pieces {
             let off = ((pc.a - lo) * SECTOR) as usize;
             sd.data[pc.k][off..off + pc.data.len()].copy_from_slice(pc.data);

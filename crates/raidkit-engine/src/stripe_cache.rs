@@ -516,8 +516,10 @@ impl StripeCache {
 
     /// Set how long partial stripes may wait (milliseconds).
     pub fn set_hold(&self, d: Duration) {
-        self.hold_ms
-            .store(d.as_millis().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+        self.hold_ms.store(
+            d.as_millis().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
     }
 
     /// A dirty entry that has waited at least the hold time.

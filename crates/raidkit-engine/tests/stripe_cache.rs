@@ -136,7 +136,10 @@ fn model_every_parity_level_clean_and_degraded() {
         exercise(&arr, &mut model, 7 + n as u64 + fail.len() as u64, 400);
         arr.flush().unwrap();
         let st = arr.stripe_cache_stats().unwrap();
-        assert_eq!(st.dirty_stripes, 0, "{level} {fail:?}: flush left held data");
+        assert_eq!(
+            st.dirty_stripes, 0,
+            "{level} {fail:?}: flush left held data"
+        );
         assert!(st.used_entries <= 96, "{st:?}");
         // Degraded arrays must be clean to be assembled again.
         arr.mark_clean().unwrap();
@@ -213,14 +216,22 @@ fn flush_puts_held_writes_on_the_members() {
     // Reads see held data.
     let mut out = vec![0u8; model.len()];
     arr.read(0, &mut out).unwrap();
-    assert!(out == model, "read differs at {:?}", first_diff(&out, &model));
+    assert!(
+        out == model,
+        "read differs at {:?}",
+        first_diff(&out, &model)
+    );
     arr.flush().unwrap();
     assert_eq!(arr.stripe_cache_stats().unwrap().dirty_stripes, 0);
     // While the array is still running, the member files hold everything.
     let a = check_clean(&ps);
     let mut out = vec![0u8; model.len()];
     a.read(0, &mut out).unwrap();
-    assert!(out == model, "members differ at {:?}", first_diff(&out, &model));
+    assert!(
+        out == model,
+        "members differ at {:?}",
+        first_diff(&out, &model)
+    );
 }
 
 #[test]

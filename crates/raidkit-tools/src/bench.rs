@@ -655,7 +655,9 @@ pub fn run(
             })
             .collect()
     });
-    let wrote = outs.iter().any(|o| o.as_ref().is_ok_and(|o| o.write_bytes > 0));
+    let wrote = outs
+        .iter()
+        .any(|o| o.as_ref().is_ok_and(|o| o.write_bytes > 0));
     if wrote {
         target
             .flush()

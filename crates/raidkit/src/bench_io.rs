@@ -156,16 +156,14 @@ impl Drop for TempDir {
 
 /// Apply --stripe-cache / --stripe-cache-max.
 fn configure_cache(a: &BenchIoArgs, t: &ArrayTarget) -> Result<()> {
-    let fixed = match a.stripe_cache.as_deref() {
-        None => None,
-        Some(v) if v.eq_ignore_ascii_case("auto") => None,
-        Some(v) => Some(
-            v.parse::<usize>()
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or_else(|| anyhow!("--stripe-cache {v:?}: give a number of entries or auto"))?,
-        ),
-    };
+    let fixed =
+        match a.stripe_cache.as_deref() {
+            None => None,
+            Some(v) if v.eq_ignore_ascii_case("auto") => None,
+            Some(v) => Some(v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                anyhow!("--stripe-cache {v:?}: give a number of entries or auto")
+            })?),
+        };
     let max = a.stripe_cache_max.as_deref().map(size).transpose()?;
     t.array()
         .configure_stripe_cache(max, fixed)
