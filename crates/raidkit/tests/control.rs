@@ -188,6 +188,16 @@ fn status_manage_sync_action_monitor() {
         .map(|m| m["writes"].as_u64().unwrap())
         .sum();
     assert!(shares > 0);
+    // The RAID5 stripe cache: automatic, at its starting size (a few MiB written), and the
+    // fsync left nothing held.
+    let sc = &stats[0]["stripe_cache"];
+    assert_eq!(
+        (&sc["mode"], &sc["size_entries"], &sc["dirty_stripes"]),
+        (&Value::from("auto"), &Value::from(512), &Value::from(0)),
+        "{sc}"
+    );
+    let st = status(&run, d);
+    assert_eq!(st[0]["stripe_cache"]["mode"], "auto", "{st:?}");
     // A trace of client requests, analysed by `trace analyze`.
     let writer = {
         let file = file.clone();
