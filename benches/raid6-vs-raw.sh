@@ -7,12 +7,13 @@
 # Interleaved raw, raidkit, raw, raidkit, … REPEATS times; prints each pair and the ratio
 # of raidkit's data bytes/s to raw × data/members (4/6), median over the pairs.
 #   benches/raid6-vs-raw.sh [RUNTIME_SECONDS] [REPEATS]   (default 4 s, 3 repeats)
-# RAIDKIT=path picks the binary; IODEPTH (default 4) = raidkit writer threads.
+# RAIDKIT=path picks the binary; IODEPTH (default 6, as many as fio jobs) = raidkit writer
+# threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RT="${1:-4}"
 REP="${2:-3}"
-QD="${IODEPTH:-4}"
+QD="${IODEPTH:-6}"
 RAIDKIT="${RAIDKIT:-target/release/raidkit}"
 [ -x "$RAIDKIT" ] || cargo build --release -q -p raidkit
 W=$(mktemp -d /dev/shm/rk-r6.XXXXXX)

@@ -1510,6 +1510,10 @@ impl Array {
                     let m = (PAGE_SECTORS - in_page).min(end - sec);
                     let idx = pc.k * c.rows + row;
                     let pg = c.page(&mut st, idx);
+                    if pg.valid != 0 {
+                        c.rewritten_pages.fetch_add(1, Ordering::Relaxed);
+                    }
+                    c.written_pages.fetch_add(1, Ordering::Relaxed);
                     let from = ((sec - pc.a) * SECTOR) as usize;
                     let to = (in_page * SECTOR) as usize;
                     let len = (m * SECTOR) as usize;

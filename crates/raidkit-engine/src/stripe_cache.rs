@@ -179,6 +179,12 @@ pub(crate) struct StripeCache {
     bypass_tick: AtomicU64,
     /// Pages written out without a member read thanks to the cache.
     pub saved: AtomicU64,
+    /// Pages written by clients, and those of them already in the cache (re-references).
+    pub written_pages: AtomicU64,
+    /// See `written_pages`.
+    pub rewritten_pages: AtomicU64,
+    tune_rw: Mutex<(u64, u64)>,
+    rereferenced: AtomicBool,
     tune_saved: Mutex<u64>,
     dirty_stripes: AtomicUsize,
     grow_signal: AtomicUsize,
@@ -235,6 +241,10 @@ impl StripeCache {
             bypass: AtomicBool::new(false),
             bypass_tick: AtomicU64::new(0),
             saved: AtomicU64::new(0),
+            written_pages: AtomicU64::new(0),
+            rewritten_pages: AtomicU64::new(0),
+            tune_rw: Mutex::new((0, 0)),
+            rereferenced: AtomicBool::new(false),
             tune_saved: Mutex::new(0),
             tune_merges: Mutex::new((0, 0)),
             dirty_stripes: AtomicUsize::new(0),
@@ -592,11 +602,10 @@ impl StripeCache {
     }
 
     /// Is filling whole rows (reading every data block instead of old data and parity)
-    /// likely to pay off: room to keep them, or evicted stripes being asked for again?
+    /// likely to pay off: written pages found in the cache again (at least 1/8 of them
+    /// lately), or evicted rows being asked for again?
     pub fn reuse_likely(&self) -> bool {
-        let cap = self.capacity() * self.kc;
-        self.pages.load(Ordering::Relaxed) < cap - cap / 8
-            || self.ghosts_recent.load(Ordering::Relaxed) > 0
+        self.rereferenced.load(Ordering::Relaxed) || self.ghosts_recent.load(Ordering::Relaxed) > 0
     }
 
     /// May a write to a stripe the cache holds nothing of go straight to the members?
@@ -619,7 +628,7 @@ impl StripeCache {
             && (was_dirty || ends_on_chunk || self.merging.load(Ordering::Relaxed))
     }
 
-    /// Adjust the automatic size (at most every 250 ms): grow by what ghost hits and early
+    /// Adjust the automatic size (at most every 100 ms): grow by what ghost hits and early
     /// write-outs asked for; shrink by 1/8 when the cache is full, nothing asked for more
     /// and it was of little use (under a quarter of the pages needed were found in it).
     pub fn tune(&self) {
@@ -627,7 +636,7 @@ impl StripeCache {
             Ok(g) => g,
             Err(_) => return,
         };
-        if last.elapsed() < Duration::from_millis(250) {
+        if last.elapsed() < Duration::from_millis(100) {
             return;
         }
         *last = Instant::now();
@@ -645,7 +654,19 @@ impl StripeCache {
                 self.merging.store(dmg * 8 >= ddr, Ordering::Relaxed);
             }
         }
-        // Reuse: evicted rows asked for again at a rate of at least 1/8 of the misses.
+        {
+            let (w, rw) = (
+                self.written_pages.load(Ordering::Relaxed),
+                self.rewritten_pages.load(Ordering::Relaxed),
+            );
+            let mut t = lock(&self.tune_rw);
+            let (dw, drw) = (w - t.0, rw - t.1);
+            *t = (w, rw);
+            if dw > 0 {
+                self.rereferenced.store(drw * 8 >= dw, Ordering::Relaxed);
+            }
+        }
+        // Reuse: evicted rows asked for again at a rate of at least 1/16 of the misses.
         let gh = self.ghost_hits.swap(0, Ordering::Relaxed);
         let (h, m) = (
             self.hits.load(Ordering::Relaxed),
@@ -668,14 +689,15 @@ impl StripeCache {
         if dsv + dm > 64 {
             self.bypass.store(dsv * 8 < dsv + dm, Ordering::Relaxed);
         }
-        self.ghosts_recent.store(
-            if gh as u64 * 8 >= dm / self.kc as u64 {
-                gh
-            } else {
-                0
-            },
-            Ordering::Relaxed,
-        );
+        let ghosts_matter = gh as u64 * 16 >= dm / self.kc as u64;
+        self.ghosts_recent
+            .store(if ghosts_matter { gh } else { 0 }, Ordering::Relaxed);
+        // Ghost hits too rare to matter do not grow the cache.
+        let grow = if ghosts_matter {
+            grow
+        } else {
+            grow.saturating_sub(gh)
+        };
         let t = self.target.load(Ordering::Relaxed);
         let max = self.max_entries();
         let used = self.pages.load(Ordering::Relaxed).div_ceil(self.kc);
