@@ -419,8 +419,9 @@ fn repair_update_no_bbl_offline() {
     let o = run(&cmds[0]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Stripe 0 (data on roles 0 and 1) is rewritten while neither can be written there:
-    // both get bad blocks over their whole chunk, array bytes 0..32768 are lost.
-    ok(
+    // both get bad blocks over their whole chunk, array bytes 0..32768 are lost — and the
+    // import says so instead of reporting success.
+    let e = err(
         d,
         &[
             "import",
@@ -430,6 +431,10 @@ fn repair_update_no_bbl_offline() {
             "fault:weio@2048-2055:d1.img",
             "d2.img",
         ],
+    );
+    assert!(
+        e.contains("write to array bytes 0..32768 failed: the written data has no valid copy"),
+        "{e}"
     );
     let v: serde_json::Value =
         serde_json::from_str(&ok(d, &["detail", "--json", "d0.img", "d1.img", "d2.img"])).unwrap();
