@@ -237,7 +237,7 @@ impl StripeCache {
             misses: AtomicU64::new(0),
             merges: AtomicU64::new(0),
             drains: AtomicU64::new(0),
-            merging: AtomicBool::new(true),
+            merging: AtomicBool::new(false),
             bypass: AtomicBool::new(false),
             bypass_tick: AtomicU64::new(0),
             saved: AtomicU64::new(0),
@@ -585,8 +585,9 @@ impl StripeCache {
 
     /// A partial stripe of at least a chunk of data had to be written early for lack of
     /// room (a sequential stream that more room would have merged): ask to grow.
+    /// Only while write-outs have been merging lately (a stream is on).
     pub fn early_write_out(&self) {
-        if self.fixed.load(Ordering::Relaxed) == 0 {
+        if self.fixed.load(Ordering::Relaxed) == 0 && self.merging.load(Ordering::Relaxed) {
             self.grow_signal.fetch_add(self.rows, Ordering::Relaxed);
         }
     }

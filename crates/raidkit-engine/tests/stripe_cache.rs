@@ -206,7 +206,8 @@ fn flush_puts_held_writes_on_the_members() {
     arr.read(0, &mut model).unwrap();
     let mut rng = Rng(5, 0);
     for i in 0..40u64 {
-        let off = (i * 3 * 64 * 1024 + rng.below(40) * 4096) as usize;
+        // 8 KiB ending on a chunk boundary (how a stream looks): the stripe waits.
+        let off = (i * 3 * 64 * 1024 + (1 + rng.below(3)) * 64 * 1024 - 8192) as usize;
         let data: Vec<u8> = (0..8192).map(|_| rng.next() as u8).collect();
         arr.write(off as u64, &data).unwrap();
         model[off..off + 8192].copy_from_slice(&data);
