@@ -1080,6 +1080,19 @@ mod tests {
         );
         assert!(SweepParam::parse("qd=0", &sz).is_err());
         assert!(SweepParam::parse("colour=red", &sz).is_err());
+        let sc = SweepParam::parse("stripe_cache=512,32768,auto", &sz).unwrap();
+        assert_eq!(
+            sc,
+            SweepParam::StripeCache(vec![Some(512), Some(32768), None])
+        );
+        assert_eq!(sc.labels(), vec!["512", "32768", "auto"]);
+        assert!(sc.needs_new_array());
+        assert_eq!(
+            SweepParam::parse("stripe_cache=0", &sz)
+                .unwrap_err()
+                .to_string(),
+            "--sweep: \"0\" is neither a number of entries nor auto"
+        );
         assert!(SweepParam::parse("bs", &sz).is_err());
     }
 
