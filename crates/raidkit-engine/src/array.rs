@@ -2,6 +2,7 @@
 //! included, keeping the superblocks' clean/dirty state and the write-intent bitmap the way
 //! Linux MD does.
 
+use crate::balance::{self, Candidate, ReadLoad};
 use crate::bitmap::RunBitmap;
 use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
@@ -31,10 +32,8 @@ pub struct Member {
     bad: RwLock<Vec<BadRange>>,
     has_bad: AtomicBool,
     failed: AtomicBool,
-    /// Reads in flight on this member (for read balancing).
-    inflight: AtomicU32,
-    /// Exponentially weighted service time in nanoseconds per KiB read.
-    ewma_ns_per_kib: AtomicU64,
+    /// Reads in flight and measured speed (for read balancing).
+    pub load: ReadLoad,
     /// IO counters for statistics.
     pub stats: MemberStats,
     /// Read errors seen (corrected or not).
@@ -71,8 +70,7 @@ impl Member {
             has_bad: AtomicBool::new(!bad.is_empty()),
             bad: RwLock::new(bad),
             failed: AtomicBool::new(false),
-            inflight: AtomicU32::new(0),
-            ewma_ns_per_kib: AtomicU64::new(0),
+            load: ReadLoad::default(),
             stats: MemberStats::default(),
             read_errors: AtomicU32::new(0),
         }
@@ -93,22 +91,7 @@ impl Member {
             .store(r.unwrap_or(u64::MAX), Ordering::Release);
     }
 
-    /// Expected cost of a read now: queue depth times measured service time.
-    fn read_cost(&self) -> u64 {
-        let q = u64::from(self.inflight.load(Ordering::Relaxed)) + 1;
-        q.saturating_mul(self.ewma_ns_per_kib.load(Ordering::Relaxed).max(1))
-    }
-
-    fn record_read(&self, bytes: usize, elapsed: std::time::Duration) {
-        let kib = (bytes as u64).div_ceil(1024).max(1);
-        let sample = (elapsed.as_nanos() as u64) / kib;
-        let old = self.ewma_ns_per_kib.load(Ordering::Relaxed);
-        let new = if old == 0 {
-            sample
-        } else {
-            (old * 7 + sample) / 8
-        };
-        self.ewma_ns_per_kib.store(new.max(1), Ordering::Relaxed);
+    fn record_read(&self, bytes: usize) {
         self.stats.reads.fetch_add(1, Ordering::Relaxed);
         self.stats
             .read_bytes
@@ -526,12 +509,12 @@ impl Array {
                 why: format!("role {role} ({}) has no valid data there", m.dev.name()),
             });
         }
-        m.inflight.fetch_add(1, Ordering::Relaxed);
+        m.load.begin();
         let t0 = std::time::Instant::now();
         let r = m.dev.read_at(buf, (m.data_offset + dsec) * SECTOR);
-        m.inflight.fetch_sub(1, Ordering::Relaxed);
+        m.load.end(buf.len(), r.is_ok().then(|| t0.elapsed()));
         if r.is_ok() {
-            m.record_read(buf.len(), t0.elapsed());
+            m.record_read(buf.len());
         }
         r.map_err(|e| EngineError::io(m.dev.name(), "reading member data", e))
     }
@@ -866,8 +849,8 @@ impl Array {
         })
     }
 
-    /// Run `f` on every (array sector, piece) job in its own scoped thread; the first
-    /// error wins.
+    /// Run `f` on every (array sector, piece) job, the first on the calling thread and
+    /// each other one in its own scoped thread; the first error (in job order) wins.
     fn run_parallel<P: Send>(
         &self,
         jobs: Vec<(u64, P)>,
@@ -875,11 +858,10 @@ impl Array {
     ) -> Result<()> {
         std::thread::scope(|sc| {
             let f = &f;
-            let handles: Vec<_> = jobs
-                .into_iter()
-                .map(|(at, p)| sc.spawn(move || f(at, p)))
-                .collect();
-            let mut res = Ok(());
+            let mut jobs = jobs.into_iter();
+            let first = jobs.next();
+            let handles: Vec<_> = jobs.map(|(at, p)| sc.spawn(move || f(at, p))).collect();
+            let mut res = first.map_or(Ok(()), |(at, p)| f(at, p));
             for h in handles {
                 let r = h.join().unwrap_or_else(|_| {
                     Err(EngineError::Invalid("an IO worker thread panicked".into()))
@@ -893,8 +875,12 @@ impl Array {
     }
 
     /// Read whole sectors starting at array sector `s`. Large requests are split on stripe
-    /// boundaries and served by several threads (mirrors then serve different pieces).
+    /// boundaries and served by several threads; on mirrors they are spread over the
+    /// members holding copies (see `read_mirrored`).
     pub fn read_sectors(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        if matches!(self.geo.level, Level::Raid1 | Level::Raid10) {
+            return self.read_mirrored(s, buf);
+        }
         let total = buf.len() as u64 / SECTOR;
         if let Some(unit) = self.split_unit(total) {
             // Align the first piece so later ones start on unit boundaries.
@@ -976,42 +962,187 @@ impl Array {
             }
             _ => {
                 let p = self.locate(s)?;
-                let mut errs = Vec::new();
-                let mut copies = p.copies.clone();
-                if copies.len() > 1 {
-                    // Read balancing: cheapest copy first (queue depth × measured speed).
-                    copies.sort_by_key(|&(role, _)| {
-                        self.member(role).map(|m| m.read_cost()).unwrap_or(u64::MAX)
-                    });
-                }
-                let mut failed_copies = Vec::new();
-                for &(role, dsec) in &copies {
-                    if !self.can_read(role, dsec, n) {
-                        errs.push(format!("role {role} unavailable"));
-                        continue;
-                    }
-                    match self.member_read(role, dsec, buf) {
-                        Ok(()) => {
-                            for (r, d) in failed_copies {
-                                self.repair_read_error(r, d, buf);
-                            }
-                            return Ok(());
-                        }
-                        Err(e) => {
-                            if matches!(e, EngineError::Io { .. }) {
-                                failed_copies.push((role, dsec));
-                            }
-                            errs.push(e.to_string())
-                        }
-                    }
-                }
-                Err(EngineError::Unreadable {
-                    offset: s * SECTOR,
-                    end: (s + n) * SECTOR,
-                    why: errs.join("; "),
-                })
+                let cands = self.candidates(&p.copies, n);
+                let order = self.try_order(&p.copies, &cands, None, 0);
+                self.read_copies(s, buf, &order)
             }
         }
+    }
+
+    /// Members holding readable copies of `n` sectors at `copies`, with their load.
+    fn candidates(&self, copies: &[(usize, u64)], n: u64) -> Vec<Candidate> {
+        copies
+            .iter()
+            .filter_map(|&(role, dsec)| {
+                let m = self.member(role)?;
+                m.readable(dsec, n).then(|| Candidate {
+                    role,
+                    cost: m.load.cost(),
+                    idle: m.load.idle(),
+                })
+            })
+            .collect()
+    }
+
+    /// The copies of a mirrored run in the order to try them, `off` sectors into the run:
+    /// `first` (if given), then the readable ones cheapest first, then the rest (which
+    /// only report why they could not serve).
+    fn try_order(
+        &self,
+        copies: &[(usize, u64)],
+        cands: &[Candidate],
+        first: Option<usize>,
+        off: u64,
+    ) -> Vec<(usize, u64)> {
+        let mut roles: Vec<usize> = first.into_iter().collect();
+        for r in balance::order(cands)
+            .into_iter()
+            .chain(copies.iter().map(|c| c.0))
+        {
+            if !roles.contains(&r) {
+                roles.push(r);
+            }
+        }
+        roles
+            .into_iter()
+            .filter_map(|r| copies.iter().find(|c| c.0 == r).map(|&(r, d)| (r, d + off)))
+            .collect()
+    }
+
+    /// Read mirrored data from the first copy in `order` that serves it; copies that
+    /// failed with an IO error are rewritten with the good data (md's read-error repair).
+    fn read_copies(&self, s: u64, buf: &mut [u8], order: &[(usize, u64)]) -> Result<()> {
+        let n = buf.len() as u64 / SECTOR;
+        let mut errs = Vec::new();
+        let mut failed_copies = Vec::new();
+        for &(role, dsec) in order {
+            if !self.can_read(role, dsec, n) {
+                errs.push(format!("role {role} unavailable"));
+                continue;
+            }
+            match self.member_read(role, dsec, buf) {
+                Ok(()) => {
+                    for (r, d) in failed_copies {
+                        self.repair_read_error(r, d, buf);
+                    }
+                    return Ok(());
+                }
+                Err(e) => {
+                    if matches!(e, EngineError::Io { .. }) {
+                        failed_copies.push((role, dsec));
+                    }
+                    errs.push(e.to_string())
+                }
+            }
+        }
+        Err(EngineError::Unreadable {
+            offset: s * SECTOR,
+            end: (s + n) * SECTOR,
+            why: errs.join("; "),
+        })
+    }
+
+    /// Read whole sectors of a RAID1/RAID10 array. A large read is spread over the idle
+    /// members holding copies, in proportion to their speed (`balance::split`), and each
+    /// member reads its pieces in its own thread. When every part of the read has its
+    /// copies on the same members (RAID1, two-member RAID10) the read is cut into one
+    /// contiguous segment per member; otherwise each mapping run is shared separately.
+    fn read_mirrored(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        if total < balance::SPLIT_MIN_SECTORS {
+            return self.read_serial(s, buf);
+        }
+        // Mapping runs: (array sector, sectors, copies, readable candidates).
+        type Run = (u64, u64, Vec<(usize, u64)>, Vec<Candidate>);
+        let mut runs: Vec<Run> = Vec::new();
+        let mut done = 0;
+        while done < total {
+            let cur = s + done;
+            let p = self.locate(cur)?;
+            let n = p.run.min(total - done);
+            let cands = self.candidates(&p.copies, n);
+            runs.push((cur, n, p.copies, cands));
+            done += n;
+        }
+        let roles_of = |c: &[Candidate]| {
+            let mut v: Vec<usize> = c.iter().map(|c| c.role).collect();
+            v.sort_unstable();
+            v
+        };
+        let same_members = runs
+            .windows(2)
+            .all(|w| roles_of(&w[0].3) == roles_of(&w[1].3));
+        // The plan: (array sector, sectors, copies to try), in array order.
+        let mut plan: Vec<(u64, u64, Vec<(usize, u64)>)> = Vec::new();
+        let mut push_run = |run: &Run, from: u64, len: u64, first: Option<usize>| {
+            let (at, _, copies, cands) = run;
+            let order = self.try_order(copies, cands, first, from - at);
+            plan.push((from, len, order));
+        };
+        if same_members {
+            // One contiguous segment per member, each over as many runs as it covers.
+            let (_, _, _, cands) = &runs[0];
+            let mut ri = 0;
+            let mut at = s;
+            let segments = match balance::split(s, total, cands) {
+                v if v.is_empty() => vec![(usize::MAX, total)],
+                v => v,
+            };
+            for (role, len) in segments {
+                let end = at + len;
+                while at < end {
+                    let run = &runs[ri];
+                    let run_end = run.0 + run.1;
+                    let piece = run_end.min(end) - at;
+                    push_run(run, at, piece, (role != usize::MAX).then_some(role));
+                    at += piece;
+                    if at == run_end {
+                        ri += 1;
+                    }
+                }
+            }
+        } else {
+            for run in &runs {
+                let mut at = run.0;
+                for (role, len) in balance::split(run.0, run.1, &run.3) {
+                    push_run(run, at, len, Some(role));
+                    at += len;
+                }
+                if at == run.0 {
+                    push_run(run, at, run.1, None);
+                }
+            }
+        }
+        // One worker per member, reading its pieces in array order.
+        type Job<'b> = (u64, &'b mut [u8], Vec<(usize, u64)>);
+        let mut per_member: Vec<(usize, Vec<Job<'_>>)> = Vec::new();
+        let mut rest = buf;
+        for (at, len, order) in plan {
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((len * SECTOR) as usize);
+            rest = tail;
+            let role = order.first().map_or(usize::MAX, |c| c.0);
+            match per_member.iter_mut().find(|(r, _)| *r == role) {
+                Some((_, jobs)) => jobs.push((at, piece, order)),
+                None => per_member.push((role, vec![(at, piece, order)])),
+            }
+        }
+        let read_jobs = |jobs: Vec<Job<'_>>| -> Result<()> {
+            for (at, piece, order) in jobs {
+                self.read_copies(at, piece, &order)?;
+            }
+            Ok(())
+        };
+        if per_member.len() == 1 {
+            let (_, jobs) = per_member.remove(0);
+            return read_jobs(jobs);
+        }
+        self.run_parallel(
+            per_member
+                .into_iter()
+                .map(|(role, jobs)| (role as u64, jobs))
+                .collect(),
+            |_, jobs| read_jobs(jobs),
+        )
     }
 
     /// md's answer to a read error: the data was recovered from redundancy, so write it

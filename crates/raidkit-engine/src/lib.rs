@@ -10,6 +10,7 @@
 
 pub mod array;
 pub mod assemble;
+pub mod balance;
 pub mod bitmap;
 pub mod create;
 pub mod dev;
