@@ -1081,15 +1081,35 @@ impl Array {
         };
         if same_members {
             // One contiguous segment per member, each over as many runs as it covers.
+            // A cut near a run boundary moves onto it: a member then reads whole runs,
+            // not an extra short piece (each member IO costs a device latency).
             let (_, _, _, cands) = &runs[0];
+            let mut segments = balance::split(s, total, cands);
+            if segments.is_empty() {
+                segments.push((usize::MAX, total));
+            }
+            let mut cuts: Vec<u64> = segments
+                .iter()
+                .scan(s, |at, &(_, len)| {
+                    *at += len;
+                    Some(*at)
+                })
+                .collect();
+            let slack = total / 8;
+            let last = cuts.len() - 1;
+            for c in &mut cuts[..last] {
+                if let Some(b) = runs[1..]
+                    .iter()
+                    .map(|r| r.0)
+                    .min_by_key(|b| b.abs_diff(*c))
+                    .filter(|b| b.abs_diff(*c) <= slack)
+                {
+                    *c = b;
+                }
+            }
             let mut ri = 0;
             let mut at = s;
-            let segments = match balance::split(s, total, cands) {
-                v if v.is_empty() => vec![(usize::MAX, total)],
-                v => v,
-            };
-            for (role, len) in segments {
-                let end = at + len;
+            for (&(role, _), &end) in segments.iter().zip(&cuts) {
                 while at < end {
                     let run = &runs[ri];
                     let run_end = run.0 + run.1;
@@ -1102,14 +1122,33 @@ impl Array {
                 }
             }
         } else {
+            // Runs on different members: a large run is shared by its idle copies, a
+            // small one goes whole to the copy with the least work planned so far.
+            let mut planned = vec![0u64; self.geo.raid_disks];
             for run in &runs {
-                let mut at = run.0;
-                for (role, len) in balance::split(run.0, run.1, &run.3) {
+                let (start, n, _, cands) = run;
+                let pieces = if *n >= balance::SPLIT_MIN_SECTORS {
+                    balance::split(*start, *n, cands)
+                } else {
+                    cands
+                        .iter()
+                        .min_by_key(|c| {
+                            let done = planned.get(c.role).copied().unwrap_or(0);
+                            c.cost.saturating_mul(done + n)
+                        })
+                        .map(|c| vec![(c.role, *n)])
+                        .unwrap_or_default()
+                };
+                let mut at = *start;
+                for (role, len) in pieces {
                     push_run(run, at, len, Some(role));
+                    if let Some(p) = planned.get_mut(role) {
+                        *p += len;
+                    }
                     at += len;
                 }
-                if at == run.0 {
-                    push_run(run, at, run.1, None);
+                if at == *start {
+                    push_run(run, at, *n, None);
                 }
             }
         }
