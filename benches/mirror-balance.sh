@@ -11,9 +11,10 @@
 # Tests:
 #   rand   4 KiB random read, 4 jobs × QD32: members FAST+SLOW (RAID10 ×4: FAST,SLOW,FAST,SLOW)
 #   seq    one sequential reader, 1 MiB, QD1: two FAST members
+#   seq2   one sequential reader, 1 MiB, QD2: two FAST members
 #   seq128 one sequential reader, 128 KiB, QD1: two FAST members
 #   seqmix one sequential reader, 1 MiB, QD1: FAST+SLOW (for information; no target)
-# Member shares are the members' read requests as counted by the array (raidkit stats).
+# Member shares are the bytes each member read, as counted by the array (raidkit stats).
 # RAIDKIT=path picks the binary; TESTS="rand seq" limits the tests run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ RT="${1:-6}"
 ROUNDS="${2:-2}"
 RAIDKIT="${RAIDKIT:-target/release/raidkit}"
 [ -x "$RAIDKIT" ] || cargo build --release -q -p raidkit
-TESTS="${TESTS:-rand seq seq128 seqmix}"
+TESTS="${TESTS:-rand seq seq2 seq128 seqmix}"
 FAST="slow=400us,qd=4,bw=200M"
 SLOW="slow=2400us,qd=4,bw=33M"
 W=$(mktemp -d /dev/shm/rk-mirror.XXXXXX)
@@ -70,14 +71,15 @@ measure() {
 import json, sys
 r = json.load(open(sys.argv[1]))["jobs"][0]["read"]
 st = json.load(open(sys.argv[2]))[0]["members"]
-tot = sum(m["reads"] for m in st) or 1
+tot = sum(m["read_bytes"] for m in st) or 1
 print("%.0f %.1f %s" % (r["iops"], r["bw_bytes"] / 1048576,
-      "/".join("%.0f" % (100 * m["reads"] / tot) for m in st)))
+      "/".join("%.0f" % (100 * m["read_bytes"] / tot) for m in st)))
 EOF
 }
 
 RAND="--rw=randread --bs=4k --iodepth=32 --numjobs=4"
 SEQ="--rw=read --bs=1M --iodepth=1"
+SEQ2="--rw=read --bs=1M --iodepth=2"
 SEQ128="--rw=read --bs=128k --iodepth=1"
 # test:target:array:models (space-separated, one per member)
 runs=()
@@ -88,7 +90,7 @@ for t in $TESTS; do
       for a in raid1 n2 f2 o2; do runs+=("rand:$a ×2:${a}x2:$FAST $SLOW"); done
       runs+=("rand:fast pair alone (raid0):zero:$FAST $FAST")
       for a in n2 f2 o2; do runs+=("rand:$a ×4:${a}x4:$FAST $SLOW $FAST $SLOW"); done ;;
-    seq | seq128)
+    seq | seq2 | seq128)
       runs+=("$t:fast alone:one:$FAST")
       for a in raid1 n2 f2 o2; do runs+=("$t:$a ×2:${a}x2:$FAST $FAST"); done ;;
     seqmix)
@@ -108,7 +110,7 @@ declare -A RES
 for round in $(seq "$ROUNDS"); do
   for r in "${runs[@]}"; do
     IFS=: read -r t label arr models <<<"$r"
-    case $t in rand) spec=$RAND ;; seq | seqmix) spec=$SEQ ;; seq128) spec=$SEQ128 ;; esac
+    case $t in rand) spec=$RAND ;; seq | seqmix) spec=$SEQ ;; seq2) spec=$SEQ2 ;; seq128) spec=$SEQ128 ;; esac
     RES[$t:$label]+="$(measure "$arr" "$models" "$spec");"
   done
 done

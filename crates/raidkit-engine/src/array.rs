@@ -971,13 +971,14 @@ impl Array {
 
     /// Members holding readable copies of `n` sectors at `copies`, with their load.
     fn candidates(&self, copies: &[(usize, u64)], n: u64) -> Vec<Candidate> {
+        let now = balance::now_ns();
         copies
             .iter()
             .filter_map(|&(role, dsec)| {
                 let m = self.member(role)?;
                 m.readable(dsec, n).then(|| Candidate {
                     role,
-                    cost: m.load.cost(),
+                    cost: m.load.cost_at(now),
                     idle: m.load.idle(),
                 })
             })

@@ -5,7 +5,10 @@
 //! included). The cost of sending one more read to a member is `(in flight + 1) × service
 //! time`: a member is chosen while it is the fastest, and as its queue grows the next
 //! fastest takes over, so members that are both needed get reads in proportion to their
-//! speed. Everything is atomics: choosing a copy takes no lock.
+//! speed. Everything is atomics: choosing a copy takes no lock. A measurement ages: an
+//! unread member's service time halves every [`STALE_HALF_LIFE`], so a member that was
+//! slow once (or unlucky once) is tried again and re-measured instead of being left out
+//! for ever.
 //!
 //! A large read ([`SPLIT_MIN_SECTORS`] or more) is also *spread*: each mapping run is cut
 //! into contiguous pieces, one per idle copy, sized in proportion to the copies' speed, and
@@ -14,7 +17,17 @@
 //! member is already working, and splitting would only add per-IO latency.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// An unread member's measured service time halves every this long.
+pub const STALE_HALF_LIFE: Duration = Duration::from_millis(100);
+
+/// Nanoseconds since a process-wide epoch (the clock of [`ReadLoad`] samples).
+pub fn now_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// Reads of at least this many sectors (128 KiB) are spread over idle copies.
 pub const SPLIT_MIN_SECTORS: u64 = 256;
@@ -30,23 +43,35 @@ pub const PIECE_ALIGN_SECTORS: u64 = 8;
 pub struct ReadLoad {
     inflight: AtomicU32,
     ewma_ns_per_kib: AtomicU64,
+    /// [`now_ns`] of the last measurement.
+    sampled_at: AtomicU64,
 }
 
 impl ReadLoad {
-    /// A member with `inflight` reads queued and `ns_per_kib` measured service time (for
-    /// tests and simulations).
+    /// A member with `inflight` reads queued and `ns_per_kib` measured service time,
+    /// measured at [`now_ns`] 0 (for tests and simulations).
     pub fn with(inflight: u32, ns_per_kib: u64) -> ReadLoad {
         ReadLoad {
             inflight: AtomicU32::new(inflight),
             ewma_ns_per_kib: AtomicU64::new(ns_per_kib),
+            sampled_at: AtomicU64::new(0),
         }
     }
 
     /// Expected cost of one more read now: queue depth times measured service time per
-    /// KiB. An unmeasured member costs its queue depth alone, so it is tried early.
+    /// KiB (aged, see [`STALE_HALF_LIFE`]). An unmeasured member costs its queue depth
+    /// alone, so it is tried early.
     pub fn cost(&self) -> u64 {
+        self.cost_at(now_ns())
+    }
+
+    /// [`ReadLoad::cost`] at time `now` ([`now_ns`]).
+    pub fn cost_at(&self, now: u64) -> u64 {
         let q = u64::from(self.inflight.load(Ordering::Relaxed)) + 1;
-        q.saturating_mul(self.ewma_ns_per_kib.load(Ordering::Relaxed).max(1))
+        let age = now.saturating_sub(self.sampled_at.load(Ordering::Relaxed));
+        let halvings = (age / STALE_HALF_LIFE.as_nanos() as u64).min(63);
+        let per_kib = self.ewma_ns_per_kib.load(Ordering::Relaxed) >> halvings;
+        q.saturating_mul(per_kib.max(1))
     }
 
     /// True if no read is in flight.
@@ -59,7 +84,7 @@ impl ReadLoad {
         self.inflight.load(Ordering::Relaxed)
     }
 
-    /// Measured service time, ns per KiB (0 before the first read).
+    /// Measured service time, ns per KiB (0 before the first read; not aged).
     pub fn ns_per_kib(&self) -> u64 {
         self.ewma_ns_per_kib.load(Ordering::Relaxed)
     }
@@ -84,6 +109,7 @@ impl ReadLoad {
             (old.saturating_mul(7).saturating_add(sample)) / 8
         };
         self.ewma_ns_per_kib.store(new.max(1), Ordering::Relaxed);
+        self.sampled_at.store(now_ns(), Ordering::Relaxed);
     }
 }
 
@@ -166,10 +192,16 @@ mod tests {
 
     #[test]
     fn cost_is_queue_times_speed() {
-        assert_eq!(ReadLoad::with(0, 0).cost(), 1);
-        assert_eq!(ReadLoad::with(3, 0).cost(), 4);
-        assert_eq!(ReadLoad::with(0, 250).cost(), 250);
-        assert_eq!(ReadLoad::with(5, 250).cost(), 1500);
+        assert_eq!(ReadLoad::with(0, 0).cost_at(0), 1);
+        assert_eq!(ReadLoad::with(3, 0).cost_at(0), 4);
+        assert_eq!(ReadLoad::with(0, 250).cost_at(0), 250);
+        assert_eq!(ReadLoad::with(5, 250).cost_at(0), 1500);
+        // Unread for 0.1 s the measurement counts half, for 0.35 s an eighth.
+        let half = STALE_HALF_LIFE.as_nanos() as u64;
+        assert_eq!(ReadLoad::with(0, 800).cost_at(half - 1), 800);
+        assert_eq!(ReadLoad::with(0, 800).cost_at(half), 400);
+        assert_eq!(ReadLoad::with(1, 800).cost_at(3 * half + half / 2), 200);
+        assert_eq!(ReadLoad::with(0, 800).cost_at(u64::MAX), 1);
         let l = ReadLoad::default();
         l.begin();
         assert!(!l.idle());
@@ -189,8 +221,8 @@ mod tests {
     #[test]
     fn queue_on_the_fast_member_shifts_reads_to_the_slow_one() {
         // Fast member 100 µs/KiB, slow one 600 µs/KiB (6×).
-        let fast = |q| ReadLoad::with(q, 100_000).cost();
-        let slow = |q| ReadLoad::with(q, 600_000).cost();
+        let fast = |q| ReadLoad::with(q, 100_000).cost_at(0);
+        let slow = |q| ReadLoad::with(q, 600_000).cost_at(0);
         let pick = |qf, qs| order(&[c(0, fast(qf), qf == 0), c(1, slow(qs), qs == 0)])[0];
         // Both idle, or a short queue on the fast one: the fast one.
         assert_eq!(pick(0, 0), 0);
