@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Read balancing on mismatched mirrors, through NBD with fio (ioengine=nbd, Unix socket).
 # Every member is a tmpfs file wrapped in raidkit's device model (fault:slow=,qd=,bw=):
-#   FAST = slow=400us,qd=4,bw=200M  (NVMe-like: 10 K IOPS, 200 MiB/s)
-#   SLOW = slow=2400us,qd=4,bw=33M  (6× slower in latency, IOPS and bandwidth: SATA-SSD-like)
+#   FAST = slow=500us,qd=4,bw=100M  (NVMe-like: 8 K IOPS, 100 MiB/s)
+#   SLOW = slow=3ms,qd=4,bw=17M     (6× slower in latency, IOPS and bandwidth: SATA-SSD-like)
+# Both are scaled down about 10× from real devices so that device time, not the CPU of a
+# shared 2-core machine, decides the results.
 # The anchor is the fast member(s) alone on the same serving path and model: a 1-member
 # RAID1 of FAST (for 2-member mirrors) or a 2-member RAID0 of FAST (for 4-member RAID10,
 # whose two fast members hold one copy of everything). Anchors and arrays run interleaved,
@@ -23,8 +25,8 @@ ROUNDS="${2:-2}"
 RAIDKIT="${RAIDKIT:-target/release/raidkit}"
 [ -x "$RAIDKIT" ] || cargo build --release -q -p raidkit
 TESTS="${TESTS:-rand seq seq2 seq128 seqmix}"
-FAST="slow=400us,qd=4,bw=200M"
-SLOW="slow=2400us,qd=4,bw=33M"
+FAST="slow=500us,qd=4,bw=100M"
+SLOW="slow=3ms,qd=4,bw=17M"
 W=$(mktemp -d /dev/shm/rk-mirror.XXXXXX)
 export RAIDKIT_RUN_DIR="$W/run"
 SERVER=

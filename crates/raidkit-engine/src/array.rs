@@ -1074,11 +1074,28 @@ impl Array {
             .windows(2)
             .all(|w| roles_of(&w[0].3) == roles_of(&w[1].3));
         // The plan: (array sector, sectors, copies to try), in array order.
-        let mut plan: Vec<(u64, u64, Vec<(usize, u64)>)> = Vec::new();
+        // Pieces that follow each other both in the array and on their first copy's
+        // member are merged into one extent, read with one member IO.
+        let mut plan: Vec<Extent> = Vec::new();
         let mut push_run = |run: &Run, from: u64, len: u64, first: Option<usize>| {
             let (at, _, copies, cands) = run;
             let order = self.try_order(copies, cands, first, from - at);
-            plan.push((from, len, order));
+            if let Some(last) = plan.last_mut() {
+                let follows = last.pieces.last().is_some_and(|(pat, plen, porder)| {
+                    pat + plen == from
+                        && matches!((porder.first(), order.first()),
+                            (Some(&(r0, d0)), Some(&(r1, d1))) if r0 == r1 && d0 + plen == d1)
+                });
+                if follows {
+                    last.len += len;
+                    last.pieces.push((from, len, order));
+                    return;
+                }
+            }
+            plan.push(Extent {
+                len,
+                pieces: vec![(from, len, order)],
+            });
         };
         if same_members {
             // One contiguous segment per member, each over as many runs as it covers.
@@ -1153,22 +1170,45 @@ impl Array {
                 }
             }
         }
-        // One worker per member, reading its pieces in array order.
-        type Job<'b> = (u64, &'b mut [u8], Vec<(usize, u64)>);
+        // One worker per member, reading its extents in array order.
+        type Job<'b> = (&'b mut [u8], Extent);
         let mut per_member: Vec<(usize, Vec<Job<'_>>)> = Vec::new();
         let mut rest = buf;
-        for (at, len, order) in plan {
-            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((len * SECTOR) as usize);
+        for ext in plan {
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((ext.len * SECTOR) as usize);
             rest = tail;
-            let role = order.first().map_or(usize::MAX, |c| c.0);
+            let role = ext
+                .pieces
+                .first()
+                .and_then(|p| p.2.first())
+                .map_or(usize::MAX, |c| c.0);
             match per_member.iter_mut().find(|(r, _)| *r == role) {
-                Some((_, jobs)) => jobs.push((at, piece, order)),
-                None => per_member.push((role, vec![(at, piece, order)])),
+                Some((_, jobs)) => jobs.push((piece, ext)),
+                None => per_member.push((role, vec![(piece, ext)])),
             }
         }
         let read_jobs = |jobs: Vec<Job<'_>>| -> Result<()> {
-            for (at, piece, order) in jobs {
-                self.read_copies(at, piece, &order)?;
+            for (buf, ext) in jobs {
+                if let [(at, _, order)] = ext.pieces.as_slice() {
+                    self.read_copies(*at, buf, order)?;
+                    continue;
+                }
+                // Several pieces in one member IO; if that fails, piece by piece with
+                // each piece's own fallback copies (and read-error repair).
+                if let Some(&(role, dsec)) = ext.pieces.first().and_then(|p| p.2.first()) {
+                    if self.can_read(role, dsec, ext.len)
+                        && self.member_read(role, dsec, buf).is_ok()
+                    {
+                        continue;
+                    }
+                }
+                let mut rest = buf;
+                for (at, len, order) in &ext.pieces {
+                    let (piece, tail) =
+                        std::mem::take(&mut rest).split_at_mut((len * SECTOR) as usize);
+                    rest = tail;
+                    self.read_copies(*at, piece, order)?;
+                }
             }
             Ok(())
         };
@@ -1686,6 +1726,13 @@ impl Array {
     pub(crate) fn set_resync_done(&self) {
         lock(&self.meta).resync_from = MAX_SECTOR;
     }
+}
+
+/// Consecutive pieces of a mirrored read that one member IO can serve: each piece is
+/// `(array sector, sectors, copies to try)`, the first copies adjacent on one member.
+struct Extent {
+    len: u64,
+    pieces: Vec<(u64, u64, Vec<(usize, u64)>)>,
 }
 
 struct Piece<'a> {

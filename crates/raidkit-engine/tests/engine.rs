@@ -1264,6 +1264,16 @@ fn large_mirrored_reads_use_every_member_and_return_exact_data() {
         assert!(b == model[..len], "{level:?} {layout} ×{n}: data differs");
         let got: Vec<u64> = arr.member_stats().iter().map(|m| m.read_bytes).collect();
         assert_eq!(got, want, "{level:?} {layout} ×{n}: bytes read per member");
+        // Pieces adjacent on a member are one IO (n2 ×2: chunks 0-1 on member 0, 2-3 on
+        // member 1; o2 ×2: chunk 0 and the offset copy of chunk 1 on member 0); f2 keeps
+        // its copies in the other half, so each member reads two pieces.
+        let ios: Vec<u64> = arr.member_stats().iter().map(|m| m.reads).collect();
+        let want_ios: &[u64] = match (layout, n) {
+            ("f2", 2) => &[2, 2],
+            ("o2", 2) => &[1, 2],
+            _ => &[1; 4][..n],
+        };
+        assert_eq!(ios, want_ios, "{level:?} {layout} ×{n}: member IOs");
         drop(arr);
         assert!(
             read_all(&ps, &ro()).unwrap() == model,
@@ -1295,4 +1305,44 @@ fn large_mirrored_reads_use_every_member_and_return_exact_data() {
     assert!(b == model[..512 << 10]);
     let got: Vec<u64> = arr.member_stats().iter().map(|m| m.read_bytes).collect();
     assert_eq!(got, vec![128 << 10; 4]);
+}
+
+/// A merged member IO (two chunks adjacent on one member) that hits a read error falls
+/// back piece by piece: the good chunk from the same member, the bad one from its other
+/// copy, which is then written back over exactly that chunk.
+#[test]
+fn merged_mirror_read_falls_back_per_piece_on_a_read_error() {
+    let dir = TempDir::new("rk-engine").unwrap();
+    let c = Case {
+        level: Level::Raid10,
+        layout: "n2",
+        n: 2,
+        chunk_k: 64,
+        meta: "1.2",
+        member_mib: 2,
+    };
+    let (ps, model) = make(&c, &dir);
+    // Data offset 2048: chunk 1 is member sectors 2176..2303; one sector of it fails.
+    let spec = PathBuf::from(format!("fault:reio@2179:{}", ps[0].display()));
+    let arr = assemble_paths(&[spec, ps[1].clone()], &rw()).unwrap();
+    let ev = arr.subscribe();
+    let mut b = vec![0u8; 256 << 10];
+    arr.read(0, &mut b).unwrap();
+    assert!(b == model[..256 << 10]);
+    let evs: Vec<_> = ev.try_iter().collect();
+    assert_eq!(
+        evs,
+        vec![raidkit_engine::array::ArrayEvent::ReadErrorCorrected {
+            role: 0,
+            device: format!("{} (fault-injected)", ps[0].display()),
+            sector: 2176,
+            sectors: 128,
+        }]
+    );
+    // Successful reads: member 0 chunk 0 alone (the merged read and chunk 1 failed);
+    // member 1 chunk 1 and its own segment (chunks 2-3) in one IO.
+    let st = arr.member_stats();
+    assert_eq!((st[0].reads, st[0].read_bytes), (1, 64 << 10));
+    assert_eq!((st[1].reads, st[1].read_bytes), (2, 192 << 10));
+    arr.stop().unwrap();
 }
