@@ -1728,11 +1728,15 @@ impl Array {
     }
 }
 
-/// Consecutive pieces of a mirrored read that one member IO can serve: each piece is
-/// `(array sector, sectors, copies to try)`, the first copies adjacent on one member.
+/// One piece of a mirrored read: array sector, sectors, `(role, data sector)` copies in
+/// the order to try them.
+type MirrorPiece = (u64, u64, Vec<(usize, u64)>);
+
+/// Consecutive pieces of a mirrored read that one member IO can serve (their first copies
+/// are adjacent on one member).
 struct Extent {
     len: u64,
-    pieces: Vec<(u64, u64, Vec<(usize, u64)>)>,
+    pieces: Vec<MirrorPiece>,
 }
 
 struct Piece<'a> {
