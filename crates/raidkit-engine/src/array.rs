@@ -38,6 +38,8 @@ pub struct Member {
     pub stats: MemberStats,
     /// Read errors seen (corrected or not).
     read_errors: AtomicU32,
+    /// Slow-member detection state.
+    pub(crate) slow: crate::bbl::SlowState,
 }
 
 /// Per-member IO counters.
@@ -73,6 +75,7 @@ impl Member {
             load: ReadLoad::default(),
             stats: MemberStats::default(),
             read_errors: AtomicU32::new(0),
+            slow: crate::bbl::SlowState::default(),
         }
     }
     /// True once the member has been failed at run time.
@@ -89,6 +92,11 @@ impl Member {
     pub fn set_recovery(&self, r: Option<u64>) {
         self.recovery
             .store(r.unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// Measured read service time, nanoseconds per KiB (0 = nothing measured yet).
+    pub(crate) fn ewma_ns_per_kib(&self) -> u64 {
+        self.load.ns_per_kib()
     }
 
     fn record_read(&self, bytes: usize) {
@@ -120,16 +128,32 @@ impl Member {
 
     /// Mark data sectors `[data_sector, data_sector + n)` of this member as holding no
     /// valid data (they are then reconstructed, or reported lost, instead of read).
-    pub fn add_bad(&self, data_sector: u64, n: u64) {
+    /// Returns true if any of them was not already marked.
+    pub fn add_bad(&self, data_sector: u64, n: u64) -> bool {
+        self.add_bad_dev(self.data_offset + data_sector, n)
+    }
+
+    /// Like [`Member::add_bad`], in absolute device sectors.
+    pub(crate) fn add_bad_dev(&self, start: u64, n: u64) -> bool {
         let mut bad = match self.bad.write() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        bad.push(BadRange {
-            start: self.data_offset + data_sector,
-            len: n,
-        });
+        let before = crate::bbl::covered(&bad);
+        bad.push(BadRange { start, len: n });
+        crate::bbl::coalesce(&mut bad);
         self.has_bad.store(true, Ordering::Relaxed);
+        crate::bbl::covered(&bad) != before
+    }
+
+    /// Forget device sectors `[start, start + n)` as bad (they were rewritten).
+    pub(crate) fn clear_bad_dev(&self, start: u64, n: u64) {
+        let mut bad = match self.bad.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *bad = crate::bbl::subtract(&bad, start, n);
+        self.has_bad.store(!bad.is_empty(), Ordering::Relaxed);
     }
 
     /// The bad ranges (absolute device sectors).
@@ -216,9 +240,16 @@ pub struct Array {
     pub(crate) slots: RwLock<Vec<Option<Arc<Member>>>>,
     /// Device indices of spares.
     pub(crate) spares: Mutex<Vec<usize>>,
+    /// Role slot → replacement being built for that slot's member (md's hot replace):
+    /// every write to the role is also written to it; it is never read until it takes over.
+    pub(crate) replacements: RwLock<Vec<Option<Arc<Member>>>>,
+    /// Fast check: is any replacement in progress?
+    pub(crate) replacing: AtomicBool,
     pub(crate) writable: bool,
     pub(crate) meta: Mutex<Meta>,
-    pub(crate) bitmap: Option<Mutex<RunBitmap>>,
+    /// The write-intent bitmap; switched (added/removed) only with `gate` held exclusively,
+    /// so writes see it stable while they hold the gate shared.
+    pub(crate) bitmap: RwLock<Option<Mutex<RunBitmap>>>,
     locks: StripeLocks,
     /// Writes hold this shared; marking clean holds it exclusively, so the superblocks
     /// never say "clean" while a write is in flight.
@@ -229,10 +260,14 @@ pub struct Array {
     /// Array byte ranges known to be lost (unreconstructable); reads there fail.
     lost: Mutex<Vec<(u64, u64)>>,
     has_lost: AtomicBool,
+    /// Lost ranges that were zeroed when the bad-block log was dropped by force.
+    lost_zeroed: Mutex<Vec<(u64, u64)>>,
     /// Fast check of `meta.dirty` for the write path (the mutex is taken only to change it).
     dirty_fast: AtomicBool,
     /// Client-visible IO statistics and tracing.
     pub io: crate::iostats::IoStats,
+    /// The optional checksum sidecar (see [`crate::checksums`]).
+    checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
 }
 
 /// md fails a member after this many corrected read errors (its default).
@@ -276,6 +311,29 @@ pub enum ArrayEvent {
         /// Where it starts (data sectors; non-zero when resumed).
         from: u64,
     },
+    /// A hot replacement of a member started (or resumed).
+    ReplaceStarted {
+        /// Role slot.
+        role: usize,
+        /// The member being replaced (stays active until the copy is done).
+        device: String,
+        /// The device taking its place.
+        replacement: String,
+        /// Where the copy starts (data sectors; non-zero when resumed).
+        from: u64,
+    },
+    /// A hot replacement finished: the replacement took the role, the old member was
+    /// marked faulty and removed.
+    ReplaceFinished {
+        /// Role slot.
+        role: usize,
+        /// The member replaced.
+        device: String,
+        /// The device now holding the role.
+        replacement: String,
+        /// Array byte ranges that neither the old member nor redundancy could supply.
+        lost: Vec<(u64, u64)>,
+    },
     /// A rebuild finished.
     RebuildFinished {
         /// Role slot.
@@ -284,6 +342,69 @@ pub enum ArrayEvent {
         device: String,
         /// Array byte ranges that could not be reconstructed.
         lost: Vec<(u64, u64)>,
+    },
+    /// Sectors of a member were recorded as bad (hold no valid data): a rebuild could not
+    /// reconstruct them, a read could not be corrected, or a write to them failed.
+    BadBlockRecorded {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// First bad device sector (absolute, like the on-disk log).
+        sector: u64,
+        /// Number of sectors.
+        sectors: u64,
+    },
+    /// Bad sectors of a member were written successfully and hold valid data again (md's
+    /// "made good"); they are gone from its bad-block log.
+    BadBlockCleared {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// First cleared device sector (absolute, like the on-disk log).
+        sector: u64,
+        /// Number of sectors.
+        sectors: u64,
+    },
+    /// A member that had no bad-block log got one, so bad blocks survive a restart.
+    BadBlockLogCreated {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// Log offset from the superblock, sectors (as `mdadm --examine` prints it).
+        offset: i32,
+        /// Why.
+        reason: String,
+    },
+    /// Bad blocks could not be written to the member's on-disk log (0.90 metadata, no room
+    /// for a log, log full): they are only known while this process runs.
+    BadBlockNotPersisted {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// The bad-block logs were removed from every member (`--update no-bbl`).
+    BadBlockLogRemoved {
+        /// Entries rewritten from redundancy (device sector ranges, per role).
+        repaired: Vec<(usize, u64, u64)>,
+        /// Array byte ranges whose data nobody could supply (zeroed with --force).
+        lost: Vec<(u64, u64)>,
+    },
+    /// A member has been much slower than its peers over a window of reads.
+    SlowMember {
+        /// Role slot.
+        role: usize,
+        /// Device.
+        device: String,
+        /// The member's measured read service time, microseconds per MiB.
+        member_us: u64,
+        /// Median of its peers, microseconds per MiB.
+        peers_us: u64,
     },
 }
 
@@ -311,7 +432,7 @@ pub struct MemberInfo {
     pub device: String,
     /// Role slot, or None for a spare.
     pub role: Option<usize>,
-    /// `in_sync`, `recovering`, `failed`, `spare`.
+    /// `in_sync`, `recovering`, `failed`, `replacement` (being built for the role), `spare`.
     pub state: String,
 }
 
@@ -338,9 +459,11 @@ impl Array {
             devs: RwLock::new(devs),
             slots: RwLock::new(slots.into_iter().map(|m| m.map(Arc::new)).collect()),
             spares: Mutex::new(spares),
+            replacements: RwLock::new(Vec::new()),
+            replacing: AtomicBool::new(false),
             writable,
             meta: Mutex::new(meta),
-            bitmap: bitmap.map(Mutex::new),
+            bitmap: RwLock::new(bitmap.map(Mutex::new)),
             locks: StripeLocks {
                 held: Mutex::new(HashSet::new()),
                 cv: Condvar::new(),
@@ -350,9 +473,24 @@ impl Array {
             listeners: Mutex::new(Vec::new()),
             lost: Mutex::new(Vec::new()),
             has_lost: AtomicBool::new(false),
+            lost_zeroed: Mutex::new(Vec::new()),
             dirty_fast: AtomicBool::new(false),
             io: crate::iostats::IoStats::default(),
+            checksums: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Attach a checksum sidecar: from now on every write updates it and scrubs use it for
+    /// verdicts. Fails if one is attached already.
+    pub fn attach_checksums(&self, cs: Arc<crate::checksums::Checksums>) -> Result<()> {
+        self.checksums.set(cs).map_err(|_| {
+            EngineError::Invalid("a checksum sidecar is already attached to this array".into())
+        })
+    }
+
+    /// The attached checksum sidecar, if any.
+    pub fn checksums(&self) -> Option<&Arc<crate::checksums::Checksums>> {
+        self.checksums.get()
     }
 
     /// The array's geometry.
@@ -454,6 +592,15 @@ impl Array {
                 });
             }
         }
+        for (r, m) in self.replacements().iter().enumerate() {
+            if let Some(m) = m {
+                v.push(MemberInfo {
+                    device: m.dev.name().to_string(),
+                    role: Some(r),
+                    state: "replacement".into(),
+                });
+            }
+        }
         let devs = self.devs();
         for &i in lock(&self.spares).iter() {
             v.push(MemberInfo {
@@ -515,6 +662,7 @@ impl Array {
         m.load.end(buf.len(), r.is_ok().then(|| t0.elapsed()));
         if r.is_ok() {
             m.record_read(buf.len());
+            self.check_slow(role, &m);
         }
         r.map_err(|e| EngineError::io(m.dev.name(), "reading member data", e))
     }
@@ -522,6 +670,9 @@ impl Array {
     /// Write to one member; a failure fails the member (md behaviour) and is reported
     /// as `Ok(false)`. Missing members are skipped (`Ok(false)`).
     fn member_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        if self.replacing.load(Ordering::Acquire) {
+            self.replacement_write(role, dsec, buf)?;
+        }
         let Some(m) = self.member(role) else {
             return Ok(false);
         };
@@ -531,13 +682,29 @@ impl Array {
                 m.stats
                     .write_bytes
                     .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                if m.has_bad.load(Ordering::Relaxed) {
+                    // md's "made good": bad blocks under a successful write hold valid
+                    // data again.
+                    self.made_good(role, &m, dsec, buf.len() as u64 / SECTOR);
+                }
                 Ok(true)
             }
             Err(e) => {
-                self.fail_member(role, &format!("write error: {e}"))?;
+                // md records a bad block instead of failing the member when the member
+                // has a bad-block log; otherwise the member is failed.
+                let n = buf.len() as u64 / SECTOR;
+                if !self.bad_block_instead_of_fail(role, &m, dsec, n) {
+                    self.fail_member(role, &format!("write error: {e}"))?;
+                }
                 Ok(false)
             }
         }
+    }
+
+    /// Mark a member failed (without recording it anywhere yet): true if it was not
+    /// failed before.
+    pub(crate) fn set_failed(m: &Member) -> bool {
+        !m.failed.swap(true, Ordering::AcqRel)
     }
 
     /// Mark a member failed and record it in the superblocks of the others.
@@ -594,10 +761,13 @@ impl Array {
                 Super::V090(s) => update_090_counts(s, &missing),
             }
         }
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             b.sb.events = events;
             b.write_header(self, &live)?;
+        }
+        if let Some(cs) = self.checksums() {
+            cs.events_pending(events)?;
         }
         let devs = self.devs();
         for &i in &live {
@@ -609,6 +779,9 @@ impl Array {
                 .map_err(|e| EngineError::io(devs[i].name(), "flushing superblocks", e))?;
         }
         meta.events = events;
+        if let Some(cs) = self.checksums() {
+            cs.events_done(events)?;
+        }
         Ok(())
     }
 
@@ -621,6 +794,15 @@ impl Array {
             .filter(|m| !m.is_failed())
             .map(|m| m.index)
             .collect();
+        if self.replacing.load(Ordering::Acquire) {
+            v.extend(
+                self.replacements()
+                    .iter()
+                    .flatten()
+                    .filter(|m| !m.is_failed())
+                    .map(|m| m.index),
+            );
+        }
         v.extend(lock(&self.spares).iter().copied());
         v
     }
@@ -671,6 +853,16 @@ impl Array {
         Ok(())
     }
 
+    /// Wait for client writes in flight to finish and hold new ones until the guard is
+    /// dropped (reads go on). Background work that reads and rewrites mirror copies, or
+    /// switches on-disk state, runs under it so no client write lands in between.
+    pub(crate) fn pause_writes(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        match self.gate.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
     /// Flush, then record the array as clean (`resync_offset = MAX` if redundancy is
     /// consistent) and clear the bitmap if the array is not degraded — what md does after
     /// writes go idle, and on a clean stop.
@@ -678,18 +870,18 @@ impl Array {
         if !self.writable {
             return Ok(());
         }
-        let _gate = match self.gate.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let _gate = self.pause_writes();
         self.flush_inner()?;
+        if let Some(cs) = self.checksums() {
+            cs.mark_clean()?;
+        }
         let mut meta = lock(&self.meta);
         if !meta.dirty {
             return Ok(());
         }
         let resync = meta.resync_from;
         let degraded = self.is_degraded();
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             if !degraded && resync == MAX_SECTOR {
                 b.clear_all();
@@ -725,8 +917,35 @@ impl Array {
         if ranges.is_empty() {
             return;
         }
-        lock(&self.lost).extend_from_slice(ranges);
+        let mut l = lock(&self.lost);
+        l.extend_from_slice(ranges);
+        crate::bbl::coalesce_pairs(&mut l);
         self.has_lost.store(true, Ordering::Relaxed);
+    }
+
+    /// Keep only the parts of the lost ranges that are also in `still` (coalesced): after
+    /// a write made some of them valid again.
+    pub(crate) fn shrink_lost(&self, still: &[(u64, u64)]) {
+        let mut l = lock(&self.lost);
+        *l = crate::bbl::intersect_pairs(&l, still);
+        self.has_lost.store(!l.is_empty(), Ordering::Relaxed);
+    }
+
+    /// Forget lost ranges (their data was replaced, e.g. zeroed by `--update no-bbl
+    /// --force`); they are kept in [`Array::lost_zeroed_ranges`].
+    pub(crate) fn take_lost(&self) -> Vec<(u64, u64)> {
+        let mut l = lock(&self.lost);
+        self.has_lost.store(false, Ordering::Relaxed);
+        let v = std::mem::take(&mut *l);
+        let mut z = lock(&self.lost_zeroed);
+        z.extend_from_slice(&v);
+        crate::bbl::coalesce_pairs(&mut z);
+        v
+    }
+
+    /// Array byte ranges whose lost data was replaced by zeros (`--update no-bbl --force`).
+    pub fn lost_zeroed_ranges(&self) -> Vec<(u64, u64)> {
+        lock(&self.lost_zeroed).clone()
     }
 
     /// Array byte ranges known to be lost.
@@ -757,8 +976,10 @@ impl Array {
                 return Err(EngineError::Unreadable {
                     offset: o.max(offset),
                     end: (o + l).min(end),
-                    why: "this range could not be reconstructed during a rebuild (data lost)"
-                        .into(),
+                    why: format!(
+                        "data lost: array bytes {o}..{} have no valid copy on any member (bad blocks beyond what redundancy covers); writing new data over them (e.g. restoring from a backup) makes them valid again, and `raidkit manage NAME --update no-bbl --force` replaces them all with zeros",
+                        o + l
+                    ),
                 });
             }
         }
@@ -782,7 +1003,9 @@ impl Array {
     /// Safe to call from many threads at once; writes to the same stripe are serialized.
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
         let t0 = std::time::Instant::now();
-        let r = self.write_inner(offset, buf);
+        let r = self
+            .write_inner(offset, buf)
+            .and_then(|()| self.check_not_lost(offset, buf.len() as u64));
         self.io.record(
             crate::iostats::Op::Write,
             offset,
@@ -791,6 +1014,25 @@ impl Array {
             r.is_ok(),
         );
         r
+    }
+
+    /// A write "succeeds" member by member even when its errors turned into bad blocks on
+    /// more members than the level survives; then the data cannot be read back, and the
+    /// client must be told its write was not stored rather than get an acknowledgement.
+    fn check_not_lost(&self, offset: u64, len: u64) -> Result<()> {
+        if !self.has_lost.load(Ordering::Relaxed) || len == 0 {
+            return Ok(());
+        }
+        let end = offset + len;
+        let lost = lock(&self.lost);
+        match lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
+            None => Ok(()),
+            Some(&(o, l)) => Err(EngineError::WriteFailed {
+                offset: o.max(offset),
+                end: (o + l).min(end),
+                why: "the written data has no valid copy on any member (write errors on more members than the level survives, recorded as bad blocks); see `raidkit status` and replace the failing members".into(),
+            }),
+        }
     }
 
     fn write_inner(&self, offset: u64, buf: &[u8]) -> Result<()> {
@@ -1249,10 +1491,14 @@ impl Array {
                 sectors: good.len() as u64 / SECTOR,
             }),
             Err(e) => {
-                let _ = self.fail_member(
-                    role,
-                    &format!("rewriting a sector after a read error failed: {e}"),
-                );
+                // md: a member with a bad-block log gets a bad block instead.
+                let n = good.len() as u64 / SECTOR;
+                if !self.bad_block_instead_of_fail(role, &m, dsec, n) {
+                    let _ = self.fail_member(
+                        role,
+                        &format!("rewriting a sector after a read error failed: {e}"),
+                    );
+                }
             }
         }
     }
@@ -1407,6 +1653,18 @@ impl Array {
             Err(p) => p.into_inner(),
         };
         self.ensure_dirty()?;
+        match self.checksums() {
+            None => self.write_split(s, buf),
+            Some(cs) => {
+                cs.before_write(s * SECTOR, buf.len() as u64)?;
+                let r = self.write_split(s, buf);
+                cs.after_write(self, s * SECTOR, buf, r.is_ok())?;
+                r
+            }
+        }
+    }
+
+    fn write_split(&self, s: u64, buf: &[u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
         if let Some(unit) = self.split_unit(total) {
             let first = (unit - s % unit).min(total);
@@ -1458,7 +1716,7 @@ impl Array {
     }
 
     fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             if b.mark(start, n) {
                 let live = self.live_devices();
@@ -1567,9 +1825,18 @@ impl Array {
         }
 
         // Degraded (or a read failed): reconstruct the row range, overlay, recompute.
-        let mut sd = self
-            .read_stripe(stripe, &lay, lo, rn, false)
-            .map_err(|e| annotate_unreadable(e, 0, 0))?;
+        let mut sd = match self.read_stripe(stripe, &lay, lo, rn, false) {
+            Ok(sd) => sd,
+            Err(EngineError::Unreadable { .. }) if self.stripe_has_bad(&lay, base + lo, rn) => {
+                // Data is lost in this range (bad blocks beyond the redundancy): write
+                // what can be made valid, row by row (bbl.rs).
+                let pcs: Vec<(usize, u64, &[u8])> =
+                    pieces.iter().map(|p| (p.k, p.a, p.data)).collect();
+                self.write_stripe_over_lost(stripe, &lay, &pcs)?;
+                return self.check_still_runs(stripe);
+            }
+            Err(e) => return Err(annotate_unreadable(e, 0, 0)),
+        };
         for pc in pieces {
             let off = ((pc.a - lo) * SECTOR) as usize;
             sd.data[pc.k][off..off + pc.data.len()].copy_from_slice(pc.data);

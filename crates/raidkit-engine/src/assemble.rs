@@ -229,6 +229,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     let mut slots: Vec<Option<usize>> = vec![None; raid_disks];
     let mut spares = Vec::new();
     let mut stale = Vec::new();
+    let mut repl: Vec<(usize, usize)> = Vec::new();
     for (i, s) in sbs.iter().enumerate() {
         let ev = s.events();
         let role = fresh.role_of(s.dev_number());
@@ -243,8 +244,12 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
             continue;
         }
         if s.feature_map() & feature::REPLACEMENT != 0 {
-            // A half-built replacement: not a data source. Treat as a spare.
-            spares.push(i);
+            // A half-built replacement: not a data source; it keeps being built next to
+            // the member it replaces (or takes the role over if that one is gone).
+            match role {
+                Role::Active(r) if r < raid_disks => repl.push((i, r)),
+                _ => spares.push(i),
+            }
             continue;
         }
         match role {
@@ -282,6 +287,21 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
                 })
             }
             Role::Spare => spares.push(i),
+        }
+    }
+    // Replacements: next to their original, or in its place if it is gone (md then
+    // treats the replacement as an ordinary recovering member).
+    let mut replacing: Vec<(usize, usize)> = Vec::new();
+    for (i, r) in repl {
+        if slots[r].is_none() {
+            if let Super::V1(s) = &mut sbs[i] {
+                s.feature_map &= !feature::REPLACEMENT;
+            }
+            slots[r] = Some(i);
+        } else if replacing.iter().any(|&(_, rr)| rr == r) {
+            spares.push(i);
+        } else {
+            replacing.push((i, r));
         }
     }
     // Geometry.
@@ -400,6 +420,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     let present: Vec<usize> = slots
         .iter()
         .flatten()
+        .chain(replacing.iter().map(|(i, _)| i))
         .map(|&i| sbs[i].dev_number())
         .collect();
     for (j, r) in roles.iter_mut().enumerate() {
@@ -442,6 +463,21 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
             // Dirty bits on a clean array: harmless leftovers, cleared on next clean mark.
         }
     }
+    let repl_members: Vec<(usize, Member)> = replacing
+        .iter()
+        .map(|&(i, r)| {
+            (
+                r,
+                Member::new(
+                    devs[i].clone(),
+                    i,
+                    sbs[i].data_offset(),
+                    Some(sbs[i].recovery_offset().unwrap_or(0)),
+                    Vec::new(),
+                ),
+            )
+        })
+        .collect();
     let name = fresh.name();
     let metadata = fresh.metadata();
     let meta = Meta {
@@ -451,7 +487,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         resync_from: resync,
         roles,
     };
-    Ok(Array::from_parts(
+    let arr = Array::from_parts(
         geo,
         uuid,
         name,
@@ -463,7 +499,14 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         meta,
         bitmap,
         forced_clean,
-    ))
+    );
+    for (r, m) in repl_members {
+        arr.set_replacement(r, Some(std::sync::Arc::new(m)));
+    }
+    // Where bad blocks exceed the redundancy the data is gone: reads there fail.
+    let lost = arr.derive_lost();
+    arr.add_lost(&lost);
+    Ok(arr)
 }
 
 fn level_name(level: i32) -> String {
@@ -472,7 +515,8 @@ fn level_name(level: i32) -> String {
         .unwrap_or_else(|| format!("level {level}"))
 }
 
-fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> {
+/// A member's bad ranges from its on-disk bad-block log (empty without one).
+pub(crate) fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> {
     let Some((sector, size, shift)) = sb.bblog() else {
         return Ok(Vec::new());
     };

@@ -167,12 +167,20 @@ impl RunBitmap {
 impl Array {
     /// True if the array has an internal write-intent bitmap.
     pub fn has_bitmap(&self) -> bool {
-        self.bitmap.is_some()
+        self.bm().is_some()
+    }
+
+    /// The bitmap slot (read-locked: it cannot be added or removed while held).
+    pub(crate) fn bm(&self) -> std::sync::RwLockReadGuard<'_, Option<std::sync::Mutex<RunBitmap>>> {
+        match self.bitmap.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
     }
 
     /// Sectors per bitmap bit, if there is a bitmap.
     pub fn bitmap_chunk_sectors(&self) -> Option<u64> {
-        self.bitmap
+        self.bm()
             .as_ref()
             .map(|b| crate::array::lock(b).chunk_sectors)
     }

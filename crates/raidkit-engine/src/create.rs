@@ -10,7 +10,7 @@ use crate::sb::{probe, write_super, Metadata, Super};
 use crate::sync::{self, SyncMode};
 use crate::util::{is_zero, now, random_uuid};
 use raidkit_format::bitmap::{self as fbitmap, BitmapSuper};
-use raidkit_format::placement::{choose_bm_space, v1_data_offset};
+use raidkit_format::placement::{self, choose_bm_space, v1_data_offset};
 use raidkit_format::v090::{self, disk_state, sb_state, DiskDescriptor, SuperblockV090};
 use raidkit_format::v1::{self, feature, Minor, SuperblockV1};
 use raidkit_format::MAX_SECTOR;
@@ -50,6 +50,10 @@ pub struct CreateOptions {
     pub bitmap: bool,
     /// Bitmap chunk in bytes (default as mdadm).
     pub bitmap_chunk_bytes: Option<u64>,
+    /// Reserve a bad-block log on every member, where mdadm puts it (1.x only). New
+    /// arrays have none unless asked; without one, a member that gets bad blocks gets a log
+    /// then (with an event) if there is room.
+    pub bbl: bool,
     /// Skip the initial sync.
     pub assume_clean: bool,
     /// Create member files that do not exist, sparse, with this many bytes.
@@ -74,6 +78,7 @@ impl CreateOptions {
             uuid: None,
             bitmap: false,
             bitmap_chunk_bytes: None,
+            bbl: false,
             assume_clean: false,
             create_size: None,
             force: false,
@@ -186,6 +191,11 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
             c / 512
         }
     };
+    if opts.bbl && opts.metadata == Metadata::V090 {
+        return Err(EngineError::Invalid(
+            "0.90 metadata has no bad-block log; use --metadata 1.2 (or 1.0/1.1) with --bbl, or drop --bbl".into(),
+        ));
+    }
     if opts.bitmap && matches!(level, Level::Linear | Level::Raid0) {
         return Err(EngineError::Invalid(format!(
             "{level} has no redundancy, so a write-intent bitmap is meaningless; drop --bitmap"
@@ -483,6 +493,14 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
                     max_dev,
                     dev_roles: roles.clone(),
                 };
+                if opts.bbl {
+                    let (off, size) = bblog_place(p, opts.metadata, bitmap_plan.map(|b| b.3), first)
+                        .ok_or_else(|| EngineError::Invalid(format!(
+                            "no room for a bad-block log on member {i} (data starts right after the superblock); drop --bbl or use larger members"
+                        )))?;
+                    s.bblog_offset = off;
+                    s.bblog_size = size;
+                }
                 s.set_name_str(&set_name);
                 Super::V1(s)
             }
@@ -581,6 +599,10 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
             };
             write_region(d.as_ref(), loc * 512, &area)?;
         }
+        if let Some((at, n, _)) = sb.bblog() {
+            // An empty log, as the kernel writes it (unused slots all ones).
+            write_region(d.as_ref(), at * 512, &vec![0xffu8; (n * 512) as usize])?;
+        }
         write_super(d.as_ref(), sb)?;
         d.flush()
             .map_err(|e| EngineError::io(d.name(), "flushing the new superblock", e))?;
@@ -601,6 +623,32 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
         arr.mark_clean()?;
     }
     Ok(arr)
+}
+
+/// mdadm's bad-block log placement for a new member (§1.9): 1.1/1.2 after the bitmap
+/// (space) or just below the data, 1.0 the 4 KiB below the superblock.
+fn bblog_place(
+    p: &Place,
+    metadata: Metadata,
+    bitmap_sectors: Option<u64>,
+    dev_sectors: u64,
+) -> Option<(i32, u16)> {
+    match metadata {
+        Metadata::V1(Minor::V0) => {
+            let reserve = p.super_offset.checked_sub(p.data_offset + p.data_size)?;
+            let bm = bitmap_sectors.unwrap_or(0);
+            (reserve >= bm + u64::from(placement::BBLOG_SECTORS)).then_some((
+                -i32::from(placement::BBLOG_SECTORS),
+                placement::BBLOG_SECTORS,
+            ))
+        }
+        Metadata::V1(_) => placement::v1_bblog_placement(
+            p.super_offset,
+            p.data_offset,
+            bitmap_sectors.unwrap_or_else(|| choose_bm_space(dev_sectors)),
+        ),
+        Metadata::V090 => None,
+    }
 }
 
 /// Remove superblock magic of other metadata versions so later probes are unambiguous.

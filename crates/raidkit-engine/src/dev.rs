@@ -2,7 +2,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -46,6 +46,66 @@ pub struct FileDev {
     size: u64,
     lbs: u32,
     is_block: bool,
+    /// `(st_dev, st_ino)` of the exclusive claim this handle holds, if any.
+    claim: Option<(u64, u64)>,
+}
+
+/// A claim: the file's `(st_dev, st_ino)`, the number of writable handles sharing it, and
+/// a duplicate of the descriptor that holds the `flock` (the lock belongs to that open
+/// file description, so it lives as long as the claim, whichever handle closes first).
+type Claim = ((u64, u64), usize, File);
+
+/// Files and devices this process holds an exclusive claim on. A second writable handle
+/// in the same process (a member reopened by the supervisor, say) shares the claim
+/// instead of conflicting with it.
+static CLAIMS: std::sync::Mutex<Vec<Claim>> = std::sync::Mutex::new(Vec::new());
+
+fn claims() -> std::sync::MutexGuard<'static, Vec<Claim>> {
+    match CLAIMS.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// The processes holding a `flock` on the file with this device and inode, from
+/// /proc/locks, described as "pid N (command line)".
+fn lock_holders(dev: u64, ino: u64) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string("/proc/locks") else {
+        return Vec::new();
+    };
+    // Device numbers in /proc/locks are "MAJOR:MINOR:INODE" with hex major and minor.
+    let major = libc::major(dev as libc::dev_t);
+    let minor = libc::minor(dev as libc::dev_t);
+    let want = format!("{major:02x}:{minor:02x}:{ino}");
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF" (blocked waiters have "->").
+        let Some(i) = f.iter().position(|w| *w == "FLOCK") else {
+            continue;
+        };
+        let (Some(pid), Some(id)) = (f.get(i + 3), f.get(i + 4)) else {
+            continue;
+        };
+        if *id != want || f.contains(&"->") {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .split('\0')
+                    .filter(|a| !a.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        out.push(if cmd.is_empty() {
+            format!("pid {pid}")
+        } else {
+            format!("pid {pid} ({cmd})")
+        });
+    }
+    out
 }
 
 // ioctl numbers (linux/fs.h): BLKGETSIZE64 = _IOR(0x12, 114, size_t), BLKSSZGET = _IO(0x12, 104).
@@ -58,9 +118,38 @@ impl FileDev {
         let mut oo = OpenOptions::new();
         oo.read(true).write(write);
         oo.custom_flags(libc::O_CLOEXEC);
-        let file = oo.open(path)?;
+        if write {
+            // A block device opened for writing is claimed exclusively (O_EXCL): the open
+            // fails with EBUSY while the device is mounted, part of a kernel md array or
+            // claimed by another program, so raidkit never writes under them.
+            let is_blk = std::fs::metadata(path)
+                .map(|m| m.file_type().is_block_device())
+                .unwrap_or(false);
+            if is_blk {
+                oo.custom_flags(libc::O_CLOEXEC | libc::O_EXCL);
+            }
+        }
+        let file = oo.open(path).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!(
+                        "{} is busy: it is mounted, part of a kernel md array or held by \
+                         another program; stop that user first (umount, mdadm --stop)",
+                        path.display()
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
         let meta = file.metadata()?;
         let is_block = meta.file_type().is_block_device();
+        let claim = if write {
+            Some(claim(&file, path, meta.dev(), meta.ino())?)
+        } else {
+            None
+        };
         let (size, lbs) = if is_block {
             let mut sz: u64 = 0;
             // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which points to a
@@ -90,6 +179,7 @@ impl FileDev {
             size,
             lbs,
             is_block,
+            claim,
         })
     }
 
@@ -101,6 +191,61 @@ impl FileDev {
     /// True for a block device, false for a regular file.
     pub fn is_block_device(&self) -> bool {
         self.is_block
+    }
+}
+
+/// Take (or share, within this process) an exclusive `flock` on a member opened for
+/// writing, so two raidkit processes never write the same member: a second `serve`, or an
+/// offline `import`/`repair`/`grow` while the array is served, is refused and told who
+/// holds it. Readers (`examine`, `detail`, `export`) take no lock.
+fn claim(file: &File, path: &Path, dev: u64, ino: u64) -> io::Result<(u64, u64)> {
+    let key = (dev, ino);
+    let mut held = claims();
+    if let Some(e) = held.iter_mut().find(|(k, _, _)| *k == key) {
+        e.1 += 1;
+        return Ok(key);
+    }
+    // SAFETY: flock on a valid, open fd; it has no memory effects.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let who = lock_holders(dev, ino);
+            let who = if who.is_empty() {
+                "another process".to_string()
+            } else {
+                who.join(", ")
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!(
+                    "{} is in use by {who}; stop it first, or change the running array \
+                     with `raidkit manage`/`sync-action`/`grow NAME`",
+                    path.display()
+                ),
+            ));
+        }
+        return Err(e);
+    }
+    held.push((key, 1, file.try_clone()?));
+    Ok(key)
+}
+
+impl Drop for FileDev {
+    fn drop(&mut self) {
+        if let Some(key) = self.claim {
+            let mut held = claims();
+            if let Some(i) = held.iter().position(|(k, _, _)| *k == key) {
+                held[i].1 -= 1;
+                if held[i].1 == 0 {
+                    // Dropping the last duplicate of the locking descriptor releases the
+                    // lock (this handle's own descriptor may be that one or not).
+                    let (_, _, lock_fd) = held.remove(i);
+                    // SAFETY: flock on a valid fd we own; no memory effects.
+                    unsafe { libc::flock(lock_fd.as_raw_fd(), libc::LOCK_UN) };
+                }
+            }
+        }
     }
 }
 
@@ -240,5 +385,69 @@ impl BlockDev for MemDev {
     }
     fn name(&self) -> &str {
         &self.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writers_claim_members_exclusively_across_processes_not_within_one() {
+        let dir = std::env::temp_dir().join(format!("rk-claim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let p = dir.join("m");
+        std::fs::File::create(&p)
+            .and_then(|f| f.set_len(1 << 20))
+            .expect("member file");
+        // Two writable handles in one process share the claim; readers need none.
+        let a = FileDev::open(&p, true).expect("first writer");
+        let b = FileDev::open(&p, true).expect("second writer, same process");
+        drop(a);
+        // The claim outlives the handle that took it: another process cannot lock.
+        let probe = |p: &Path| {
+            std::process::Command::new("flock")
+                .args(["-n", "-x"])
+                .arg(p)
+                .arg("true")
+                .status()
+                .map(|s| s.success())
+        };
+        let Ok(locked_out) = probe(&p).map(|ok| !ok) else {
+            eprintln!("SKIP: flock(1) is not installed");
+            return;
+        };
+        assert!(locked_out, "another process could lock a claimed member");
+        let _r = FileDev::open(&p, false).expect("reader");
+        drop(b);
+        assert_eq!(probe(&p).ok(), Some(true), "claim not released");
+        // Another process holding the lock: the writer is refused and told who.
+        let mut holder = std::process::Command::new("flock")
+            .args(["-x"])
+            .arg(&p)
+            .args(["sleep", "30"])
+            .spawn()
+            .expect("spawn flock");
+        let mut err = None;
+        for _ in 0..100 {
+            match FileDev::open(&p, true) {
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+                Ok(d) => drop(d),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = holder.kill();
+        let _ = holder.wait();
+        let e = err.expect("the writer was never refused");
+        assert_eq!(e.kind(), io::ErrorKind::ResourceBusy);
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("is in use by pid {} (flock", holder.id())),
+            "{msg}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -98,6 +98,17 @@ pub enum EngineError {
         /// Which members failed and why.
         why: String,
     },
+    /// A checksum sidecar cannot be used (not a sidecar, another array, stale...).
+    #[error("checksum sidecar {path}: {why}")]
+    Sidecar {
+        /// Sidecar path.
+        path: String,
+        /// What is wrong and what to do.
+        why: String,
+        /// True if it is a valid sidecar of this array that no longer matches its data
+        /// (callers ignore it loudly rather than trust it).
+        stale: bool,
+    },
     /// A write could not be completed on enough members.
     #[error("write to array bytes {offset}..{end} failed: {why}")]
     WriteFailed {

@@ -7,17 +7,24 @@
 //! * [`create`]: make a new array exactly as mdadm would lay it out.
 //! * [`sync`]: make redundancy consistent (initial sync, resync after an unclean stop).
 //! * [`bitmap`]: the write-intent bitmap at run time.
+//! * [`checksums`]: the optional per-block checksum sidecar (scrub verdicts).
+//! * [`grow`]: add or remove the bitmap of an existing array.
+//! * [`replace`]: md's hot replace of an active member.
 
 pub mod array;
 pub mod assemble;
 pub mod balance;
+pub mod bbl;
 pub mod bitmap;
+pub mod checksums;
 pub mod create;
 pub mod dev;
 pub mod error;
 pub mod fault;
+pub mod grow;
 pub mod iostats;
 pub mod rebuild;
+pub mod replace;
 pub mod sb;
 pub mod supervisor;
 pub mod sync;

@@ -173,7 +173,7 @@ impl Array {
         lock(&self.spares).push(idx);
         write_super(dev.as_ref(), &meta.sbs[idx])?;
         self.write_superblocks(&mut meta, |_| {})?;
-        if let Some(bm) = &self.bitmap {
+        if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             // The newcomer's bitmap location follows its own superblock.
             let dsz = dev.size_bytes() / 512;
@@ -351,6 +351,7 @@ fn rebuild_role(
                     .flush()
                     .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
                 checkpoint(arr, m, Some(if advance { x } else { 0 }))?;
+                crate::bbl::coalesce_pairs(&mut lost);
                 arr.add_lost(&lost);
                 rep.lost.extend(lost);
                 return Ok(());
@@ -410,18 +411,28 @@ fn rebuild_role(
                                         }
                                     }
                                     Err(EngineError::Unreadable { .. }) => {
-                                        m.add_bad(stripe * c + a, n);
+                                        // md's rule: the target's block and every source
+                                        // block that could not be read are recorded as bad
+                                        // (on disk, so the loss survives a restart).
+                                        let d = stripe * c + a;
+                                        let mut roles = lay.data.clone();
+                                        roles.push(lay.p);
+                                        roles.extend(lay.q);
+                                        let mut scratch = vec![0u8; (n * 512) as usize];
+                                        let unreadable: Vec<usize> = roles
+                                            .into_iter()
+                                            .filter(|&r| {
+                                                r != role
+                                                    && arr.readable(r, d, n)
+                                                    && arr.read_block(r, d, &mut scratch).is_err()
+                                            })
+                                            .collect();
+                                        arr.record_bad(role, d, n);
+                                        for r in unreadable {
+                                            arr.record_bad(r, d, n);
+                                        }
                                         for (k, &r) in lay.data.iter().enumerate() {
-                                            if r == role
-                                                || !arr.readable(r, stripe * c + a, n)
-                                                || arr
-                                                    .read_block(
-                                                        r,
-                                                        stripe * c + a,
-                                                        &mut vec![0u8; (n * 512) as usize],
-                                                    )
-                                                    .is_err()
-                                            {
+                                            if r == role || !arr.readable(r, d, n) {
                                                 let off = ((stripe * kc + k as u64) * c + a) * 512;
                                                 lost.push((off, n * 512));
                                             }
@@ -441,10 +452,7 @@ fn rebuild_role(
                 }
                 _ => {
                     let n = (rb - x).min(2048);
-                    let _gate = match arr.gate.write() {
-                        Ok(g) => g,
-                        Err(p) => p.into_inner(),
-                    };
+                    let _gate = arr.pause_writes();
                     let mut done = 0;
                     while done < n {
                         let dsec = x + done;
@@ -458,14 +466,26 @@ fn rebuild_role(
                         };
                         let run = p.run.min(n - done);
                         let mut buf = vec![0u8; (run * 512) as usize];
+                        let mut unreadable = Vec::new();
                         let src = p.copies.iter().find(|&&(r, d)| {
-                            r != role
-                                && arr.readable(r, d, run)
-                                && arr.read_block(r, d, &mut buf).is_ok()
+                            if r == role || !arr.readable(r, d, run) {
+                                return false;
+                            }
+                            let ok = arr.read_block(r, d, &mut buf).is_ok();
+                            if !ok {
+                                unreadable.push((r, d));
+                            }
+                            ok
                         });
                         if src.is_some() {
                             arr.write_block(role, dsec, &buf)?;
                         } else {
+                            // Nobody holds it: the target's copy and the copies that
+                            // could not be read are recorded as bad (md's rule).
+                            arr.record_bad(role, dsec, run);
+                            for (r, d) in unreadable {
+                                arr.record_bad(r, d, run);
+                            }
                             lost.push((s * 512, run * 512));
                         }
                         done += run;
@@ -504,6 +524,8 @@ fn rebuild_role(
         .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
     m.set_recovery(None);
     checkpoint(arr, m, None)?;
+    // Adjacent pages lost one by one are reported as one range.
+    crate::bbl::coalesce_pairs(&mut lost);
     arr.add_lost(&lost);
     rep.sectors += total;
     rep.lost.extend(lost.iter().copied());
@@ -606,7 +628,7 @@ impl Array {
             )));
         }
         // Which regions did it miss?
-        let (guided, cleared) = match &self.bitmap {
+        let (guided, cleared) = match self.bm().as_ref() {
             Some(bm) => {
                 let b = lock(bm);
                 if sb.events() >= b.sb.events_cleared {
@@ -644,7 +666,7 @@ impl Array {
                 meta.roles.resize(devnum + 1, v1::role::SPARE);
             }
             meta.roles[devnum] = role as u16;
-            if let Some(bm) = &self.bitmap {
+            if let Some(bm) = self.bm().as_ref() {
                 let mut b = lock(bm);
                 if b.locs.len() <= idx {
                     b.locs.resize(idx + 1, None);
@@ -652,13 +674,10 @@ impl Array {
                 b.locs[idx] = meta.sbs[idx].bitmap_sector(dev.size_bytes() / 512);
             }
             let data_offset = meta.sbs[idx].data_offset();
-            let m = Arc::new(Member::new(
-                dev.clone(),
-                idx,
-                data_offset,
-                Some(0),
-                Vec::new(),
-            ));
+            // The member's own bad-block log stays with it (those sectors still hold no
+            // valid data); nothing is copied from the other members.
+            let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx])?;
+            let m = Arc::new(Member::new(dev.clone(), idx, data_offset, Some(0), bad));
             {
                 let mut slots = match self.slots.write() {
                     Ok(g) => g,
@@ -678,7 +697,8 @@ impl Array {
 
     /// Data-sector ranges of `role` covered by the given bitmap chunks.
     fn bitmap_ranges_for_role(&self, role: usize, chunks: &[u64]) -> Vec<(u64, u64)> {
-        let Some(bm) = &self.bitmap else {
+        let bmg = self.bm();
+        let Some(bm) = bmg.as_ref() else {
             return Vec::new();
         };
         let cs = lock(bm).chunk_sectors;

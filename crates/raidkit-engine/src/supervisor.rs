@@ -27,7 +27,9 @@ pub struct MonitorEvent {
     /// Event kind: `member_failed`, `member_removed`, `spare_added`, `degraded`,
     /// `rebuild_started`, `rebuild_progress`, `rebuild_finished`, `spare_activated`,
     /// `read_error_corrected`, `mismatches_found`, `sync_started`, `sync_finished`,
-    /// `unclean_stop_detected`, `slow_member`, `test`.
+    /// `unclean_stop_detected`, `bad_block_recorded`, `bad_block_log_created`,
+    /// `bad_block_not_persisted`, `bad_block_log_removed`, `slow_member`, `bitmap_added`,
+    /// `bitmap_removed`, `replace_started`, `replace_finished`, `test`.
     pub kind: String,
     /// Details (member, role, ranges, progress...).
     pub detail: Value,
@@ -67,6 +69,32 @@ pub struct Supervisor {
     log: Mutex<Vec<MonitorEvent>>,
     last_result: Mutex<Option<Value>>,
     shutting_down: AtomicBool,
+    /// Where a stopped check/repair records its resume position (see
+    /// [`Supervisor::set_scrub_state_file`]).
+    scrub_state: Mutex<Option<std::path::PathBuf>>,
+}
+
+/// A scrub (check/repair) that was stopped before the end of its window: where to resume.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ScrubResume {
+    /// Array UUID (mdadm text form): a state file of another array is refused.
+    pub uuid: String,
+    /// `check` or `repair`.
+    pub action: String,
+    /// Array byte offset to continue from.
+    pub next: u64,
+    /// End of the window (array bytes, exclusive).
+    pub to: u64,
+}
+
+/// Options of [`Supervisor::sync_action_with`].
+#[derive(Clone, Debug, Default)]
+pub struct ActionOptions {
+    /// Limit a check/repair to array bytes `[from, to)` (rounded out to stripe rows or
+    /// 4 KiB pages).
+    pub window: Option<(u64, u64)>,
+    /// Continue the last stopped check/repair where it stopped.
+    pub resume: bool,
 }
 
 /// True if two member names denote the same file or device (compared as given, then by
@@ -102,6 +130,7 @@ impl Supervisor {
             log: Mutex::new(Vec::new()),
             last_result: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
+            scrub_state: Mutex::new(None),
         });
         let rx = sup.array.subscribe();
         let weak = Arc::downgrade(&sup);
@@ -124,6 +153,8 @@ impl Supervisor {
                     json!({"missing_roles": sup.array.missing_roles()}),
                 );
                 let _ = sup.sync_action("recover");
+            } else if !sup.array.replacement_roles().is_empty() {
+                let _ = sup.start_replace_job();
             }
         } else if sup.array.is_degraded() {
             sup.emit(
@@ -188,11 +219,13 @@ impl Supervisor {
                     "member_failed",
                     serde_json::to_value(&e).unwrap_or(Value::Null),
                 );
-                self.emit(
-                    "degraded",
-                    json!({"missing_roles": self.array.missing_roles()}),
-                );
-                if self.array.spare_count() > 0 {
+                if self.array.is_degraded() {
+                    self.emit(
+                        "degraded",
+                        json!({"missing_roles": self.array.missing_roles()}),
+                    );
+                }
+                if self.array.spare_count() > 0 && !self.array.missing_roles().is_empty() {
                     let _ = self.sync_action("recover");
                 }
             }
@@ -212,12 +245,125 @@ impl Supervisor {
                 "rebuild_finished",
                 serde_json::to_value(&e).unwrap_or(Value::Null),
             ),
+            ArrayEvent::ReplaceStarted { .. } => self.emit(
+                "replace_started",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::ReplaceFinished { .. } => self.emit(
+                "replace_finished",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::BadBlockRecorded { .. } => self.emit(
+                "bad_block_recorded",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::BadBlockCleared { .. } => self.emit(
+                "bad_block_cleared",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::BadBlockLogCreated { .. } => self.emit(
+                "bad_block_log_created",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::BadBlockNotPersisted { .. } => self.emit(
+                "bad_block_not_persisted",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::BadBlockLogRemoved { .. } => self.emit(
+                "bad_block_log_removed",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+            ArrayEvent::SlowMember { .. } => self.emit(
+                "slow_member",
+                serde_json::to_value(&e).unwrap_or(Value::Null),
+            ),
+        }
+    }
+
+    /// Keep the resume position of a stopped check/repair in `path` (a small JSON file;
+    /// it survives a restart of the serving process). Without it, a stopped scrub cannot
+    /// be resumed.
+    pub fn set_scrub_state_file(&self, path: std::path::PathBuf) {
+        *lock(&self.scrub_state) = Some(path);
+    }
+
+    /// Where the last stopped check/repair would resume, if one was stopped.
+    pub fn scrub_resume(&self) -> Option<ScrubResume> {
+        let path = lock(&self.scrub_state).clone()?;
+        let text = std::fs::read_to_string(path).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn save_scrub_resume(&self, r: Option<&ScrubResume>) {
+        let Some(path) = lock(&self.scrub_state).clone() else {
+            return;
+        };
+        let res = match r {
+            Some(r) => {
+                let tmp = path.with_extension("tmp");
+                serde_json::to_vec(r)
+                    .map_err(std::io::Error::other)
+                    .and_then(|b| std::fs::write(&tmp, b))
+                    .and_then(|_| std::fs::rename(&tmp, &path))
+            }
+            None => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                r => r,
+            },
+        };
+        if let Err(e) = res {
+            eprintln!(
+                "raidkit[{}]: cannot record the scrub position in {}: {e}",
+                self.name,
+                path.display()
+            );
         }
     }
 
     /// Start a background action: `check`, `repair`, `resync`, `recover`, or `idle` (stop
     /// the current one). Refused while another action runs (except `idle`).
     pub fn sync_action(self: &Arc<Self>, action: &str) -> Result<()> {
+        self.sync_action_with(action, &ActionOptions::default())
+    }
+
+    /// [`Supervisor::sync_action`] with a window or resume for check/repair.
+    pub fn sync_action_with(self: &Arc<Self>, action: &str, o: &ActionOptions) -> Result<()> {
+        if (o.window.is_some() || o.resume) && action != "check" && action != "repair" {
+            return Err(EngineError::Invalid(format!(
+                "--from/--to/--resume apply to check and repair, not {action}"
+            )));
+        }
+        if o.window.is_some() && o.resume {
+            return Err(EngineError::Invalid(
+                "give either a window (--from/--to) or --resume, not both".into(),
+            ));
+        }
+        let size = self.array.size_bytes();
+        let window: Option<(u64, u64)> = if o.resume {
+            let r = self.scrub_resume().ok_or_else(|| {
+                EngineError::Invalid(format!(
+                    "no stopped check or repair of {} to resume; start one with `sync-action {} check`",
+                    self.name, self.name
+                ))
+            })?;
+            if r.uuid != self.array.uuid_text() {
+                return Err(EngineError::Invalid(format!(
+                    "the recorded scrub position belongs to array {}, not {}; start a new check",
+                    r.uuid,
+                    self.array.uuid_text()
+                )));
+            }
+            Some((r.next, r.to))
+        } else {
+            o.window
+        };
+        if let Some((f, t)) = window {
+            if f >= t || f >= size {
+                return Err(EngineError::Invalid(format!(
+                    "empty scrub window {f}..{t} (the array has {size} bytes); give --from below --to and inside the array"
+                )));
+            }
+        }
         if action == "idle" {
             self.stop_job();
             return Ok(());
@@ -258,7 +404,7 @@ impl Supervisor {
         };
         let handle = std::thread::Builder::new()
             .name(format!("raidkit-{name}-{}", self.name))
-            .spawn(move || me.run_job(mode, stop2))
+            .spawn(move || me.run_job(mode, stop2, window))
             .map_err(|e| EngineError::io("thread", "starting a background job", e))?;
         *job = Some(Job {
             status,
@@ -281,7 +427,12 @@ impl Supervisor {
         }
     }
 
-    fn run_job(self: Arc<Self>, mode: Option<SyncMode>, stop: Arc<AtomicBool>) {
+    fn run_job(
+        self: Arc<Self>,
+        mode: Option<SyncMode>,
+        stop: Arc<AtomicBool>,
+        window: Option<(u64, u64)>,
+    ) {
         let arr = self.array.clone();
         let mut last_pct = 0u64;
         let mut progress = |d: u64, t: u64| {
@@ -302,26 +453,40 @@ impl Supervisor {
                     SyncMode::Repair => "repair",
                     SyncMode::Resync => "resync",
                 };
-                self.emit("sync_started", json!({"action": name}));
+                self.emit("sync_started", json!({"action": name, "window": window}));
                 let opts = SyncOptions {
                     full: m != SyncMode::Resync,
+                    window: window.map(|(f, t)| crate::sync::window_for_bytes(&arr, f, t)),
                     stop: Some(stop.clone()),
                     max_bytes_per_sec: Some(self.speed_limit.clone()),
-                    ..Default::default()
                 };
                 match run_opts(&arr, m, &opts, &mut progress) {
                     Ok(rep) => {
                         if !rep.mismatches.is_empty() && m != SyncMode::Resync {
                             self.emit(
                                 "mismatches_found",
-                                json!({"action": name, "ranges": rep.mismatches, "verdicts": rep.verdicts}),
+                                json!({"action": name, "ranges": rep.mismatches, "verdicts": rep.verdicts, "covered": rep.covered}),
                             );
                         }
                         if m != SyncMode::Check && rep.stopped_at.is_none() {
                             let _ = arr.mark_clean();
                         }
+                        if m != SyncMode::Resync {
+                            let end = window
+                                .map(|w| w.1.min(arr.size_bytes()))
+                                .unwrap_or(arr.size_bytes());
+                            let resume = rep.stopped_at.map(|_| ScrubResume {
+                                uuid: arr.uuid_text(),
+                                action: name.to_string(),
+                                next: rep.covered.1,
+                                to: end,
+                            });
+                            self.save_scrub_resume(resume.as_ref());
+                        }
                         let v = json!({"action": name, "mismatch_ranges": rep.mismatches, "verdicts": rep.verdicts,
-                            "stopped_at": rep.stopped_at, "sectors_done": rep.sectors_done});
+                            "stopped_at": rep.stopped_at, "sectors_done": rep.sectors_done,
+                            "covered": rep.covered,
+                            "resume_from": rep.stopped_at.map(|_| rep.covered.1)});
                         self.emit("sync_finished", v.clone());
                         v
                     }
@@ -356,9 +521,126 @@ impl Supervisor {
             }
         };
         *lock(&self.last_result) = Some(result);
+        // A replacement interrupted by a stop continues once redundancy is back.
+        if !stop.load(Ordering::Relaxed)
+            && !arr.replacement_roles().is_empty()
+            && !arr.is_degraded()
+            && !arr.needs_resync()
+        {
+            if let Some(j) = lock(&self.job).as_mut() {
+                j.status = JobStatus {
+                    action: "replace".into(),
+                    ..Default::default()
+                };
+                j.started = Instant::now();
+            }
+            let v = self.run_replace(&stop);
+            *lock(&self.last_result) = Some(v);
+        }
         if let Some(j) = lock(&self.job).as_mut() {
             j.status.action = "idle".into();
         }
+    }
+
+    fn run_replace(&self, stop: &Arc<AtomicBool>) -> Value {
+        let opts = RebuildOptions {
+            stop: Some(stop.clone()),
+            max_bytes_per_sec: Some(self.speed_limit.clone()),
+            ..Default::default()
+        };
+        let arr = self.array.clone();
+        match crate::replace::replace(&arr, &opts, &mut |d, t| self.progress(d, t)) {
+            Ok(rep) => {
+                if !rep.roles.is_empty() {
+                    let _ = arr.mark_clean();
+                }
+                json!({"action": "replace", "roles": rep.roles, "lost": rep.lost})
+            }
+            Err(e) => {
+                let v = json!({"action": "replace", "error": e.to_string()});
+                self.emit("replace_finished", v.clone());
+                v
+            }
+        }
+    }
+
+    fn start_replace_job(self: &Arc<Self>) -> Result<()> {
+        let mut job = lock(&self.job);
+        if let Some(j) = job.as_ref() {
+            if j.handle.as_ref().is_some_and(|h| !h.is_finished()) {
+                return Err(EngineError::Invalid(format!(
+                    "a {} is running; stop it with `sync-action idle` first (the replacement then continues)",
+                    j.status.action
+                )));
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let me = self.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("raidkit-replace-{}", self.name))
+            .spawn(move || {
+                let v = me.run_replace(&stop2);
+                *lock(&me.last_result) = Some(v);
+                if let Some(j) = lock(&me.job).as_mut() {
+                    j.status.action = "idle".into();
+                }
+            })
+            .map_err(|e| EngineError::io("thread", "starting the replacement", e))?;
+        *job = Some(Job {
+            status: JobStatus {
+                action: "replace".into(),
+                speed_limit: self.speed_limit.load(Ordering::Relaxed),
+                ..Default::default()
+            },
+            started: Instant::now(),
+            stop,
+            handle: Some(handle),
+        });
+        Ok(())
+    }
+
+    /// Hot-replace the active member `device` (md's `--replace`): with `with`, that device
+    /// (a spare of the array, or a new device added as a spare first), else any spare.
+    /// The member stays active until the copy is done; the copy runs in the background.
+    pub fn replace(self: &Arc<Self>, device: &str, with: Option<&Path>, force: bool) -> Result<()> {
+        if lock(&self.job)
+            .as_ref()
+            .and_then(|j| j.handle.as_ref())
+            .is_some_and(|h| !h.is_finished())
+        {
+            return Err(EngineError::Invalid(
+                "another job is running; wait for it or stop it with `sync-action idle` first"
+                    .into(),
+            ));
+        }
+        let member = self.canonical_member_name(device);
+        let with_name = match with {
+            None => None,
+            Some(p) => {
+                let ps = p.display().to_string();
+                let spare = self
+                    .array
+                    .members()
+                    .into_iter()
+                    .find(|m| m.state == "spare" && same_device(&m.device, &ps))
+                    .map(|m| m.device);
+                match spare {
+                    Some(n) => Some(n),
+                    None => {
+                        let dev: Arc<dyn BlockDev> = Arc::new(
+                            FileDev::open(p, true)
+                                .map_err(|e| EngineError::io(&ps, "opening the replacement", e))?,
+                        );
+                        let n = dev.name().to_string();
+                        self.array.add_spare(dev, force)?;
+                        Some(n)
+                    }
+                }
+            }
+        };
+        self.array.start_replace(&member, with_name.as_deref())?;
+        self.start_replace_job()
     }
 
     fn stop_job(&self) {
@@ -422,6 +704,8 @@ impl Supervisor {
             "sync": job,
             "last_result": *lock(&self.last_result),
             "lost_ranges": a.lost_ranges(),
+            "lost_zeroed_ranges": a.lost_zeroed_ranges(),
+            "bad_blocks": a.bad_blocks(),
         })
     }
 
@@ -520,6 +804,36 @@ impl Supervisor {
             handle: Some(handle),
         });
         Ok(())
+    }
+
+    /// Add or remove the internal write-intent bitmap (writes pause while switching).
+    pub fn set_bitmap(&self, mode: crate::grow::BitmapMode) -> Result<crate::grow::BitmapChange> {
+        let ch = self.array.set_bitmap(mode)?;
+        self.emit(
+            if ch.bitmap {
+                "bitmap_added"
+            } else {
+                "bitmap_removed"
+            },
+            serde_json::to_value(&ch).unwrap_or(Value::Null),
+        );
+        Ok(ch)
+    }
+
+    /// `--update no-bbl`: rewrite the bad-block entries from redundancy and remove the
+    /// bad-block log from every member (see [`Array::remove_bbl`]). Refused while a
+    /// background job runs.
+    pub fn remove_bbl(&self, force: bool) -> Result<crate::bbl::BblRemoval> {
+        if lock(&self.job)
+            .as_ref()
+            .and_then(|j| j.handle.as_ref())
+            .is_some_and(|h| !h.is_finished())
+        {
+            return Err(EngineError::Invalid(
+                "a background job (resync, recovery, check) is running; wait for it or stop it with `raidkit sync-action NAME idle`, then retry".into(),
+            ));
+        }
+        self.array.remove_bbl(force)
     }
 
     /// Stop background work, flush and mark the array clean (graceful stop).

@@ -2,6 +2,7 @@
 //! creation or an unclean stop), check (count and locate mismatches) and repair.
 
 use crate::array::{compute_parity, lock, Array};
+use crate::checksums::Judgement;
 use crate::error::{EngineError, Result};
 use raidkit_layout::Level;
 
@@ -32,6 +33,9 @@ pub struct SyncReport {
     pub verdicts: Vec<Verdict>,
     /// Where the pass stopped early (sync-space sector to resume from), if it did.
     pub stopped_at: Option<u64>,
+    /// The array byte range the pass covered, `[start, end)`: the whole array, its window,
+    /// or up to where it stopped.
+    pub covered: (u64, u64),
 }
 
 /// The verdict on one inconsistent 4 KiB page (parity levels) or region (mirrors).
@@ -47,13 +51,35 @@ pub struct Verdict {
     pub role: Option<usize>,
     /// Device of that member.
     pub device: Option<String>,
-    /// What was wrong (`P`, `Q`, `data (...)`, `mirror copy`, or why it cannot be told).
+    /// What was wrong (`P`, `Q`, `data (...)`, `mirror copy`, or why it cannot be told
+    /// and what repair does then).
     pub what: String,
+    /// How the verdict was reached: `P+Q` (RAID6), `majority` (3+ way mirrors),
+    /// `checksum` (the sidecar), or `undecided` (then repair does what md does: mirrors
+    /// copy the first readable copy, parity is recomputed from the data).
+    pub decided_by: String,
     /// Whether it was rewritten.
     pub repaired: bool,
 }
 
 impl SyncReport {
+    /// Add a verdict, merging it into the previous one when it continues it (same member,
+    /// same finding, adjacent range).
+    fn add_verdict(&mut self, v: Verdict) {
+        if let Some(last) = self.verdicts.last_mut() {
+            if last.offset + last.len == v.offset
+                && last.role == v.role
+                && last.what == v.what
+                && last.stripe == v.stripe
+                && last.repaired == v.repaired
+            {
+                last.len += v.len;
+                return;
+            }
+        }
+        self.verdicts.push(v);
+    }
+
     fn add_mismatch(&mut self, off: u64, len: u64) {
         if let Some(last) = self.mismatches.last_mut() {
             if last.0 + last.1 == off {
@@ -74,6 +100,45 @@ pub fn sync_space(arr: &Array) -> u64 {
         Level::Raid4 | Level::Raid5 | Level::Raid6 => g.stripes() * g.chunk_sectors,
         Level::Raid10 => g.array_sectors(),
         Level::Linear | Level::Raid0 => 0,
+    }
+}
+
+/// Array bytes per sync-space row: for parity levels a stripe row of data maps to one
+/// chunk of sync space; for mirrors sync space is array sectors.
+fn row(arr: &Array) -> Option<(u64, u64)> {
+    let g = arr.geometry();
+    match g.level {
+        Level::Raid4 | Level::Raid5 | Level::Raid6 => Some((
+            g.chunk_sectors,
+            g.chunk_sectors * 512 * g.data_disks() as u64,
+        )),
+        _ => None,
+    }
+}
+
+/// Convert an array byte window `[from, to)` to the sync-space sectors that cover it:
+/// whole stripe rows for parity levels, whole 4 KiB pages for mirrors (`to` is clamped to
+/// the array). Use with [`SyncOptions::window`].
+pub fn window_for_bytes(arr: &Array, from: u64, to: u64) -> (u64, u64) {
+    let total = sync_space(arr);
+    let to = to.min(arr.size_bytes());
+    match row(arr) {
+        Some((c, rb)) => ((from / rb * c).min(total), (to.div_ceil(rb) * c).min(total)),
+        None => {
+            let p = PAGE as u64;
+            (
+                (from / p * p / 512).min(total),
+                (to.div_ceil(p) * p / 512).min(total),
+            )
+        }
+    }
+}
+
+/// The array byte offset where sync-space sector `x` starts (for reports and resuming).
+pub fn bytes_for_sync(arr: &Array, x: u64) -> u64 {
+    match row(arr) {
+        Some((c, rb)) => (x / c * rb).min(arr.size_bytes()),
+        None => (x * 512).min(arr.size_bytes()),
     }
 }
 
@@ -119,7 +184,11 @@ pub fn run_opts(
 ) -> Result<SyncReport> {
     let full = opts.full;
     let total = sync_space(arr);
-    let mut rep = SyncReport::default();
+    let (w0, w1) = opts.window.unwrap_or((0, total));
+    let mut rep = SyncReport {
+        covered: (bytes_for_sync(arr, w0), bytes_for_sync(arr, w1.min(total))),
+        ..Default::default()
+    };
     if total == 0 {
         if mode == SyncMode::Resync {
             arr.set_resync_done();
@@ -135,7 +204,7 @@ pub fn run_opts(
         arr.ensure_dirty()?;
     }
     // Regions to visit, in the sync address space.
-    let regions: Vec<(u64, u64)> = match (&arr.bitmap, mode, full) {
+    let regions: Vec<(u64, u64)> = match (arr.bm().as_ref(), mode, full) {
         (Some(bm), SyncMode::Resync, false) => {
             let b = lock(bm);
             let cs = b.chunk_sectors;
@@ -185,6 +254,7 @@ pub fn run_opts(
                 while stripe * c < e {
                     if stopped() {
                         rep.stopped_at = Some(stripe * c);
+                        rep.covered.1 = bytes_for_sync(arr, stripe * c);
                         rep.sectors_done = done;
                         return Ok(rep);
                     }
@@ -201,6 +271,7 @@ pub fn run_opts(
                 while s < e {
                     if stopped() {
                         rep.stopped_at = Some(s);
+                        rep.covered.1 = bytes_for_sync(arr, s);
                         rep.sectors_done = done;
                         return Ok(rep);
                     }
@@ -264,16 +335,30 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
             }
         }
         let _ = pg;
-        // Who is wrong? RAID6 can tell when exactly one block of the page is bad.
-        let culprit: Culprit = if lay.q.is_none() || mode == SyncMode::Resync {
-            Culprit::Unknown
+        // Who is wrong? RAID6 can tell when exactly one block of the page is bad; RAID4/5
+        // can with the checksum sidecar.
+        let (culprit, by, why): (Culprit, &str, String) = if mode == SyncMode::Resync {
+            (Culprit::Unknown, "undecided", String::new())
+        } else if lay.q.is_some() {
+            let c = locate_raid6(&lay, &sd, &p, &q, start, end, bad_p, bad_q);
+            let by = if matches!(c, Culprit::Unknown) {
+                "undecided"
+            } else {
+                "P+Q"
+            };
+            (c, by, "more than one block (cannot locate)".into())
         } else {
-            locate_raid6(&lay, &sd, &p, &q, start, end, bad_p, bad_q)
+            let offs: Vec<u64> = (0..kc).map(row_off).collect();
+            locate_by_checksums(arr, &sd, &p, start, end, &offs)?
         };
         let (role, what, fix): (Option<usize>, String, Vec<Fix>) = match culprit {
             Culprit::P => (
                 Some(lay.p),
-                "P".into(),
+                if by == "checksum" {
+                    "P (every data block matches its checksum)".into()
+                } else {
+                    "P".into()
+                },
                 vec![(lay.p, p[start..end].to_vec())],
             ),
             Culprit::Q => {
@@ -283,9 +368,14 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
             Culprit::Data(k, fixed) => (
                 Some(lay.data[k]),
                 format!(
-                    "data (array bytes {}..{})",
+                    "data (array bytes {}..{}){}",
                     row_off(k as u64),
-                    row_off(k as u64) + (end - start) as u64
+                    row_off(k as u64) + (end - start) as u64,
+                    if by == "checksum" {
+                        "; it does not match its checksum, its reconstruction from parity does"
+                    } else {
+                        ""
+                    }
                 ),
                 vec![(lay.data[k], fixed)],
             ),
@@ -302,11 +392,7 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
                 }
                 (
                     None,
-                    if lay.q.is_some() {
-                        "more than one block (cannot locate)".into()
-                    } else {
-                        "data or parity (RAID5 cannot tell which)".into()
-                    },
+                    format!("{why}; like md, repair recomputes parity from the data"),
                     v,
                 )
             }
@@ -319,7 +405,7 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
             }
         }
         if mode != SyncMode::Resync {
-            rep.verdicts.push(Verdict {
+            rep.add_verdict(Verdict {
                 stripe,
                 offset: row_off(0),
                 len: (end - start) as u64,
@@ -328,6 +414,7 @@ fn parity_stripe(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport)
                     .and_then(|r| arr.member(r))
                     .map(|m| m.dev.name().to_string()),
                 what,
+                decided_by: by.into(),
                 repaired,
             });
         }
@@ -407,6 +494,57 @@ fn locate_raid6(
     Culprit::Data(k, fixed)
 }
 
+/// RAID4/5: use the checksum sidecar to tell whether the data blocks of a page with a
+/// parity mismatch are right (then P is wrong) or exactly one is wrong (then it is rebuilt
+/// from parity, and the rebuilt bytes must match the checksum). `offs`: array byte offset
+/// of each data block's page. Returns the culprit, how it was decided, and why not.
+fn locate_by_checksums(
+    arr: &Array,
+    sd: &crate::array::StripeData,
+    p: &[u8],
+    start: usize,
+    end: usize,
+    offs: &[u64],
+) -> Result<(Culprit, &'static str, String)> {
+    let undecided = |why: &str| Ok((Culprit::Unknown, "undecided", why.to_string()));
+    let Some(cs) = arr.checksums() else {
+        return undecided(
+            "data or parity: RAID5 cannot tell which without a checksum sidecar (--checksums)",
+        );
+    };
+    if end - start != PAGE || offs.iter().any(|o| !o.is_multiple_of(PAGE as u64)) {
+        return undecided("data or parity: the range is not made of whole checksum blocks");
+    }
+    let mut bad = Vec::new();
+    for (k, &o) in offs.iter().enumerate() {
+        match cs.judge(o / PAGE as u64, &sd.data[k][start..end])? {
+            Judgement::Match => {}
+            Judgement::Mismatch => bad.push(k),
+            Judgement::Unknown => {
+                return undecided("data or parity: the checksums are not authoritative here (region written during an unclean stop, or a write in flight)");
+            }
+        }
+    }
+    match bad[..] {
+        [] => Ok((Culprit::P, "checksum", String::new())),
+        [k] => {
+            let mut fixed = sd.data[k][start..end].to_vec();
+            for (j, b) in fixed.iter_mut().enumerate() {
+                *b ^= sd.p[start + j] ^ p[start + j];
+            }
+            if cs.judge(offs[k] / PAGE as u64, &fixed)? == Judgement::Match {
+                Ok((Culprit::Data(k, fixed), "checksum", String::new()))
+            } else {
+                undecided("a data block does not match its checksum and neither does its reconstruction from parity (more than one block is bad)")
+            }
+        }
+        _ => undecided(&format!(
+            "{} data blocks of the row do not match their checksums",
+            bad.len()
+        )),
+    }
+}
+
 fn mirror_region(
     arr: &Array,
     s: u64,
@@ -419,6 +557,10 @@ fn mirror_region(
         .locate(s)
         .ok_or_else(|| EngineError::Invalid(format!("sector {s} out of range")))?;
     let n = p.run.min(max);
+    // Copies are read, compared and rewritten with client writes held: a write landing
+    // between the read and the rewrite would otherwise be undone on one copy (and a
+    // check would report a mismatch that is only a write in flight).
+    let _quiet = arr.is_writable().then(|| arr.pause_writes());
     let live: Vec<(usize, u64)> = p
         .copies
         .iter()
@@ -440,78 +582,176 @@ fn mirror_region(
         let ok = arr.readable(r, d, n) && arr.read_block(r, d, &mut b).is_ok();
         copies.push(((r, d), ok.then_some(b)));
     }
-    let Some(first_good) = copies.iter().position(|c| c.1.is_some()) else {
+    if copies.iter().all(|c| c.1.is_none()) {
         return Err(EngineError::Unreadable {
             offset: s * 512,
             end: (s + n) * 512,
             why: "no copy is readable".into(),
         });
-    };
-    // Majority vote among readable copies; without a strict majority take the first (md).
-    let readable: Vec<&Vec<u8>> = copies.iter().filter_map(|c| c.1.as_ref()).collect();
-    let mut best: (usize, &Vec<u8>) = (0, readable[0]);
+    }
+    // Compare page by page (4 KiB of array data, aligned to array offsets, like the
+    // checksum sidecar's blocks) so reports and verdicts are precise.
+    let spp = PAGE as u64 / 512;
+    let mut a = s;
+    while a < s + n {
+        let b = ((a / spp + 1) * spp).min(s + n);
+        let (lo, hi) = (((a - s) * 512) as usize, ((b - s) * 512) as usize);
+        mirror_page(arr, &copies, a, lo, hi, mode, rep)?;
+        a = b;
+    }
+    Ok(n)
+}
+
+/// Decide and (in repair) fix one page `[lo, hi)` of a mirror region starting at array
+/// sector `a`.
+fn mirror_page(
+    arr: &Array,
+    copies: &[(Loc, Option<Vec<u8>>)],
+    a: u64,
+    lo: usize,
+    hi: usize,
+    mode: SyncMode,
+    rep: &mut SyncReport,
+) -> Result<()> {
+    let pages: Vec<Option<&[u8]>> = copies
+        .iter()
+        .map(|c| c.1.as_deref().map(|b| &b[lo..hi]))
+        .collect();
+    let readable: Vec<&[u8]> = pages.iter().flatten().copied().collect();
+    if readable.iter().all(|p| *p == readable[0]) && pages.iter().all(|p| p.is_some()) {
+        return Ok(());
+    }
+    if readable.iter().all(|p| *p == readable[0]) {
+        // Some copy unreadable, the rest agree: the read path handles it; not a mismatch.
+        return Ok(());
+    }
+    let off = a * 512;
+    let plen = (hi - lo) as u64;
+    // 1. A strict majority among readable copies (3+ way mirrors).
+    let mut best: (usize, &[u8]) = (0, readable[0]);
     for cand in &readable {
         let votes = readable.iter().filter(|o| **o == *cand).count();
         if votes > best.0 {
             best = (votes, cand);
         }
     }
-    let majority = best.0 * 2 > readable.len();
-    let good: Vec<u8> = if majority {
-        best.1.clone()
-    } else {
-        copies[first_good].1.clone().unwrap_or_default()
-    };
-    let wrong: Vec<(usize, u64)> = copies
-        .iter()
-        .filter(|c| c.1.as_ref() != Some(&good))
-        .map(|c| c.0)
-        .collect();
-    if wrong.is_empty() {
-        return Ok(n);
+    let mut decision: Option<(&[u8], String, &'static str)> = None;
+    if best.0 * 2 > readable.len() {
+        decision = Some((
+            best.1,
+            format!(
+                "mirror copy (outvoted {} to {})",
+                best.0,
+                readable.len() - best.0
+            ),
+            "majority",
+        ));
     }
-    if mode != SyncMode::Check {
-        for &(r, d) in &wrong {
-            arr.write_block(r, d, &good)?;
-            rep.sectors_written += n;
+    // 2. The checksum sidecar.
+    let mut undecided_why = "no checksum sidecar: a 2-way mirror cannot tell which copy is right";
+    let mut none_matched = false;
+    if decision.is_none() {
+        if let Some(cs) = arr.checksums() {
+            if off.is_multiple_of(PAGE as u64)
+                && (plen == PAGE as u64 || off + plen == arr.size_bytes())
+            {
+                let mut matching: Vec<&[u8]> = Vec::new();
+                let mut unknown = false;
+                for c in &readable {
+                    match cs.judge(off / PAGE as u64, c)? {
+                        Judgement::Match => matching.push(c),
+                        Judgement::Mismatch => {}
+                        Judgement::Unknown => unknown = true,
+                    }
+                }
+                if unknown {
+                    undecided_why = "the checksum is not authoritative here (region written during an unclean stop, or a write in flight)";
+                } else if let Some(m) = matching.first() {
+                    decision = Some((
+                        m,
+                        "mirror copy (does not match its checksum)".into(),
+                        "checksum",
+                    ));
+                } else {
+                    none_matched = true;
+                    undecided_why = "no copy matches its checksum";
+                }
+            } else {
+                undecided_why = "the range is not a whole checksum block";
+            }
         }
     }
-    if mode != SyncMode::Resync {
-        rep.add_mismatch(s * 512, n * 512);
-        if majority {
-            for &(r, _) in &wrong {
-                rep.verdicts.push(Verdict {
-                    stripe: 0,
-                    offset: s * 512,
-                    len: n * 512,
-                    role: Some(r),
-                    device: arr.member(r).map(|m| m.dev.name().to_string()),
-                    what: format!(
-                        "mirror copy (outvoted {} to {})",
-                        best.0,
-                        readable.len() - best.0
-                    ),
-                    repaired: mode != SyncMode::Check,
-                });
-            }
-        } else {
-            rep.verdicts.push(Verdict {
-                stripe: 0,
-                offset: s * 512,
-                len: n * 512,
-                role: None,
-                device: None,
-                what: format!(
-                    "copies disagree and no majority can tell which is right (roles {})",
+    let decided = decision.is_some();
+    let (good, what, by): (Vec<u8>, String, &'static str) = match decision {
+        Some((g, w, by)) => (g.to_vec(), w, by),
+        None => {
+            let first = readable[0];
+            (
+                first.to_vec(),
+                format!(
+                    "copies disagree (roles {}) and it cannot be told which is right: {undecided_why}; like md, repair copies the first readable copy (role {}) over the others",
                     copies
                         .iter()
                         .map(|c| c.0 .0.to_string())
                         .collect::<Vec<_>>()
-                        .join(", ")
+                        .join(", "),
+                    copies
+                        .iter()
+                        .find(|c| c.1.is_some())
+                        .map(|c| c.0 .0)
+                        .unwrap_or(0)
                 ),
-                repaired: mode != SyncMode::Check,
-            });
+                "undecided",
+            )
+        }
+    };
+    let wrong: Vec<Loc> = copies
+        .iter()
+        .zip(&pages)
+        .filter(|(_, p)| p.is_some_and(|p| p != good.as_slice()))
+        .map(|(c, _)| c.0)
+        .collect();
+    let repaired = mode != SyncMode::Check;
+    if repaired {
+        for &(r, d) in &wrong {
+            arr.write_block(r, d + (lo as u64 / 512), &good)?;
+            rep.sectors_written += plen / 512;
+        }
+        if none_matched {
+            // Every copy now holds these bytes: make the sidecar agree with the array.
+            if let Some(cs) = arr.checksums() {
+                cs.set(off / PAGE as u64, &good)?;
+            }
         }
     }
-    Ok(n)
+    if mode == SyncMode::Resync {
+        return Ok(());
+    }
+    rep.add_mismatch(off, plen);
+    if decided {
+        for &(r, _) in &wrong {
+            rep.add_verdict(Verdict {
+                stripe: 0,
+                offset: off,
+                len: plen,
+                role: Some(r),
+                device: arr.member(r).map(|m| m.dev.name().to_string()),
+                what: what.clone(),
+                decided_by: by.into(),
+                repaired,
+            });
+        }
+    } else {
+        rep.add_verdict(Verdict {
+            stripe: 0,
+            offset: off,
+            len: plen,
+            role: None,
+            device: None,
+            what,
+            decided_by: by.into(),
+            repaired,
+        });
+    }
+    Ok(())
 }

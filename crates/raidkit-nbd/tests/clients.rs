@@ -3,60 +3,25 @@
 //! them with tests/nbd/install-deps.sh.
 
 use raidkit_nbd::{Backend, Export, Listen, MemBackend, Server, ServerConfig, TlsConfig};
+use raidkit_testkit::proc;
+use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 
 const SIZE: usize = 4 << 20;
 
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 fn tempdir(tag: &str) -> TempDir {
-    let p = std::env::temp_dir().join(format!("rk-nbdc-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    TempDir(p)
+    TempDir::new(&format!("rk-nbdc-{tag}")).expect("create a temporary directory")
 }
 
 /// The tool's path, or None after printing SKIP.
 fn tool(name: &str, test: &str) -> Option<PathBuf> {
-    for d in ["/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin"] {
-        let p = Path::new(d).join(name);
-        if p.exists() {
-            return Some(p);
-        }
-    }
-    eprintln!("SKIP {test}: {name} not installed (run tests/nbd/install-deps.sh)");
-    None
+    proc::system_tool(name, test)
 }
 
-/// Run with the system Python first on PATH (nbdsh needs the distribution's python3).
 fn run(prog: &Path, args: &[&str]) -> Output {
-    let path = format!(
-        "/usr/bin:/bin:/usr/sbin:{}",
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new(prog)
-        .args(args)
-        .env("PATH", path)
-        .env("LIBNBD_DEBUG", "0")
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        eprintln!(
-            "{} {:?} failed: {}\nstdout: {}\nstderr: {}",
-            prog.display(),
-            args,
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    out
+    proc::run_system(prog, args)
 }
 
 struct Srv {
@@ -71,7 +36,7 @@ struct Srv {
 impl Srv {
     fn start(tag: &str, tls: Option<TlsConfig>, tls_required: bool) -> Srv {
         let d = tempdir(tag);
-        let dir = d.0.clone();
+        let dir = d.path().to_path_buf();
         let sock = dir.join("nbd.sock");
         let mem = Arc::new(
             MemBackend::new(SIZE, false)
@@ -120,15 +85,7 @@ impl Drop for Srv {
 }
 
 fn pattern(n: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
+    proc::xorshift_bytes(n, seed)
 }
 
 #[test]
@@ -387,7 +344,7 @@ fn tls_psk_required() {
         return;
     };
     let d = tempdir("psk");
-    let psk = d.0.join("keys.psk");
+    let psk = d.path().join("keys.psk");
     std::fs::write(&psk, "alice:0123456789abcdef0123456789abcdef\n").unwrap();
     let tls = TlsConfig::from_psk_file(&psk).unwrap();
     let s = Srv::start("tls", Some(tls), true);
@@ -407,7 +364,7 @@ fn tls_psk_required() {
     let out = run(&nbdinfo, &["--size", &s.uri("disk")]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("TLS"));
-    let bad = d.0.join("bad.psk");
+    let bad = d.path().join("bad.psk");
     std::fs::write(&bad, "alice:ffffffffffffffffffffffffffffffff\n").unwrap();
     let uri_bad = format!(
         "nbds+unix://alice@/disk?socket={}&tls-psk-file={}",
@@ -431,7 +388,10 @@ fn tls_x509_certificate() {
         return;
     };
     let d = tempdir("x509");
-    let (cert, key) = (d.0.join("ca-cert.pem"), d.0.join("server-key.pem"));
+    let (cert, key) = (
+        d.path().join("ca-cert.pem"),
+        d.path().join("server-key.pem"),
+    );
     let out = run(
         &openssl,
         &[
@@ -456,7 +416,7 @@ fn tls_x509_certificate() {
     let s = Srv::start("x509s", Some(tls), false);
     let script = format!(
         "h.set_tls(nbd.TLS_REQUIRE)\nh.set_tls_certificates({dir:?})\nh.set_tls_verify_peer(False)\nh.connect_uri({uri:?})\nassert h.get_tls_negotiated()\nh.pwrite(b'cert' * 128, 0)\nassert h.pread(512, 0) == b'cert' * 128\nh.shutdown()\n",
-        dir = d.0.display().to_string(),
+        dir = d.path().display().to_string(),
         uri = s.uri("disk"),
     );
     assert!(run(&nbdsh, &["-c", &script]).status.success());

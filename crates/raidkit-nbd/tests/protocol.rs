@@ -3,6 +3,7 @@
 
 use raidkit_nbd::proto::{self, errno, Request};
 use raidkit_nbd::{Backend, Export, Listen, MemBackend, Server, ServerConfig};
+use raidkit_testkit::tempdir::TempDir;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -21,23 +22,14 @@ struct Fixture {
     join: Option<std::thread::JoinHandle<Result<(), raidkit_nbd::NbdError>>>,
 }
 
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 fn tempdir(tag: &str) -> TempDir {
-    let p = std::env::temp_dir().join(format!("rk-nbd-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    TempDir(p)
+    TempDir::new(&format!("rk-nbd-{tag}")).expect("create a temporary directory")
 }
 
 impl Fixture {
     fn new(tag: &str) -> Fixture {
         let dir = tempdir(tag);
-        let path = dir.0.join("s.sock");
+        let path = dir.path().join("s.sock");
         let mem = Arc::new(MemBackend::new(SIZE, false).with_fast_zero(false));
         let ro = Arc::new(MemBackend::new(1 << 20, true));
         let cfg = ServerConfig::new(vec![

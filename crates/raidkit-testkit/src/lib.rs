@@ -5,10 +5,12 @@
 //! * [`mdref`]: locate and run the mdref harness (the real Linux md + mdadm in a VM).
 //! * [`fixtures`]: the committed kernel-made fixtures under `tests/fixtures/kernel`.
 //! * [`tempdir`]: a self-deleting temporary directory.
+//! * [`proc`]: system tools, commands with deadlines, waiting, children stopped on drop.
 
 pub mod fixtures;
 pub mod mdref;
 pub mod pattern;
+pub mod proc;
 pub mod tempdir;
 
 use std::path::PathBuf;

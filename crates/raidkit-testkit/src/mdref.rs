@@ -19,13 +19,7 @@ pub struct Mdref {
     path: PathBuf,
 }
 
-/// Find `name` in `$PATH`.
-pub fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
+pub use crate::proc::which;
 
 /// The path where mdref-run is expected (override or default), whether or not it exists.
 pub fn default_path() -> PathBuf {

@@ -1,24 +1,27 @@
 //! Command implementations. Thin: parse words, call the engine, print.
 
 use crate::cli::{
-    AssembleArgs, Cli, Command, CreateArgs, DemoArgs, DetailArgs, ExamineArgs, ExportArgs,
-    ImportArgs, ScrubArgs,
+    AssembleArgs, ChecksumsArgs, ChecksumsCmd, Cli, Command, CreateArgs, DemoArgs, DetailArgs,
+    ExamineArgs, ExportArgs, ImportArgs, RepairArgs, ScrubArgs,
 };
 use crate::units::{human, parse_size};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
+use raidkit_engine::checksums::Checksums;
 use raidkit_engine::create::{create, default_homehost, CreateOptions, MemberSpec};
 use raidkit_engine::dev::{BlockDev, FileDev};
 use raidkit_engine::sb::{probe, Metadata, Role, Super};
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::Array;
+use raidkit_engine::EngineError;
 use raidkit_format::uuid;
 use raidkit_format::MAX_SECTOR;
 use raidkit_layout::{names, Geometry, Level};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Dispatch.
 pub fn run(cli: Cli) -> Result<()> {
@@ -29,9 +32,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Export(a) => cmd_export(a),
         Command::Import(a) => cmd_import(a),
         Command::Check(a) => cmd_scrub(a, SyncMode::Check),
-        Command::Repair(a) => cmd_scrub(a, SyncMode::Repair),
+        Command::Repair(a) => cmd_repair(a),
+        Command::Checksums(ChecksumsCmd::Init(a)) => cmd_checksums_init(a),
+        Command::Checksums(ChecksumsCmd::Status(a)) => cmd_checksums_status(a),
         Command::Status(a) => crate::ctl_cmd::cmd_status(a),
         Command::Manage(a) => crate::ctl_cmd::cmd_manage(a),
+        Command::Grow(a) => crate::ctl_cmd::cmd_grow(a),
         Command::SyncAction(a) => crate::ctl_cmd::cmd_sync_action(a),
         Command::Monitor(a) => crate::ctl_cmd::cmd_monitor(a),
         Command::Stats(a) => crate::ctl_cmd::cmd_stats(a),
@@ -122,6 +128,7 @@ fn cmd_create(a: CreateArgs) -> Result<()> {
             Some(parse_size(c, 1024).map_err(|e| anyhow!("--bitmap-chunk: {e}"))?);
     }
     o.assume_clean = a.assume_clean;
+    o.bbl = a.bbl;
     if let Some(s) = &a.size {
         o.create_size = Some(parse_size(s, 1024).map_err(|e| anyhow!("--size: {e}"))?);
     }
@@ -133,6 +140,17 @@ fn cmd_create(a: CreateArgs) -> Result<()> {
     })?;
     if let Some(p) = pb {
         p.finish_and_clear();
+    }
+    if let Some(path) = &a.checksums {
+        let mut pb: Option<ProgressBar> = None;
+        let cs = Checksums::init(path, &arr, &mut |d, t| {
+            pb.get_or_insert_with(|| bar(t, "checksums"))
+                .set_position(d);
+        })?;
+        if let Some(p) = pb {
+            p.finish_and_clear();
+        }
+        arr.attach_checksums(Arc::new(cs))?;
     }
     let out = detail_json(&arr);
     arr.stop()?;
@@ -516,6 +534,8 @@ fn detail_json(arr: &Array) -> Value {
         "degraded": arr.is_degraded(),
         "members": arr.members(),
         "missing_roles": missing,
+        "bad_blocks": arr.bad_blocks(),
+        "lost_ranges": arr.lost_ranges(),
     })
 }
 
@@ -641,6 +661,9 @@ fn cmd_import(a: ImportArgs) -> Result<()> {
             .map(|m| m.len())
     };
     let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, true)?)?;
+    if let Some(p) = &a.checksums {
+        attach_sidecar(&arr, p)?;
+    }
     let size = arr.size_bytes();
     if offset > size || in_len.is_some_and(|l| offset + l > size) {
         bail!(
@@ -714,12 +737,84 @@ fn import_into(
 
 // ---------------------------------------------------------------- check / repair
 
+fn cmd_repair(a: RepairArgs) -> Result<()> {
+    let Some(what) = &a.update else {
+        return cmd_scrub(a.scrub, SyncMode::Repair);
+    };
+    if a.scrub.from.is_some() || a.scrub.to.is_some() || a.scrub.checksums.is_some() {
+        bail!("--update {what} works on the whole array and does not use --from, --to or --checksums; drop them");
+    }
+    // The engine code of `manage --update no-bbl`, on an array assembled here.
+    let arr = assemble_paths(&a.scrub.asm.members, &asm_opts(&a.scrub.asm, true)?)?;
+    let r = arr.remove_bbl(a.zero_lost)?;
+    arr.stop()?;
+    if a.scrub.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "repair --update {what}: {} bad-block range(s) rewritten from redundancy; the bad-block log is removed from every member",
+            r.repaired.len()
+        );
+        for (o, l) in &r.lost {
+            println!(
+                "  array bytes {o}..{} had no valid data and now read as zeros: restore them from a backup",
+                o + l
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Open the sidecar at `path` for `arr` and attach it. A stale sidecar (the array was run
+/// without it) is reported loudly and ignored (Ok(false)); any other problem is an error.
+pub(crate) fn attach_sidecar(arr: &Array, path: &Path) -> Result<bool> {
+    match Checksums::open(path, arr) {
+        Ok(cs) => {
+            arr.attach_checksums(Arc::new(cs))?;
+            Ok(true)
+        }
+        Err(e @ EngineError::Sidecar { stale: true, .. }) => {
+            eprintln!("raidkit: WARNING: {e}");
+            eprintln!("raidkit: WARNING: continuing without checksums: 2-way mirror and RAID5 mismatches will be undecided");
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn parse_offset(s: &Option<String>, what: &str) -> Result<Option<u64>> {
+    s.as_deref()
+        .map(|t| parse_size(t, 1).map_err(|e| anyhow!("{what}: {e}")))
+        .transpose()
+}
+
 fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
     let writable = mode == SyncMode::Repair;
     let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, writable)?)?;
+    let with_sidecar = match &a.checksums {
+        Some(p) => attach_sidecar(&arr, p)?,
+        None => false,
+    };
+    let from = parse_offset(&a.from, "--from")?;
+    let to = parse_offset(&a.to, "--to")?;
+    let size = arr.size_bytes();
+    let window = if from.is_some() || to.is_some() {
+        let (f, t) = (from.unwrap_or(0), to.unwrap_or(size).min(size));
+        if f >= t {
+            bail!("empty window: --from {f} must be below --to {t} (the array has {size} bytes)");
+        }
+        Some(sync::window_for_bytes(&arr, f, t))
+    } else {
+        None
+    };
     let mut pb: Option<ProgressBar> = None;
     let name = if writable { "repair" } else { "check" };
-    let rep = sync::run(&arr, mode, true, &mut |d, t| {
+    let opts = sync::SyncOptions {
+        full: true,
+        window,
+        ..Default::default()
+    };
+    let rep = sync::run_opts(&arr, mode, &opts, &mut |d, t| {
         pb.get_or_insert_with(|| bar(t * 512, if writable { "repair" } else { "check" }))
             .set_position(d * 512);
     });
@@ -735,6 +830,8 @@ fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
         let v = json!({
             "uuid": arr.uuid_text(),
             "action": name,
+            "covered": {"offset": rep.covered.0, "end": rep.covered.1},
+            "checksums": with_sidecar,
             "mismatch_ranges": rep.mismatches.iter().map(|(o, l)| json!({"offset": o, "len": l})).collect::<Vec<_>>(),
             "mismatch_bytes": mismatch_bytes,
             "mismatch_sectors": mismatch_bytes / 512,
@@ -746,7 +843,10 @@ fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "{name}: {} mismatched range(s), {} bytes; {} sectors rewritten",
+            "{name} of array bytes {}..{}{}: {} mismatched range(s), {} bytes; {} sectors rewritten",
+            rep.covered.0,
+            rep.covered.1,
+            if with_sidecar { " (with checksums)" } else { "" },
             rep.mismatches.len(),
             mismatch_bytes,
             rep.sectors_written
@@ -755,16 +855,26 @@ fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
             println!("  array bytes {o}..{} ({})", o + l, human(*l));
         }
         for v in &rep.verdicts {
+            let place = if v.stripe > 0 || arr.geometry().level.has_parity() {
+                format!(
+                    "stripe {} (array bytes {}..{})",
+                    v.stripe,
+                    v.offset,
+                    v.offset + v.len
+                )
+            } else {
+                format!("array bytes {}..{}", v.offset, v.offset + v.len)
+            };
             println!(
-                "  stripe {}: {} — {}{}",
-                v.stripe,
+                "  {place}: {} [{}] — {}{}",
                 match (&v.role, &v.device) {
                     (Some(r), Some(d)) => format!("role {r} ({d}) is wrong"),
                     (Some(r), None) => format!("role {r} is wrong"),
-                    _ => "cannot tell which member is wrong".into(),
+                    _ => "undecided".into(),
                 },
+                v.decided_by,
                 v.what,
-                if v.repaired { ", rewritten" } else { "" }
+                if v.repaired { "; rewritten" } else { "" }
             );
         }
     }
@@ -773,6 +883,93 @@ fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
             "{} mismatched range(s) found; run `raidkit repair` to fix them",
             rep.mismatches.len()
         );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- checksums
+
+fn cmd_checksums_init(a: ChecksumsArgs) -> Result<()> {
+    let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, false)?)?;
+    if arr.needs_resync() {
+        bail!("the array was not stopped cleanly, so its redundancy may disagree; run `raidkit repair` (or serve it until it is clean) first, then `checksums init`");
+    }
+    let mut pb: Option<ProgressBar> = None;
+    let rep = sync::run(&arr, SyncMode::Check, true, &mut |d, t| {
+        pb.get_or_insert_with(|| bar(t * 512, "check"))
+            .set_position(d * 512);
+    });
+    if let Some(p) = pb.take() {
+        p.finish_and_clear();
+    }
+    let rep = rep?;
+    if !rep.mismatches.is_empty() {
+        bail!(
+            "the check found {} mismatched range(s) (first at array byte {}): checksums computed now could record wrong data as right; run `raidkit repair` first",
+            rep.mismatches.len(),
+            rep.mismatches[0].0
+        );
+    }
+    let cs = Checksums::init(&a.checksums, &arr, &mut |d, t| {
+        pb.get_or_insert_with(|| bar(t, "checksums"))
+            .set_position(d);
+    })?;
+    if let Some(p) = pb {
+        p.finish_and_clear();
+    }
+    let info = cs.info();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+    } else {
+        println!(
+            "raidkit: checksums of {} blocks ({}) written to {} (array {}, event count {})",
+            info.blocks,
+            human(arr.size_bytes()),
+            info.path,
+            arr.uuid_text(),
+            info.events
+        );
+    }
+    Ok(())
+}
+
+fn cmd_checksums_status(a: ChecksumsArgs) -> Result<()> {
+    let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, false)?)?;
+    let r = Checksums::open(&a.checksums, &arr);
+    let (usable, info, why) = match r {
+        Ok(cs) => (true, Some(cs.info()), None),
+        Err(e) => (false, None, Some(e.to_string())),
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"usable": usable, "sidecar": info, "problem": why})
+            )?
+        );
+    } else if let Some(i) = &info {
+        println!(
+            "{}: usable; {} blocks, array event count {}; {} suspect region(s){}",
+            i.path,
+            i.blocks,
+            i.events,
+            i.suspect.len(),
+            if i.suspect.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (written during an unclean stop, not used for verdicts until `checksums init`): {}",
+                    i.suspect
+                        .iter()
+                        .map(|(o, l)| format!("{o}..{}", o + l))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    }
+    if let Some(w) = why {
+        bail!("{w}");
     }
     Ok(())
 }
@@ -824,6 +1021,7 @@ fn cmd_demo(a: DemoArgs) -> Result<()> {
         config: None,
         force: false,
         workers: 4,
+        checksums: None,
         members,
     })
 }

@@ -1,5 +1,5 @@
 //! The control socket of a serving process, and the client commands that use it
-//! (`status`, `manage`, `sync-action`, `monitor`). JSON lines over a Unix socket in the
+//! (`status`, `manage`, `grow`, `sync-action`, `monitor`). JSON lines over a Unix socket in the
 //! run directory; one socket per serving process, arrays addressed by their stable name.
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -117,14 +117,39 @@ fn handle(conn: UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
         "manage" => {
             let s = find(sups, array)?;
             let member = req["member"].as_str().unwrap_or("");
+            if req["op"] == "update" {
+                return match req["value"].as_str().unwrap_or("") {
+                    "no-bbl" => {
+                        let r = s.remove_bbl(req["force"].as_bool().unwrap_or(false))?;
+                        Ok(serde_json::to_value(r)?)
+                    }
+                    v => bail!("unknown --update {v:?} (known: no-bbl)"),
+                };
+            }
             match req["op"].as_str().unwrap_or("") {
                 "fail" => s.fail(member)?,
                 "remove" => s.remove(member)?,
                 "add" => s.add(Path::new(member), req["force"].as_bool().unwrap_or(false))?,
                 "re-add" => s.re_add(Path::new(member))?,
+                "replace" => s.replace(
+                    member,
+                    req["with"].as_str().map(Path::new),
+                    req["force"].as_bool().unwrap_or(false),
+                )?,
                 op => bail!("unknown manage operation {op:?}"),
             }
             Ok(json!({}))
+        }
+        "grow" => {
+            let s = find(sups, array)?;
+            let mode = match req["bitmap"].as_str().unwrap_or("") {
+                "internal" => raidkit_engine::grow::BitmapMode::Internal {
+                    chunk_bytes: req["bitmap_chunk"].as_u64(),
+                },
+                "none" => raidkit_engine::grow::BitmapMode::None,
+                other => bail!("--bitmap must be internal or none, not {other:?}"),
+            };
+            Ok(json!({"change": s.set_bitmap(mode)?}))
         }
         "sync-action" => {
             let s = find(sups, array)?;
@@ -132,7 +157,13 @@ fn handle(conn: UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
                 s.set_speed_limit(l);
             }
             if let Some(a) = req["action"].as_str() {
-                s.sync_action(a)?;
+                let (from, to) = (req["from"].as_u64(), req["to"].as_u64());
+                let o = raidkit_engine::supervisor::ActionOptions {
+                    window: (from.is_some() || to.is_some())
+                        .then(|| (from.unwrap_or(0), to.unwrap_or(u64::MAX))),
+                    resume: req["resume"].as_bool().unwrap_or(false),
+                };
+                s.sync_action_with(a, &o)?;
             }
             Ok(json!({}))
         }

@@ -35,13 +35,58 @@ pub struct ManageArgs {
     /// Re-add a member that left; only regions written meanwhile are resynced when the bitmap allows.
     #[arg(long = "re-add", value_name = "MEMBER", group = "op")]
     pub re_add: Option<PathBuf>,
-    /// With --add: overwrite a device that holds data or another superblock.
+    /// Hot-replace an active member: its role is copied onto a spare while it stays active,
+    /// then it is marked faulty and removed.
+    #[arg(long, value_name = "MEMBER", group = "op")]
+    pub replace: Option<PathBuf>,
+    /// With --replace: the device to copy onto (a spare, or a new device added for this).
+    #[arg(long, value_name = "DEVICE", requires = "replace")]
+    pub with: Option<PathBuf>,
+    /// Change array metadata online. `no-bbl`: rewrite every bad-block entry from
+    /// redundancy, then remove the bad-block log from every member. Refused (listing the
+    /// lost array ranges) if some entries hold data no member can supply; with --force the
+    /// log is removed anyway and those ranges then read as zeros (status keeps reporting
+    /// them as `lost_zeroed_ranges` until the server stops).
+    #[arg(long, value_name = "WHAT", group = "op", value_parser = ["no-bbl"])]
+    pub update: Option<String>,
+    /// With --add or --replace --with: overwrite a device that holds data or another
+    /// superblock. With
+    /// --update no-bbl: remove the log even if data is lost (lost ranges become zeros).
     #[arg(long)]
     pub force: bool,
 }
 
+/// `grow`.
+#[derive(Args, Debug)]
+pub struct GrowArgs {
+    /// `internal`: add an internal write-intent bitmap (where mdadm would put it);
+    /// `none`: remove it.
+    #[arg(long, value_name = "internal|none")]
+    pub bitmap: String,
+    /// Bytes per bitmap bit (bare number = KiB, as mdadm; default: mdadm's choice, 64 MiB
+    /// on most arrays).
+    #[arg(long, value_name = "SIZE")]
+    pub bitmap_chunk: Option<String>,
+    /// Which superblock to use offline when a member carries both 0.90 and 1.x.
+    #[arg(long, value_name = "0.90|1.0|1.1|1.2")]
+    pub metadata: Option<String>,
+    /// The name of a running array (as in `raidkit status`), or the members of a stopped
+    /// array.
+    #[arg(required = true, value_name = "NAME|MEMBER")]
+    pub targets: Vec<PathBuf>,
+}
+
+const SYNC_ACTION_HELP: &str = "\
+Examples:
+  raidkit sync-action md0 check --speed-limit 50M     # scrub the whole array
+  raidkit sync-action md0 check --from 1G --to 2G     # only array bytes 1G..2G
+  raidkit sync-action md0 idle                        # stop; the position is recorded
+  raidkit sync-action md0 check --resume              # continue where it stopped
+";
+
 /// `sync-action`.
 #[derive(Args, Debug)]
+#[command(after_help = SYNC_ACTION_HELP)]
 pub struct SyncActionArgs {
     /// Array name.
     pub name: String,
@@ -50,6 +95,16 @@ pub struct SyncActionArgs {
     /// Limit background work (e.g. 50M per second; 0 = unlimited). Changeable while running.
     #[arg(long, value_name = "SIZE")]
     pub speed_limit: Option<String>,
+    /// check/repair only from this array byte offset (e.g. 10G).
+    #[arg(long, value_name = "OFFSET", conflicts_with = "resume")]
+    pub from: Option<String>,
+    /// check/repair only up to this array byte offset (exclusive).
+    #[arg(long, value_name = "OFFSET", conflicts_with = "resume")]
+    pub to: Option<String>,
+    /// Continue the last check/repair stopped with `idle` where it stopped (the position is
+    /// kept in the run directory and survives a restart of `raidkit serve`).
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// `monitor`.
@@ -106,6 +161,7 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
                     match m["state"].as_str() {
                         Some("failed") => "(F)",
                         Some("recovering") => "(R)",
+                        Some("replacement") => "(r)",
                         Some("spare") => "(S)",
                         _ => "",
                     }
@@ -151,6 +207,41 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
             map,
             s["state"].as_str().unwrap_or("")
         );
+        for (key, what) in [
+            ("lost_ranges", "LOST (reads fail)"),
+            ("lost_zeroed_ranges", "lost, now zeros"),
+        ] {
+            if let Some(l) = s[key].as_array().filter(|l| !l.is_empty()) {
+                let r: Vec<String> = l
+                    .iter()
+                    .map(|p| {
+                        let (o, n) = (p[0].as_u64().unwrap_or(0), p[1].as_u64().unwrap_or(0));
+                        format!("{o}..{}", o + n)
+                    })
+                    .collect();
+                println!("      {what}: array bytes {}", r.join(", "));
+            }
+        }
+        for b in s["bad_blocks"].as_array().cloned().unwrap_or_default() {
+            let r: Vec<String> = b["ranges"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|p| format!("{}+{}", p[0], p[1]))
+                .collect();
+            println!(
+                "      bad blocks on {}[{}]{}: {}",
+                b["device"].as_str().unwrap_or("?"),
+                b["role"],
+                if b["logged"] == true {
+                    ""
+                } else {
+                    " (NOT in an on-disk log)"
+                },
+                r.join(" ")
+            );
+        }
         let job = &s["sync"];
         if job["action"] != "idle" {
             let done = job["done_sectors"].as_u64().unwrap_or(0);
@@ -175,6 +266,25 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
 
 /// `raidkit manage`.
 pub fn cmd_manage(a: ManageArgs) -> Result<()> {
+    if let Some(what) = &a.update {
+        let sock = socket_for(&a.name)?;
+        let v = request(
+            &sock,
+            &json!({"cmd": "manage", "array": a.name, "op": "update", "value": what, "force": a.force}),
+        )?;
+        let repaired = v["repaired"].as_array().map_or(0, Vec::len);
+        eprintln!(
+            "raidkit: --update {what} on {}: done ({repaired} bad-block range(s) rewritten from redundancy; the bad-block log is removed from every member)",
+            a.name
+        );
+        if let Some(lost) = v["lost"].as_array().filter(|l| !l.is_empty()) {
+            eprintln!(
+                "raidkit: these array byte ranges had no valid data and now read as zeros: {}",
+                serde_json::to_string(lost)?
+            );
+        }
+        return Ok(());
+    }
     let (op, member) = if let Some(m) = &a.fail {
         ("fail", m)
     } else if let Some(m) = &a.remove {
@@ -183,17 +293,90 @@ pub fn cmd_manage(a: ManageArgs) -> Result<()> {
         ("add", m)
     } else if let Some(m) = &a.re_add {
         ("re-add", m)
+    } else if let Some(m) = &a.replace {
+        ("replace", m)
     } else {
-        bail!("say what to do: --fail, --remove, --add or --re-add MEMBER");
+        bail!("say what to do: --fail, --remove, --add, --re-add or --replace MEMBER, or --update no-bbl");
     };
     let sock = socket_for(&a.name)?;
     // Paths are resolved here so the server sees the same names as at assembly.
     let member = std::fs::canonicalize(member).unwrap_or_else(|_| member.clone());
-    request(
-        &sock,
-        &json!({"cmd": "manage", "array": a.name, "op": op, "member": member.display().to_string(), "force": a.force}),
-    )?;
-    eprintln!("raidkit: {op} {} on {}: done", member.display(), a.name);
+    let mut req = json!({"cmd": "manage", "array": a.name, "op": op, "member": member.display().to_string(), "force": a.force});
+    if let Some(w) = &a.with {
+        let w = std::fs::canonicalize(w).unwrap_or_else(|_| w.clone());
+        req["with"] = json!(w.display().to_string());
+    }
+    request(&sock, &req)?;
+    if op == "replace" {
+        eprintln!(
+            "raidkit: replacing {} on {}: started (progress in `raidkit status`)",
+            member.display(),
+            a.name
+        );
+    } else {
+        eprintln!("raidkit: {op} {} on {}: done", member.display(), a.name);
+    }
+    Ok(())
+}
+
+/// `raidkit grow`: online through the control socket of the serving process, or offline
+/// on the members of a stopped array (same engine code).
+pub fn cmd_grow(a: GrowArgs) -> Result<()> {
+    let chunk = a
+        .bitmap_chunk
+        .as_deref()
+        .map(|c| parse_size(c, 1024).map_err(|e| anyhow!("--bitmap-chunk: {e}")))
+        .transpose()?;
+    let mode = match a.bitmap.as_str() {
+        "internal" => raidkit_engine::grow::BitmapMode::Internal { chunk_bytes: chunk },
+        "none" => {
+            if chunk.is_some() {
+                bail!("--bitmap-chunk goes with --bitmap internal");
+            }
+            raidkit_engine::grow::BitmapMode::None
+        }
+        other => bail!("--bitmap must be internal or none, not {other:?}"),
+    };
+    let online = a.targets.len() == 1 && !a.targets[0].exists();
+    let change = if online {
+        let name = a.targets[0].display().to_string();
+        let sock = socket_for(&name)?;
+        let mut req = json!({"cmd": "grow", "array": name, "bitmap": a.bitmap});
+        if let Some(c) = chunk {
+            req["bitmap_chunk"] = json!(c);
+        }
+        let v = request(&sock, &req)?;
+        serde_json::from_value::<Value>(v["change"].clone())?
+    } else {
+        let opts = raidkit_engine::AssembleOptions {
+            writable: true,
+            metadata: a
+                .metadata
+                .as_deref()
+                .map(|m| {
+                    raidkit_engine::sb::Metadata::parse(m)
+                        .ok_or_else(|| anyhow!("--metadata must be 0.90, 1.0, 1.1 or 1.2"))
+                })
+                .transpose()?,
+            ..Default::default()
+        };
+        let arr = raidkit_engine::assemble_paths(&a.targets, &opts)?;
+        let r = arr.set_bitmap(mode);
+        let stop = arr.stop();
+        let ch = r?;
+        stop?;
+        serde_json::to_value(&ch)?
+    };
+    if change["bitmap"] == true {
+        eprintln!(
+            "raidkit: internal bitmap added: {} chunks of {}, {} dirty",
+            change["chunks"].as_u64().unwrap_or(0),
+            human(change["chunk_bytes"].as_u64().unwrap_or(0)),
+            change["dirty"].as_u64().unwrap_or(0)
+        );
+    } else {
+        eprintln!("raidkit: bitmap removed (an unclean stop now means a full resync)");
+    }
     Ok(())
 }
 
@@ -206,6 +389,15 @@ pub fn cmd_sync_action(a: SyncActionArgs) -> Result<()> {
     }
     if let Some(l) = &a.speed_limit {
         req["speed_limit"] = json!(parse_size(l, 1).map_err(|e| anyhow!("--speed-limit: {e}"))?);
+    }
+    if let Some(f) = &a.from {
+        req["from"] = json!(parse_size(f, 1).map_err(|e| anyhow!("--from: {e}"))?);
+    }
+    if let Some(t) = &a.to {
+        req["to"] = json!(parse_size(t, 1).map_err(|e| anyhow!("--to: {e}"))?);
+    }
+    if a.resume {
+        req["resume"] = json!(true);
     }
     if a.action.is_none() && a.speed_limit.is_none() {
         bail!("give an action (check, repair, resync, recover, idle) and/or --speed-limit");

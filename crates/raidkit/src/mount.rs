@@ -49,6 +49,10 @@ pub struct MountArgs {
     /// Which superblock to use when a member carries both 0.90 and 1.x.
     #[arg(long, value_name = "0.90|1.0|1.1|1.2")]
     pub metadata: Option<String>,
+    /// Checksum sidecar of the array (from `create --checksums` or `checksums init`):
+    /// kept up to date by every write, used by scrub verdicts.
+    #[arg(long, value_name = "PATH")]
+    pub checksums: Option<PathBuf>,
     /// Member devices or files, in any order.
     #[arg(required = true, num_args = 1.., value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -85,6 +89,16 @@ pub fn cmd_mount(a: MountArgs) -> Result<()> {
         report_only: false,
     };
     let arr = assemble_paths(&a.members, &opts)?;
+    // Attach the sidecar before anything writes superblocks, so it follows the event count.
+    if let Some(p) = &a.checksums {
+        if crate::cmd::attach_sidecar(&arr, p)? {
+            note(format_args!(
+                "array {}: checksum sidecar {}",
+                arr.uuid_text(),
+                p.display()
+            ));
+        }
+    }
 
     if !a.read_only && arr.needs_resync() {
         eprintln!(

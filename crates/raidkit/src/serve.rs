@@ -69,6 +69,10 @@ pub struct ServeArgs {
     /// few cores, see docs/BENCHMARKS.md).
     #[arg(long, default_value_t = default_workers(), value_name = "N")]
     pub workers: usize,
+    /// Checksum sidecar of the array (from `create --checksums` or `checksums init`):
+    /// every write updates it; scrubs use it for verdicts. A stale one is ignored loudly.
+    #[arg(long, value_name = "PATH", conflicts_with = "config")]
+    pub checksums: Option<PathBuf>,
     /// Members of the array, in any order.
     #[arg(value_name = "MEMBER", required_unless_present = "config")]
     pub members: Vec<PathBuf>,
@@ -392,6 +396,7 @@ struct ArraySpec {
     read_only: bool,
     force: bool,
     description: String,
+    checksums: Option<PathBuf>,
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -402,7 +407,14 @@ const TOP_KEYS: &[&str] = &[
     "tls_psk",
     "tls_required",
 ];
-const ARRAY_KEYS: &[&str] = &["name", "members", "read_only", "force", "description"];
+const ARRAY_KEYS: &[&str] = &[
+    "name",
+    "members",
+    "read_only",
+    "force",
+    "description",
+    "checksums",
+];
 
 // ---------------------------------------------------------------- command
 
@@ -442,6 +454,16 @@ fn open_array(spec: &ArraySpec) -> Result<(Arc<Array>, ArrayBackend)> {
         report_only: false,
     };
     let arr = assemble_paths(&spec.members, &opts)?;
+    // Attach the sidecar before anything writes superblocks, so it follows the event count.
+    if let Some(p) = &spec.checksums {
+        if crate::cmd::attach_sidecar(&arr, p)? {
+            eprintln!(
+                "raidkit: array {}: checksum sidecar {}",
+                arr.uuid_text(),
+                p.display()
+            );
+        }
+    }
     if !spec.read_only && arr.needs_resync() {
         eprintln!(
             "raidkit: array {} was not stopped cleanly; resyncing redundancy before serving writes",
@@ -497,6 +519,9 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
                 description: get_str(t, "description")
                     .with_context(ctx)?
                     .unwrap_or_default(),
+                checksums: get_str(t, "checksums")
+                    .with_context(ctx)?
+                    .map(PathBuf::from),
             });
         }
         (top, specs)
@@ -509,6 +534,7 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
                 read_only: a.read_only,
                 force: a.force,
                 description: String::new(),
+                checksums: a.checksums.clone(),
             }],
         )
     };
@@ -606,7 +632,16 @@ pub fn cmd_serve(a: ServeArgs) -> Result<()> {
     // `manage`, `sync-action` and `monitor` reach them through the control socket.
     let sups: Vec<Arc<raidkit_engine::supervisor::Supervisor>> = served
         .iter()
-        .map(|s| raidkit_engine::supervisor::Supervisor::start(&s.name, Arc::clone(&s.arr)))
+        .map(|s| {
+            let sup = raidkit_engine::supervisor::Supervisor::start(&s.name, Arc::clone(&s.arr));
+            // A stopped check/repair's position, for `sync-action NAME check --resume`: in
+            // the run directory, keyed by UUID, so it survives a restart of this process.
+            sup.set_scrub_state_file(
+                crate::control::run_dir()
+                    .join(format!("scrub-{}.json", file_safe(&s.arr.uuid_text()))),
+            );
+            sup
+        })
         .collect();
     let _control = match crate::control::start(sups.clone()) {
         Ok(c) => {

@@ -1,10 +1,11 @@
 //! The control plane of a running array: `raidkit status`, `manage`, `sync-action` and
 //! `monitor` against a live `raidkit mount` process (FUSE; skipped without /dev/fuse).
 
+use raidkit_testkit::proc::{wait_for, Killing};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
@@ -34,25 +35,6 @@ fn status(run: &Path, dir: &Path) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
@@ -106,12 +88,29 @@ fn status_manage_sync_action_monitor() {
         let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut s);
         s
     });
-    let mut guard = Kill(child);
+    let mut guard = Killing(child);
     wait_for("the control socket", 20, || status(&run, d).len() == 1);
     let st = &status(&run, d)[0];
     assert_eq!(st["name"], "ctl");
     assert_eq!(st["state"], "clean");
     assert_eq!(st["sync"]["action"], "idle");
+    // While it runs, no other raidkit process may write its members: an offline repair
+    // and a second server are refused and told which process holds them.
+    let pid = guard.0.id().to_string();
+    for args in [
+        &["repair", "a", "b", "c"][..],
+        &["serve", "--socket", "x.sock", "a", "b", "c"][..],
+    ] {
+        let o = rk(&run, d, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} must be refused");
+        assert!(
+            err.contains("is in use by pid ") && err.contains(&pid) && err.contains("mount"),
+            "{args:?}: {err}"
+        );
+    }
+    // Readers are not blocked.
+    ok(&run, d, &["examine", "a"]);
     // A monitor collects the events of what follows.
     let mon = Command::new(RAIDKIT)
         .env("RAIDKIT_RUN_DIR", &run)
@@ -288,4 +287,86 @@ fn status_manage_sync_action_monitor() {
         assert_eq!(m["state"], "clean", "{m}");
     }
     assert!(status(&run, d).is_empty(), "socket removed after stop");
+}
+
+#[test]
+fn mount_keeps_the_checksum_sidecar_in_step() {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP: /dev/fuse does not exist");
+        return;
+    }
+    let t = TempDir::new("rk-mountcs").unwrap();
+    let d = t.path();
+    let run = d.join("run");
+    let mnt = d.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    ok(
+        &run,
+        d,
+        &[
+            "create",
+            "--level",
+            "1",
+            "--raid-devices",
+            "2",
+            "--size",
+            "8M",
+            "--name",
+            "cs",
+            "--homehost",
+            "none",
+            "--checksums",
+            "a.csum",
+            "a",
+            "b",
+        ],
+    );
+    let child = Command::new(RAIDKIT)
+        .current_dir(d)
+        .env("RAIDKIT_RUN_DIR", &run)
+        .args(["mount", "--checksums", "a.csum", "a", "b", "mnt"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = raidkit_testkit::proc::Stopping(child);
+    let file = mnt.join("cs");
+    wait_for("the FUSE file", 20, || file.exists());
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(&[0x5a; 65536], 1 << 20).unwrap();
+        f.sync_all().unwrap();
+    }
+    let st = guard.stop().expect("mount exited");
+    assert!(st.success(), "mount exit status {st}");
+    // The writes went through the sidecar: it is still usable (not stale) ...
+    assert!(ok(
+        &run,
+        d,
+        &["checksums", "status", "--checksums", "a.csum", "a", "b"]
+    )
+    .contains("usable"));
+    // ... and agrees with the data: corrupt one copy and the sidecar names it.
+    let member_b = d.join("b");
+    let data_off = {
+        let v: Value = serde_json::from_str(&ok(&run, d, &["examine", "--json", "b"])).unwrap();
+        v[0]["data_offset"].as_u64().expect("data_offset") * 512
+    };
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&member_b)
+            .unwrap();
+        f.write_all_at(&[0u8; 4096], data_off + (1 << 20)).unwrap();
+    }
+    let o = rk(
+        &run,
+        d,
+        &["check", "--json", "--checksums", "a.csum", "a", "b"],
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdicts"][0]["decided_by"], "checksum", "{v}");
+    assert_eq!(v["verdicts"][0]["offset"], 1 << 20, "{v}");
 }

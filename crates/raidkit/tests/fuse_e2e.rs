@@ -9,56 +9,17 @@
 
 use raidkit_testkit::mdref::{self, Run};
 use raidkit_testkit::pattern::fill_mdref;
+use raidkit_testkit::proc::{run_timeout, terminate};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 const UUID: &str = "f05efa5e:00000000:00000000:0000e2e5";
-
-/// Run a command to completion within `secs`, killing it on timeout.
-fn run_timeout(cmd: &mut Command, secs: u64) -> Output {
-    let desc = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {desc}: {e}"));
-    let mut out_pipe = child.stdout.take().expect("stdout");
-    let mut err_pipe = child.stderr.take().expect("stderr");
-    let out_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out_pipe.read_to_end(&mut v);
-        v
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err_pipe.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{desc} timed out after {secs} s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out_t.join().expect("stdout thread"),
-        stderr: err_t.join().expect("stderr thread"),
-    }
-}
 
 /// Run and require exit status 0; returns stdout.
 fn ok(cmd: &mut Command, secs: u64) -> String {
@@ -139,11 +100,6 @@ fn run_quiet(cmd: &mut Command) -> std::io::Result<std::process::ExitStatus> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-}
-
-fn terminate(c: &Child) {
-    // SAFETY: kill(2) with a pid of our own child and a valid signal number.
-    unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
 }
 
 fn is_mountpoint(p: &Path) -> bool {

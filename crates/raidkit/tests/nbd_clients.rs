@@ -2,20 +2,12 @@
 //! through libnbd, written with dd and read back) and the kernel's `nbd-client`, which
 //! needs /dev/nbd0 (skipped with a message where the nbd driver is absent).
 
+use raidkit_testkit::proc::{wait_path, which, Stopping};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
-
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(name))
-            .find(|c| c.is_file())
-    })
-}
 
 fn rk(dir: &Path, args: &[&str]) -> String {
     let o = Command::new(RAIDKIT)
@@ -31,37 +23,7 @@ fn rk(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_path(p: &Path, secs: u64) {
-    let t0 = Instant::now();
-    while !p.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "{} did not appear",
-            p.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn serve(d: &Path, members: &[&str]) -> (Proc, PathBuf) {
+fn serve(d: &Path, members: &[&str]) -> (Stopping, PathBuf) {
     let sock = d.join("s.sock");
     let mut args = vec!["serve", "--socket", "s.sock", "--export", "x"];
     args.extend_from_slice(members);
@@ -74,7 +36,7 @@ fn serve(d: &Path, members: &[&str]) -> (Proc, PathBuf) {
         .spawn()
         .unwrap();
     wait_path(&sock, 20);
-    (Proc(child), sock)
+    (Stopping(child), sock)
 }
 
 #[test]
@@ -125,7 +87,7 @@ fn nbdfuse_file_write_read() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let _fuse = Proc(child);
+        let _fuse = Stopping(child);
         wait_path(&mnt.join("disk"), 20);
         let st = Command::new("dd")
             .args([

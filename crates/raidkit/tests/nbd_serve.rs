@@ -4,67 +4,30 @@
 //!
 //! `RAIDKIT_SERVE_BIN` may name another binary that provides `serve` (development aid).
 
-use std::io::{BufRead, BufReader};
+use raidkit_testkit::proc::{self, Daemon};
+use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 /// 4 × 32 MiB members, RAID5, 64 KiB chunks: 3 × (32 MiB − 1 MiB data offset).
 const ARRAY_BYTES: u64 = 97_517_568;
 
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 fn tempdir(tag: &str) -> TempDir {
-    let p = std::env::temp_dir().join(format!("rk-serve-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    TempDir(p)
+    TempDir::new(&format!("rk-serve-{tag}")).expect("create a temporary directory")
 }
 
 fn tool(name: &str) -> Option<PathBuf> {
-    for d in ["/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin"] {
-        let p = Path::new(d).join(name);
-        if p.exists() {
-            return Some(p);
-        }
-    }
-    eprintln!("SKIP: {name} not installed (run tests/nbd/install-deps.sh)");
-    None
+    proc::system_tool(name, "nbd_serve")
 }
 
 fn run(prog: &Path, args: &[&str]) -> Output {
-    let path = format!(
-        "/usr/bin:/bin:/usr/sbin:{}",
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new(prog)
-        .args(args)
-        .env("PATH", path)
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        eprintln!(
-            "{} {:?}: {}\nstdout: {}\nstderr: {}",
-            prog.display(),
-            args,
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    out
+    proc::run_system(prog, args)
 }
 
 fn ok(prog: &Path, args: &[&str]) -> String {
-    let out = run(prog, args);
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    proc::run_system_ok(prog, args)
 }
 
 fn raidkit(dir: &Path, args: &[&str]) -> Output {
@@ -109,104 +72,18 @@ fn states(dir: &Path, names: &[&str]) -> Vec<String> {
         .collect()
 }
 
-struct Serve {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    stdout: Vec<String>,
-    stderr: std::thread::JoinHandle<String>,
-}
-
-fn serve(dir: &Path, args: &[&str]) -> Serve {
+fn serve(dir: &Path, args: &[&str]) -> Daemon {
     let mut cmd = match std::env::var_os("RAIDKIT_SERVE_BIN") {
         Some(b) => Command::new(b),
         None => Command::new(RAIDKIT),
     };
-    let mut child = cmd
-        .current_dir(dir)
-        .arg("serve")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    let err = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || {
-        let mut s = String::new();
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            s.push_str(&l);
-            s.push('\n');
-        }
-        s
-    });
-    let mut s = Serve {
-        child,
-        lines: rx,
-        stdout: Vec::new(),
-        stderr,
-    };
+    cmd.current_dir(dir).arg("serve").args(args);
     // Ready when the last start-up line is printed.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !s.stdout.iter().any(|l| l.starts_with("raidkit: serving;")) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match s.lines.recv_timeout(left) {
-            Ok(l) => s.stdout.push(l),
-            Err(_) => {
-                let _ = s.child.kill();
-                panic!("serve did not start: {:?}", s.stdout);
-            }
-        }
-    }
-    s
-}
-
-impl Serve {
-    fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, sig);
-        }
-    }
-    /// Send `sig`, wait (≤ 20 s); returns (exit code, stderr).
-    fn stop(mut self, sig: libc::c_int) -> (Option<i32>, String) {
-        self.signal(sig);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return (st.code(), self.stderr.join().unwrap_or_default());
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("serve did not stop after signal {sig}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    fn line_with(&self, prefix: &str) -> String {
-        self.stdout
-            .iter()
-            .find_map(|l| l.strip_prefix(prefix))
-            .unwrap_or_else(|| panic!("no line {prefix:?} in {:?}", self.stdout))
-            .to_string()
-    }
+    Daemon::spawn(&mut cmd, |l| l.starts_with("raidkit: serving;"), 30)
 }
 
 fn pattern(n: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
+    proc::xorshift_bytes(n, seed)
 }
 
 fn export(dir: &Path, names: &[&str]) -> Vec<u8> {
@@ -227,10 +104,10 @@ const M: [&str; 4] = ["a", "b", "c", "d"];
 #[test]
 fn raid5_served_to_real_clients_then_sigterm_leaves_it_clean() {
     let t = tempdir("r5");
-    let dir = &t.0;
+    let dir = t.path();
     create(dir, "5", &M, &["--chunk", "64K", "--name", "vol"]);
     let sock = dir.join("vol.sock");
-    let s = serve(
+    let mut s = serve(
         dir,
         &[
             "--socket",
@@ -440,7 +317,7 @@ print("ok")
         ok(&nbdsh, &["-c", &script]);
         expect[70 << 20..(70 << 20) + 4096].copy_from_slice(&b"LAST".repeat(1024));
     }
-    let (code, err) = s.stop(libc::SIGTERM);
+    let (code, err) = s.stop("TERM");
     assert_eq!(code, Some(0), "{err}");
     assert!(
         err.contains("SIGTERM: finishing in-flight requests"),
@@ -457,12 +334,12 @@ print("ok")
 #[test]
 fn unclean_stop_is_resynced_and_read_only_serves() {
     let t = tempdir("dirty");
-    let dir = &t.0;
+    let dir = t.path();
     create(dir, "5", &M, &["--chunk", "64K", "--name", "d"]);
     let Some(nbdsh) = tool("nbdsh") else { return };
     let sock = dir.join("d.sock");
     let ss = sock.to_str().unwrap();
-    let s = serve(dir, &["--socket", ss, "a", "b", "c", "d"]);
+    let mut s = serve(dir, &["--socket", ss, "a", "b", "c", "d"]);
     // Default export name: the array name without the home host.
     let uri = format!("nbd+unix:///d?socket={ss}");
     ok(
@@ -470,21 +347,21 @@ fn unclean_stop_is_resynced_and_read_only_serves() {
         &["-c", &format!("h.connect_uri({uri:?})\nh.pwrite(b'\\x77' * 65536, 12288)\nh.flush()\nh.shutdown()\n")],
     );
     // Killed hard while dirty.
-    let (code, _) = s.stop(libc::SIGKILL);
+    let (code, _) = s.stop("KILL");
     assert_eq!(code, None);
     assert_eq!(states(dir, &M), vec!["active"; 4]);
     // Read-only serving does not resync and does not write.
-    let s = serve(dir, &["--socket", ss, "--read-only", "a", "b", "c", "d"]);
+    let mut s = serve(dir, &["--socket", ss, "--read-only", "a", "b", "c", "d"]);
     let script = format!(
         "h.set_strict_mode(0)\nh.connect_uri({uri:?})\nassert h.is_read_only()\nassert h.pread(4, 12288) == b'\\x77' * 4\ntry:\n    h.pwrite(b'x' * 512, 0)\n    raise Exception('write allowed')\nexcept nbd.Error as e:\n    assert e.errno == 'EPERM', e.errno\nh.shutdown()\n"
     );
     ok(&nbdsh, &["-c", &script]);
-    let (code, err) = s.stop(libc::SIGINT);
+    let (code, err) = s.stop("INT");
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(states(dir, &M), vec!["active"; 4]);
     // Writable serving resyncs first.
-    let s = serve(dir, &["--socket", ss, "a", "b", "c", "d"]);
-    let (code, err) = s.stop(libc::SIGINT);
+    let mut s = serve(dir, &["--socket", ss, "a", "b", "c", "d"]);
+    let (code, err) = s.stop("INT");
     assert_eq!(code, Some(0));
     assert!(err.contains("not stopped cleanly; resyncing"), "{err}");
     assert_eq!(states(dir, &M), vec!["clean"; 4]);
@@ -496,7 +373,7 @@ fn unclean_stop_is_resynced_and_read_only_serves() {
 #[test]
 fn config_file_tcp_and_tls_psk() {
     let t = tempdir("cfg");
-    let dir = &t.0;
+    let dir = t.path();
     create(dir, "1", &["m0", "m1"], &["--name", "mirror"]);
     create(
         dir,
@@ -514,7 +391,7 @@ fn config_file_tcp_and_tls_psk() {
         ),
     )
     .unwrap();
-    let s = serve(dir, &["--config", "serve.toml"]);
+    let mut s = serve(dir, &["--config", "serve.toml"]);
     let addr = s.line_with("raidkit: listening on tcp ");
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
     let port = addr.rsplit(':').next().unwrap();
@@ -553,7 +430,7 @@ fn config_file_tcp_and_tls_psk() {
         assert!(!out.status.success());
         assert!(String::from_utf8_lossy(&out.stderr).contains("TLS"));
     }
-    let (code, err) = s.stop(libc::SIGTERM);
+    let (code, err) = s.stop("TERM");
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(states(dir, &["m0", "m1", "s0", "s1"]), vec!["clean"; 4]);
     // Bad configurations are refused with a message.

@@ -1,0 +1,1059 @@
+//! Bad blocks at run time, the way md keeps them: sectors of a member that hold no valid
+//! data are recorded in that member's on-disk bad-block log (v1.x, §1.10) so the knowledge
+//! survives a restart; array ranges where bad members exceed the redundancy are lost and
+//! read as errors; `--update no-bbl` rewrites the entries from redundancy and removes the
+//! log. Also the slow-member detector (a member much slower than its peers).
+
+use crate::array::{compute_parity, lock, Array, ArrayEvent, Member};
+use crate::error::{EngineError, Result};
+use crate::sb::Super;
+use raidkit_format::badblocks::{self, BadRange};
+use raidkit_format::placement::{choose_bm_space, v1_bblog_placement, BBLOG_SECTORS};
+use raidkit_format::v1::{feature, Minor, SuperblockV1};
+use raidkit_layout::{Level, StripeLayout};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const SECTOR: u64 = 512;
+
+/// A member is slow when its measured read service time is at least this many times the
+/// median of its peers...
+pub const SLOW_FACTOR: u64 = 5;
+/// ...for this many reads in a row.
+pub const SLOW_WINDOW: u32 = 16;
+/// A member that stays slow is reported again after this long (at once if it recovered
+/// in between and became slow again).
+pub const SLOW_REPEAT: Duration = Duration::from_secs(60);
+
+/// Per-member state of the slow-member detector.
+#[derive(Debug, Default)]
+pub(crate) struct SlowState {
+    streak: AtomicU32,
+    reported: AtomicBool,
+    last: Mutex<Option<Instant>>,
+}
+
+/// Sort and merge overlapping or adjacent ranges.
+pub(crate) fn coalesce(v: &mut Vec<BadRange>) {
+    let mut pairs: Vec<(u64, u64)> = v.iter().map(|r| (r.start, r.len)).collect();
+    coalesce_pairs(&mut pairs);
+    *v = pairs
+        .into_iter()
+        .map(|(start, len)| BadRange { start, len })
+        .collect();
+}
+
+/// Sort and merge overlapping or adjacent `(start, len)` ranges; empty ones are dropped.
+pub(crate) fn coalesce_pairs(v: &mut Vec<(u64, u64)>) {
+    v.retain(|&(_, l)| l > 0);
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for &(s, l) in v.iter() {
+        if let Some(last) = out.last_mut() {
+            if s <= last.0 + last.1 {
+                let end = (last.0 + last.1).max(s + l);
+                last.1 = end - last.0;
+                continue;
+            }
+        }
+        out.push((s, l));
+    }
+    *v = out;
+}
+
+/// Total sectors covered by coalesced ranges.
+pub(crate) fn covered(v: &[BadRange]) -> u64 {
+    v.iter().map(|r| r.len).sum()
+}
+
+/// `v` without `[start, start + n)`.
+pub(crate) fn subtract(v: &[BadRange], start: u64, n: u64) -> Vec<BadRange> {
+    let end = start + n;
+    let mut out = Vec::with_capacity(v.len() + 1);
+    for r in v {
+        let (a, b) = (r.start, r.start + r.len);
+        if b <= start || end <= a {
+            out.push(*r);
+            continue;
+        }
+        if a < start {
+            out.push(BadRange {
+                start: a,
+                len: start - a,
+            });
+        }
+        if end < b {
+            out.push(BadRange {
+                start: end,
+                len: b - end,
+            });
+        }
+    }
+    out
+}
+
+/// The parts of `v` inside `[start, start + n)`.
+pub(crate) fn intersect(v: &[BadRange], start: u64, n: u64) -> Vec<BadRange> {
+    let end = start + n;
+    v.iter()
+        .filter_map(|r| {
+            let (a, b) = (r.start.max(start), (r.start + r.len).min(end));
+            (a < b).then(|| BadRange {
+                start: a,
+                len: b - a,
+            })
+        })
+        .collect()
+}
+
+/// The parts of `(start, len)` ranges `a` that are also covered by `b`, coalesced.
+pub(crate) fn intersect_pairs(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &(s, l) in a {
+        for &(t, m) in b {
+            let (x, y) = (s.max(t), (s + l).min(t + m));
+            if x < y {
+                out.push((x, y - x));
+            }
+        }
+    }
+    coalesce_pairs(&mut out);
+    out
+}
+
+/// Where a new 8-sector log fits on this 1.x member, relative to the superblock, or None.
+/// 1.1/1.2: mdadm's rule (after the bitmap space, else just below the data); 1.0: the
+/// 4 KiB just below the superblock. Never over the superblock, the bitmap or the data.
+fn new_log_offset(s: &SuperblockV1, dev_sectors: u64, bitmap_sectors: Option<u64>) -> Option<i32> {
+    let so = s.super_offset as i64;
+    let bitmap = (s.feature_map & feature::BITMAP_OFFSET != 0).then(|| {
+        let a = so + i64::from(s.bitmap_offset);
+        (a, a + bitmap_sectors.unwrap_or(8) as i64)
+    });
+    let off: i32 = match s.minor() {
+        Minor::V0 => -i32::from(BBLOG_SECTORS),
+        _ => {
+            let bm_space = match bitmap {
+                Some((a, b)) if s.bitmap_offset == 8 => ((b - a) as u64).div_ceil(8) * 8,
+                _ => choose_bm_space(dev_sectors),
+            };
+            v1_bblog_placement(s.super_offset, s.data_offset, bm_space)?.0
+        }
+    };
+    let a = so + i64::from(off);
+    let b = a + i64::from(BBLOG_SECTORS);
+    let data = (s.data_offset as i64, (s.data_offset + s.data_size) as i64);
+    let overlaps = |x: (i64, i64)| a < x.1 && x.0 < b;
+    // The superblock's own 4 KiB, the bitmap, the data area, the device end.
+    if a < 0
+        || b > dev_sectors as i64
+        || overlaps((so, so + 8))
+        || overlaps(data)
+        || bitmap.is_some_and(overlaps)
+    {
+        return None;
+    }
+    Some(off)
+}
+
+/// Bad ranges of one member, for reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MemberBadBlocks {
+    /// Role slot.
+    pub role: usize,
+    /// Device.
+    pub device: String,
+    /// `(first device sector, sectors)`, as the on-disk log and `mdadm
+    /// --examine-badblocks` count them.
+    pub ranges: Vec<(u64, u64)>,
+    /// True if the member's superblock has a bad-block log (the ranges survive a restart).
+    pub logged: bool,
+}
+
+/// Outcome of removing the bad-block logs.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct BblRemoval {
+    /// `(role, first device sector, sectors)` rewritten from redundancy.
+    pub repaired: Vec<(usize, u64, u64)>,
+    /// Array byte ranges nobody could supply; with force they now read as zeros.
+    pub lost: Vec<(u64, u64)>,
+}
+
+impl Array {
+    /// Bad ranges of every member that has some.
+    pub fn bad_blocks(&self) -> Vec<MemberBadBlocks> {
+        let meta = lock(&self.meta);
+        self.slots()
+            .iter()
+            .enumerate()
+            .filter_map(|(role, m)| {
+                let m = m.as_ref()?;
+                let ranges: Vec<(u64, u64)> =
+                    m.bad_ranges().iter().map(|r| (r.start, r.len)).collect();
+                (!ranges.is_empty()).then(|| MemberBadBlocks {
+                    role,
+                    device: m.dev.name().to_string(),
+                    ranges,
+                    logged: meta.sbs.get(m.index).and_then(|s| s.bblog()).is_some(),
+                })
+            })
+            .collect()
+    }
+
+    /// Record data sectors `[dsec, dsec + n)` of `role` as bad (md's
+    /// `rdev_set_badblocks`): never read again, raise [`ArrayEvent::BadBlockRecorded`],
+    /// and write them to the member's on-disk log, creating a log if the member has none
+    /// and there is room (loudly). What cannot be written to disk is reported by
+    /// [`ArrayEvent::BadBlockNotPersisted`] and kept in memory.
+    pub(crate) fn record_bad(&self, role: usize, dsec: u64, n: u64) {
+        if let Err(reason) = self.record_bad_inner(role, dsec, n, true) {
+            if let Some(m) = self.slots().get(role).cloned().flatten() {
+                self.emit(ArrayEvent::BadBlockNotPersisted {
+                    role,
+                    device: m.dev.name().to_string(),
+                    reason,
+                });
+            }
+        }
+    }
+
+    /// A write to a member failed: if the member has a bad-block log, record the range
+    /// there and keep the member (md's behaviour); false means "fail the member instead".
+    pub(crate) fn bad_block_instead_of_fail(
+        &self,
+        role: usize,
+        m: &Member,
+        dsec: u64,
+        n: u64,
+    ) -> bool {
+        if !self.has_log(m) || !self.writable {
+            return false;
+        }
+        let recorded = self.record_bad_inner(role, dsec, n, false);
+        // Ranges that have no valid copy now are listed as lost at once (reads there fail
+        // either way; status and detail show them).
+        self.add_lost(&self.derive_lost());
+        let Err(reason) = recorded else {
+            return true;
+        };
+        // The log cannot take the entry (full, or writing it failed). md fails the member
+        // then; we do too when the array keeps running without it. Otherwise the member
+        // stays (its bad blocks are known in memory, never read) rather than stopping
+        // the array. Either way, loudly.
+        let device = m.dev.name().to_string();
+        let fail = self.survives_without(role);
+        let reason = if fail {
+            format!("{reason}; the member is failed instead (md's rule when its bad-block log cannot take an entry); replace it")
+        } else {
+            format!("{reason}; the member is KEPT because the array cannot run without it: these bad blocks are known only until this process ends (reads there are reconstructed or fail, never wrong); add a spare and replace this member as soon as possible")
+        };
+        eprintln!(
+            "raidkit[{}]: bad blocks on role {role} ({device}) at device sectors {}+{n} could not be written to its bad-block log: {reason}",
+            self.name,
+            m.data_offset + dsec
+        );
+        self.emit(ArrayEvent::BadBlockNotPersisted {
+            role,
+            device,
+            reason,
+        });
+        !fail
+    }
+
+    /// True if the member's superblock has a bad-block log.
+    fn has_log(&self, m: &Member) -> bool {
+        lock(&self.meta)
+            .sbs
+            .get(m.index)
+            .and_then(|s| s.bblog())
+            .is_some()
+    }
+
+    /// Would the array still serve every byte with `role` failed too? Recovering members
+    /// count as missing.
+    fn survives_without(&self, role: usize) -> bool {
+        let mut missing: Vec<usize> = self
+            .slots()
+            .iter()
+            .enumerate()
+            .filter(|(r, m)| {
+                *r == role
+                    || m.as_ref()
+                        .is_none_or(|m| m.is_failed() || m.recovery().is_some())
+            })
+            .map(|(r, _)| r)
+            .collect();
+        missing.dedup();
+        let g = &self.geo;
+        match g.level {
+            Level::Raid4 | Level::Raid5 => missing.len() <= 1,
+            Level::Raid6 => missing.len() <= 2,
+            Level::Raid1 => missing.len() < g.raid_disks,
+            Level::Raid10 => {
+                let c = g.chunk_sectors.max(1);
+                let probe = (g.array_sectors() / c).min(g.raid_disks as u64 * 4 + 8);
+                (0..probe).all(|ch| {
+                    g.locate(ch * c)
+                        .is_none_or(|p| p.copies.iter().any(|(r, _)| !missing.contains(r)))
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// Sectors per unit of the member's bad-block log (1 without a log).
+    fn log_unit(&self, m: &Member) -> u64 {
+        match lock(&self.meta).sbs.get(m.index) {
+            Some(Super::V1(s)) if s.bblog_size != 0 && s.bblog_offset != 0 => {
+                1u64 << s.bblog_shift.min(16)
+            }
+            _ => 1,
+        }
+    }
+
+    /// md's "made good": data sectors `[dsec, dsec + n)` of `role` were written
+    /// successfully, so bad entries there hold valid data again. The write is flushed
+    /// first, then the entries are dropped from memory and from the on-disk log (a crash
+    /// in between leaves them listed: reads fail, never return stale data), each raising
+    /// [`ArrayEvent::BadBlockCleared`]; lost array ranges shrink accordingly. Only whole
+    /// log units inside the write are cleared.
+    pub(crate) fn made_good(&self, role: usize, m: &Member, dsec: u64, n: u64) {
+        let unit = self.log_unit(m);
+        let s = m.data_offset + dsec;
+        let (a, b) = (s.div_ceil(unit) * unit, (s + n) / unit * unit);
+        if a >= b {
+            return;
+        }
+        let cleared = intersect(&m.bad_ranges(), a, b - a);
+        if cleared.is_empty() {
+            return;
+        }
+        let device = m.dev.name().to_string();
+        if let Err(e) = m.dev.flush() {
+            self.emit(ArrayEvent::BadBlockNotPersisted {
+                role,
+                device,
+                reason: format!(
+                    "flushing a write over bad blocks failed ({e}); they stay listed as bad"
+                ),
+            });
+            return;
+        }
+        m.clear_bad_dev(a, b - a);
+        for r in &cleared {
+            self.emit(ArrayEvent::BadBlockCleared {
+                role,
+                device: device.clone(),
+                sector: r.start,
+                sectors: r.len,
+            });
+        }
+        if self.writable && self.has_log(m) {
+            if let Err(reason) = self.persist_bbl(role, m, false) {
+                self.emit(ArrayEvent::BadBlockNotPersisted {
+                    role,
+                    device,
+                    reason: format!("{reason}: the on-disk log still lists the rewritten sectors, so after a restart they count as bad again (reads there are reconstructed or fail, never wrong) until they are written again or `--update no-bbl` runs"),
+                });
+            }
+        }
+        if !self.lost_ranges().is_empty() {
+            self.shrink_lost(&self.derive_lost());
+        }
+    }
+
+    /// Does any member of the stripe have bad entries over data sectors `[dsec, dsec + n)`?
+    pub(crate) fn stripe_has_bad(&self, lay: &StripeLayout, dsec: u64, n: u64) -> bool {
+        let slots = self.slots();
+        lay.data
+            .iter()
+            .chain(std::iter::once(&lay.p))
+            .chain(lay.q.iter())
+            .filter_map(|&r| slots.get(r).cloned().flatten())
+            .any(|m| !intersect(&m.bad_ranges(), m.data_offset + dsec, n).is_empty())
+    }
+
+    /// A RAID4/5/6 write into a stripe range where data is lost (bad blocks beyond the
+    /// redundancy). `pieces` are `(data block, first chunk sector, bytes)`. Row runs with
+    /// the same unreadable members and the same written blocks are handled together: if
+    /// every data block is known (read, reconstructed, or written now), parity is
+    /// recomputed from them and written with the data (never read-modify-write), which
+    /// clears the bad entries under it; otherwise the parity blocks are recorded bad
+    /// first (on disk), then the data is written, so a crash can never reconstruct a block
+    /// from stale parity. The caller holds the stripe lock.
+    pub(crate) fn write_stripe_over_lost(
+        &self,
+        stripe: u64,
+        lay: &StripeLayout,
+        pieces: &[(usize, u64, &[u8])],
+    ) -> Result<()> {
+        let c = self.geo.chunk_sectors;
+        let base = stripe * c;
+        let lo = pieces.iter().map(|p| p.1).min().unwrap_or(0);
+        let hi = pieces
+            .iter()
+            .map(|p| p.1 + p.2.len() as u64 / SECTOR)
+            .max()
+            .unwrap_or(0);
+        let mut roles = lay.data.clone();
+        roles.push(lay.p);
+        roles.extend(lay.q);
+        let key = |d: u64| -> (Vec<bool>, Vec<bool>) {
+            (
+                roles
+                    .iter()
+                    .map(|&r| self.readable(r, base + d, 1))
+                    .collect(),
+                pieces
+                    .iter()
+                    .map(|&(_, a, b)| a <= d && d < a + b.len() as u64 / SECTOR)
+                    .collect(),
+            )
+        };
+        let mut d = lo;
+        while d < hi {
+            let k0 = key(d);
+            let mut e = d + 1;
+            while e < hi && key(e) == k0 {
+                e += 1;
+            }
+            self.write_rows(stripe, lay, d, e - d, pieces)?;
+            d = e;
+        }
+        Ok(())
+    }
+
+    /// One run of [`Array::write_stripe_over_lost`]: chunk rows `[a, a + n)`.
+    fn write_rows(
+        &self,
+        stripe: u64,
+        lay: &StripeLayout,
+        a: u64,
+        n: u64,
+        pieces: &[(usize, u64, &[u8])],
+    ) -> Result<()> {
+        let c = self.geo.chunk_sectors;
+        let dsec = stripe * c + a;
+        let len = (n * SECTOR) as usize;
+        // The written part of each block in these rows (a piece covers the run or not).
+        let parts: Vec<(usize, &[u8])> = pieces
+            .iter()
+            .filter(|&&(_, pa, b)| pa <= a && a + n <= pa + b.len() as u64 / SECTOR)
+            .map(|&(k, pa, b)| {
+                let from = ((a - pa) * SECTOR) as usize;
+                (k, &b[from..from + len])
+            })
+            .collect();
+        let write_data = |parts: &[(usize, &[u8])]| -> Result<()> {
+            for &(k, b) in parts {
+                self.write_block(lay.data[k], dsec, b)?;
+            }
+            Ok(())
+        };
+        let known: Option<Vec<Vec<u8>>> = match self.read_stripe(stripe, lay, a, n, false) {
+            Ok(sd) => Some(sd.data),
+            Err(EngineError::Unreadable { .. }) => {
+                // Some old block cannot be known; the written ones need not be.
+                let mut data = Vec::with_capacity(lay.data.len());
+                let mut all = true;
+                for (k, &r) in lay.data.iter().enumerate() {
+                    let mut b = vec![0u8; len];
+                    let written = parts.iter().any(|p| p.0 == k);
+                    let read = |b: &mut [u8]| {
+                        self.readable(r, dsec, n) && self.read_block(r, dsec, b).is_ok()
+                    };
+                    if !written && !read(&mut b) {
+                        all = false;
+                    }
+                    data.push(b);
+                }
+                all.then_some(data)
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(mut data) = known {
+            for &(k, b) in &parts {
+                data[k].copy_from_slice(b);
+            }
+            let (p, q) = compute_parity(lay, &data, len);
+            write_data(&parts)?;
+            self.write_block(lay.p, dsec, &p)?;
+            if let Some(qr) = lay.q {
+                self.write_block(qr, dsec, &q)?;
+            }
+            return Ok(());
+        }
+        // Parity cannot be recomputed: it goes stale. Record that before the data changes.
+        let kc = lay.data.len() as u64;
+        let at = |k: usize| ((stripe * kc + k as u64) * c + a) * SECTOR;
+        let fail = |why: String| -> EngineError {
+            let off = parts.first().map_or(at(0), |p| at(p.0));
+            EngineError::WriteFailed {
+                offset: off,
+                end: off + len as u64,
+                why,
+            }
+        };
+        if let Some(&(k, _)) = parts.iter().find(|p| !self.present(lay.data[p.0])) {
+            return Err(fail(format!(
+                "role {} (data block {k} of stripe {stripe}) is missing and another block of the stripe is lost, so the data could be stored nowhere; add a member",
+                lay.data[k]
+            )));
+        }
+        for r in std::iter::once(lay.p).chain(lay.q) {
+            if !self.present(r) {
+                continue;
+            }
+            if self.metadata == crate::sb::Metadata::V090 {
+                // No log on any member: no bad block survives a restart anyway, so the
+                // stale parity is recorded in memory only (loudly), like the loss itself.
+                self.record_bad(r, dsec, n);
+            } else {
+                self.record_bad_inner(r, dsec, n, true).map_err(|reason| {
+                    fail(format!(
+                        "stripe {stripe} has a lost block, so its parity on role {r} cannot be recomputed, and marking that parity stale failed: {reason}; nothing was written"
+                    ))
+                })?;
+            }
+        }
+        write_data(&parts)
+    }
+
+    fn record_bad_inner(
+        &self,
+        role: usize,
+        dsec: u64,
+        n: u64,
+        create: bool,
+    ) -> std::result::Result<(), String> {
+        let Some(m) = self.slots().get(role).cloned().flatten() else {
+            return Ok(());
+        };
+        // Whole log units, rounded outwards (more sectors are distrusted, never fewer).
+        let unit = self.log_unit(&m);
+        let start = (m.data_offset + dsec) / unit * unit;
+        let end = (m.data_offset + dsec + n).div_ceil(unit) * unit;
+        if !m.add_bad_dev(start, end - start) {
+            return Ok(());
+        }
+        self.emit(ArrayEvent::BadBlockRecorded {
+            role,
+            device: m.dev.name().to_string(),
+            sector: start,
+            sectors: end - start,
+        });
+        if !self.writable {
+            return Err("the array is assembled read-only, so the bad-block log cannot be written; the bad blocks are known only until this process ends".into());
+        }
+        self.persist_bbl(role, &m, create)
+    }
+
+    /// Write `m`'s bad ranges into its on-disk log (creating the log if `create` and the
+    /// member has none), set or clear BAD_BLOCKS and write the superblocks.
+    fn persist_bbl(
+        &self,
+        role: usize,
+        m: &Member,
+        create: bool,
+    ) -> std::result::Result<(), String> {
+        let bitmap_sectors = self
+            .bm()
+            .as_ref()
+            .map(|b| (256u64 + lock(b).chunks().div_ceil(8)).div_ceil(4096) * 8);
+        let dev_sectors = m.dev.size_bytes() / SECTOR;
+        let mut meta = lock(&self.meta);
+        let dev = m.dev.name().to_string();
+        let Some(Super::V1(s)) = meta.sbs.get_mut(m.index) else {
+            return Err(format!(
+                "{dev} has 0.90 metadata, which has no bad-block log: the bad blocks are known only until this process ends (status shows them and the lost ranges); replace the member, or move the array to 1.2 metadata"
+            ));
+        };
+        let mut created = None;
+        if s.bblog_size == 0 || s.bblog_offset == 0 {
+            if !create {
+                return Err(format!("{dev} has no bad-block log"));
+            }
+            let Some(off) = new_log_offset(s, dev_sectors, bitmap_sectors) else {
+                return Err(format!(
+                    "{dev} has no bad-block log and no free 4 KiB between its superblock, bitmap and data to create one: the bad blocks are known only until this process ends (status shows them and the lost ranges); replace the member"
+                ));
+            };
+            created = Some(off);
+        }
+        let (off, size, shift) = match created {
+            Some(off) => (off, BBLOG_SECTORS, 0),
+            None => (s.bblog_offset, s.bblog_size, s.bblog_shift),
+        };
+        let ranges = m.bad_ranges();
+        let area = badblocks::encode(&ranges, shift, usize::from(size) * SECTOR as usize)
+            .map_err(|e| {
+                format!(
+                    "{dev}'s bad-block log cannot hold them ({e}): the newest bad blocks are known only until this process ends; replace the member"
+                )
+            })?;
+        let at = (s.super_offset as i64 + i64::from(off)) as u64;
+        m.dev
+            .write_at(&area, at * SECTOR)
+            .and_then(|()| m.dev.flush())
+            .map_err(|e| format!("writing {dev}'s bad-block log failed: {e}"))?;
+        s.bblog_offset = off;
+        s.bblog_size = size;
+        s.bblog_shift = shift;
+        if ranges.is_empty() {
+            s.feature_map &= !feature::BAD_BLOCKS;
+        } else {
+            s.feature_map |= feature::BAD_BLOCKS;
+        }
+        self.write_superblocks(&mut meta, |_| {})
+            .map_err(|e| format!("writing superblocks after recording bad blocks: {e}"))?;
+        drop(meta);
+        if let Some(off) = created {
+            self.emit(ArrayEvent::BadBlockLogCreated {
+                role,
+                device: dev,
+                offset: off,
+                reason: "the member had no bad-block log and got bad blocks; the array now has a bad-block log on this member (mdadm --examine shows it; `raidkit manage NAME --update no-bbl` removes it once the entries are repaired)".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Array byte ranges no member holds valid data for, derived from the members' bad
+    /// ranges: a stripe row (or every copy) where the unreadable members exceed the
+    /// redundancy. Exact to the sector, coalesced.
+    pub(crate) fn derive_lost(&self) -> Vec<(u64, u64)> {
+        let g = &self.geo;
+        let slots: Vec<Option<Arc<Member>>> = self.slots().clone();
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let tol = match g.level {
+            Level::Raid4 | Level::Raid5 => 1,
+            Level::Raid6 => 2,
+            _ => 0,
+        };
+        for (role, m) in slots.iter().enumerate() {
+            let Some(m) = m else { continue };
+            for r in m.bad_ranges() {
+                let a = r.start.max(m.data_offset) - m.data_offset;
+                let b = (r.start + r.len).max(m.data_offset) - m.data_offset;
+                for d in a..b {
+                    if g.level.has_parity() {
+                        let c = g.chunk_sectors;
+                        let stripe = d / c;
+                        let Some(lay) = g.stripe(stripe) else { break };
+                        let mut roles = lay.data.clone();
+                        roles.push(lay.p);
+                        roles.extend(lay.q);
+                        let unread = roles.iter().filter(|&&x| !self.readable(x, d, 1)).count();
+                        if unread > tol {
+                            let kc = lay.data.len() as u64;
+                            for (k, &x) in lay.data.iter().enumerate() {
+                                if !self.readable(x, d, 1) {
+                                    let s = (stripe * kc + k as u64) * c + d % c;
+                                    out.push((s * SECTOR, SECTOR));
+                                }
+                            }
+                        }
+                    } else {
+                        let Some(s) = g.reverse(role, d) else {
+                            continue;
+                        };
+                        let Some(p) = g.locate(s) else { continue };
+                        if p.copies.iter().all(|&(x, dd)| !self.readable(x, dd, 1)) {
+                            out.push((s * SECTOR, SECTOR));
+                        }
+                    }
+                }
+            }
+        }
+        coalesce_pairs(&mut out);
+        out
+    }
+
+    /// Rewrite one bad piece of `role` (data sectors `[d, d + n)`, within one chunk) from
+    /// redundancy. True if it is good now (or holds no array data).
+    fn repair_piece(&self, role: usize, m: &Member, d: u64, n: u64) -> bool {
+        let g = &self.geo;
+        if g.level.has_parity() {
+            let c = g.chunk_sectors;
+            let stripe = d / c;
+            let Some(lay) = g.stripe(stripe) else {
+                return true; // beyond the array's data: nothing to keep
+            };
+            let _l = self.lock_stripe(stripe);
+            let Ok(sd) = self.read_stripe(stripe, &lay, d % c, n, true) else {
+                return false;
+            };
+            let block: &[u8] = if role == lay.p {
+                &sd.p
+            } else if Some(role) == lay.q {
+                sd.q.as_deref().unwrap_or(&[])
+            } else if let Some(k) = lay.data.iter().position(|&r| r == role) {
+                &sd.data[k]
+            } else {
+                return true;
+            };
+            return m.dev.write_at(block, (m.data_offset + d) * SECTOR).is_ok();
+        }
+        let mut done = 0;
+        while done < n {
+            let x = d + done;
+            let Some(s) = g.reverse(role, x) else {
+                done += 1;
+                continue;
+            };
+            let Some(p) = g.locate(s) else {
+                done += 1;
+                continue;
+            };
+            let run = p.run.min(n - done);
+            let mut buf = vec![0u8; (run * SECTOR) as usize];
+            let src = p.copies.iter().any(|&(r, dd)| {
+                r != role && self.readable(r, dd, run) && self.read_block(r, dd, &mut buf).is_ok()
+            });
+            if !src || m.dev.write_at(&buf, (m.data_offset + x) * SECTOR).is_err() {
+                return false;
+            }
+            done += run;
+        }
+        true
+    }
+
+    /// Replace the data of lost array byte ranges by zeros, with consistent redundancy.
+    fn zero_lost(&self, lost: &[(u64, u64)]) -> Result<()> {
+        let g = &self.geo;
+        for &(off, len) in lost {
+            let mut s = off / SECTOR;
+            let end = (off + len).div_ceil(SECTOR);
+            while s < end {
+                if g.level.has_parity() {
+                    let c = g.chunk_sectors;
+                    let kc = g.data_disks() as u64;
+                    let chunk = s / c;
+                    let (stripe, k) = (chunk / kc, (chunk % kc) as usize);
+                    let a = s % c;
+                    let n = (c - a).min(end - s);
+                    let lay = self.stripe_layout(stripe)?;
+                    let _l = self.lock_stripe(stripe);
+                    let blen = (n * SECTOR) as usize;
+                    let mut data = Vec::with_capacity(lay.data.len());
+                    for &r in &lay.data {
+                        let mut b = vec![0u8; blen];
+                        if self.read_block(r, stripe * c + a, &mut b).is_err() {
+                            b.fill(0);
+                        }
+                        data.push(b);
+                    }
+                    data[k].fill(0);
+                    let (p, q) = compute_parity(&lay, &data, blen);
+                    for (j, &r) in lay.data.iter().enumerate() {
+                        self.write_block(r, stripe * c + a, &data[j])?;
+                    }
+                    self.write_block(lay.p, stripe * c + a, &p)?;
+                    if let Some(qr) = lay.q {
+                        self.write_block(qr, stripe * c + a, &q)?;
+                    }
+                    s += n;
+                } else {
+                    let Some(p) = g.locate(s) else { break };
+                    let n = p.run.min(end - s);
+                    let zero = vec![0u8; (n * SECTOR) as usize];
+                    for &(r, d) in &p.copies {
+                        self.write_block(r, d, &zero)?;
+                    }
+                    s += n;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// md's `--update no-bbl`, online: rewrite every bad-block entry from redundancy, then
+    /// remove the bad-block log from every member (superblock fields zeroed, BAD_BLOCKS
+    /// cleared, log area zeroed). If some entries hold data nobody can supply, refuse
+    /// (listing the lost array ranges) unless `force`: then those ranges are replaced by
+    /// zeros (reported in [`Array::lost_zeroed_ranges`]) and the logs are removed anyway.
+    pub fn remove_bbl(&self, force: bool) -> Result<BblRemoval> {
+        if !self.writable {
+            return Err(EngineError::Invalid(
+                "the array was assembled read-only; reassemble it for writing to remove the bad-block log".into(),
+            ));
+        }
+        // No client writes while entries are rewritten and logs removed.
+        let _gate = self.pause_writes();
+        let mut rep = BblRemoval::default();
+        let slots: Vec<Option<Arc<Member>>> = self.slots().clone();
+        for (role, m) in slots.iter().enumerate() {
+            let Some(m) = m.as_ref().filter(|m| !m.is_failed()) else {
+                continue;
+            };
+            for r in m.bad_ranges() {
+                let a = r.start.max(m.data_offset) - m.data_offset;
+                let b = (r.start + r.len).max(m.data_offset) - m.data_offset;
+                if r.start < m.data_offset {
+                    // Outside the data area: nothing to rewrite.
+                    let n = r.len.min(m.data_offset - r.start);
+                    m.clear_bad_dev(r.start, n);
+                    rep.repaired.push((role, r.start, n));
+                }
+                let mut d = a;
+                while d < b {
+                    let c = if self.geo.level.has_parity() {
+                        self.geo.chunk_sectors
+                    } else {
+                        8
+                    };
+                    let n = (c - d % c).min(b - d).min(8);
+                    let pieces: Vec<(u64, u64)> = if self.repair_piece(role, m, d, n) {
+                        vec![(d, n)]
+                    } else if n > 1 {
+                        // Narrow down to the sectors that can be repaired.
+                        (d..d + n)
+                            .filter(|&x| self.repair_piece(role, m, x, 1))
+                            .map(|x| (x, 1))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    for (x, k) in pieces {
+                        m.clear_bad_dev(m.data_offset + x, k);
+                        rep.repaired.push((role, m.data_offset + x, k));
+                    }
+                    d += n;
+                }
+            }
+        }
+        let mut pairs: Vec<(u64, u64)> = rep
+            .repaired
+            .iter()
+            .map(|&(r, s, n)| ((r as u64) << 56 | s, n))
+            .collect();
+        coalesce_pairs(&mut pairs);
+        rep.repaired = pairs
+            .into_iter()
+            .map(|(k, n)| ((k >> 56) as usize, k & ((1 << 56) - 1), n))
+            .collect();
+        let mut lost = self.derive_lost();
+        lost.extend(self.lost_ranges());
+        coalesce_pairs(&mut lost);
+        rep.lost = lost.clone();
+        let left: Vec<(usize, Arc<Member>)> = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(r, m)| m.clone().map(|m| (r, m)))
+            .filter(|(_, m)| !m.is_failed() && !m.bad_ranges().is_empty())
+            .collect();
+        if !left.is_empty() || !lost.is_empty() {
+            if !force {
+                // Keep what was repaired off the logs.
+                let mut unsaved = Vec::new();
+                for (role, m) in &left {
+                    if let Err(e) = self.persist_bbl(*role, m, false) {
+                        unsaved.push(format!("role {role}: {e}"));
+                    }
+                }
+                for (role, m) in slots.iter().enumerate() {
+                    if let Some(m) = m
+                        .as_ref()
+                        .filter(|m| !m.is_failed() && m.bad_ranges().is_empty())
+                    {
+                        if lock(&self.meta)
+                            .sbs
+                            .get(m.index)
+                            .is_some_and(|s| s.feature_map() & feature::BAD_BLOCKS != 0)
+                        {
+                            if let Err(e) = self.persist_bbl(role, m, false) {
+                                unsaved.push(format!("role {role}: {e}"));
+                            }
+                        }
+                    }
+                }
+                let list = lost
+                    .iter()
+                    .map(|(o, l)| format!("{o}..{}", o + l))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let entries = left
+                    .iter()
+                    .map(|(r, m)| {
+                        let rs: Vec<String> = m
+                            .bad_ranges()
+                            .iter()
+                            .map(|b| format!("{}+{}", b.start, b.len))
+                            .collect();
+                        format!("role {r} ({}): {}", m.dev.name(), rs.join(" "))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let unsaved = if unsaved.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ". Also, writing the shrunk bad-block logs failed ({}): on disk they still list the repaired entries, which are harmless (rewritten again next time) but mean the logs are out of date; check those members",
+                        unsaved.join("; ")
+                    )
+                };
+                return Err(EngineError::Invalid(format!(
+                    "the bad-block log was not removed: {} entr{} repaired from redundancy, but these remain ({entries}) and no member holds valid data for array bytes [{list}]. Restore those ranges from a backup after forcing the removal (`raidkit manage NAME --update no-bbl --force` on a served array, `raidkit repair --update no-bbl --zero-lost MEMBER...` on a stopped one), which removes the log anyway and replaces the lost ranges by zeros{unsaved}",
+                    rep.repaired.len(),
+                    if rep.repaired.len() == 1 { "y was" } else { "ies were" }
+                )));
+            }
+            // Counted as zeroed before the writes (which make good, and so shrink, the
+            // lost ranges as they go); put back if zeroing fails.
+            let taken = self.take_lost();
+            if let Err(e) = self.zero_lost(&lost) {
+                self.add_lost(&taken);
+                return Err(e);
+            }
+            for (_, m) in &left {
+                for b in m.bad_ranges() {
+                    m.clear_bad_dev(b.start, b.len);
+                }
+            }
+        }
+        // Remove the logs: superblocks first (so no superblock points at a zeroed log),
+        // then the log areas.
+        let mut meta = lock(&self.meta);
+        let live = self.live_devices();
+        let mut areas = Vec::new();
+        for &i in &live {
+            if let Some(Super::V1(s)) = meta.sbs.get_mut(i) {
+                if s.bblog_size != 0 && s.bblog_offset != 0 {
+                    let at = (s.super_offset as i64 + i64::from(s.bblog_offset)) as u64;
+                    areas.push((i, at, u64::from(s.bblog_size)));
+                }
+                s.bblog_offset = 0;
+                s.bblog_size = 0;
+                s.bblog_shift = 0;
+                s.feature_map &= !feature::BAD_BLOCKS;
+            }
+        }
+        self.write_superblocks(&mut meta, |_| {})?;
+        let devs = self.devs();
+        for (i, at, n) in areas {
+            let d = &devs[i];
+            d.write_at(&vec![0u8; (n * SECTOR) as usize], at * SECTOR)
+                .and_then(|()| d.flush())
+                .map_err(|e| EngineError::io(d.name(), "zeroing the old bad-block log", e))?;
+        }
+        drop(devs);
+        drop(meta);
+        self.emit(ArrayEvent::BadBlockLogRemoved {
+            repaired: rep.repaired.clone(),
+            lost: rep.lost.clone(),
+        });
+        Ok(rep)
+    }
+
+    /// After a successful read on `role`: compare its service time with the median of its
+    /// peers and raise [`ArrayEvent::SlowMember`] when it stays ≥ [`SLOW_FACTOR`]× slower
+    /// for [`SLOW_WINDOW`] reads (again after [`SLOW_REPEAT`], or at once after recovering).
+    pub(crate) fn check_slow(&self, role: usize, m: &Member) {
+        let mine = m.ewma_ns_per_kib();
+        let mut peers: Vec<u64> = self
+            .slots()
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| *r != role)
+            .filter_map(|(_, x)| x.as_ref())
+            .filter(|x| !x.is_failed())
+            .map(|x| x.ewma_ns_per_kib())
+            .filter(|&e| e > 0)
+            .collect();
+        if peers.is_empty() || mine == 0 {
+            return;
+        }
+        peers.sort_unstable();
+        let median = if peers.len() % 2 == 1 {
+            peers[peers.len() / 2]
+        } else {
+            (peers[peers.len() / 2 - 1] + peers[peers.len() / 2]) / 2
+        };
+        let st = &m.slow;
+        if mine < SLOW_FACTOR.saturating_mul(median.max(1)) {
+            st.streak.store(0, Ordering::Relaxed);
+            st.reported.store(false, Ordering::Relaxed);
+            return;
+        }
+        if st.streak.fetch_add(1, Ordering::Relaxed) + 1 < SLOW_WINDOW {
+            return;
+        }
+        let mut last = lock(&st.last);
+        if st.reported.load(Ordering::Relaxed) && last.is_some_and(|t| t.elapsed() < SLOW_REPEAT) {
+            return;
+        }
+        st.reported.store(true, Ordering::Relaxed);
+        *last = Some(Instant::now());
+        drop(last);
+        self.emit(ArrayEvent::SlowMember {
+            role,
+            device: m.dev.name().to_string(),
+            member_us: mine.saturating_mul(1024) / 1000,
+            peers_us: median.saturating_mul(1024) / 1000,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn br(start: u64, len: u64) -> BadRange {
+        BadRange { start, len }
+    }
+
+    #[test]
+    fn coalesce_merges_overlapping_and_adjacent() {
+        let mut v = vec![br(10, 5), br(0, 4), br(15, 2), br(3, 2), br(30, 1)];
+        coalesce(&mut v);
+        assert_eq!(v, vec![br(0, 5), br(10, 7), br(30, 1)]);
+        assert_eq!(covered(&v), 13);
+    }
+
+    #[test]
+    fn subtract_cuts_exactly() {
+        let v = vec![br(0, 10), br(20, 5)];
+        assert_eq!(subtract(&v, 3, 4), vec![br(0, 3), br(7, 3), br(20, 5)]);
+        assert_eq!(subtract(&v, 0, 25), vec![]);
+        assert_eq!(subtract(&v, 22, 1), vec![br(0, 10), br(20, 2), br(23, 2)]);
+    }
+
+    #[test]
+    fn intersect_keeps_exactly_the_overlap() {
+        let v = vec![br(0, 10), br(20, 5)];
+        assert_eq!(intersect(&v, 8, 14), vec![br(8, 2), br(20, 2)]);
+        assert_eq!(intersect(&v, 10, 10), vec![]);
+        assert_eq!(
+            intersect_pairs(&[(0, 100), (200, 50)], &[(50, 160), (240, 1)]),
+            vec![(50, 50), (200, 10), (240, 1)]
+        );
+        assert_eq!(intersect_pairs(&[(0, 100)], &[]), vec![]);
+    }
+
+    #[test]
+    fn new_log_goes_where_mdadm_puts_it() {
+        let mut s = SuperblockV1::new_default([0; 16], "t", 0, 3);
+        s.super_offset = 8;
+        s.data_offset = 2048;
+        s.data_size = 30720;
+        // 1.2, no bitmap, small device: mdadm's offset 16.
+        assert_eq!(new_log_offset(&s, 32768, None), Some(16));
+        // With a 1-page bitmap at +8: right after it.
+        s.feature_map = feature::BITMAP_OFFSET;
+        s.bitmap_offset = 8;
+        assert_eq!(new_log_offset(&s, 32768, Some(8)), Some(16));
+        // Data right after the superblock: no room.
+        s.feature_map = 0;
+        s.data_offset = 16;
+        assert_eq!(new_log_offset(&s, 32768, None), None);
+        // 1.0: just below the superblock, if the data ends before it.
+        let mut s = SuperblockV1::new_default([0; 16], "t", 0, 3);
+        s.super_offset = (32768 - 16) & !7;
+        s.data_offset = 0;
+        s.data_size = s.super_offset - 16;
+        assert_eq!(new_log_offset(&s, 32768, None), Some(-8));
+        s.data_size = s.super_offset - 4;
+        assert_eq!(new_log_offset(&s, 32768, None), None);
+    }
+}

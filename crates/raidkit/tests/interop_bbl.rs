@@ -1,0 +1,308 @@
+//! The kernel and raidkit agree on bad-block logs both ways: the logs raidkit writes after
+//! a rebuild that met an unreadable sector, and shrinks after a client write over part of
+//! the lost range, are what mdadm and the kernel read (the kernel returns the written part
+//! and refuses to read the rest too); a kernel-made log is removed online by
+//! `raidkit manage NAME --update no-bbl`, after which mdadm sees no log and the kernel's
+//! `check` finds nothing.
+
+use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
+use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::rebuild::{rebuild, RebuildOptions};
+use raidkit_format::v1::{feature, SuperblockV1};
+use raidkit_layout::Level;
+use raidkit_testkit::mdref::{locate_or_skip, Run};
+use raidkit_testkit::pattern::fill_tagged;
+use raidkit_testkit::proc::{Daemon, Killing};
+use raidkit_testkit::tempdir::TempDir;
+use serde_json::Value;
+use std::os::unix::fs::FileExt;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
+
+fn result_lines(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("RESULT "))
+        .collect()
+}
+
+/// `mdadm --examine-badblocks` lines "  S for N sectors" → (S, N).
+fn mdadm_list(text: &str) -> Vec<(u64, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 4 && w[1] == "for" && w[3] == "sectors")
+                .then(|| Some((w[0].parse().ok()?, w[2].parse().ok()?)))
+                .flatten()
+        })
+        .collect()
+}
+
+#[test]
+fn kernel_reads_the_bad_block_logs_raidkit_writes() {
+    let Some(md) = locate_or_skip() else { return };
+    let t = TempDir::new("rk-ibbl").unwrap();
+    let d = t.path();
+    let ps: Vec<_> = (0..3).map(|i| d.join(format!("m{i}.img"))).collect();
+    let mut o = CreateOptions::new(
+        Level::Raid5,
+        ps.iter().cloned().map(MemberSpec::Path).collect(),
+    );
+    o.chunk_bytes = Some(16 * 1024);
+    o.create_size = Some(8 << 20);
+    o.name = "rb".into();
+    let arr = create(&o, &mut |_, _| {}).unwrap();
+    let mut data = vec![0u8; arr.size_bytes() as usize];
+    fill_tagged(3, 0, &mut data);
+    arr.write(0, &data).unwrap();
+    arr.stop().unwrap();
+    // Member 1 is gone; member 0 cannot read device sectors 2088..=2103 while a spare is
+    // rebuilt: array bytes 53248..61440 are lost (stripe 1, data block of member 0).
+    let bad = format!("fault:reio@2088-2103:{}", ps[0].display());
+    let rw = AssembleOptions {
+        writable: true,
+        ..Default::default()
+    };
+    let arr = assemble_paths(&[bad.into(), ps[2].clone()], &rw).unwrap();
+    let spare = d.join("spare.img");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    arr.add_spare(
+        Arc::new(raidkit_engine::FileDev::open(&spare, true).unwrap()),
+        false,
+    )
+    .unwrap();
+    let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!(rep.lost, vec![(53248, 8192)]);
+    arr.stop().unwrap();
+    // A client write over the first half of the lost range (one 4 KiB page, md's unit)
+    // makes that half valid: both logs shrink to the other half.
+    let arr = assemble_paths(&[ps[0].clone(), spare.clone(), ps[2].clone()], &rw).unwrap();
+    let new = vec![0x5Au8; 4096];
+    arr.write(53248, &new).unwrap();
+    assert_eq!(arr.lost_ranges(), vec![(57344, 4096)]);
+    arr.stop().unwrap();
+    std::fs::write(d.join("head"), &data[..53248]).unwrap();
+    std::fs::write(d.join("new"), &new).unwrap();
+    std::fs::write(d.join("tail"), &data[61440..]).unwrap();
+    // vda = m0 (role 0, bad 2096+8), vdb = m2 (role 2, no log), vdc = spare (role 1, bad
+    // 2096+8).
+    let script = r#"exec 2>&1
+for v in vda vdb vdc; do echo "== $v"; mdadm --examine-badblocks /dev/$v; done
+mdadm --examine /dev/vda | grep -E "Bad Block|Feature Map|Checksum"
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc || exit 2
+cat /proc/mdstat
+for v in vda vdb vdc; do echo "RESULT sysfs $v $(cat /sys/block/md0/md/dev-$v/bad_blocks | tr '\n' ' ')"; done
+cmp -n 53248 /dev/md0 /root/head && echo "RESULT head=ok" || echo "RESULT head=BAD"
+dd if=/dev/md0 of=/root/t bs=4096 skip=15 iflag=direct status=none && cmp /root/t /root/tail && echo "RESULT tail=ok" || echo "RESULT tail=BAD"
+dd if=/dev/md0 of=/root/w bs=4096 skip=13 count=1 iflag=direct status=none && cmp /root/w /root/new && echo "RESULT written=ok" || echo "RESULT written=BAD"
+if dd if=/dev/md0 of=/dev/null bs=4096 skip=14 count=1 iflag=direct status=none; then echo "RESULT lost=readable"; else echo "RESULT lost=EIO"; fi
+mdadm --stop /dev/md0
+"#;
+    let out = md
+        .run(&Run {
+            disks: vec![ps[0].clone(), ps[2].clone(), spare.clone()],
+            files: vec![d.join("head"), d.join("new"), d.join("tail")],
+            timeout_secs: 240,
+            script: script.into(),
+            ..Default::default()
+        })
+        .unwrap();
+    println!("{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.status, 0, "{}", out.stdout);
+    let sections: Vec<&str> = out.stdout.split("== ").collect();
+    let list = |v: &str| {
+        mdadm_list(
+            sections
+                .iter()
+                .find(|s| s.starts_with(v))
+                .copied()
+                .unwrap_or(""),
+        )
+    };
+    assert_eq!(list("vda"), vec![(2096, 8)], "{}", out.stdout);
+    assert_eq!(list("vdb"), vec![], "{}", out.stdout);
+    assert_eq!(list("vdc"), vec![(2096, 8)], "{}", out.stdout);
+    assert!(out
+        .stdout
+        .contains("Bad Block Log : 512 entries available at offset 16 sectors"));
+    assert!(out.stdout.contains("- correct"), "{}", out.stdout);
+    assert_eq!(
+        result_lines(&out.stdout),
+        vec![
+            "RESULT sysfs vda 2096 8 ",
+            "RESULT sysfs vdb ",
+            "RESULT sysfs vdc 2096 8 ",
+            "RESULT head=ok",
+            "RESULT tail=ok",
+            "RESULT written=ok",
+            "RESULT lost=EIO",
+        ],
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn kernel_made_bad_block_log_is_removed_online() {
+    let Some(md) = locate_or_skip() else { return };
+    let t = TempDir::new("rk-ibbl").unwrap();
+    let d = t.path();
+    let disks: Vec<_> = (0..3).map(|i| d.join(format!("m{i}.img"))).collect();
+    for p in &disks {
+        std::fs::File::create(p).unwrap().set_len(16 << 20).unwrap();
+    }
+    let mut data = vec![0u8; 8 << 20];
+    fill_tagged(5, 0, &mut data);
+    std::fs::write(d.join("data"), &data).unwrap();
+    let script = r#"exec 2>&1
+set -e
+mdadm --create /dev/md0 --run --level=5 --raid-devices=3 --chunk=64 --assume-clean --homehost=mdref --name=nobbl $MDREF_DISKS
+dd if=/root/data of=/dev/md0 bs=1M oflag=direct status=none
+echo "2100 16" > /sys/block/md0/md/dev-vdb/bad_blocks
+echo "9000 200" > /sys/block/md0/md/dev-vdb/bad_blocks
+dd if=/root/data of=/dev/md0 bs=1M count=1 oflag=direct status=none
+sync
+mdadm --stop /dev/md0
+mdadm --examine-badblocks /dev/vdb
+"#;
+    let out = md
+        .run(&Run {
+            disks: disks.clone(),
+            files: vec![d.join("data")],
+            timeout_secs: 240,
+            script: script.into(),
+            ..Default::default()
+        })
+        .unwrap();
+    println!("{}", out.stdout);
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    let theirs = mdadm_list(&out.stdout);
+    assert!(!theirs.is_empty(), "{}", out.stdout);
+    // The bad sectors hold garbage on the host: only redundancy can supply them.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&disks[1])
+        .unwrap();
+    for &(s, n) in &theirs {
+        f.write_all_at(&vec![0xEEu8; (n * 512) as usize], s * 512)
+            .unwrap();
+    }
+    drop(f);
+    // Serve it, watch events, remove the log online.
+    let run = d.join("run");
+    let mut server = Daemon::spawn(
+        Command::new(RAIDKIT)
+            .current_dir(d)
+            .env("RAIDKIT_RUN_DIR", &run)
+            .args([
+                "serve", "--socket", "nbd.sock", "m0.img", "m1.img", "m2.img",
+            ]),
+        |l| l.starts_with("raidkit: serving;"),
+        60,
+    );
+    let rk = |args: &[&str]| {
+        Command::new(RAIDKIT)
+            .current_dir(d)
+            .env("RAIDKIT_RUN_DIR", &run)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let st: Value = serde_json::from_slice(&rk(&["status", "--json"]).stdout).unwrap();
+    let ranges: Vec<(u64, u64)> =
+        serde_json::from_value(st[0]["bad_blocks"][0]["ranges"].clone()).unwrap();
+    let mut sorted = theirs.clone();
+    sorted.sort_unstable();
+    let mut ours = ranges.clone();
+    ours.sort_unstable();
+    // Our coalesced view covers exactly mdadm's sectors.
+    let sectors = |v: &[(u64, u64)]| -> Vec<u64> {
+        let mut s: Vec<u64> = v.iter().flat_map(|&(a, n)| a..a + n).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    };
+    assert_eq!(sectors(&ours), sectors(&sorted));
+    assert_eq!(st[0]["lost_ranges"], serde_json::json!([]));
+    let mon = Killing(
+        Command::new(RAIDKIT)
+            .env("RAIDKIT_RUN_DIR", &run)
+            .args(["monitor", "--json", "--count", "1"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let o = rk(&["manage", "nobbl", "--update", "no-bbl"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut mon = mon;
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(mon.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let ev: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(ev["kind"], "bad_block_log_removed");
+    assert_eq!(ev["detail"]["lost"], serde_json::json!([]));
+    let repaired: Vec<(usize, u64, u64)> =
+        serde_json::from_value(ev["detail"]["repaired"].clone()).unwrap();
+    assert!(repaired.iter().all(|&(r, _, _)| r == 1));
+    let rep: Vec<(u64, u64)> = repaired.iter().map(|&(_, s, n)| (s, n)).collect();
+    assert_eq!(sectors(&rep), sectors(&sorted));
+    let st: Value = serde_json::from_slice(&rk(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(st[0]["bad_blocks"], serde_json::json!([]));
+    let (code, log) = server.stop("TERM");
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("bad_block_log_removed"), "{log}");
+    for p in &disks {
+        let f = std::fs::File::open(p).unwrap();
+        let mut b = vec![0u8; 4096];
+        f.read_exact_at(&mut b, 8 * 512).unwrap();
+        let sb = SuperblockV1::parse(&b).unwrap();
+        assert_eq!((sb.bblog_offset, sb.bblog_size), (0, 0), "{}", p.display());
+        assert_eq!(sb.feature_map & feature::BAD_BLOCKS, 0);
+    }
+    // The kernel agrees: no log, right data, consistent parity.
+    let script = r#"exec 2>&1
+for v in vda vdb vdc; do echo "RESULT $v bbl-lines=$(mdadm --examine /dev/$v | grep -c 'Bad Block Log')"; done
+mdadm --examine /dev/vdb | grep -q -- '- correct' && echo "RESULT csum=ok"
+mdadm --assemble --run /dev/md0 $MDREF_DISKS || exit 2
+echo "RESULT sysfs $(cat /sys/block/md0/md/dev-vdb/bad_blocks | wc -l)"
+cmp -n 8388608 /dev/md0 /root/data && echo "RESULT data=ok" || echo "RESULT data=BAD"
+echo check > /sys/block/md0/md/sync_action
+mdref-wait md0
+echo "RESULT mismatch_cnt=$(cat /sys/block/md0/md/mismatch_cnt)"
+mdadm --stop /dev/md0
+"#;
+    let out = md
+        .run(&Run {
+            disks: disks.clone(),
+            files: vec![d.join("data")],
+            timeout_secs: 240,
+            script: script.into(),
+            ..Default::default()
+        })
+        .unwrap();
+    println!("{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        result_lines(&out.stdout),
+        vec![
+            "RESULT vda bbl-lines=0",
+            "RESULT vdb bbl-lines=0",
+            "RESULT vdc bbl-lines=0",
+            "RESULT csum=ok",
+            "RESULT sysfs 0",
+            "RESULT data=ok",
+            "RESULT mismatch_cnt=0",
+        ],
+        "{}",
+        out.stdout
+    );
+}
