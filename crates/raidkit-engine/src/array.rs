@@ -2130,3 +2130,80 @@ impl std::fmt::Debug for Array {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod mirror_tests {
+    use crate::create::{create, CreateOptions, MemberSpec};
+    use raidkit_layout::{names, Level};
+    use raidkit_testkit::tempdir::TempDir;
+
+    /// Every copy `Geometry::locate` gives, of every mirrored layout, serves reads when
+    /// it is the cheapest: with the members of all other copies loaded, a 4 KiB read goes
+    /// to exactly that copy and returns the written data.
+    #[test]
+    fn every_copy_of_every_layout_is_chosen_when_cheapest() {
+        for (level, layout, n) in [
+            (Level::Raid1, "default", 3usize),
+            (Level::Raid10, "n2", 2),
+            (Level::Raid10, "n2", 3),
+            (Level::Raid10, "f2", 2),
+            (Level::Raid10, "f2", 4),
+            (Level::Raid10, "o2", 2),
+            (Level::Raid10, "o2", 3),
+            (Level::Raid10, "n3", 4),
+            (Level::Raid10, "f3", 5),
+            (Level::Raid10, "o3", 4),
+        ] {
+            let dir = TempDir::new("rk-balance").unwrap();
+            let ps: Vec<_> = (0..n)
+                .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
+                .collect();
+            let mut o = CreateOptions::new(level, ps);
+            o.layout = Some(names::parse_layout(level, layout).unwrap());
+            if level == Level::Raid10 {
+                o.chunk_bytes = Some(16 << 10);
+            }
+            o.create_size = Some(2 << 20);
+            let arr = create(&o, &mut |_, _| {}).unwrap();
+            let size = arr.size_bytes();
+            let data: Vec<u8> = (0..size).map(|i| (i * 131 / 512 % 251) as u8).collect();
+            arr.write(0, &data).unwrap();
+            // Sectors in several chunks, rows and (far/offset) zones.
+            // (None crosses a 16 KiB chunk: one run, one set of copies.)
+            for s in [0u64, 40, 77, 200, size / 512 / 64 * 32 + 9, size / 512 - 8] {
+                let p = arr.geo.locate(s).unwrap();
+                assert_eq!(
+                    p.copies.len(),
+                    if level == Level::Raid1 {
+                        n
+                    } else {
+                        layout[1..].parse().unwrap()
+                    }
+                );
+                for &(role, _) in &p.copies {
+                    // The copy on `role` is idle, every other copy's member has 5 reads
+                    // queued; all measured equally fast.
+                    for &(r, _) in &p.copies {
+                        let q = if r == role { 0 } else { 5 };
+                        arr.member(r).unwrap().load.set(q, 1000);
+                    }
+                    let before = arr.member_stats()[role].reads;
+                    let mut b = vec![0u8; 4096];
+                    arr.read(s * 512, &mut b).unwrap();
+                    assert!(
+                        b == data[(s * 512) as usize..(s * 512) as usize + 4096],
+                        "{level:?} {layout} ×{n} sector {s}: data"
+                    );
+                    assert_eq!(
+                        arr.member_stats()[role].reads,
+                        before + 1,
+                        "{level:?} {layout} ×{n} sector {s}: copy on role {role} not read"
+                    );
+                    for &(r, _) in &p.copies {
+                        arr.member(r).unwrap().load.set(0, 0);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -89,6 +89,14 @@ impl ReadLoad {
         self.ewma_ns_per_kib.load(Ordering::Relaxed)
     }
 
+    /// Overwrite the load (tests): `inflight` reads queued, `ns_per_kib` measured now.
+    #[cfg(test)]
+    pub(crate) fn set(&self, inflight: u32, ns_per_kib: u64) {
+        self.inflight.store(inflight, Ordering::Relaxed);
+        self.ewma_ns_per_kib.store(ns_per_kib, Ordering::Relaxed);
+        self.sampled_at.store(now_ns(), Ordering::Relaxed);
+    }
+
     /// A read starts.
     pub fn begin(&self) {
         self.inflight.fetch_add(1, Ordering::Relaxed);
