@@ -34,6 +34,10 @@ pub const SPLIT_MIN_SECTORS: u64 = 256;
 /// No piece of a spread read is smaller than this (32 KiB): below it the per-IO latency
 /// of a member costs more than the transfer it takes over.
 pub const PIECE_MIN_SECTORS: u64 = 64;
+/// A read is spread only if the fastest idle copy would take at least this long for all of
+/// it (measured speed × size): below it, handing pieces to other threads costs about what
+/// it saves (page-cache or tmpfs members). Members not measured yet count as worth it.
+pub const SPREAD_MIN_TIME: Duration = Duration::from_micros(200);
 /// Pieces are cut on 4 KiB boundaries (array sectors), so no member IO is smaller than a
 /// 4 KiB logical block or straddles one.
 pub const PIECE_ALIGN_SECTORS: u64 = 8;
@@ -141,8 +145,9 @@ pub fn order(cands: &[Candidate]) -> Vec<usize> {
 
 /// How to read `n` sectors starting at array sector `start` from `cands` (members holding
 /// readable copies of all of it): `(role, sectors)` pieces in array order, covering
-/// exactly `n`. Small reads, or when fewer than two copies are idle, go whole to the
-/// cheapest copy. Otherwise the idle copies share the range in proportion to their speed
+/// exactly `n`. Small reads, reads the fastest idle copy serves in less than
+/// [`SPREAD_MIN_TIME`], or when fewer than two copies are idle, go whole to the cheapest
+/// copy. Otherwise the idle copies share the range in proportion to their speed
 /// (1 / cost), cut on [`PIECE_ALIGN_SECTORS`] boundaries, no piece below
 /// [`PIECE_MIN_SECTORS`] (the slowest copies are dropped until that holds).
 /// Empty `cands`: no pieces.
@@ -155,6 +160,11 @@ pub fn split(start: u64, n: u64, cands: &[Candidate]) -> Vec<(usize, u64)> {
         return vec![(best, n)];
     }
     idle.sort_by_key(|c| c.cost);
+    // An idle copy's cost is its measured ns per KiB (1: not measured yet).
+    let fastest = idle[0].cost;
+    if fastest > 1 && fastest.saturating_mul(n / 2) < SPREAD_MIN_TIME.as_nanos() as u64 {
+        return vec![(best, n)];
+    }
     loop {
         if idle.len() < 2 {
             return vec![(idle.first().map_or(best, |c| c.role), n)];
@@ -254,27 +264,33 @@ mod tests {
         let busy = [c(0, 900, true), c(1, 300, false)];
         assert_eq!(split(0, 2048, &busy), vec![(1, 2048)]);
         assert_eq!(split(0, 2048, &[]), vec![]);
+        // A fast device (1 MiB in 199 µs at 194 ns/KiB): not worth a hand-off; at
+        // 196 ns/KiB (200.7 µs) it is. Unmeasured copies (cost 1) are spread.
+        let fast = |cost| [c(0, cost, true), c(1, cost, true)];
+        assert_eq!(split(0, 2048, &fast(194)), vec![(0, 2048)]);
+        assert_eq!(split(0, 2048, &fast(196)), vec![(0, 1024), (1, 1024)]);
+        assert_eq!(split(0, 2048, &fast(1)), vec![(0, 1024), (1, 1024)]);
     }
 
     #[test]
     fn large_reads_are_shared_in_proportion_to_speed() {
         // Equal copies: halves.
         assert_eq!(
-            split(0, 2048, &[c(0, 100, true), c(1, 100, true)]),
+            split(0, 2048, &[c(0, 100_000, true), c(1, 100_000, true)]),
             vec![(0, 1024), (1, 1024)]
         );
         assert_eq!(
-            split(0, 256, &[c(0, 7, true), c(1, 7, true)]),
+            split(0, 256, &[c(0, 7_000, true), c(1, 7_000, true)]),
             vec![(0, 128), (1, 128)]
         );
         // 3× faster copy 1 gets 3/4, first in the plan; cuts on 8-sector boundaries.
         assert_eq!(
-            split(0, 2048, &[c(0, 300, true), c(1, 100, true)]),
+            split(0, 2048, &[c(0, 300_000, true), c(1, 100_000, true)]),
             vec![(1, 1536), (0, 512)]
         );
         // An unaligned start: the cut is still on an absolute 8-sector boundary.
         assert_eq!(
-            split(3, 1000, &[c(0, 100, true), c(1, 100, true)]),
+            split(3, 1000, &[c(0, 100_000, true), c(1, 100_000, true)]),
             vec![(0, 501), (1, 499)]
         );
         // Four copies (RAID10 n4): quarters.
@@ -286,9 +302,9 @@ mod tests {
             ),
             vec![(0, 1024), (1, 1024), (2, 1024), (3, 1024)]
         );
-        // 20× slower copy would get 12 sectors, under the minimum: dropped.
+        // A 10× slower copy would get 24 sectors, under the minimum: dropped.
         assert_eq!(
-            split(0, 256, &[c(0, 20, true), c(1, 1, true)]),
+            split(0, 256, &[c(0, 20_000, true), c(1, 2_000, true)]),
             vec![(1, 256)]
         );
     }
