@@ -13,6 +13,7 @@
 
 pub mod array;
 pub mod assemble;
+pub mod balance;
 pub mod bbl;
 pub mod bitmap;
 pub mod checksums;
