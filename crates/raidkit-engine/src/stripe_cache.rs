@@ -629,7 +629,7 @@ impl StripeCache {
             && (was_dirty || ends_on_chunk || self.merging.load(Ordering::Relaxed))
     }
 
-    /// Adjust the automatic size (at most every 100 ms): grow by what ghost hits and early
+    /// Adjust the automatic size (at most every 25 ms): grow by what ghost hits and early
     /// write-outs asked for; shrink by 1/8 when the cache is full, nothing asked for more
     /// and it was of little use (under a quarter of the pages needed were found in it).
     pub fn tune(&self) {
@@ -637,7 +637,7 @@ impl StripeCache {
             Ok(g) => g,
             Err(_) => return,
         };
-        if last.elapsed() < Duration::from_millis(100) {
+        if last.elapsed() < Duration::from_millis(25) {
             return;
         }
         *last = Instant::now();
@@ -652,7 +652,8 @@ impl StripeCache {
             let (dmg, ddr) = (mg - tm.0, dr - tm.1);
             *tm = (mg, dr);
             if ddr > 0 {
-                self.merging.store(dmg * 8 >= ddr, Ordering::Relaxed);
+                // A stream: at least half of the write-outs needed no member reads.
+                self.merging.store(dmg * 2 >= ddr, Ordering::Relaxed);
             }
         }
         {
@@ -667,7 +668,7 @@ impl StripeCache {
                 self.rereferenced.store(drw * 8 >= dw, Ordering::Relaxed);
             }
         }
-        // Reuse: evicted rows asked for again at a rate of at least 1/16 of the misses.
+        // Reuse: evicted rows asked for again at a rate of at least 1/4 of the misses.
         let gh = self.ghost_hits.swap(0, Ordering::Relaxed);
         let (h, m) = (
             self.hits.load(Ordering::Relaxed),
@@ -690,7 +691,10 @@ impl StripeCache {
         if dsv + dm > 64 {
             self.bypass.store(dsv * 8 < dsv + dm, Ordering::Relaxed);
         }
-        let ghosts_matter = gh as u64 * 16 >= dm / self.kc as u64;
+        // A larger cache pays only if a good share of the misses were rows it held
+        // lately (a working set that almost fits); uniformly scattered writes over a large
+        // array hit the ghosts in proportion to the cache size and must not feed on that.
+        let ghosts_matter = gh as u64 * 4 >= dm / self.kc as u64;
         self.ghosts_recent
             .store(if ghosts_matter { gh } else { 0 }, Ordering::Relaxed);
         // Ghost hits too rare to matter do not grow the cache.
