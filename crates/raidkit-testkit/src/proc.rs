@@ -131,6 +131,40 @@ pub fn output_ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Run the program `bin` (a test's `CARGO_BIN_EXE_raidkit`) in `dir` with `args`; with
+/// `run_dir`, `RAIDKIT_RUN_DIR` points there (where serving processes put their control
+/// sockets).
+pub fn bin_in(bin: &str, dir: &Path, run_dir: Option<&Path>, args: &[&str]) -> Output {
+    let mut c = Command::new(bin);
+    c.current_dir(dir).args(args);
+    if let Some(r) = run_dir {
+        c.env("RAIDKIT_RUN_DIR", r);
+    }
+    c.output()
+        .unwrap_or_else(|e| panic!("cannot run {bin} {args:?}: {e}"))
+}
+
+/// [`bin_in`] that must succeed; returns stdout (the failure message has stderr).
+pub fn bin_ok(bin: &str, dir: &Path, run_dir: Option<&Path>, args: &[&str]) -> String {
+    let o = bin_in(bin, dir, run_dir, args);
+    assert!(
+        o.status.success(),
+        "raidkit {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// [`bin_in`] that must fail; returns stderr.
+pub fn bin_err(bin: &str, dir: &Path, run_dir: Option<&Path>, args: &[&str]) -> String {
+    let o = bin_in(bin, dir, run_dir, args);
+    assert!(
+        !o.status.success(),
+        "raidkit {args:?} unexpectedly succeeded"
+    );
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// Poll `f` every 50 ms until it returns true; fail the test after `secs` seconds naming
 /// `what` was awaited.
 pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {

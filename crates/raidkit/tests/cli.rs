@@ -1,35 +1,21 @@
 //! The CLI contract: the `--help` examples work as printed, JSON keys are present, and the
 //! errors a user can hit say what is wrong (exact texts).
 
+use raidkit_testkit::proc;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn rk(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_raidkit"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run raidkit")
+    proc::bin_in(env!("CARGO_BIN_EXE_raidkit"), dir, None, args)
 }
 
 fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = rk(dir, args);
-    assert!(
-        o.status.success(),
-        "raidkit {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    proc::bin_ok(env!("CARGO_BIN_EXE_raidkit"), dir, None, args)
 }
 
 fn err(dir: &Path, args: &[&str]) -> String {
-    let o = rk(dir, args);
-    assert!(
-        !o.status.success(),
-        "raidkit {args:?} unexpectedly succeeded"
-    );
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    proc::bin_err(env!("CARGO_BIN_EXE_raidkit"), dir, None, args)
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The control plane of a running array: `raidkit status`, `manage`, `sync-action` and
 //! `monitor` against a live `raidkit mount` process (FUSE; skipped without /dev/fuse).
 
-use raidkit_testkit::proc::{wait_for, Killing};
+use raidkit_testkit::proc::{self, wait_for, Killing};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::path::Path;
@@ -11,22 +11,11 @@ use std::time::{Duration, Instant};
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
 fn rk(run: &Path, dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(RAIDKIT)
-        .current_dir(dir)
-        .env("RAIDKIT_RUN_DIR", run)
-        .args(args)
-        .output()
-        .expect("run raidkit")
+    proc::bin_in(RAIDKIT, dir, Some(run), args)
 }
 
 fn ok(run: &Path, dir: &Path, args: &[&str]) -> String {
-    let o = rk(run, dir, args);
-    assert!(
-        o.status.success(),
-        "raidkit {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    proc::bin_ok(RAIDKIT, dir, Some(run), args)
 }
 
 fn status(run: &Path, dir: &Path) -> Vec<Value> {

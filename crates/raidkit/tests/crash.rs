@@ -4,6 +4,7 @@
 //! `check` finds nothing; the real kernel assembles the result clean.
 
 use raidkit_testkit::mdref::{locate_or_skip, Run};
+use raidkit_testkit::proc;
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -17,17 +18,7 @@ use std::time::{Duration, Instant};
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
 fn rk(d: &Path, args: &[&str]) -> String {
-    let o = Command::new(RAIDKIT)
-        .current_dir(d)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "raidkit {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    proc::bin_ok(RAIDKIT, d, None, args)
 }
 
 fn mount(d: &Path) -> (Child, Arc<Mutex<Vec<String>>>) {

@@ -9,6 +9,7 @@
 //! Skips (printing why) without fio's nbd engine; the kernel part skips without mdref.
 
 use raidkit_testkit::mdref::{locate_or_skip, Run};
+use raidkit_testkit::proc;
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -18,22 +19,11 @@ use std::time::{Duration, Instant};
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
 fn rk(d: &Path, args: &[&str]) -> Output {
-    Command::new(RAIDKIT)
-        .current_dir(d)
-        .env("RAIDKIT_RUN_DIR", d.join("run"))
-        .args(args)
-        .output()
-        .expect("run raidkit")
+    proc::bin_in(RAIDKIT, d, Some(&d.join("run")), args)
 }
 
 fn ok(d: &Path, args: &[&str]) -> String {
-    let o = rk(d, args);
-    assert!(
-        o.status.success(),
-        "raidkit {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    proc::bin_ok(RAIDKIT, d, Some(&d.join("run")), args)
 }
 
 fn status(d: &Path) -> Option<Value> {

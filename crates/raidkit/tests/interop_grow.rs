@@ -6,29 +6,19 @@
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::rebuild::RebuildOptions;
 use raidkit_testkit::mdref::{locate_or_skip, Run};
+use raidkit_testkit::proc::{self, wait_for};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
 fn ok(d: &Path, args: &[&str]) -> String {
-    let o = Command::new(RAIDKIT)
-        .current_dir(d)
-        .env("RAIDKIT_RUN_DIR", d.join("run"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "raidkit {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    proc::bin_ok(RAIDKIT, d, Some(&d.join("run")), args)
 }
 
 fn status(d: &Path) -> Vec<Value> {
@@ -37,17 +27,6 @@ fn status(d: &Path) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 struct Served(Child);

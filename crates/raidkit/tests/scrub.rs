@@ -1,6 +1,7 @@
 //! Scrub verdicts with the checksum sidecar (2-way mirrors, RAID5), stale sidecars,
 //! windows, and an online check that is stopped, survives a server restart and resumes.
 
+use raidkit_testkit::proc;
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::{json, Value};
 use std::os::unix::fs::FileExt;
@@ -11,22 +12,11 @@ use std::time::{Duration, Instant};
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
 fn rk(dir: &Path, args: &[&str]) -> Output {
-    Command::new(RAIDKIT)
-        .current_dir(dir)
-        .env("RAIDKIT_RUN_DIR", dir.join("run"))
-        .args(args)
-        .output()
-        .expect("run raidkit")
+    proc::bin_in(RAIDKIT, dir, Some(&dir.join("run")), args)
 }
 
 fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = rk(dir, args);
-    assert!(
-        o.status.success(),
-        "raidkit {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    proc::bin_ok(RAIDKIT, dir, Some(&dir.join("run")), args)
 }
 
 /// `check --json` that is expected to find mismatches (exit status 1).
