@@ -2652,6 +2652,59 @@ impl Array {
         self.member_read(role, dsec, buf)
     }
 
+    /// Walk a mirrored (RAID1/10) member's data sectors `[d, d + n)` in runs that map
+    /// contiguously to array sectors: `f(data_sector, array_sector, placement, run)`.
+    /// Sectors that hold no array data are skipped. Stops early (Ok(false)) when `f` does.
+    pub(crate) fn mirror_runs(
+        &self,
+        role: usize,
+        d: u64,
+        n: u64,
+        mut f: impl FnMut(u64, u64, &raidkit_layout::Placement, u64) -> Result<bool>,
+    ) -> Result<bool> {
+        let mut done = 0;
+        while done < n {
+            let dsec = d + done;
+            let Some(s) = self.geo.reverse(role, dsec) else {
+                done += 1;
+                continue;
+            };
+            let Some(p) = self.geo.locate(s) else {
+                done += 1;
+                continue;
+            };
+            let run = p.run.min(n - done);
+            if !f(dsec, s, &p, run)? {
+                return Ok(false);
+            }
+            done += run;
+        }
+        Ok(true)
+    }
+
+    /// Fill `buf` (`run` sectors of placement `p`) from a copy other than `role`'s. Copies
+    /// that were readable in principle but failed are pushed to `failed`. False if no
+    /// other copy could supply it.
+    pub(crate) fn read_other_copy(
+        &self,
+        role: usize,
+        p: &raidkit_layout::Placement,
+        run: u64,
+        buf: &mut [u8],
+        failed: &mut Vec<(usize, u64)>,
+    ) -> bool {
+        p.copies.iter().any(|&(r, d)| {
+            if r == role || !self.readable(r, d, run) {
+                return false;
+            }
+            let ok = self.read_block(r, d, buf).is_ok();
+            if !ok {
+                failed.push((r, d));
+            }
+            ok
+        })
+    }
+
     /// Can this role be read over this range right now?
     pub(crate) fn readable(&self, role: usize, dsec: u64, n: u64) -> bool {
         self.can_read(role, dsec, n)

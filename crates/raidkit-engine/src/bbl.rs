@@ -695,28 +695,13 @@ impl Array {
             };
             return m.dev.write_at(block, (m.data_offset + d) * SECTOR).is_ok();
         }
-        let mut done = 0;
-        while done < n {
-            let x = d + done;
-            let Some(s) = g.reverse(role, x) else {
-                done += 1;
-                continue;
-            };
-            let Some(p) = g.locate(s) else {
-                done += 1;
-                continue;
-            };
-            let run = p.run.min(n - done);
+        let mut failed = Vec::new();
+        self.mirror_runs(role, d, n, |x, _, p, run| {
             let mut buf = vec![0u8; (run * SECTOR) as usize];
-            let src = p.copies.iter().any(|&(r, dd)| {
-                r != role && self.readable(r, dd, run) && self.read_block(r, dd, &mut buf).is_ok()
-            });
-            if !src || m.dev.write_at(&buf, (m.data_offset + x) * SECTOR).is_err() {
-                return false;
-            }
-            done += run;
-        }
-        true
+            Ok(self.read_other_copy(role, p, run, &mut buf, &mut failed)
+                && m.dev.write_at(&buf, (m.data_offset + x) * SECTOR).is_ok())
+        })
+        .unwrap_or(false)
     }
 
     /// Replace the data of lost array byte ranges by zeros, with consistent redundancy.

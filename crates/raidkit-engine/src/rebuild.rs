@@ -453,31 +453,10 @@ fn rebuild_role(
                 _ => {
                     let n = (rb - x).min(2048);
                     let _gate = arr.pause_writes();
-                    let mut done = 0;
-                    while done < n {
-                        let dsec = x + done;
-                        let Some(s) = g.reverse(role, dsec) else {
-                            done += 1;
-                            continue;
-                        };
-                        let Some(p) = g.locate(s) else {
-                            done += 1;
-                            continue;
-                        };
-                        let run = p.run.min(n - done);
+                    arr.mirror_runs(role, x, n, |dsec, s, p, run| {
                         let mut buf = vec![0u8; (run * 512) as usize];
                         let mut unreadable = Vec::new();
-                        let src = p.copies.iter().find(|&&(r, d)| {
-                            if r == role || !arr.readable(r, d, run) {
-                                return false;
-                            }
-                            let ok = arr.read_block(r, d, &mut buf).is_ok();
-                            if !ok {
-                                unreadable.push((r, d));
-                            }
-                            ok
-                        });
-                        if src.is_some() {
+                        if arr.read_other_copy(role, p, run, &mut buf, &mut unreadable) {
                             arr.write_block(role, dsec, &buf)?;
                         } else {
                             // Nobody holds it: the target's copy and the copies that
@@ -488,8 +467,8 @@ fn rebuild_role(
                             }
                             lost.push((s * 512, run * 512));
                         }
-                        done += run;
-                    }
+                        Ok(true)
+                    })?;
                     if advance {
                         m.set_recovery(Some(x + n));
                     }

@@ -355,30 +355,16 @@ fn replace_role(
                     let ok = arr.readable(role, dsec, pn) && arr.read_block(role, dsec, pb).is_ok();
                     if !ok {
                         // Another copy of the same array sectors.
-                        let mut at = 0;
-                        while at < pn {
-                            let Some(s) = g.reverse(role, dsec + at) else {
-                                at += 1;
-                                continue;
-                            };
-                            let Some(p) = g.locate(s) else {
-                                at += 1;
-                                continue;
-                            };
-                            let run = p.run.min(pn - at);
-                            let sub =
-                                &mut pb[(at * SECTOR) as usize..((at + run) * SECTOR) as usize];
-                            let got = p.copies.iter().any(|&(cr, cd)| {
-                                cr != role
-                                    && arr.readable(cr, cd, run)
-                                    && arr.read_block(cr, cd, sub).is_ok()
-                            });
-                            if !got {
-                                r.add_bad(dsec + at, run);
+                        let mut failed = Vec::new();
+                        arr.mirror_runs(role, dsec, pn, |at, s, p, run| {
+                            let o = ((at - dsec) * SECTOR) as usize;
+                            let sub = &mut pb[o..o + (run * SECTOR) as usize];
+                            if !arr.read_other_copy(role, p, run, sub, &mut failed) {
+                                r.add_bad(at, run);
                                 lost.push((s * SECTOR, run * SECTOR));
                             }
-                            at += run;
-                        }
+                            Ok(true)
+                        })?;
                     }
                     a += pn;
                 }
