@@ -220,6 +220,27 @@ fn raid6_all_layouts() {
     }
 }
 
+/// Chunks larger than the slice a full-stripe write generates parity for at a time
+/// (`full_stripe_slice`: 128 KiB at 6 members): P/Q must be right in every slice,
+/// including a DDF layout with an unused syndrome slot and RAID5's XOR.
+#[test]
+fn large_chunks_full_stripe_writes_in_slices() {
+    for (level, layout, n, chunk_k) in [
+        (Level::Raid6, "left-symmetric", 6, 512),
+        (Level::Raid6, "ddf-N-restart", 5, 1024),
+        (Level::Raid5, "left-symmetric", 4, 1024),
+    ] {
+        run_case(Case {
+            level,
+            layout,
+            n,
+            chunk_k,
+            meta: "1.2",
+            member_mib: 8,
+        });
+    }
+}
+
 #[test]
 fn raid4_raid1_raid0_linear() {
     run_case(Case {
