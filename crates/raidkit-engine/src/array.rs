@@ -13,7 +13,6 @@ use raidkit_format::badblocks::BadRange;
 use raidkit_format::{v090, v1, MAX_SECTOR};
 use raidkit_layout::{Geometry, Level, StripeLayout};
 use raidkit_parity as parity;
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
@@ -181,38 +180,59 @@ pub(crate) struct Meta {
     pub roles: Vec<u16>,
 }
 
+/// Per-stripe IO locks: a stripe is locked while its members are read for parity or
+/// written. Sharded by stripe number, so locking unrelated stripes touches different
+/// mutexes and an unlock wakes only the waiters of its own shard.
 struct StripeLocks {
-    held: Mutex<HashSet<u64>>,
+    shards: Box<[StripeLockShard]>,
+}
+
+#[derive(Default)]
+struct StripeLockShard {
+    /// Stripes locked now (few: at most one per thread).
+    held: Mutex<Vec<u64>>,
     cv: Condvar,
 }
 
+const STRIPE_LOCK_SHARDS: usize = 64;
+
 struct StripeGuard<'a> {
-    locks: &'a StripeLocks,
+    shard: &'a StripeLockShard,
     stripe: u64,
 }
 
 impl StripeLocks {
+    fn new() -> StripeLocks {
+        StripeLocks {
+            shards: (0..STRIPE_LOCK_SHARDS)
+                .map(|_| StripeLockShard::default())
+                .collect(),
+        }
+    }
+
     fn lock(&self, stripe: u64) -> StripeGuard<'_> {
-        let mut g = lock(&self.held);
+        let h = (stripe.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize;
+        let shard = &self.shards[h % STRIPE_LOCK_SHARDS];
+        let mut g = lock(&shard.held);
         while g.contains(&stripe) {
-            g = match self.cv.wait(g) {
+            g = match shard.cv.wait(g) {
                 Ok(g) => g,
                 Err(p) => p.into_inner(),
             };
         }
-        g.insert(stripe);
-        StripeGuard {
-            locks: self,
-            stripe,
-        }
+        g.push(stripe);
+        StripeGuard { shard, stripe }
     }
 }
 
 impl Drop for StripeGuard<'_> {
     fn drop(&mut self) {
-        let mut g = lock(&self.locks.held);
-        g.remove(&self.stripe);
-        self.locks.cv.notify_all();
+        let mut g = lock(&self.shard.held);
+        if let Some(i) = g.iter().position(|&s| s == self.stripe) {
+            g.swap_remove(i);
+        }
+        drop(g);
+        self.shard.cv.notify_all();
     }
 }
 
@@ -476,10 +496,7 @@ impl Array {
             writable,
             meta: Mutex::new(meta),
             bitmap: RwLock::new(bitmap.map(Mutex::new)),
-            locks: StripeLocks {
-                held: Mutex::new(HashSet::new()),
-                cv: Condvar::new(),
-            },
+            locks: StripeLocks::new(),
             gate: RwLock::new(()),
             forced_clean,
             listeners: Mutex::new(Vec::new()),
@@ -1312,6 +1329,16 @@ impl Array {
         }
     }
 
+    /// Tests: force whether small writes to stripes the cache holds nothing of bypass it
+    /// (`Some(true)`: all but one in 32; `Some(false)`: none), or let the cache decide from
+    /// how useful it has been (`None`, the default).
+    #[doc(hidden)]
+    pub fn force_stripe_cache_bypass(&self, on: Option<bool>) {
+        if let Some(c) = &self.cache {
+            c.force_bypass(on);
+        }
+    }
+
     /// Size, memory and hit counters of the stripe cache (None without one).
     pub fn stripe_cache_stats(&self) -> Option<StripeCacheStats> {
         self.cache.as_ref().map(StripeCache::stats)
@@ -1428,23 +1455,54 @@ impl Array {
     fn cache_write(&self, c: &StripeCache, stripe: u64, pieces: &[Piece<'_>]) -> Result<()> {
         let cs = self.geo.chunk_sectors;
         let full = pieces.len() == c.kc && pieces.iter().all(|p| p.a == 0 && p.n == cs);
+        // Whole stripes, writes to arrays with bad blocks or lost data (bbl.rs decides
+        // what each row may be written from), and (while the cache is of little use)
+        // writes to stripes it holds nothing of, go straight to the members; what the
+        // cache held of the stripe is written out first.
+        let damaged = self.has_lost.load(Ordering::Relaxed)
+            || self
+                .slots()
+                .iter()
+                .flatten()
+                .any(|m| m.has_bad.load(Ordering::Relaxed));
+        let bypass = !full && !damaged && c.bypass();
+        if bypass {
+            // The common case of scattered small writes, without creating an entry: with
+            // the stripe's IO lock held, a stripe that has no entry cannot gain cached
+            // pages read from the members (those are read under this lock) until the
+            // write is done, and data that clients write into a new entry meanwhile is
+            // written out later, under this lock, over this write.
+            let g = self.locks.lock(stripe);
+            if !c.contains(stripe) {
+                let r = self.write_stripe_locked(stripe, pieces);
+                drop(g);
+                self.cache_housekeeping(c);
+                return r;
+            }
+        }
         loop {
             let e = c.get_or_create(stripe);
             let mut st = lock(&e.st);
             if st.dead {
                 continue;
             }
-            // Whole stripes, writes to arrays with bad blocks or lost data (bbl.rs decides
-            // what each row may be written from), and (while the cache is of little use)
-            // writes to stripes it holds nothing of, go straight to the members, under the
-            // entry's lock; what it held of the stripe is written out first.
-            let damaged = self.has_lost.load(Ordering::Relaxed)
-                || self
-                    .slots()
-                    .iter()
-                    .flatten()
-                    .any(|m| m.has_bad.load(Ordering::Relaxed));
-            if full || damaged || (st.alloc == 0 && c.bypass()) {
+            // A bypassing write goes straight out when the cache has no page where it
+            // writes: pages of other blocks or rows stay right (parity is per row, and
+            // held data is written out under the stripe's IO lock, reading the members
+            // then). Clean pages of the stripe are dropped with it (while the cache is of
+            // little use they would only draw writes into it). A write onto a cached page
+            // is reuse: it goes through the cache, which is how the cache learns to
+            // stop bypassing.
+            if bypass && !touches_cached(c, &st, pieces) {
+                let r = self.write_stripe_direct(stripe, pieces);
+                if !st.is_dirty() {
+                    c.remove(&e, &mut st);
+                }
+                drop(st);
+                self.cache_housekeeping(c);
+                return r;
+            }
+            if full || damaged {
                 if st.is_dirty() {
                     self.cache_drain(c, &e, &mut st)?;
                 }
@@ -1495,11 +1553,13 @@ impl Array {
     /// After a write: make room, and help write out partial stripes that waited long enough.
     fn cache_housekeeping(&self, c: &StripeCache) {
         self.cache_make_room(c);
-        for _ in 0..2 {
-            let Some(e) = c.aged(4) else {
-                break;
-            };
-            let _ = self.cache_drain_entry(c, &e);
+        if c.help_due() {
+            for _ in 0..2 {
+                let Some(e) = c.aged(4) else {
+                    break;
+                };
+                let _ = self.cache_drain_entry(c, &e);
+            }
         }
         c.tune();
     }
@@ -2442,6 +2502,12 @@ impl Array {
     }
 
     fn write_stripe_direct(&self, stripe: u64, pieces: &[Piece<'_>]) -> Result<()> {
+        let _g = self.locks.lock(stripe);
+        self.write_stripe_locked(stripe, pieces)
+    }
+
+    /// `write_stripe_direct` with the stripe's IO lock held by the caller.
+    fn write_stripe_locked(&self, stripe: u64, pieces: &[Piece<'_>]) -> Result<()> {
         let c = self.geo.chunk_sectors;
         let lay = self.stripe_layout(stripe)?;
         let kc = lay.data.len();
@@ -2450,7 +2516,6 @@ impl Array {
         let rn = hi - lo;
         let rlen = (rn * SECTOR) as usize;
         let base = stripe * c;
-        let _g = self.locks.lock(stripe);
         self.bitmap_mark(base + lo, rn)?;
         let is6 = lay.q.is_some();
         let full = pieces.len() == kc && pieces.iter().all(|p| p.a == 0 && p.n == c);
@@ -2754,6 +2819,21 @@ impl Array {
     pub(crate) fn set_resync_done(&self) {
         lock(&self.meta).resync_from = MAX_SECTOR;
     }
+}
+
+/// True if the cache holds a page (of any validity) that `pieces` write into.
+fn touches_cached(c: &StripeCache, st: &EntryState, pieces: &[Piece<'_>]) -> bool {
+    if st.alloc == 0 {
+        return false;
+    }
+    pieces.iter().any(|p| {
+        let (r0, r1) = (p.a / PAGE_SECTORS, (p.a + p.n).div_ceil(PAGE_SECTORS));
+        (r0..r1).any(|r| {
+            st.pages
+                .get(p.k * c.rows + r as usize)
+                .is_some_and(Option::is_some)
+        })
+    })
 }
 
 /// Sector bits `[first, first + n)` of a page.

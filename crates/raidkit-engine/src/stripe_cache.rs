@@ -177,6 +177,8 @@ pub(crate) struct StripeCache {
     /// Recent small writes gained nothing from the cache: most go straight to the members.
     bypass: AtomicBool,
     bypass_tick: AtomicU64,
+    /// Tests: 0 = decided by `tune`, 1 = always (but one write in 32), 2 = never.
+    bypass_forced: std::sync::atomic::AtomicU8,
     /// Pages written out without a member read thanks to the cache.
     pub saved: AtomicU64,
     /// Pages written by clients, and those of them already in the cache (re-references).
@@ -192,6 +194,10 @@ pub(crate) struct StripeCache {
     ghosts_recent: AtomicUsize,
     tune_counts: Mutex<(u64, u64)>,
     last_tune: Mutex<Instant>,
+    /// `now_ms` before which `tune` has nothing to do (checked without its lock).
+    tune_at: AtomicU64,
+    /// `now_ms` before which writers need not help write out aged stripes.
+    help_at: AtomicU64,
     /// A failure while writing out held data, reported by the next flush.
     pending: Mutex<Option<EngineError>>,
 }
@@ -240,6 +246,7 @@ impl StripeCache {
             merging: AtomicBool::new(false),
             bypass: AtomicBool::new(false),
             bypass_tick: AtomicU64::new(0),
+            bypass_forced: std::sync::atomic::AtomicU8::new(0),
             saved: AtomicU64::new(0),
             written_pages: AtomicU64::new(0),
             rewritten_pages: AtomicU64::new(0),
@@ -253,6 +260,8 @@ impl StripeCache {
             ghosts_recent: AtomicUsize::new(0),
             tune_counts: Mutex::new((0, 0)),
             last_tune: Mutex::new(Instant::now()),
+            tune_at: AtomicU64::new(0),
+            help_at: AtomicU64::new(0),
             pending: Mutex::new(None),
         };
         c.refresh_memory();
@@ -338,6 +347,11 @@ impl StripeCache {
             e.last_used.store(self.tick(), Ordering::Relaxed);
         }
         e
+    }
+
+    /// True if `stripe` has an entry (cached pages, or a writer working on it).
+    pub fn contains(&self, stripe: u64) -> bool {
+        lock(self.shard(stripe)).map.contains_key(&stripe)
     }
 
     /// The entry of `stripe`, created if needed.
@@ -532,6 +546,27 @@ impl StripeCache {
         );
     }
 
+    /// Milliseconds since the cache was made, plus one.
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    /// Should a writer help write out stripes that waited long enough? At most once a
+    /// millisecond over all writers (the background thread does it every `HOLD / 2`), so
+    /// small writes do not each lock shards looking for them.
+    pub fn help_due(&self) -> bool {
+        if !self.has_dirty() {
+            return false;
+        }
+        let now = self.now_ms();
+        let at = self.help_at.load(Ordering::Relaxed);
+        now >= at
+            && self
+                .help_at
+                .compare_exchange(at, now + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
     /// A dirty entry that has waited at least the hold time.
     /// Looks at `shards` shards (from a rotating start).
     pub fn aged(&self, shards: usize) -> Option<Arc<Entry>> {
@@ -611,13 +646,28 @@ impl StripeCache {
 
     /// May a write to a stripe the cache holds nothing of go straight to the members?
     /// Yes while the cache has been of little use lately (under 1/8 of the pages written
-    /// out were found in it or merged), except one write in 8, so the cache keeps learning.
+    /// out were found in it or merged), except one write in 32, so the cache keeps
+    /// learning (whether written pages are found again, whether writes merge).
     pub fn bypass(&self) -> bool {
-        self.bypass.load(Ordering::Relaxed)
-            && !self
-                .bypass_tick
-                .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(8)
+        let on = match self.bypass_forced.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => self.bypass.load(Ordering::Relaxed),
+        };
+        on && !self
+            .bypass_tick
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(32)
+    }
+
+    /// Force the bypass decision (tests): `Some(on)`, or `None` to let `tune` decide.
+    pub fn force_bypass(&self, on: Option<bool>) {
+        let v = match on {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.bypass_forced.store(v, Ordering::Relaxed);
     }
 
     /// Should a partial stripe wait for more data? Yes when recent write-outs often
@@ -633,6 +683,10 @@ impl StripeCache {
     /// write-outs asked for; shrink by 1/8 when the cache is full, nothing asked for more
     /// and it was of little use (under a quarter of the pages needed were found in it).
     pub fn tune(&self) {
+        let now = self.now_ms();
+        if now < self.tune_at.load(Ordering::Relaxed) {
+            return;
+        }
         let mut last = match self.last_tune.try_lock() {
             Ok(g) => g,
             Err(_) => return,
@@ -641,6 +695,7 @@ impl StripeCache {
             return;
         }
         *last = Instant::now();
+        self.tune_at.store(now + 25, Ordering::Relaxed);
         self.refresh_memory();
         let grow = self.grow_signal.swap(0, Ordering::Relaxed);
         let (mg, dr) = (
