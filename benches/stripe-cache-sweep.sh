@@ -8,7 +8,8 @@
 # random 4 KiB and 64 KiB writes over 48 MiB (fits the larger caches) and over the whole
 # array (larger than any cache). Every point runs REPEATS times, the sizes interleaved
 # (512, 1024, …, auto, 512, …) so load changes hit all alike; the table gives the median
-# MiB/s and auto / best fixed. RAIDKIT=path picks the binary.
+# MiB/s and auto / best fixed. RAIDKIT=path picks the binary; ONLY="seq-1M rand-4K-all"
+# limits the workloads run; ARRAYS="raid6" limits the arrays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RT="${1:-4}"
@@ -30,8 +31,10 @@ OUT="$W/results.txt"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for cfg in "raid5:5:4" "raid6:6:5"; do
   IFS=: read -r name lvl n <<<"$cfg"
+  [[ -z "${ARRAYS:-}" || " $ARRAYS " == *" $name "* ]] || continue
   for w in "${WORK[@]}"; do
     wn=${w%%:*}; spec=${w#*:}
+    [[ -z "${ONLY:-}" || " $ONLY " == *" $wn "* ]] || continue
     for r in $(seq "$REP"); do
       for s in $SIZES; do
         # shellcheck disable=SC2086

@@ -1489,13 +1489,13 @@ impl Array {
             // A bypassing write goes straight out when the cache has no page where it
             // writes: pages of other blocks or rows stay right (parity is per row, and
             // held data is written out under the stripe's IO lock, reading the members
-            // then). Clean pages of the stripe are dropped with it (while the cache is of
-            // little use they would only draw writes into it). A write onto a cached page
-            // is reuse: it goes through the cache, which is how the cache learns to
-            // stop bypassing.
+            // then). Unless written pages have been found in the cache again lately, the
+            // stripe's clean pages are dropped with it (while the cache is of little use
+            // they would only draw writes into it). A write onto a cached page is reuse:
+            // it goes through the cache, which is how the cache learns to stop bypassing.
             if bypass && !touches_cached(c, &st, pieces) {
                 let r = self.write_stripe_direct(stripe, pieces);
-                if !st.is_dirty() {
+                if !st.is_dirty() && !c.reuse_likely() {
                     c.remove(&e, &mut st);
                 }
                 drop(st);

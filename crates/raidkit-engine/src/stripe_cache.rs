@@ -192,7 +192,7 @@ pub(crate) struct StripeCache {
     grow_signal: AtomicUsize,
     ghost_hits: AtomicUsize,
     ghosts_recent: AtomicUsize,
-    tune_counts: Mutex<(u64, u64)>,
+    tune_counts: Mutex<u64>,
     last_tune: Mutex<Instant>,
     /// `now_ms` before which `tune` has nothing to do (checked without its lock).
     tune_at: AtomicU64,
@@ -258,7 +258,7 @@ impl StripeCache {
             grow_signal: AtomicUsize::new(0),
             ghost_hits: AtomicUsize::new(0),
             ghosts_recent: AtomicUsize::new(0),
-            tune_counts: Mutex::new((0, 0)),
+            tune_counts: Mutex::new(0),
             last_tune: Mutex::new(Instant::now()),
             tune_at: AtomicU64::new(0),
             help_at: AtomicU64::new(0),
@@ -681,7 +681,8 @@ impl StripeCache {
 
     /// Adjust the automatic size (at most every 25 ms): grow by what ghost hits and early
     /// write-outs asked for; shrink by 1/8 when the cache is full, nothing asked for more
-    /// and it was of little use (under a quarter of the pages needed were found in it).
+    /// and it was of little use (under a quarter of the pages written out were saved a
+    /// member read).
     pub fn tune(&self) {
         let now = self.now_ms();
         if now < self.tune_at.load(Ordering::Relaxed) {
@@ -725,14 +726,11 @@ impl StripeCache {
         }
         // Reuse: evicted rows asked for again at a rate of at least 1/4 of the misses.
         let gh = self.ghost_hits.swap(0, Ordering::Relaxed);
-        let (h, m) = (
-            self.hits.load(Ordering::Relaxed),
-            self.misses.load(Ordering::Relaxed),
-        );
-        let (dh, dm) = {
+        let m = self.misses.load(Ordering::Relaxed);
+        let dm = {
             let mut tc = lock(&self.tune_counts);
-            let d = (h - tc.0, m - tc.1);
-            *tc = (h, m);
+            let d = m - *tc;
+            *tc = m;
             d
         };
         // Benefit: pages written out without reading (found in the cache, or merged).
@@ -764,7 +762,9 @@ impl StripeCache {
         let new = if grow > 0 {
             // Double at most per step, so a burst cannot run away.
             t + grow.min(t)
-        } else if used * 8 >= t * 7 && dh * 4 < dh + dm + 1 {
+        } else if used * 8 >= t * 7 && dsv * 4 < dsv + dm + 1 {
+            // Of little use: under a quarter of the pages written out were saved a member
+            // read (found in the cache, or merged into whole rows: what a stream gains).
             t - t / 8
         } else {
             t
