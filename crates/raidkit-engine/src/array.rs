@@ -1878,13 +1878,7 @@ impl Array {
         bufs: &mut [Vec<u8>],
         known: &mut [Vec<bool>],
     ) -> Result<(Vec<u8>, Vec<u8>)> {
-        let rlen = (rn * SECTOR) as usize;
-        let mut p = vec![0u8; rlen];
-        self.member_read(lay.p, base + lo, &mut p)?;
-        let mut q = vec![0u8; if lay.q.is_some() { rlen } else { 0 }];
-        if let Some(qr) = lay.q {
-            self.member_read(qr, base + lo, &mut q)?;
-        }
+        let (mut p, mut q) = self.read_old_parity(lay, base + lo, rn)?;
         for (k, span) in spans.iter().enumerate() {
             let Some((a, b)) = *span else {
                 continue;
@@ -2619,13 +2613,7 @@ impl Array {
         rn: u64,
         pieces: &[Piece<'_>],
     ) -> Result<()> {
-        let rlen = (rn * SECTOR) as usize;
-        let mut p = vec![0u8; rlen];
-        self.member_read(lay.p, base + lo, &mut p)?;
-        let mut q = vec![0u8; if lay.q.is_some() { rlen } else { 0 }];
-        if let Some(qr) = lay.q {
-            self.member_read(qr, base + lo, &mut q)?;
-        }
+        let (mut p, mut q) = self.read_old_parity(lay, base + lo, rn)?;
         let mut olds = Vec::with_capacity(pieces.len());
         for pc in pieces {
             let mut old = vec![0u8; pc.data.len()];
@@ -2699,6 +2687,19 @@ impl Array {
     }
 
     /// After member failures during a write, make sure the stripe is still recoverable.
+    /// The old P (and Q) of `n` sectors from member sector `dsec` of a stripe, for
+    /// read-modify-write (Q empty without one).
+    fn read_old_parity(&self, lay: &StripeLayout, dsec: u64, n: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+        let len = (n * SECTOR) as usize;
+        let mut p = vec![0u8; len];
+        self.member_read(lay.p, dsec, &mut p)?;
+        let mut q = vec![0u8; if lay.q.is_some() { len } else { 0 }];
+        if let Some(qr) = lay.q {
+            self.member_read(qr, dsec, &mut q)?;
+        }
+        Ok((p, q))
+    }
+
     fn check_still_runs(&self, stripe: u64) -> Result<()> {
         let missing = self.missing_roles().len();
         let tolerated = match self.geo.level {
