@@ -143,6 +143,13 @@ pub(crate) enum Victim {
     Dirty(Arc<Entry>),
 }
 
+/// `tune`'s memory: when it last ran, and the counters it read then (merges, drains,
+/// written pages, rewritten pages, misses, saved pages).
+struct TuneState {
+    at: Instant,
+    seen: [u64; 6],
+}
+
 /// The cache.
 pub(crate) struct StripeCache {
     /// Data blocks per stripe.
@@ -173,7 +180,6 @@ pub(crate) struct StripeCache {
     pub drains: AtomicU64,
     /// Recent write-outs merged often enough that holding partial stripes pays.
     merging: AtomicBool,
-    tune_merges: Mutex<(u64, u64)>,
     /// Recent small writes gained nothing from the cache: most go straight to the members.
     bypass: AtomicBool,
     bypass_tick: AtomicU64,
@@ -185,15 +191,13 @@ pub(crate) struct StripeCache {
     pub written_pages: AtomicU64,
     /// See `written_pages`.
     pub rewritten_pages: AtomicU64,
-    tune_rw: Mutex<(u64, u64)>,
     rereferenced: AtomicBool,
-    tune_saved: Mutex<u64>,
     dirty_stripes: AtomicUsize,
     grow_signal: AtomicUsize,
     ghost_hits: AtomicUsize,
     ghosts_recent: AtomicUsize,
-    tune_counts: Mutex<u64>,
-    last_tune: Mutex<Instant>,
+    /// When `tune` last ran and the counters it saw then (one tuner at a time).
+    last_tune: Mutex<TuneState>,
     /// `now_ms` before which `tune` has nothing to do (checked without its lock).
     tune_at: AtomicU64,
     /// `now_ms` before which writers need not help write out aged stripes.
@@ -250,16 +254,15 @@ impl StripeCache {
             saved: AtomicU64::new(0),
             written_pages: AtomicU64::new(0),
             rewritten_pages: AtomicU64::new(0),
-            tune_rw: Mutex::new((0, 0)),
             rereferenced: AtomicBool::new(false),
-            tune_saved: Mutex::new(0),
-            tune_merges: Mutex::new((0, 0)),
             dirty_stripes: AtomicUsize::new(0),
             grow_signal: AtomicUsize::new(0),
             ghost_hits: AtomicUsize::new(0),
             ghosts_recent: AtomicUsize::new(0),
-            tune_counts: Mutex::new(0),
-            last_tune: Mutex::new(Instant::now()),
+            last_tune: Mutex::new(TuneState {
+                at: Instant::now(),
+                seen: [0; 6],
+            }),
             tune_at: AtomicU64::new(0),
             help_at: AtomicU64::new(0),
             pending: Mutex::new(None),
@@ -692,55 +695,40 @@ impl StripeCache {
             Ok(g) => g,
             Err(_) => return,
         };
-        if last.elapsed() < Duration::from_millis(25) {
+        if last.at.elapsed() < Duration::from_millis(25) {
             return;
         }
-        *last = Instant::now();
+        last.at = Instant::now();
         self.tune_at.store(now + 25, Ordering::Relaxed);
         self.refresh_memory();
         let grow = self.grow_signal.swap(0, Ordering::Relaxed);
-        let (mg, dr) = (
-            self.merges.load(Ordering::Relaxed),
-            self.drains.load(Ordering::Relaxed),
-        );
-        {
-            let mut tm = lock(&self.tune_merges);
-            let (dmg, ddr) = (mg - tm.0, dr - tm.1);
-            *tm = (mg, dr);
-            if ddr > 0 {
-                // A stream: at least half of the write-outs needed no member reads.
-                self.merging.store(dmg * 2 >= ddr, Ordering::Relaxed);
-            }
+        // What each counter gained since the last tune.
+        let counters = [
+            &self.merges,
+            &self.drains,
+            &self.written_pages,
+            &self.rewritten_pages,
+            &self.misses,
+            // Benefit: pages written out without reading (found in the cache, or merged).
+            &self.saved,
+        ];
+        let mut d = [0u64; 6];
+        for (i, c) in counters.iter().enumerate() {
+            let v = c.load(Ordering::Relaxed);
+            d[i] = v - last.seen[i];
+            last.seen[i] = v;
         }
-        {
-            let (w, rw) = (
-                self.written_pages.load(Ordering::Relaxed),
-                self.rewritten_pages.load(Ordering::Relaxed),
-            );
-            let mut t = lock(&self.tune_rw);
-            let (dw, drw) = (w - t.0, rw - t.1);
-            *t = (w, rw);
-            if dw > 0 {
-                self.rereferenced.store(drw * 8 >= dw, Ordering::Relaxed);
-            }
+        drop(last);
+        let [dmg, ddr, dw, drw, dm, dsv] = d;
+        if ddr > 0 {
+            // A stream: at least half of the write-outs needed no member reads.
+            self.merging.store(dmg * 2 >= ddr, Ordering::Relaxed);
+        }
+        if dw > 0 {
+            self.rereferenced.store(drw * 8 >= dw, Ordering::Relaxed);
         }
         // Reuse: evicted rows asked for again at a rate of at least 1/4 of the misses.
         let gh = self.ghost_hits.swap(0, Ordering::Relaxed);
-        let m = self.misses.load(Ordering::Relaxed);
-        let dm = {
-            let mut tc = lock(&self.tune_counts);
-            let d = m - *tc;
-            *tc = m;
-            d
-        };
-        // Benefit: pages written out without reading (found in the cache, or merged).
-        let sv = self.saved.load(Ordering::Relaxed);
-        let dsv = {
-            let mut ts = lock(&self.tune_saved);
-            let d = sv - *ts;
-            *ts = sv;
-            d
-        };
         if dsv + dm > 64 {
             self.bypass.store(dsv * 8 < dsv + dm, Ordering::Relaxed);
         }
