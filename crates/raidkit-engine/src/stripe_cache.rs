@@ -12,6 +12,9 @@
 //! asked for again (ghost hits) or when partial stripes must be written out early for lack
 //! of room, shrinks when neither happens while the cache is full, and never exceeds a
 //! quarter of `MemAvailable` nor the admin's bound. A fixed size can be forced instead.
+//! A stripe that clients wrote whole and that went out merged is dropped at once unless
+//! written pages are being found in the cache again: a sequential stream leaves nothing
+//! worth keeping, and its clean stripes would only spread it over more memory.
 //!
 //! Locking: stripes live in sharded maps; each stripe's entry has its own mutex, taken
 //! before the array's per-stripe IO lock. Nothing global is locked per request.
@@ -42,6 +45,8 @@ pub(crate) struct Page {
     pub valid: u8,
     /// Sectors newer than the member (subset of `valid`).
     pub dirty: u8,
+    /// Written by a client since it was cached (not only read from the members).
+    pub written: bool,
 }
 
 /// The mutable part of an entry, under its mutex.
@@ -54,6 +59,8 @@ pub(crate) struct EntryState {
     pub alloc: usize,
     /// Pages with dirty sectors.
     pub dirty_pages: usize,
+    /// Pages written by clients since the entry was made (see [`Page::written`]).
+    pub written_pages: usize,
     /// Rows `[lo, hi)` holding every allocated page (scans look only there).
     lo_row: usize,
     hi_row: usize,
@@ -372,6 +379,7 @@ impl StripeCache {
                 dead: false,
                 alloc: 0,
                 dirty_pages: 0,
+                written_pages: 0,
                 lo_row: usize::MAX,
                 hi_row: 0,
             }),
@@ -398,6 +406,7 @@ impl StripeCache {
             data: vec![0u8; PAGE].into_boxed_slice(),
             valid: 0,
             dirty: 0,
+            written: false,
         })
     }
 
@@ -409,6 +418,7 @@ impl StripeCache {
         self.pages.fetch_sub(st.alloc, Ordering::Relaxed);
         st.alloc = 0;
         st.dirty_pages = 0;
+        st.written_pages = 0;
         self.mark_clean(e);
     }
 
@@ -645,6 +655,11 @@ impl StripeCache {
     /// lately), or evicted rows being asked for again?
     pub fn reuse_likely(&self) -> bool {
         self.rereferenced.load(Ordering::Relaxed) || self.ghosts_recent.load(Ordering::Relaxed) > 0
+    }
+
+    /// Have written pages been found in the cache again lately (at least 1/8 of them)?
+    pub fn rewrites_seen(&self) -> bool {
+        self.rereferenced.load(Ordering::Relaxed)
     }
 
     /// May a write to a stripe the cache holds nothing of go straight to the members?

@@ -259,6 +259,13 @@ fn adjacent_partial_writes_merge_into_full_stripe_writes() {
         arr.flush().unwrap();
         let st = arr.stripe_cache_stats().unwrap();
         assert_eq!(st.full_stripe_merges, stripes, "{level}: {st:?}");
+        // Stripes written whole and sent out merged are not kept (a stream would only
+        // spread over the cache's memory); nothing was rewritten, so nothing stays.
+        assert_eq!(
+            (st.used_entries, st.memory_bytes),
+            (0, 0),
+            "{level}: {st:?}"
+        );
         let reads: u64 = arr.member_stats().iter().map(|m| m.reads).sum();
         assert_eq!(reads, 0, "{level}: merged stripes read nothing");
         // Data: 1 write per data block; parity: 1 write per stripe.
@@ -271,6 +278,53 @@ fn adjacent_partial_writes_merge_into_full_stripe_writes() {
         let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
         assert_eq!(rep.mismatches, vec![]);
     }
+}
+
+/// A stripe the cache filled from the members (a partial write written out by
+/// reconstruct-write) stays cached after a later merged write-out: only stripes written
+/// whole by clients are dropped once merged.
+#[test]
+fn stripes_filled_by_member_reads_stay_after_a_merge() {
+    let dir = TempDir::new("rk-sc-keep").unwrap();
+    let ps = make(&dir, Level::Raid5, 4, 64, 4);
+    let arr = open(&ps);
+    arr.set_stripe_cache_hold(Duration::from_secs(60));
+    let g = arr.geometry();
+    let chunk = g.chunk_sectors * 512;
+    let rows = chunk / 4096;
+    // One chunk of stripe 2: written out by reading the two other data chunks.
+    let off = 2 * chunk * g.data_disks() as u64;
+    arr.write(off, &vec![0x11u8; chunk as usize]).unwrap();
+    arr.flush().unwrap();
+    let reads: u64 = arr.member_stats().iter().map(|m| m.reads).sum();
+    assert_eq!(reads, 2, "reconstruct-write reads the other two chunks");
+    let st = arr.stripe_cache_stats().unwrap();
+    assert_eq!(
+        (st.used_entries, st.full_stripe_merges),
+        (rows, 0),
+        "{st:?}"
+    );
+    // The same chunk again: merged from the cache (no reads), and the stripe stays.
+    arr.write(off, &vec![0x22u8; chunk as usize]).unwrap();
+    arr.flush().unwrap();
+    let st = arr.stripe_cache_stats().unwrap();
+    assert_eq!(
+        (st.used_entries, st.full_stripe_merges),
+        (rows, 1),
+        "{st:?}"
+    );
+    assert_eq!(
+        st.memory_bytes,
+        rows * 4096 * g.data_disks() as u64,
+        "{st:?}"
+    );
+    let reads: u64 = arr.member_stats().iter().map(|m| m.reads).sum();
+    assert_eq!(reads, 2, "the merge read nothing");
+    drop(arr);
+    let a = check_clean(&ps);
+    let mut out = vec![0u8; chunk as usize];
+    a.read(off, &mut out).unwrap();
+    assert!(out.iter().all(|&b| b == 0x22));
 }
 
 #[test]
