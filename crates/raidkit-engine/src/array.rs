@@ -1060,9 +1060,10 @@ impl Array {
     /// Safe to call from many threads at once; writes to the same stripe are serialized.
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
         let t0 = std::time::Instant::now();
-        let r = self
-            .write_inner(offset, buf)
-            .and_then(|()| self.check_not_lost(offset, buf.len() as u64));
+        let r = self.write_inner(offset, buf).and_then(|()| {
+            self.written_over_lost(offset, buf.len() as u64);
+            self.check_not_lost(offset, buf.len() as u64)
+        });
         self.io.record(
             crate::iostats::Op::Write,
             offset,
@@ -1071,6 +1072,35 @@ impl Array {
             r.is_ok(),
         );
         r
+    }
+
+    /// A write that went through makes the lost bytes it covered valid again, except where
+    /// bad blocks beyond the redundancy still hold them (those are cleared as the members
+    /// take the write: `made_good`). What this clears: ranges lost because held writes
+    /// could not be written out of the stripe cache (say, a degraded array with an
+    /// unreadable sector and no bad-block log), which no bad block records. A write-out
+    /// fails before it writes anything unless the array stops, so the members hold a
+    /// consistent stripe there, and the message for that loss tells the admin to restore
+    /// the range: that write must be taken.
+    fn written_over_lost(&self, offset: u64, len: u64) {
+        if !self.has_lost.load(Ordering::Relaxed) || len == 0 {
+            return;
+        }
+        let backed = self.derive_lost();
+        let end = offset + len;
+        let mut l = lock(&self.lost);
+        if !l.iter().any(|&(o, n)| o < end && offset < o + n) {
+            return;
+        }
+        let outside = [(0, offset), (end, u64::MAX - end)];
+        let mut keep = crate::bbl::intersect_pairs(&l, &outside);
+        keep.extend(crate::bbl::intersect_pairs(
+            &crate::bbl::intersect_pairs(&l, &[(offset, len)]),
+            &backed,
+        ));
+        crate::bbl::coalesce_pairs(&mut keep);
+        *l = keep;
+        self.has_lost.store(!l.is_empty(), Ordering::Relaxed);
     }
 
     /// A write "succeeds" member by member even when its errors turned into bad blocks on
