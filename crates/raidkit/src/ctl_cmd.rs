@@ -158,13 +158,7 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
                         .as_u64()
                         .map(|r| r.to_string())
                         .unwrap_or_else(|| "S".into()),
-                    match m["state"].as_str() {
-                        Some("failed") => "(F)",
-                        Some("recovering") => "(R)",
-                        Some("replacement") => "(r)",
-                        Some("spare") => "(S)",
-                        _ => "",
-                    }
+                    member_flag(m["state"].as_str())
                 )
             })
             .collect();
@@ -897,5 +891,38 @@ pub fn cmd_stats(a: StatsArgs) -> Result<()> {
         }
         std::io::stdout().flush().ok();
         prev = now;
+    }
+}
+
+/// The flag `status` prints after a member, as md's /proc/mdstat does: `(F)` faulty,
+/// `(S)` spare, `(R)` replacement; none for an active member or one being recovered (the
+/// recovery line shows that).
+fn member_flag(state: Option<&str>) -> &'static str {
+    match state {
+        Some("failed") => "(F)",
+        Some("replacement") => "(R)",
+        Some("spare") => "(S)",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::member_flag;
+
+    #[test]
+    fn member_flags_are_mdstat_flags() {
+        let got: Vec<&str> = [
+            Some("failed"),
+            Some("replacement"),
+            Some("spare"),
+            Some("recovering"),
+            Some("active"),
+            None,
+        ]
+        .into_iter()
+        .map(member_flag)
+        .collect();
+        assert_eq!(got, ["(F)", "(R)", "(S)", "", "", ""]);
     }
 }
