@@ -101,12 +101,29 @@ fn status_manage_sync_action_monitor() {
     // Readers are not blocked.
     ok(&run, d, &["examine", "a"]);
     // A monitor collects the events of what follows.
-    let mon = Command::new(RAIDKIT)
-        .env("RAIDKIT_RUN_DIR", &run)
-        .args(["monitor", "--json", "--count", "6"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Other events (a `slow_member` warning on a loaded machine) may come in between:
+    // the monitor's lines are collected until the expected kinds are all there.
+    let mut mon = Killing(
+        Command::new(RAIDKIT)
+            .env("RAIDKIT_RUN_DIR", &run)
+            .args(["monitor", "--json"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let mon_out = mon.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(mon_out)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
     std::thread::sleep(Duration::from_millis(500));
     let b = d.join("b").display().to_string();
     ok(&run, d, &["manage", "ctl", "--fail", &b]);
@@ -136,19 +153,25 @@ fn status_manage_sync_action_monitor() {
     let st = &status(&run, d)[0];
     assert_eq!(st["last_result"]["action"], "check");
     assert_eq!(st["last_result"]["mismatch_ranges"], serde_json::json!([]));
-    let out = mon.wait_with_output().unwrap();
-    let kinds: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| v["kind"].as_str().unwrap_or("").to_string())
-        .collect();
-    for k in [
+    let want = [
         "member_failed",
         "degraded",
         "member_removed",
         "spare_added",
         "rebuild_started",
-    ] {
+    ];
+    let mut kinds: Vec<String> = Vec::new();
+    let t0 = Instant::now();
+    while !want.iter().all(|k| kinds.iter().any(|x| x == k)) {
+        let Ok(l) = rx.recv_timeout(Duration::from_secs(30).saturating_sub(t0.elapsed())) else {
+            break;
+        };
+        if let Ok(v) = serde_json::from_str::<Value>(&l) {
+            kinds.push(v["kind"].as_str().unwrap_or("").to_string());
+        }
+    }
+    drop(mon);
+    for k in want {
         assert!(
             kinds.iter().any(|x| x == k),
             "monitor missed {k}: {kinds:?}"

@@ -233,7 +233,7 @@ mdadm --examine-badblocks /dev/vdb
     let mon = Killing(
         Command::new(RAIDKIT)
             .env("RAIDKIT_RUN_DIR", &run)
-            .args(["monitor", "--json", "--count", "1"])
+            .args(["monitor", "--json", "--count", "20"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -242,14 +242,27 @@ mdadm --examine-badblocks /dev/vdb
     let o = rk(&["manage", "nobbl", "--update", "no-bbl"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut mon = mon;
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(mon.0.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let ev: Value = serde_json::from_str(&line).unwrap();
-    assert_eq!(ev["kind"], "bad_block_log_removed");
+    // Other events may come first (a `slow_member` warning on a loaded machine).
+    let out = mon.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for l in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let ev: Value = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no bad_block_log_removed event ({e}); saw {seen:?}"));
+        let ev: Value = serde_json::from_str(&line).unwrap();
+        if ev["kind"] == "bad_block_log_removed" {
+            break ev;
+        }
+        seen.push(ev["kind"].clone());
+    };
     assert_eq!(ev["detail"]["lost"], serde_json::json!([]));
     let repaired: Vec<(usize, u64, u64)> =
         serde_json::from_value(ev["detail"]["repaired"].clone()).unwrap();
