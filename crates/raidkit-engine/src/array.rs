@@ -667,6 +667,14 @@ impl Array {
             .filter(|m| !m.is_failed())
     }
 
+    /// Are all of the stripe's parity members (P, and Q for RAID6) failed or missing, with
+    /// no replacement being built? Then writes there keep no parity.
+    fn parity_gone(&self, lay: &StripeLayout) -> bool {
+        !self.replacing.load(Ordering::Acquire)
+            && self.member(lay.p).is_none()
+            && lay.q.is_none_or(|q| self.member(q).is_none())
+    }
+
     fn can_read(&self, role: usize, dsec: u64, n: u64) -> bool {
         self.member(role).is_some_and(|m| m.readable(dsec, n))
     }
@@ -1813,7 +1821,12 @@ impl Array {
         let mut read_secs = 0u64;
         let mut pq: Option<(Vec<u8>, Vec<u8>)> = None;
         c.drains.fetch_add(1, Ordering::Relaxed);
-        if missing == 0 {
+        let parity_gone = self.parity_gone(lay);
+        if parity_gone {
+            // No parity to keep: the dirty data goes out alone (the parity writes below
+            // find no member), nothing is read.
+            pq = Some((Vec::new(), Vec::new()));
+        } else if missing == 0 {
             pq = Some(compute_parity_scratch(lay, &bufs.0, len));
             c.merges.fetch_add(1, Ordering::Relaxed);
         } else if all_readable {
@@ -1893,11 +1906,35 @@ impl Array {
             }
         };
         for (k, span) in spans.iter().enumerate() {
-            if let Some((a, b)) = *span {
-                let from = ((a - lo) * SECTOR) as usize;
-                let to = ((b - lo) * SECTOR) as usize;
-                self.member_write(lay.data[k], base + a, &bufs[k][from..to])?;
+            let Some((a, b)) = *span else {
+                continue;
+            };
+            if parity_gone {
+                // Nothing was read: a span may hold sectors the cache does not know
+                // (between dirty ones), so only the runs it knows go out.
+                let (a, b) = ((a - lo) as usize, (b - lo) as usize);
+                let mut i = a;
+                while i < b {
+                    if !known[k][i] {
+                        i += 1;
+                        continue;
+                    }
+                    let mut j = i;
+                    while j < b && known[k][j] {
+                        j += 1;
+                    }
+                    self.member_write(
+                        lay.data[k],
+                        base + lo + i as u64,
+                        &bufs[k][i * 512..j * 512],
+                    )?;
+                    i = j;
+                }
+                continue;
             }
+            let from = ((a - lo) * SECTOR) as usize;
+            let to = ((b - lo) * SECTOR) as usize;
+            self.member_write(lay.data[k], base + a, &bufs[k][from..to])?;
         }
         self.member_write(lay.p, base + lo, &p.0[0])?;
         if let Some(qr) = lay.q {
@@ -2630,6 +2667,16 @@ impl Array {
             scratch_put(p);
             scratch_put(q);
             written?;
+            return self.check_still_runs(stripe);
+        }
+
+        if self.parity_gone(&lay) {
+            // Every parity member of this stripe is gone: there is no parity to keep, so
+            // the data is written alone, as md does, with no reads (a stripe whose other
+            // data cannot be read still takes writes).
+            for pc in pieces {
+                self.member_write(lay.data[pc.k], base + pc.a, pc.data)?;
+            }
             return self.check_still_runs(stripe);
         }
 

@@ -545,3 +545,58 @@ fn a_lost_held_write_is_restored_by_writing_it_again() {
     a.read(0, &mut out).unwrap();
     assert!(out == data, "differs at {:?}", first_diff(&out, &data));
 }
+
+/// With every parity member of a stripe gone, writes there keep no parity: the data goes
+/// out alone with no member reads (as md does), so they are taken even where the other
+/// data blocks of the stripe cannot be read, directly and out of the cache alike, and
+/// what lies between held writes is left as it was.
+#[test]
+fn writes_where_all_parity_is_gone_read_nothing() {
+    for (level, n) in [(Level::Raid5, 4), (Level::Raid6, 5)] {
+        let dir = TempDir::new("rk-sc-noparity").unwrap();
+        let ps = make(&dir, level, n, 64, 2);
+        let lay = {
+            let a = assemble_paths(&ps, &rw()).unwrap();
+            let g = a.geometry();
+            // Stripe 0 holds a known pattern.
+            let stripe = (g.chunk_sectors * 512) as usize * g.data_disks();
+            let pat: Vec<u8> = (0..stripe).map(|i| (i % 241) as u8 + 1).collect();
+            a.write(0, &pat).unwrap();
+            a.mark_clean().unwrap();
+            g.stripe(0).unwrap()
+        };
+        // Reads of data block 1's member fail over its first 512 KiB.
+        let mut specs = ps.clone();
+        let bad = lay.data[1];
+        specs[bad] = PathBuf::from(format!("fault:reio@2048-3071:{}", ps[bad].display()));
+        let arr = open(&specs);
+        arr.set_stripe_cache_hold(Duration::from_secs(60));
+        arr.fail_member(lay.p, "test").unwrap();
+        if let Some(q) = lay.q {
+            arr.fail_member(q, "test").unwrap();
+        }
+        let mut model: Vec<u8> = (0..65536).map(|i| (i % 241) as u8 + 1).collect();
+        // A small write (straight out); the last 8 KiB of block 0 (held), then the first
+        // and last sector of one page further up (held with it: that page goes out with
+        // six sectors between them that the cache does not know).
+        for (off, len, v) in [
+            (4096usize, 4096usize, 0x5au8),
+            (57344, 8192, 0xa5),
+            (8192, 512, 0x77),
+            (8192 + 3584, 512, 0x78),
+        ] {
+            arr.write(off as u64, &vec![v; len]).unwrap();
+            model[off..off + len].fill(v);
+        }
+        arr.flush().unwrap();
+        let reads: u64 = arr.member_stats().iter().map(|m| m.reads).sum();
+        assert_eq!(reads, 0, "{level}: nothing read");
+        let mut out = vec![0u8; 65536];
+        arr.read(0, &mut out).unwrap();
+        assert!(
+            out == model,
+            "{level}: differs at {:?}",
+            first_diff(&out, &model)
+        );
+    }
+}
