@@ -1847,8 +1847,9 @@ impl Array {
                 Err(e) => return Err(e),
             }
         }
-        let (p, q) = match pq {
-            Some((p, q)) => (ScratchBufs(vec![p]), ScratchBufs(vec![q])),
+        // P and Q, handed back to the scratch buffers once written.
+        let pq = match pq {
+            Some((p, q)) => ScratchBufs(vec![p, q]),
             None => {
                 // Degraded (or a read failed): reconstruct what the cache does not know.
                 let sd = match self.read_stripe(stripe, lay, lo, rn, false) {
@@ -1902,7 +1903,7 @@ impl Array {
                     }
                 }
                 let (p, q) = compute_parity_scratch(lay, &bufs.0, len);
-                (ScratchBufs(vec![p]), ScratchBufs(vec![q]))
+                ScratchBufs(vec![p, q])
             }
         };
         for (k, span) in spans.iter().enumerate() {
@@ -1936,11 +1937,11 @@ impl Array {
             let to = ((b - lo) * SECTOR) as usize;
             self.member_write(lay.data[k], base + a, &bufs[k][from..to])?;
         }
-        self.member_write(lay.p, base + lo, &p.0[0])?;
+        self.member_write(lay.p, base + lo, &pq[0])?;
         if let Some(qr) = lay.q {
-            self.member_write(qr, base + lo, &q.0[0])?;
+            self.member_write(qr, base + lo, &pq[1])?;
         }
-        drop((p, q));
+        drop(pq);
         c.hits
             .fetch_add(clean_known.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
         c.saved.fetch_add(
