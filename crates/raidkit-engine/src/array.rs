@@ -1094,12 +1094,14 @@ impl Array {
         if !self.has_lost.load(Ordering::Relaxed) || len == 0 {
             return;
         }
-        let backed = self.derive_lost();
         let end = offset + len;
-        let mut l = lock(&self.lost);
-        if !l.iter().any(|&(o, n)| o < end && offset < o + n) {
+        let overlaps = |l: &[(u64, u64)]| l.iter().any(|&(o, n)| o < end && offset < o + n);
+        if !overlaps(&lock(&self.lost)) {
             return;
         }
+        // Only for a write over a lost range: the bad-block scan is not on every write.
+        let backed = self.derive_lost();
+        let mut l = lock(&self.lost);
         let outside = [(0, offset), (end, u64::MAX - end)];
         let mut keep = crate::bbl::intersect_pairs(&l, &outside);
         keep.extend(crate::bbl::intersect_pairs(
@@ -1793,7 +1795,7 @@ impl Array {
                     }
                 }
             }
-            bufs.0.push(b);
+            bufs.push(b);
         }
         let missing: u64 = known.iter().flatten().filter(|&&x| !x).count() as u64;
         if missing > 0 {
@@ -1827,7 +1829,7 @@ impl Array {
             // find no member), nothing is read.
             pq = Some((Vec::new(), Vec::new()));
         } else if missing == 0 {
-            pq = Some(compute_parity_scratch(lay, &bufs.0, len));
+            pq = Some(compute_parity_scratch(lay, &bufs, len));
             c.merges.fetch_add(1, Ordering::Relaxed);
         } else if all_readable {
             // Reading whole rows fills the cache for later writes: worth it when rows are
@@ -1835,11 +1837,11 @@ impl Array {
             let fill = missing <= 2 * rmw_reads && c.reuse_likely();
             let r = if rmw_reads < missing && !fill {
                 read_secs = rmw_reads;
-                self.cache_rmw(lay, base, lo, rn, &spans, &mut bufs.0, &mut known)
+                self.cache_rmw(lay, base, lo, rn, &spans, &mut bufs, &mut known)
             } else {
                 read_secs = missing;
-                self.cache_rcw(lay, base, lo, &mut bufs.0, &mut known)
-                    .map(|()| compute_parity_scratch(lay, &bufs.0, len))
+                self.cache_rcw(lay, base, lo, &mut bufs, &mut known)
+                    .map(|()| compute_parity_scratch(lay, &bufs, len))
             };
             match r {
                 Ok(v) => pq = Some(v),
@@ -1902,7 +1904,7 @@ impl Array {
                         }
                     }
                 }
-                let (p, q) = compute_parity_scratch(lay, &bufs.0, len);
+                let (p, q) = compute_parity_scratch(lay, &bufs, len);
                 ScratchBufs(vec![p, q])
             }
         };
@@ -3106,8 +3108,8 @@ fn full_stripe_slice(members: usize, len: usize) -> usize {
     per.max(32 << 10).min(len)
 }
 
-/// Parity buffers reused by full-stripe writes, last-in first-out (the most recently
-/// used are the ones still in cache).
+/// Buffers reused by full-stripe writes (P/Q) and stripe-cache write-outs (data and
+/// P/Q), last-in first-out (the most recently used are the ones still in cache).
 static SCRATCH: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
 /// Scratch buffers handed back to [`SCRATCH`] when dropped (on every return path).
@@ -3151,7 +3153,8 @@ fn scratch_take() -> Vec<u8> {
 }
 
 fn scratch_put(v: Vec<u8>) {
-    // Up to 32 MiB kept: two buffers for each of 16 concurrent writers at 1 MiB chunks.
+    // Up to 32 MiB kept: a write-out's data and P/Q buffers (one chunk each) for several
+    // concurrent writers.
     let mut s = lock(&SCRATCH);
     let kept: usize = s.iter().map(Vec::capacity).sum();
     if v.capacity() > 0 && kept + v.capacity() <= (32 << 20) {

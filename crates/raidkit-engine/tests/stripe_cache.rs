@@ -7,7 +7,7 @@ use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::Array;
-use raidkit_layout::Level;
+use raidkit_layout::{Level, StripeLayout};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::PathBuf;
@@ -488,6 +488,17 @@ fn bypassing_writes_race_with_cached_stripes() {
     }
 }
 
+/// The array of `ps` with reads of stripe 0's data block 1 member failing over its first
+/// 512 KiB of data (data offset 2048 sectors), partial stripes held up to a minute.
+fn open_block1_unreadable(ps: &[PathBuf], lay: &StripeLayout) -> Arc<Array> {
+    let mut specs = ps.to_vec();
+    let bad = lay.data[1];
+    specs[bad] = PathBuf::from(format!("fault:reio@2048-3071:{}", ps[bad].display()));
+    let arr = open(&specs);
+    arr.set_stripe_cache_hold(Duration::from_secs(60));
+    arr
+}
+
 /// Held writes that cannot be written out (a degraded RAID5 whose write-out needs a
 /// sector no member can give) make their range read as lost and the next flush fail;
 /// writing that range again (restoring it) is taken and makes it valid, while writes
@@ -504,12 +515,7 @@ fn a_lost_held_write_is_restored_by_writing_it_again() {
             (g.chunk_sectors * 512) as usize * g.data_disks(),
         )
     };
-    // Reads of data block 1's member fail over its first 512 KiB (data offset 2048).
-    let mut specs = ps.clone();
-    let bad = lay.data[1];
-    specs[bad] = PathBuf::from(format!("fault:reio@2048-3071:{}", ps[bad].display()));
-    let arr = open(&specs);
-    arr.set_stripe_cache_hold(Duration::from_secs(60));
+    let arr = open_block1_unreadable(&ps, &lay);
     // The last 8 KiB of block 0 of stripe 0 (ending on a chunk boundary, as a stream
     // does: held). Then block 2's member fails: writing the
     // held data out needs block 1 (to rebuild block 2 for parity), which cannot be read.
@@ -565,12 +571,7 @@ fn writes_where_all_parity_is_gone_read_nothing() {
             a.mark_clean().unwrap();
             g.stripe(0).unwrap()
         };
-        // Reads of data block 1's member fail over its first 512 KiB.
-        let mut specs = ps.clone();
-        let bad = lay.data[1];
-        specs[bad] = PathBuf::from(format!("fault:reio@2048-3071:{}", ps[bad].display()));
-        let arr = open(&specs);
-        arr.set_stripe_cache_hold(Duration::from_secs(60));
+        let arr = open_block1_unreadable(&ps, &lay);
         arr.fail_member(lay.p, "test").unwrap();
         if let Some(q) = lay.q {
             arr.fail_member(q, "test").unwrap();
