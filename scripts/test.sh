@@ -13,10 +13,15 @@ cargo fmt --all -- --check
 if [ $quick = 0 ]; then
   echo "== cargo clippy"
   cargo clippy --workspace --all-targets --quiet -- -D warnings
+  # The optional ISA-L anchor must be lint-clean without the library too.
+  echo "== cargo clippy (without ISA-L)"
+  RAIDKIT_NO_ISAL=1 cargo clippy -p raidkit-bench-isal --all-targets --quiet -- -D warnings
 fi
 mkdir -p target
 echo "== cargo test"
 cargo test --workspace --no-fail-fast 2>&1 | tee target/test.log
+echo "== the README's two commands, as written"
+scripts/readme-check.sh 2>&1 | tee -a target/test.log
 if [ $quick = 0 ] && [ -x fuzz/run-short.sh ]; then
   echo "== short fuzz run"
   fuzz/run-short.sh "${RAIDKIT_FUZZ_SECONDS:-10}"
