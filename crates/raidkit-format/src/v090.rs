@@ -145,6 +145,19 @@ fn put_desc(buf: &mut [u8], w: usize, d: &DiskDescriptor) {
     put_word(buf, w + 4, d.state);
 }
 
+/// A count must be within `0..=27`.
+fn check_count(field: &'static str, value: i128) -> Result<()> {
+    if !(0..=MD_SB_DISKS as i128).contains(&value) {
+        return Err(FormatError::OutOfRange {
+            field,
+            value,
+            min: 0,
+            max: MD_SB_DISKS as i128,
+        });
+    }
+    Ok(())
+}
+
 fn csum_words(buf: &[u8]) -> u32 {
     let mut sum: u64 = 0;
     for (i, w) in buf.chunks_exact(4).take(SB_BYTES / 4).enumerate() {
@@ -159,7 +172,10 @@ fn csum_words(buf: &[u8]) -> u32 {
 }
 
 impl SuperblockV090 {
-    /// Decode and validate (magic, major 0, minor 90/91, checksum). `buf` ≥ 4096 bytes.
+    /// Decode and validate (magic, major 0, minor 90/91, checksum; `raid_disks`, `nr_disks`
+    /// and, for minor 91, the pre-reshape count `raid_disks − delta_disks` within
+    /// `0..=27` as [`FormatError::OutOfRange`]). `buf` ≥ 4096 bytes. The other fields are
+    /// checked by [`SuperblockV090::validate`] and [`SuperblockV090::areas`].
     /// A magic that reads `0xfc4e2ba9` gives [`FormatError::ForeignEndian`].
     pub fn parse(buf: &[u8]) -> Result<SuperblockV090> {
         let (sb, ok) = Self::decode(buf)?;
@@ -194,6 +210,22 @@ impl SuperblockV090 {
                 "{major}.{minor_version} (expected 0.90 or 0.91)"
             )));
         }
+        // Counts that size loops over descriptors: at most 27 (MD_SB_DISKS).
+        let raid_disks = word(buf, 10)?;
+        check_count("raid_disks", raid_disks.into())?;
+        check_count("nr_disks", word(buf, 9)?.into())?;
+        let delta_disks = word(buf, 47)? as i32;
+        if minor_version == 91 {
+            let old = i64::from(raid_disks) - i64::from(delta_disks);
+            if !(0..=MD_SB_DISKS as i64).contains(&old) {
+                return Err(FormatError::OutOfRange {
+                    field: "delta_disks",
+                    value: delta_disks.into(),
+                    min: i128::from(raid_disks) - MD_SB_DISKS as i128,
+                    max: raid_disks.into(),
+                });
+            }
+        }
         let ok = word(buf, CSUM_WORD)? == csum_words(buf);
         let mut disks = [DiskDescriptor::default(); MD_SB_DISKS];
         for (i, d) in disks.iter_mut().enumerate() {
@@ -215,7 +247,7 @@ impl SuperblockV090 {
             level: word(buf, 7)? as i32,
             size_kib: word(buf, 8)?,
             nr_disks: word(buf, 9)?,
-            raid_disks: word(buf, 10)?,
+            raid_disks,
             md_minor: word(buf, 11)?,
             utime: word(buf, 32)?,
             state: word(buf, 33)?,
@@ -228,7 +260,7 @@ impl SuperblockV090 {
             recovery_cp: word(buf, 43)?,
             reshape_position: u64_words(44)?,
             new_level: word(buf, 46)? as i32,
-            delta_disks: word(buf, 47)? as i32,
+            delta_disks,
             new_layout: word(buf, 48)?,
             new_chunk: word(buf, 49)?,
             layout: word(buf, 64)?,

@@ -155,6 +155,19 @@ const CSUM_OFF: usize = 216;
 /// Size of the area mdadm writes/fills (one 4 KiB block).
 pub const SB_AREA: usize = 4096;
 
+/// A count field must be within `0..=1920` (the kernel's `MAX_RAID_DISKS`).
+fn check_count(field: &'static str, value: u32) -> Result<()> {
+    if value > MAX_DEV_LIMIT {
+        return Err(FormatError::OutOfRange {
+            field,
+            value: value.into(),
+            min: 0,
+            max: MAX_DEV_LIMIT.into(),
+        });
+    }
+    Ok(())
+}
+
 fn bad(field: &'static str, why: impl Into<String>) -> FormatError {
     FormatError::BadField {
         field,
@@ -185,7 +198,10 @@ fn csum_over(buf: &[u8], n: usize) -> u32 {
 impl SuperblockV1 {
     /// Decode and validate (§1.1 step 2: magic, major 1, max_dev ≤ 1920, no unknown
     /// feature bits, checksum, data_size ≥ 10, pad0 and pad3 zero; also the §1.1 step 4
-    /// rule that `RAID0_LAYOUT` requires level 0). `buf` is the 4 KiB read at the
+    /// rule that `RAID0_LAYOUT` requires level 0). Counts are bounded here, before anyone
+    /// loops over them: `raid_disks ≤ 1920` and, with RESHAPE_ACTIVE, the pre-reshape count
+    /// `raid_disks − delta_disks` in `0..=1920` ([`FormatError::OutOfRange`]). The other
+    /// fields are checked by [`SuperblockV1::validate`] and [`SuperblockV1::areas`]. `buf` is the 4 KiB read at the
     /// superblock location (at least `256 + 2*max_dev` bytes).
     /// Does NOT check `super_offset` against the device (the caller knows the device).
     pub fn parse(buf: &[u8]) -> Result<SuperblockV1> {
@@ -210,9 +226,7 @@ impl SuperblockV1 {
             return Err(FormatError::BadVersion(format!("{major} (expected 1.x)")));
         }
         let max_dev = le::u32_at(buf, 220)?;
-        if max_dev > MAX_DEV_LIMIT {
-            return Err(bad("max_dev", format!("{max_dev} > {MAX_DEV_LIMIT}")));
-        }
+        check_count("max_dev", max_dev)?;
         let n = SB_FIXED + 2 * max_dev as usize;
         le::need(buf, n)?;
         let feature_map = le::u32_at(buf, 8)?;
@@ -244,6 +258,21 @@ impl SuperblockV1 {
                 format!("RAID0_LAYOUT set on a level {level} array"),
             ));
         }
+        // Counts that size loops and tables: bounded before anyone trusts them.
+        let raid_disks = le::u32_at(buf, 92)?;
+        check_count("raid_disks", raid_disks)?;
+        let delta_disks = le::i32_at(buf, 112)?;
+        if feature_map & feature::RESHAPE_ACTIVE != 0 {
+            let old = i128::from(raid_disks) - i128::from(delta_disks);
+            if !(0..=i128::from(MAX_DEV_LIMIT)).contains(&old) {
+                return Err(FormatError::OutOfRange {
+                    field: "delta_disks",
+                    value: delta_disks.into(),
+                    min: i128::from(raid_disks) - i128::from(MAX_DEV_LIMIT),
+                    max: raid_disks.into(),
+                });
+            }
+        }
         let mut dev_roles = Vec::with_capacity(max_dev as usize);
         for i in 0..max_dev as usize {
             dev_roles.push(le::u16_at(buf, SB_FIXED + 2 * i)?);
@@ -257,11 +286,11 @@ impl SuperblockV1 {
             layout: le::u32_at(buf, 76)?,
             size: le::u64_at(buf, 80)?,
             chunksize: le::u32_at(buf, 88)?,
-            raid_disks: le::u32_at(buf, 92)?,
+            raid_disks,
             bitmap_offset: le::i32_at(buf, 96)?,
             new_level: le::i32_at(buf, 100)?,
             reshape_position: le::u64_at(buf, 104)?,
-            delta_disks: le::i32_at(buf, 112)?,
+            delta_disks,
             new_layout: le::u32_at(buf, 116)?,
             new_chunk: le::u32_at(buf, 120)?,
             new_offset: le::i32_at(buf, 124)?,
@@ -348,9 +377,7 @@ impl SuperblockV1 {
     /// `256 + 2*max_dev` or `max_dev > 1920`.
     pub fn checksum(buf: &[u8]) -> Result<u32> {
         let max_dev = le::u32_at(buf, 220)?;
-        if max_dev > MAX_DEV_LIMIT {
-            return Err(bad("max_dev", format!("{max_dev} > {MAX_DEV_LIMIT}")));
-        }
+        check_count("max_dev", max_dev)?;
         let n = SB_FIXED + 2 * max_dev as usize;
         le::need(buf, n)?;
         Ok(csum_over(buf, n))

@@ -4,7 +4,9 @@
 mod accept;
 mod badblocks;
 mod bitmap;
+mod fixtures;
 mod golden;
+mod hostile;
 mod placement;
 mod props;
 mod uuid;

@@ -44,7 +44,7 @@ fn arb_v1() -> impl Strategy<Value = SuperblockV1> {
         any::<u64>(),
         prop::collection::vec(any::<u16>(), 0..=1920),
     );
-    (a, b, c).prop_map(|(a, b, c)| SuperblockV1 {
+    (a, b, c, 0u32..=1920, 0u32..=1920).prop_map(|(a, b, c, raid_disks, old)| SuperblockV1 {
         feature_map: a.0,
         set_uuid: a.1,
         set_name: a.2,
@@ -53,11 +53,17 @@ fn arb_v1() -> impl Strategy<Value = SuperblockV1> {
         layout: a.5,
         size: a.6,
         chunksize: a.7,
-        raid_disks: a.8,
+        raid_disks,
         bitmap_offset: a.9,
         new_level: a.10,
         reshape_position: a.11,
-        delta_disks: b.0,
+        // Counts within the format's limits (parsing refuses others): with a reshape
+        // active, the pre-reshape count raid_disks − delta_disks is within 0..=1920 too.
+        delta_disks: if a.0 & feature::RESHAPE_ACTIVE != 0 {
+            raid_disks as i32 - old as i32
+        } else {
+            b.0
+        },
         new_layout: b.1,
         new_chunk: b.2,
         new_offset: b.3,
@@ -110,34 +116,40 @@ fn arb_v090() -> impl Strategy<Value = SuperblockV090> {
         prop::collection::vec(arb_desc(), MD_SB_DISKS),
         arb_desc(),
     );
-    (a, b).prop_map(|(a, b)| SuperblockV090 {
-        minor_version: a.0,
-        patch_version: a.1,
-        uuid_words: a.2,
-        ctime: a.3,
-        level: a.4,
-        size_kib: a.5[0],
-        nr_disks: a.5[1],
-        raid_disks: a.5[2],
-        md_minor: a.5[3],
-        utime: a.5[4],
-        state: a.6[0],
-        active_disks: a.6[1],
-        working_disks: a.6[2],
-        failed_disks: a.6[3],
-        spare_disks: a.6[4],
-        recovery_cp: a.6[5],
-        events: b.0,
-        cp_events: b.1,
-        new_chunk: b.2,
-        reshape_position: b.3,
-        new_level: b.4[0],
-        delta_disks: b.4[1],
-        new_layout: b.5[0],
-        layout: b.5[1],
-        chunk_size: b.5[2],
-        disks: b.6.try_into().unwrap(),
-        this_disk: b.7,
+    (a, b, 0u32..=27, 0u32..=27, 0u32..=27).prop_map(|(a, b, raid_disks, nr_disks, old)| {
+        SuperblockV090 {
+            minor_version: a.0,
+            patch_version: a.1,
+            uuid_words: a.2,
+            ctime: a.3,
+            level: a.4,
+            size_kib: a.5[0],
+            nr_disks,
+            raid_disks,
+            md_minor: a.5[3],
+            utime: a.5[4],
+            state: a.6[0],
+            active_disks: a.6[1],
+            working_disks: a.6[2],
+            failed_disks: a.6[3],
+            spare_disks: a.6[4],
+            recovery_cp: a.6[5],
+            events: b.0,
+            cp_events: b.1,
+            new_chunk: b.2,
+            reshape_position: b.3,
+            new_level: b.4[0],
+            delta_disks: if a.0 == 91 {
+                raid_disks as i32 - old as i32
+            } else {
+                b.4[1]
+            },
+            new_layout: b.5[0],
+            layout: b.5[1],
+            chunk_size: b.5[2],
+            disks: b.6.try_into().unwrap(),
+            this_disk: b.7,
+        }
     })
 }
 
@@ -266,8 +278,14 @@ proptest! {
         buf[4..8].copy_from_slice(&0u32.to_le_bytes());
         buf[8..12].copy_from_slice(&90u32.to_le_bytes());
         if buf.len() >= 4096 {
-            let (sb, _) = SuperblockV090::parse_lenient(&buf).unwrap();
-            prop_assert_eq!(SuperblockV090::parse(&sb.encode()).unwrap(), sb);
+            // Decodes unless a count is beyond the format (then it must say which).
+            match SuperblockV090::parse_lenient(&buf) {
+                Ok((sb, _)) => prop_assert_eq!(SuperblockV090::parse(&sb.encode()).unwrap(), sb),
+                Err(e) => prop_assert!(
+                    matches!(e, raidkit_format::FormatError::OutOfRange { .. }),
+                    "unexpected error {:?}", e
+                ),
+            }
         }
     }
 

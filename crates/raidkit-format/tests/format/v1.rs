@@ -138,13 +138,15 @@ fn parse_errors_exact() {
 
     let mut b = good.clone();
     b[220..224].copy_from_slice(&1921u32.to_le_bytes());
-    assert!(matches!(
+    assert_eq!(
         SuperblockV1::parse(&b),
-        Err(FormatError::BadField {
+        Err(FormatError::OutOfRange {
             field: "max_dev",
-            ..
+            value: 1921,
+            min: 0,
+            max: 1920
         })
-    ));
+    );
 
     let mut b = good.clone();
     b[220..224].copy_from_slice(&200u32.to_le_bytes());
