@@ -1,7 +1,9 @@
 //! Linux MD on-disk formats, byte-exact: superblock 1.0/1.1/1.2 ([`v1`]), superblock 0.90
 //! ([`v090`]), the internal write-intent bitmap superblock ([`bitmap`]), the bad-block log
 //! ([`badblocks`]), mdadm's rules for placing data, bitmap and log ([`placement`]), the
-//! and the checks that make a superblock's fields safe to trust ([`validate`]).
+//! the reshape fields as one typed view ([`reshape`]), mdadm's reshape backup record
+//! ([`backup`]), and the checks that make a superblock's fields safe to trust
+//! ([`validate`]).
 //!
 //! Pure: parsing and encoding of byte buffers only, no IO. Reference:
 //! `shared/reference/md-format.md` §1–§3, §6.
@@ -10,9 +12,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod backup;
 pub mod badblocks;
 pub mod bitmap;
 pub mod placement;
+pub mod reshape;
 pub mod uuid;
 pub mod v090;
 pub mod v1;

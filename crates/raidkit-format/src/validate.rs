@@ -81,6 +81,8 @@ pub enum Area {
     BadBlockLog,
     /// The partial parity log.
     Ppl,
+    /// Data saved in a reshape backup (mdadm's backup file or a spare's backup area).
+    Backup,
 }
 
 impl fmt::Display for Area {
@@ -92,6 +94,7 @@ impl fmt::Display for Area {
             Area::Bitmap => "the bitmap",
             Area::BadBlockLog => "the bad-block log",
             Area::Ppl => "the partial parity log",
+            Area::Backup => "the reshape backup data",
         })
     }
 }

@@ -16,6 +16,7 @@ pub mod names;
 mod parity;
 mod raid0;
 mod raid10;
+pub mod reshape;
 
 use thiserror::Error;
 

@@ -2,6 +2,7 @@
 //! by the real mdadm 4.2 / Linux 6.1, and property tests.
 
 mod accept;
+mod backup;
 mod badblocks;
 mod bitmap;
 mod fixtures;
@@ -9,6 +10,7 @@ mod golden;
 mod hostile;
 mod placement;
 mod props;
+mod reshape_fixtures;
 mod uuid;
 mod v090;
 mod v1;

@@ -1,0 +1,395 @@
+//! The checkpoint rule: which data may be moved next without overwriting old-layout data
+//! that is not recorded as moved (md-format §7.2–§7.4).
+//!
+//! A step writes array sectors `[a, b)` through the new geometry. Those writes land on
+//! device sectors that, in the old geometry, may hold data (or parity) of other array
+//! sectors. After a crash md restarts from the recorded position and reads every sector
+//! not recorded as moved from its old place, so a step may only overwrite old places of
+//! sectors already recorded as moved — or of sectors whose old data is in a backup area.
+//! And it must not overwrite old places of sectors it has not read yet. Everything is
+//! computed from the two geometries and data starts, so it holds for every layout.
+
+use super::{Direction, Reshape};
+
+/// Largest step [`Reshape::next_step`] plans, in array sectors (256 MiB): a larger one
+/// means the data starts leave no room for md's method (an error, not a plan).
+pub const MAX_STEP_SECTORS: u64 = 1 << 19;
+
+/// What to do next to advance a reshape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Read array sectors `[from, to)` through the old geometry (sectors past the old
+    /// array's end read as zeros), write them through the new geometry, then make the
+    /// progress `to` (forwards) or `from` (backwards). Nothing it writes lands on old data
+    /// that a restart from the recorded position (or a retained backup) still needs.
+    Move {
+        /// First array sector.
+        from: u64,
+        /// One past the last.
+        to: u64,
+    },
+    /// Persist `reshape_position = position` on every member and wait for it (flush the
+    /// moved data first) before going on: the next move would overwrite old places of
+    /// sectors that are moved but not yet recorded, or a backup is done with.
+    Checkpoint {
+        /// The progress to record.
+        position: u64,
+    },
+    /// The next move would overwrite the old places of the very sectors it moves (md's
+    /// "critical section"): copy array sectors `[from, to)` (read through the old
+    /// geometry) to a backup area and persist its record, then call again with that range
+    /// as `backup`: it is then moved as one step. After a crash the backup is written
+    /// through the new geometry and the position set past it (mdadm's restore).
+    Backup {
+        /// First array sector.
+        from: u64,
+        /// One past the last.
+        to: u64,
+    },
+    /// Everything is moved: write the final superblocks (new geometry, no reshape).
+    Done,
+}
+
+/// Why no step can be planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanError {
+    /// The position is outside the reshape's range or misaligned.
+    BadPosition(String),
+    /// A move would need more than [`MAX_STEP_SECTORS`] read ahead (the data starts leave
+    /// no room for md's method).
+    TooLarge {
+        /// Start of the step (array sector).
+        from: u64,
+        /// Where the step would have to end.
+        to: u64,
+    },
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::BadPosition(s) => f.write_str(s),
+            PlanError::TooLarge { from, to } => write!(
+                f,
+                "moving array sectors from {from} would overwrite data not yet read up to {to}: the data offsets leave no room to reshape in place"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// What the members hold for one step of array sectors past the recorded position, as
+/// the caller measured it by comparing, sector by sector, each sector's old copy with its
+/// new copy (for [`Reshape::infer_progress`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StepEvidence {
+    /// Every sector's old and new copies are identical, and not all zeros: md copied the
+    /// step (copies at two different places cannot agree by chance).
+    Copied,
+    /// Identical but all zeros: proves nothing either way.
+    Blank,
+    /// Some sector's copies differ: the step was not copied, or its old places were
+    /// already overwritten.
+    Differ,
+}
+
+/// Array-sector pieces `[lo, hi)`.
+type Pieces = Vec<(u64, u64)>;
+
+impl Reshape {
+    /// The next step from `progress` (everything before it in the direction of travel is
+    /// written in the new geometry), the `recorded` position and a retained `backup`
+    /// (array range whose old data is in a backup area). Steps are whole md steps
+    /// ([`Reshape::step_sectors`]), extended when the new writes would reach old places
+    /// of sectors the step has not read.
+    ///
+    /// The rule: a move is planned only if every old place it overwrites holds sectors
+    /// already recorded as moved, sectors of a retained backup, or nothing. Otherwise, if
+    /// the recorded position lags the progress, the answer is a checkpoint (it may make
+    /// the move safe); if it does not, a backup of the step. A retained backup the
+    /// progress has passed asks for a checkpoint so the backup can be retired.
+    pub fn next_step(
+        &self,
+        progress: u64,
+        recorded: u64,
+        backup: Option<(u64, u64)>,
+    ) -> Result<Step, PlanError> {
+        self.check_positions(progress, recorded)?;
+        let end = self.end_position();
+        if let Some((a, b)) = backup {
+            let passed = match self.direction {
+                Direction::Forwards => progress >= b && recorded < b,
+                Direction::Backwards => progress <= a && recorded > a,
+            };
+            if passed {
+                return Ok(Step::Checkpoint { position: progress });
+            }
+        }
+        if progress == end {
+            return Ok(Step::Done);
+        }
+        let (from, to) = self.closure(progress)?;
+        let over = self.overwritten(from, to);
+        let needed = |r: u64| -> bool {
+            over.iter().any(|&(lo, hi)| {
+                let (lo, hi) = match self.direction {
+                    Direction::Forwards => (lo.max(r), hi),
+                    Direction::Backwards => (lo, hi.min(r)),
+                };
+                lo < hi && !backup.is_some_and(|(a, b)| a <= lo && hi <= b)
+            })
+        };
+        if !needed(recorded) {
+            Ok(Step::Move { from, to })
+        } else if recorded != progress {
+            Ok(Step::Checkpoint { position: progress })
+        } else if let Some((a, b)) = backup {
+            Err(PlanError::BadPosition(format!(
+                "the move {from}..{to} needs a backup, but the backup of {a}..{b} is still retained"
+            )))
+        } else {
+            Ok(Step::Backup { from, to })
+        }
+    }
+
+    /// Can a reshape recorded at `position` continue without a backup (md's check at
+    /// assembly, "reshape_position too early for auto-recovery")? Err gives the array
+    /// range whose old data the next move overwrites: it must come from a backup (mdadm's
+    /// backup file) or be refused.
+    pub fn resume_needs_backup(&self, position: u64) -> Result<Option<(u64, u64)>, PlanError> {
+        match self.next_step(position, position, None)? {
+            Step::Backup { from, to } => Ok(Some((from, to))),
+            _ => Ok(None),
+        }
+    }
+
+    /// mdadm's restore of a backup section `[from, to)` found after a crash with the
+    /// recorded `position`: None if the section holds nothing new (it lies wholly behind
+    /// the position); otherwise write the backed-up data through the new geometry and
+    /// record the returned position (past the section when the position was inside it).
+    /// Err if writing the section through the new geometry would overwrite old data of
+    /// sectors outside it (a backup md could not have made).
+    pub fn restore_position(
+        &self,
+        position: u64,
+        from: u64,
+        to: u64,
+    ) -> Result<Option<u64>, PlanError> {
+        if from >= to || to > self.new.array_sectors() {
+            return Err(PlanError::BadPosition(format!(
+                "backup section {from}..{to} is empty or past the array ({} sectors)",
+                self.new.array_sectors()
+            )));
+        }
+        let behind = match self.direction {
+            Direction::Forwards => to < position,
+            Direction::Backwards => from >= position,
+        };
+        if behind {
+            return Ok(None);
+        }
+        let outside = self.overwritten(from, to).into_iter().any(|(lo, hi)| {
+            let hi_live = match self.direction {
+                Direction::Forwards => hi > to,
+                Direction::Backwards => lo < from,
+            };
+            hi_live && lo < hi
+        });
+        if outside {
+            return Err(PlanError::BadPosition(format!(
+                "restoring backup section {from}..{to} would overwrite old data outside it"
+            )));
+        }
+        let inside = from <= position && position <= to;
+        Ok(Some(match (inside, self.direction) {
+            (false, _) => position,
+            (true, Direction::Forwards) => to,
+            (true, Direction::Backwards) => from,
+        }))
+    }
+
+    /// The real progress of a stopped reshape whose recorded position may lag the data
+    /// md had moved. md moves steps in order, so a step past the record whose old and new
+    /// copies agree ([`StepEvidence::Copied`]) proves every step before it was moved too.
+    /// Linux 6.1 with mdadm 4.2, stopping a same-device-count forwards reshape, records a
+    /// `reshape_position` behind steps it already moved *and whose old places it already
+    /// overwrote* (seen: ~1 MiB of `Differ` right after the record, then `Copied` up to the
+    /// real progress); resuming from the record reads garbage there. This walks at most
+    /// `max_steps` whole steps from `recorded` in the direction of travel and returns the
+    /// end of the first run of `Copied` steps (`Blank` steps inside a run extend it), or
+    /// `recorded` if no step is `Copied`. A correctly recorded position comes back
+    /// unchanged or moves over steps whose copies are identical (harmless).
+    ///
+    /// The caller should prefer the record when it reads correctly (its old places are
+    /// intact), and warn when it infers past a `Differ` run: equal copies are the only
+    /// evidence a stale record leaves.
+    pub fn infer_progress(
+        &self,
+        recorded: u64,
+        max_steps: u64,
+        mut evidence: impl FnMut(u64, u64) -> StepEvidence,
+    ) -> Result<u64, PlanError> {
+        self.check_positions(recorded, recorded)?;
+        let step = self.step_sectors().max(1);
+        let end = self.end_position();
+        let (mut p, mut best, mut in_run) = (recorded, recorded, false);
+        for _ in 0..max_steps {
+            if p == end {
+                break;
+            }
+            let (from, to) = match self.direction {
+                Direction::Forwards => (p, p.saturating_add(step).min(end)),
+                Direction::Backwards => (p.saturating_sub(step).max(end), p),
+            };
+            let next = match self.direction {
+                Direction::Forwards => to,
+                Direction::Backwards => from,
+            };
+            match evidence(from, to) {
+                StepEvidence::Copied => {
+                    in_run = true;
+                    best = next;
+                }
+                StepEvidence::Blank if in_run => best = next,
+                StepEvidence::Blank => {}
+                StepEvidence::Differ if in_run => break,
+                StepEvidence::Differ => {}
+            }
+            p = next;
+        }
+        Ok(best)
+    }
+
+    fn check_positions(&self, progress: u64, recorded: u64) -> Result<(), PlanError> {
+        let max = self.new.array_sectors();
+        if progress > max || recorded > max {
+            return Err(PlanError::BadPosition(format!(
+                "position {progress} (recorded {recorded}) is past the new array size {max}"
+            )));
+        }
+        let behind = match self.direction {
+            Direction::Forwards => recorded > progress,
+            Direction::Backwards => recorded < progress,
+        };
+        if behind {
+            return Err(PlanError::BadPosition(format!(
+                "recorded position {recorded} is ahead of the progress {progress}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The step from `progress`: one md step, extended (in whole steps) until the new
+    /// writes reach no old place of a sector beyond it that is not yet read.
+    fn closure(&self, progress: u64) -> Result<(u64, u64), PlanError> {
+        let step = self.step_sectors().max(1);
+        let end = self.end_position();
+        let (mut from, mut to) = match self.direction {
+            Direction::Forwards => (progress, progress.saturating_add(step).min(end)),
+            Direction::Backwards => (progress.saturating_sub(step).max(end), progress),
+        };
+        loop {
+            if to - from > MAX_STEP_SECTORS {
+                return Err(PlanError::TooLarge { from, to });
+            }
+            let over = self.overwritten(from, to);
+            match self.direction {
+                Direction::Forwards => {
+                    let reach = over.iter().map(|&(_, hi)| hi).max().unwrap_or(0);
+                    if reach <= to || to == end {
+                        return Ok((from, to));
+                    }
+                    let steps = (reach - progress).div_ceil(step);
+                    to = progress.saturating_add(steps.saturating_mul(step)).min(end);
+                }
+                Direction::Backwards => {
+                    let reach = over.iter().map(|&(lo, _)| lo).min().unwrap_or(u64::MAX);
+                    if reach >= from || from == end {
+                        return Ok((from, to));
+                    }
+                    let steps = (progress - reach).div_ceil(step);
+                    from = progress.saturating_sub(steps.saturating_mul(step)).max(end);
+                }
+            }
+        }
+    }
+
+    /// The array sectors whose old places (data, or the data a parity block protects) the
+    /// new-geometry writes of `[a, b)` overwrite, whether or not they are still needed
+    /// (the caller decides that from the positions).
+    pub(crate) fn overwritten(&self, a: u64, b: u64) -> Pieces {
+        let mut out = Pieces::new();
+        for (role, lo, hi) in self.new_writes(a, b) {
+            if role >= self.old.raid_disks {
+                continue; // an added member: no old data there
+            }
+            let (Some(&no), Some(&oo)) = (self.new_offsets.get(role), self.old_offsets.get(role))
+            else {
+                continue;
+            };
+            // Device sectors [no+lo, no+hi) in the old geometry's data sectors.
+            let dev_lo = no.saturating_add(lo);
+            let dev_hi = no.saturating_add(hi);
+            if dev_hi <= oo {
+                continue; // below the old data area
+            }
+            let d_lo = dev_lo.saturating_sub(oo);
+            let d_hi = dev_hi - oo;
+            self.old_content(role, d_lo, d_hi, &mut out);
+        }
+        out
+    }
+
+    /// New-geometry data sectors `(role, lo, hi)` that writing array sectors `[a, b)`
+    /// touches: whole new stripes on every member for raid456 (data and parity), the
+    /// copies' places otherwise.
+    fn new_writes(&self, a: u64, b: u64) -> Vec<(usize, u64, u64)> {
+        let g = &self.new;
+        let mut out = Vec::new();
+        if a >= b {
+            return out;
+        }
+        if g.level.has_parity() {
+            let w = g.chunk_sectors * g.data_disks() as u64;
+            let (s0, s1) = (a / w, b.div_ceil(w));
+            let (lo, hi) = (s0 * g.chunk_sectors, s1 * g.chunk_sectors);
+            for role in 0..g.raid_disks {
+                out.push((role, lo, hi));
+            }
+            return out;
+        }
+        let mut s = a;
+        while s < b {
+            let Some(p) = g.locate(s) else {
+                break;
+            };
+            let n = p.run.min(b - s).max(1);
+            for &(role, ds) in &p.copies {
+                out.push((role, ds, ds.saturating_add(n)));
+            }
+            s += n;
+        }
+        out
+    }
+
+    /// Append the array-sector pieces the old geometry keeps in data sectors `[lo, hi)`
+    /// of `role`: the sectors stored there, or for a parity block its stripe's data.
+    fn old_content(&self, role: usize, lo: u64, hi: u64, out: &mut Pieces) {
+        let g = &self.old;
+        let c = g.chunk_sectors.max(1);
+        let mut d = lo;
+        while d < hi {
+            let piece_end = (d / c * c).saturating_add(c).min(hi);
+            let len = piece_end - d;
+            if let Some(s) = g.reverse(role, d) {
+                out.push((s, s.saturating_add(len)));
+            } else if g.level.has_parity() && d / c < g.stripes() {
+                let w = c * g.data_disks() as u64;
+                let k = d / c;
+                out.push((k * w, (k + 1) * w));
+            }
+            d = piece_end;
+        }
+    }
+}
