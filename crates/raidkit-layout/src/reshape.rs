@@ -265,7 +265,8 @@ impl Reshape {
     /// Is `position` one md could have recorded: within `0..=new size` and, for raid456,
     /// a multiple of [`Reshape::step_sectors`] (the kernel refuses to assemble otherwise)?
     pub fn position_valid(&self, position: u64) -> bool {
-        let aligned = !self.new.level.has_parity() || position % self.step_sectors() == 0;
+        let aligned =
+            !self.new.level.has_parity() || position.is_multiple_of(self.step_sectors().max(1));
         aligned && position <= self.new.array_sectors()
     }
 

@@ -351,11 +351,14 @@ fn v090_size_beyond_the_superblock_is_refused() {
     );
 }
 
+/// A change to a superblock.
+type Edit = Box<dyn Fn(&mut SuperblockV1)>;
+
 /// Shape fields: levels, layouts, chunks and counts md cannot run are named.
 #[test]
 fn shape_fields_are_checked() {
     let base = SuperblockV1::parse(&golden("v1_2-raid5-head16k.bin")[4096..8192]).unwrap();
-    let cases: Vec<(Box<dyn Fn(&mut SuperblockV1)>, &str, i128)> = vec![
+    let cases: Vec<(Edit, &str, i128)> = vec![
         (Box::new(|s| s.level = 7), "level", 7),
         (Box::new(|s| s.level = -4), "level", -4),
         (Box::new(|s| s.layout = 6), "layout", 6),
