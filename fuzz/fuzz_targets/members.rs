@@ -80,19 +80,39 @@ fn template(inp: &mut Input, n: u32) -> Template {
     let kind = inp.u8() % 5;
     Template {
         kind,
-        level: if inp.one_in(16) { inp.u32() as i32 } else { inp.pick(&LEVELS) },
-        layout: if inp.one_in(16) { inp.u32() } else { inp.pick(&LAYOUTS) },
-        chunk: if inp.one_in(16) { inp.u32() } else { inp.pick(&CHUNKS) },
+        level: if inp.one_in(16) {
+            inp.u32() as i32
+        } else {
+            inp.pick(&LEVELS)
+        },
+        layout: if inp.one_in(16) {
+            inp.u32()
+        } else {
+            inp.pick(&LAYOUTS)
+        },
+        chunk: if inp.one_in(16) {
+            inp.u32()
+        } else {
+            inp.pick(&CHUNKS)
+        },
         raid_disks: match inp.u8() % 8 {
             0 => inp.u32(),
             1 => n.saturating_sub(1).max(1),
             2 => u32::from(inp.u8()),
             _ => n,
         },
-        data_offset: if inp.one_in(8) { inp.u64() % 4096 } else { inp.pick(&[24, 40, 64, 128, 256]) },
+        data_offset: if inp.one_in(8) {
+            inp.u64() % 4096
+        } else {
+            inp.pick(&[24, 40, 64, 128, 256])
+        },
         events: u64::from(inp.u16()),
         bitmap: inp.one_in(3),
-        bitmap_chunk: if inp.one_in(8) { inp.u32() } else { 1 << (12 + inp.u8() % 16) },
+        bitmap_chunk: if inp.one_in(8) {
+            inp.u32()
+        } else {
+            1 << (12 + inp.u8() % 16)
+        },
         bblog: inp.one_in(2),
         reshape: inp.one_in(6),
     }
@@ -108,120 +128,16 @@ fn member(inp: &mut Input, t: &Template, n: u32, m: u32) -> Vec<u8> {
         events = events.wrapping_add(u64::from(inp.u8() % 4)).wrapping_sub(1);
     }
     let (sb_at, bitmap_at, bblog_at) = if t.kind == 4 {
-        let so = v090::super_offset(dev_sectors).unwrap_or(0);
-        let size = if inp.one_in(8) { inp.u32() } else { (so / 2) as u32 };
-        let disks: [DiskDescriptor; v090::MD_SB_DISKS] = std::array::from_fn(|i| DiskDescriptor {
-            number: i as u32,
-            major: 0,
-            minor: 0,
-            raid_disk: i as u32,
-            state: if (i as u32) < n { disk_state::ACTIVE | disk_state::SYNC } else { 0 },
-        });
-        let mut this = disks[(m as usize) % v090::MD_SB_DISKS];
-        if inp.one_in(8) {
-            this.number = u32::from(inp.u8());
-        }
-        let mut sb = SuperblockV090 {
-            minor_version: if t.reshape { 91 } else { 90 },
-            patch_version: 0,
-            uuid_words: [0; 4],
-            ctime: 1,
-            level: if inp.one_in(10) { inp.pick(&LEVELS) } else { t.level },
-            size_kib: size,
-            nr_disks: n,
-            raid_disks: t.raid_disks.min(40),
-            md_minor: 0,
-            utime: 1,
-            state: sb_state::CLEAN | if t.bitmap { sb_state::BITMAP_PRESENT } else { 0 },
-            active_disks: n,
-            working_disks: n,
-            failed_disks: 0,
-            spare_disks: 0,
-            events,
-            cp_events: events,
-            recovery_cp: u32::MAX,
-            reshape_position: if t.reshape { inp.u64() % 4096 } else { 0 },
-            new_level: t.level,
-            delta_disks: if t.reshape { i32::from(inp.u8() % 3) - 1 } else { 0 },
-            new_layout: t.layout,
-            new_chunk: t.chunk.wrapping_mul(512),
-            layout: t.layout,
-            chunk_size: t.chunk.wrapping_mul(512),
-            disks,
-            this_disk: this,
-        };
-        sb.set_uuid(uuid);
-        let at = so as usize * 512;
-        put(&mut img, at, &sb.encode());
-        (at, t.bitmap.then_some(at + 4096), None)
+        v090_meta(inp, t, n, m, uuid, events, dev_sectors, &mut img)
     } else {
-        let minor = match t.kind {
-            2 => Minor::V1,
-            3 => Minor::V0,
-            _ => Minor::V2,
-        };
-        let so = minor.super_offset(dev_sectors);
-        let mut sb = SuperblockV1::new_default(uuid, "fuzz", 1, n);
-        sb.level = if inp.one_in(10) { inp.pick(&LEVELS) } else { t.level };
-        sb.layout = t.layout;
-        sb.chunksize = t.chunk;
-        sb.raid_disks = if inp.one_in(10) { u32::from(inp.u8()) } else { t.raid_disks.min(1920) };
-        sb.super_offset = so;
-        sb.dev_number = if inp.one_in(8) { u32::from(inp.u8()) } else { m };
-        if inp.one_in(8) {
-            let i = usize::from(inp.u8()) % sb.dev_roles.len();
-            sb.dev_roles[i] = inp.pick(&[0, 1, 2, 0xffff, 0xfffe, 0xfffd, 0xff00]);
-        }
-        let (data_offset, data_size) = if minor == Minor::V0 {
-            let reserve = 16u64;
-            (0, so.saturating_sub(reserve))
-        } else {
-            (t.data_offset, dev_sectors.saturating_sub(t.data_offset))
-        };
-        sb.data_offset = if inp.one_in(12) { inp.u64() % (dev_sectors * 2) } else { data_offset };
-        sb.data_size = if inp.one_in(12) { inp.u64() % (dev_sectors * 2) } else { data_size }.max(10);
-        let c = u64::from(t.chunk.max(1));
-        sb.size = if inp.one_in(12) { inp.u64() } else { data_size / c * c };
-        sb.events = events;
-        sb.resync_offset = if inp.one_in(4) { 0 } else { u64::MAX };
-        if t.bitmap {
-            sb.feature_map |= feature::BITMAP_OFFSET;
-            sb.bitmap_offset = if minor == Minor::V0 { -16 } else { 8 };
-        }
-        if t.bblog {
-            sb.bblog_size = 8;
-            sb.bblog_offset = if minor == Minor::V0 { -8 } else { 16 };
-            if inp.one_in(2) {
-                sb.feature_map |= feature::BAD_BLOCKS;
-            }
-        }
-        if t.reshape {
-            sb.feature_map |= feature::RESHAPE_ACTIVE;
-            sb.delta_disks = i32::from(inp.u8() % 3) - 1;
-            sb.new_level = sb.level;
-            sb.new_layout = sb.layout;
-            sb.new_chunk = sb.chunksize;
-            sb.reshape_position = inp.u64() % 4096;
-            if inp.one_in(2) {
-                sb.feature_map |= feature::NEW_OFFSET;
-                sb.new_offset = i32::from(inp.u8() as i8);
-            }
-        }
-        if inp.one_in(12) {
-            sb.feature_map ^= 1 << (inp.u8() % 13);
-        }
-        if inp.one_in(12) {
-            sb.recovery_offset = inp.u64() % dev_sectors;
-            sb.feature_map |= feature::RECOVERY_OFFSET;
-        }
-        let at = so as usize * 512;
-        let enc = sb.encode();
-        put(&mut img, at, &enc[..sb.write_len()]);
-        let rel = |off: i32| (so as i64 + i64::from(off)).max(0) as usize * 512;
-        (at, t.bitmap.then(|| rel(sb.bitmap_offset)), t.bblog.then(|| rel(sb.bblog_offset)))
+        v1_meta(inp, t, n, m, uuid, events, dev_sectors, &mut img)
     };
     if let Some(at) = bitmap_at {
-        let sync = if inp.one_in(6) { inp.u64() } else { dev_sectors };
+        let sync = if inp.one_in(6) {
+            inp.u64()
+        } else {
+            dev_sectors
+        };
         let mut b = BitmapSuper::new_default(uuid, sync, t.bitmap_chunk);
         b.events = events;
         if inp.one_in(10) {
@@ -256,6 +172,194 @@ fn member(inp: &mut Input, t: &Template, n: u32, m: u32) -> Vec<u8> {
     img
 }
 
+/// Write a 0.90 superblock; returns (superblock, bitmap, bad-block log) byte offsets.
+#[allow(clippy::too_many_arguments)]
+fn v090_meta(
+    inp: &mut Input,
+    t: &Template,
+    n: u32,
+    m: u32,
+    uuid: [u8; 16],
+    events: u64,
+    dev_sectors: u64,
+    img: &mut [u8],
+) -> (usize, Option<usize>, Option<usize>) {
+    let so = v090::super_offset(dev_sectors).unwrap_or(0);
+    let size = if inp.one_in(8) {
+        inp.u32()
+    } else {
+        (so / 2) as u32
+    };
+    let disks: [DiskDescriptor; v090::MD_SB_DISKS] = std::array::from_fn(|i| DiskDescriptor {
+        number: i as u32,
+        major: 0,
+        minor: 0,
+        raid_disk: i as u32,
+        state: if (i as u32) < n {
+            disk_state::ACTIVE | disk_state::SYNC
+        } else {
+            0
+        },
+    });
+    let mut this = disks[(m as usize) % v090::MD_SB_DISKS];
+    if inp.one_in(8) {
+        this.number = u32::from(inp.u8());
+    }
+    let mut sb = SuperblockV090 {
+        minor_version: if t.reshape { 91 } else { 90 },
+        patch_version: 0,
+        uuid_words: [0; 4],
+        ctime: 1,
+        level: if inp.one_in(10) {
+            inp.pick(&LEVELS)
+        } else {
+            t.level
+        },
+        size_kib: size,
+        nr_disks: n,
+        raid_disks: t.raid_disks.min(40),
+        md_minor: 0,
+        utime: 1,
+        state: sb_state::CLEAN
+            | if t.bitmap {
+                sb_state::BITMAP_PRESENT
+            } else {
+                0
+            },
+        active_disks: n,
+        working_disks: n,
+        failed_disks: 0,
+        spare_disks: 0,
+        events,
+        cp_events: events,
+        recovery_cp: u32::MAX,
+        reshape_position: if t.reshape { inp.u64() % 4096 } else { 0 },
+        new_level: t.level,
+        delta_disks: if t.reshape {
+            i32::from(inp.u8() % 3) - 1
+        } else {
+            0
+        },
+        new_layout: t.layout,
+        new_chunk: t.chunk.wrapping_mul(512),
+        layout: t.layout,
+        chunk_size: t.chunk.wrapping_mul(512),
+        disks,
+        this_disk: this,
+    };
+    sb.set_uuid(uuid);
+    let at = so as usize * 512;
+    put(img, at, &sb.encode());
+    (at, t.bitmap.then_some(at + 4096), None)
+}
+
+/// Write a 1.x superblock; returns (superblock, bitmap, bad-block log) byte offsets.
+#[allow(clippy::too_many_arguments)]
+fn v1_meta(
+    inp: &mut Input,
+    t: &Template,
+    n: u32,
+    m: u32,
+    uuid: [u8; 16],
+    events: u64,
+    dev_sectors: u64,
+    img: &mut [u8],
+) -> (usize, Option<usize>, Option<usize>) {
+    let minor = match t.kind {
+        2 => Minor::V1,
+        3 => Minor::V0,
+        _ => Minor::V2,
+    };
+    let so = minor.super_offset(dev_sectors);
+    let mut sb = SuperblockV1::new_default(uuid, "fuzz", 1, n);
+    sb.level = if inp.one_in(10) {
+        inp.pick(&LEVELS)
+    } else {
+        t.level
+    };
+    sb.layout = t.layout;
+    sb.chunksize = t.chunk;
+    sb.raid_disks = if inp.one_in(10) {
+        u32::from(inp.u8())
+    } else {
+        t.raid_disks.min(1920)
+    };
+    sb.super_offset = so;
+    sb.dev_number = if inp.one_in(8) {
+        u32::from(inp.u8())
+    } else {
+        m
+    };
+    if inp.one_in(8) {
+        let i = usize::from(inp.u8()) % sb.dev_roles.len();
+        sb.dev_roles[i] = inp.pick(&[0, 1, 2, 0xffff, 0xfffe, 0xfffd, 0xff00]);
+    }
+    let (data_offset, data_size) = if minor == Minor::V0 {
+        let reserve = 16u64;
+        (0, so.saturating_sub(reserve))
+    } else {
+        (t.data_offset, dev_sectors.saturating_sub(t.data_offset))
+    };
+    sb.data_offset = if inp.one_in(12) {
+        inp.u64() % (dev_sectors * 2)
+    } else {
+        data_offset
+    };
+    sb.data_size = if inp.one_in(12) {
+        inp.u64() % (dev_sectors * 2)
+    } else {
+        data_size
+    }
+    .max(10);
+    let c = u64::from(t.chunk.max(1));
+    sb.size = if inp.one_in(12) {
+        inp.u64()
+    } else {
+        data_size / c * c
+    };
+    sb.events = events;
+    sb.resync_offset = if inp.one_in(4) { 0 } else { u64::MAX };
+    if t.bitmap {
+        sb.feature_map |= feature::BITMAP_OFFSET;
+        sb.bitmap_offset = if minor == Minor::V0 { -16 } else { 8 };
+    }
+    if t.bblog {
+        sb.bblog_size = 8;
+        sb.bblog_offset = if minor == Minor::V0 { -8 } else { 16 };
+        if inp.one_in(2) {
+            sb.feature_map |= feature::BAD_BLOCKS;
+        }
+    }
+    if t.reshape {
+        sb.feature_map |= feature::RESHAPE_ACTIVE;
+        sb.delta_disks = i32::from(inp.u8() % 3) - 1;
+        sb.new_level = sb.level;
+        sb.new_layout = sb.layout;
+        sb.new_chunk = sb.chunksize;
+        sb.reshape_position = inp.u64() % 4096;
+        if inp.one_in(2) {
+            sb.feature_map |= feature::NEW_OFFSET;
+            sb.new_offset = i32::from(inp.u8() as i8);
+        }
+    }
+    if inp.one_in(12) {
+        sb.feature_map ^= 1 << (inp.u8() % 13);
+    }
+    if inp.one_in(12) {
+        sb.recovery_offset = inp.u64() % dev_sectors;
+        sb.feature_map |= feature::RECOVERY_OFFSET;
+    }
+    let at = so as usize * 512;
+    let enc = sb.encode();
+    put(img, at, &enc[..sb.write_len()]);
+    let rel = |off: i32| (so as i64 + i64::from(off)).max(0) as usize * 512;
+    (
+        at,
+        t.bitmap.then(|| rel(sb.bitmap_offset)),
+        t.bblog.then(|| rel(sb.bblog_offset)),
+    )
+}
+
 fn put(img: &mut [u8], at: usize, bytes: &[u8]) {
     if let Some(dst) = img.get_mut(at..at.saturating_add(bytes.len())) {
         dst.copy_from_slice(bytes);
@@ -275,7 +379,10 @@ fn check_areas(a: &MemberAreas, dev: u64) {
         assert!(x.end <= dev, "{ax:?} {x:?} beyond {dev}");
         for (ay, y) in &all[i + 1..] {
             let twins = matches!((ax, ay), (Area::Data, Area::NewData));
-            assert!(twins || !x.overlaps(y), "{ax:?} {x:?} overlaps {ay:?} {y:?}");
+            assert!(
+                twins || !x.overlaps(y),
+                "{ax:?} {x:?} overlaps {ay:?} {y:?}"
+            );
         }
     }
     if let Some(b) = a.bitmap_start {
@@ -290,8 +397,12 @@ fn member_passes(img: &[u8]) -> bool {
     let mut found = 0;
     for minor in [Minor::V2, Minor::V1, Minor::V0] {
         let at = minor.super_offset(dev) as usize * 512;
-        let Some(buf) = img.get(at..at + 4096) else { continue };
-        let Ok((sb, csum_ok)) = SuperblockV1::parse_lenient(buf) else { continue };
+        let Some(buf) = img.get(at..at + 4096) else {
+            continue;
+        };
+        let Ok((sb, csum_ok)) = SuperblockV1::parse_lenient(buf) else {
+            continue;
+        };
         if sb.super_offset != minor.super_offset(dev) {
             continue;
         }
@@ -397,7 +508,11 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(arr) = assemble(passing.clone(), &opts) {
             let size = arr.size_bytes();
             let mut buf = vec![0u8; 4096];
-            for off in [0, size.saturating_sub(4096), read_at % size.max(1) / 512 * 512] {
+            for off in [
+                0,
+                size.saturating_sub(4096),
+                read_at % size.max(1) / 512 * 512,
+            ] {
                 if off + 4096 <= size {
                     let _ = arr.read(off, &mut buf);
                 }

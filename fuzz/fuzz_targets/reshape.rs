@@ -25,7 +25,15 @@ fn geometry(d: &mut &[u8]) -> Option<Geometry> {
         _ => u32::from(l % 24),
     };
     let dev = u64::from(u16::from_le_bytes(take::<2>(d))) + 1;
-    Geometry::new(level, layout, 8u64 << (c % 5), usize::from(n % 12), dev, Vec::new()).ok()
+    Geometry::new(
+        level,
+        layout,
+        8u64 << (c % 5),
+        usize::from(n % 12),
+        dev,
+        Vec::new(),
+    )
+    .ok()
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -34,11 +42,21 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(r) = BackupRecord::parse(&rec) {
         assert_eq!(BackupRecord::parse(&r.encode()), Ok(r));
         let x = u64::from_le_bytes(take::<8>(&mut d));
-        let _ = (r.check_within(x), r.needed(x, x % 2 == 0), r.position_after_restore(x, true));
+        let _ = (
+            r.check_within(x),
+            r.needed(x, x % 2 == 0),
+            r.position_after_restore(x, true),
+        );
     }
-    let (Some(old), Some(new)) = (geometry(&mut d), geometry(&mut d)) else { return };
+    let (Some(old), Some(new)) = (geometry(&mut d), geometry(&mut d)) else {
+        return;
+    };
     let [dir, base, delta, jit] = take::<4>(&mut d);
-    let direction = if dir % 2 == 0 { Direction::Forwards } else { Direction::Backwards };
+    let direction = if dir % 2 == 0 {
+        Direction::Forwards
+    } else {
+        Direction::Backwards
+    };
     let base = u64::from(base) * 64 + 4096;
     let delta = u64::from(delta) * 8;
     let offs = |n: usize, moved: bool| -> Vec<u64> {
@@ -54,7 +72,9 @@ fuzz_target!(|data: &[u8]| {
             .collect()
     };
     let (oo, no) = (offs(old.raid_disks, false), offs(new.raid_disks, true));
-    let Ok(r) = Reshape::new(old, new, oo, no, direction) else { return };
+    let Ok(r) = Reshape::new(old, new, oo, no, direction) else {
+        return;
+    };
     let size = r.array_sectors();
     let [p0, p1, s0, s1] = take::<4>(&mut d).map(u64::from);
     let pos = (p0 * 256 + p1) * r.step_sectors() % (r.new_geometry().array_sectors() + 1);
@@ -77,7 +97,11 @@ fuzz_target!(|data: &[u8]| {
         match r.next_step(p, rec_pos, backup) {
             Ok(Step::Move { from, to }) => {
                 assert!(from < to && to <= r.new_geometry().array_sectors());
-                p = if direction == Direction::Forwards { to } else { from };
+                p = if direction == Direction::Forwards {
+                    to
+                } else {
+                    from
+                };
             }
             Ok(Step::Checkpoint { position }) => {
                 assert_eq!(position, p);
@@ -89,5 +113,11 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = r.resume_needs_backup(pos);
-    let _ = r.infer_progress(pos, 4, |a, b| if (a ^ b) % 3 == 0 { StepEvidence::Copied } else { StepEvidence::Differ });
+    let _ = r.infer_progress(pos, 4, |a, b| {
+        if (a ^ b) % 3 == 0 {
+            StepEvidence::Copied
+        } else {
+            StepEvidence::Differ
+        }
+    });
 });
