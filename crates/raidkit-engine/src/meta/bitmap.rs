@@ -3,7 +3,8 @@
 
 use crate::array::Array;
 use crate::dev::BlockDev;
-use crate::error::{EngineError, Result};
+use crate::error::EngineError;
+use crate::error::Result;
 use raidkit_format::bitmap::{self, BitmapSuper, BITMAP_SB_BYTES};
 
 /// Loaded bitmap: superblock, bits, and where it lives on each device.
@@ -161,27 +162,5 @@ impl RunBitmap {
             }
         }
         Ok(())
-    }
-}
-
-impl Array {
-    /// True if the array has an internal write-intent bitmap.
-    pub fn has_bitmap(&self) -> bool {
-        self.bm().is_some()
-    }
-
-    /// The bitmap slot (read-locked: it cannot be added or removed while held).
-    pub(crate) fn bm(&self) -> std::sync::RwLockReadGuard<'_, Option<std::sync::Mutex<RunBitmap>>> {
-        match self.bitmap.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-
-    /// Sectors per bitmap bit, if there is a bitmap.
-    pub fn bitmap_chunk_sectors(&self) -> Option<u64> {
-        self.bm()
-            .as_ref()
-            .map(|b| crate::array::lock(b).chunk_sectors)
     }
 }

@@ -1,7 +1,8 @@
 //! Assembly: find the members of one array by UUID and role (never by argument order),
 //! refuse anything ambiguous or stale with an explanation, and build a running [`Array`].
 
-use crate::array::{Array, Member, Meta};
+use crate::array::meta::Meta;
+use crate::array::{Array, Member};
 use crate::bitmap::RunBitmap;
 use crate::dev::{BlockDev, FileDev};
 use crate::error::{EngineError, Result};

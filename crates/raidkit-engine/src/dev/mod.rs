@@ -1,5 +1,7 @@
 //! Member devices: plain files and block devices, accessed with positioned IO.
 
+pub mod fault;
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};

@@ -1,9 +1,11 @@
 //! Redundancy passes over an array: resync (make parity/mirrors consistent, as after
 //! creation or an unclean stop), check (count and locate mismatches) and repair.
 
-use crate::array::{compute_parity, lock, Array};
+use crate::array::stripe::compute_parity;
+use crate::array::Array;
 use crate::checksums::Judgement;
 use crate::error::{EngineError, Result};
+use crate::locks::lock;
 use raidkit_layout::Level;
 
 /// What a pass does.
@@ -444,7 +446,7 @@ enum Culprit {
 #[allow(clippy::too_many_arguments)]
 fn locate_raid6(
     lay: &raidkit_layout::StripeLayout,
-    sd: &crate::array::StripeData,
+    sd: &crate::array::stripe::StripeData,
     p: &[u8],
     q: &[u8],
     start: usize,
@@ -500,7 +502,7 @@ fn locate_raid6(
 /// of each data block's page. Returns the culprit, how it was decided, and why not.
 fn locate_by_checksums(
     arr: &Array,
-    sd: &crate::array::StripeData,
+    sd: &crate::array::stripe::StripeData,
     p: &[u8],
     start: usize,
     end: usize,

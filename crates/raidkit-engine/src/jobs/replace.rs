@@ -6,102 +6,23 @@
 //! removed, and the replacement takes the role. A stop part-way resumes from the
 //! checkpoint (the kernel continues it too). No bad-block log is copied.
 
-use crate::array::{lock, Array, ArrayEvent, Member};
-use crate::error::{EngineError, Result};
-use crate::rebuild::{RebuildOptions, RebuildReport};
-use crate::sb::Super;
+use crate::array::events::ArrayEvent;
+use crate::array::member::Member;
+use crate::array::Array;
+use crate::error::EngineError;
+use crate::error::Result;
+use crate::jobs::rebuild::RebuildOptions;
+use crate::jobs::rebuild::RebuildReport;
+use crate::locks::lock;
+use crate::meta::sb::Super;
 use raidkit_format::v1::{self, feature};
 use raidkit_layout::Level;
+use raidkit_layout::SECTOR;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const SECTOR: u64 = 512;
-
 impl Array {
-    pub(crate) fn replacements(&self) -> RwLockReadGuard<'_, Vec<Option<Arc<Member>>>> {
-        match self.replacements.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-
-    fn replacements_mut(&self) -> RwLockWriteGuard<'_, Vec<Option<Arc<Member>>>> {
-        match self.replacements.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-
-    fn replacement(&self, role: usize) -> Option<Arc<Member>> {
-        self.replacements()
-            .get(role)
-            .cloned()
-            .flatten()
-            .filter(|m| !m.is_failed())
-    }
-
-    /// Install (or, with None, take out) the replacement of `role`.
-    pub(crate) fn set_replacement(&self, role: usize, m: Option<Arc<Member>>) {
-        let mut reps = self.replacements_mut();
-        if reps.len() <= role {
-            reps.resize(role + 1, None);
-        }
-        reps[role] = m;
-        let any = reps.iter().flatten().any(|m| !m.is_failed());
-        self.replacing.store(any, Ordering::Release);
-    }
-
-    /// Roles with a replacement being built.
-    pub fn replacement_roles(&self) -> Vec<usize> {
-        self.replacements()
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.as_ref().is_some_and(|m| !m.is_failed()))
-            .map(|(r, _)| r)
-            .collect()
-    }
-
-    /// The write path's half of a replace: the data written to `role` also goes to its
-    /// replacement. A replacement that cannot be written is failed (the original stays).
-    pub(crate) fn replacement_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<()> {
-        let Some(r) = self.replacement(role) else {
-            return Ok(());
-        };
-        match r.dev.write_at(buf, (r.data_offset + dsec) * SECTOR) {
-            Ok(()) => {
-                r.stats.writes.fetch_add(1, Ordering::Relaxed);
-                r.stats
-                    .write_bytes
-                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => self.abort_replacement(role, &r, &format!("write error: {e}")),
-        }
-    }
-
-    /// md: a replacement that fails is marked faulty; the member it was replacing stays.
-    fn abort_replacement(&self, role: usize, r: &Arc<Member>, why: &str) -> Result<()> {
-        if !Array::set_failed(r) {
-            return Ok(());
-        }
-        self.set_replacement(role, None);
-        self.emit(ArrayEvent::MemberFailed {
-            role,
-            device: r.dev.name().to_string(),
-            reason: format!("the replacement failed ({why}); the member it was replacing stays"),
-        });
-        if self.writable {
-            let mut meta = lock(&self.meta);
-            let devnum = meta.sbs[r.index].dev_number();
-            if let Some(x) = meta.roles.get_mut(devnum) {
-                *x = v1::role::FAULTY;
-            }
-            self.write_superblocks(&mut meta, |_| {})?;
-        }
-        Ok(())
-    }
-
     /// Start replacing the active member `device` (md's `--replace`): a spare (`with`,
     /// or any spare) joins the member's role as its replacement. The copy itself is
     /// [`replace`]. Returns the role.
@@ -192,7 +113,7 @@ impl Array {
     }
 }
 
-fn checkpoint(arr: &Array, r: &Member, at: u64) -> Result<()> {
+pub(crate) fn checkpoint(arr: &Array, r: &Member, at: u64) -> Result<()> {
     r.dev
         .flush()
         .map_err(|e| EngineError::io(r.dev.name(), "flushing the replacement", e))?;
@@ -224,8 +145,8 @@ pub fn replace(
 }
 
 /// The block of `role` in a reconstructed stripe.
-fn role_block<'a>(
-    sd: &'a crate::array::StripeData,
+pub(crate) fn role_block<'a>(
+    sd: &'a crate::array::stripe::StripeData,
     lay: &raidkit_layout::StripeLayout,
     role: usize,
 ) -> &'a [u8] {
@@ -241,7 +162,7 @@ fn role_block<'a>(
 }
 
 /// Copy one role; true when finished (false: stopped at a checkpoint).
-fn replace_role(
+pub(crate) fn replace_role(
     arr: &Array,
     role: usize,
     r: &Arc<Member>,

@@ -19,8 +19,11 @@
 //! Locking: stripes live in sharded maps; each stripe's entry has its own mutex, taken
 //! before the array's per-stripe IO lock. Nothing global is locked per request.
 
-use crate::array::lock;
+pub(crate) mod drain;
+pub(crate) mod write;
+
 use crate::error::EngineError;
+use crate::locks::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

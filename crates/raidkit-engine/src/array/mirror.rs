@@ -1,0 +1,408 @@
+//! RAID1/10 reads: which copy serves each piece (read balancing), spreading large reads
+//! over the members, falling back to other copies; walking a member's mirrored runs.
+
+use crate::array::balance;
+use crate::array::balance::Candidate;
+use crate::array::Array;
+use crate::error::EngineError;
+use crate::error::Result;
+use raidkit_layout::SECTOR;
+
+impl Array {
+    /// Members holding readable copies of `n` sectors at `copies`, with their load.
+    pub(crate) fn candidates(&self, copies: &[(usize, u64)], n: u64) -> Vec<Candidate> {
+        let now = balance::now_ns();
+        copies
+            .iter()
+            .filter_map(|&(role, dsec)| {
+                let m = self.member(role)?;
+                m.readable(dsec, n).then(|| Candidate {
+                    role,
+                    cost: m.load.cost_at(now),
+                    idle: m.load.idle(),
+                })
+            })
+            .collect()
+    }
+
+    /// The copies of a mirrored run in the order to try them, `off` sectors into the run:
+    /// `first` (if given), then the readable ones cheapest first, then the rest (which
+    /// only report why they could not serve).
+    pub(crate) fn try_order(
+        &self,
+        copies: &[(usize, u64)],
+        cands: &[Candidate],
+        first: Option<usize>,
+        off: u64,
+    ) -> Vec<(usize, u64)> {
+        let mut roles: Vec<usize> = first.into_iter().collect();
+        for r in balance::order(cands)
+            .into_iter()
+            .chain(copies.iter().map(|c| c.0))
+        {
+            if !roles.contains(&r) {
+                roles.push(r);
+            }
+        }
+        roles
+            .into_iter()
+            .filter_map(|r| copies.iter().find(|c| c.0 == r).map(|&(r, d)| (r, d + off)))
+            .collect()
+    }
+
+    /// Read mirrored data from the first copy in `order` that serves it; copies that
+    /// failed with an IO error are rewritten with the good data (md's read-error repair).
+    pub(crate) fn read_copies(&self, s: u64, buf: &mut [u8], order: &[(usize, u64)]) -> Result<()> {
+        let n = buf.len() as u64 / SECTOR;
+        let mut errs = Vec::new();
+        let mut failed_copies = Vec::new();
+        for &(role, dsec) in order {
+            if !self.can_read(role, dsec, n) {
+                errs.push(format!("role {role} unavailable"));
+                continue;
+            }
+            match self.member_read(role, dsec, buf) {
+                Ok(()) => {
+                    for (r, d) in failed_copies {
+                        self.repair_read_error(r, d, buf);
+                    }
+                    return Ok(());
+                }
+                Err(e) => {
+                    if matches!(e, EngineError::Io { .. }) {
+                        failed_copies.push((role, dsec));
+                    }
+                    errs.push(e.to_string())
+                }
+            }
+        }
+        Err(EngineError::Unreadable {
+            offset: s * SECTOR,
+            end: (s + n) * SECTOR,
+            why: errs.join("; "),
+        })
+    }
+
+    /// Read whole sectors of a RAID1/RAID10 array. A large read is spread over the idle
+    /// members holding copies, in proportion to their speed (`balance::split`), and each
+    /// member reads its pieces in its own thread. When every part of the read has its
+    /// copies on the same members (RAID1, two-member RAID10) the read is cut into one
+    /// contiguous segment per member; otherwise each mapping run is shared separately.
+    pub(crate) fn read_mirrored(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        if total < balance::SPLIT_MIN_SECTORS {
+            return self.read_serial(s, buf);
+        }
+        // Mapping runs: (array sector, sectors, copies, readable candidates).
+        type Run = (u64, u64, Vec<(usize, u64)>, Vec<Candidate>);
+        let mut runs: Vec<Run> = Vec::new();
+        let mut done = 0;
+        while done < total {
+            let cur = s + done;
+            let p = self.locate(cur)?;
+            let n = p.run.min(total - done);
+            let cands = self.candidates(&p.copies, n);
+            runs.push((cur, n, p.copies, cands));
+            done += n;
+        }
+        let roles_of = |c: &[Candidate]| {
+            let mut v: Vec<usize> = c.iter().map(|c| c.role).collect();
+            v.sort_unstable();
+            v
+        };
+        let same_members = runs
+            .windows(2)
+            .all(|w| roles_of(&w[0].3) == roles_of(&w[1].3));
+        // The plan: (array sector, sectors, copies to try), in array order.
+        // Pieces that follow each other both in the array and on their first copy's
+        // member are merged into one extent, read with one member IO.
+        let mut plan: Vec<Extent> = Vec::new();
+        let mut push_run = |run: &Run, from: u64, len: u64, first: Option<usize>| {
+            let (at, _, copies, cands) = run;
+            let order = self.try_order(copies, cands, first, from - at);
+            if let Some(last) = plan.last_mut() {
+                let follows = last.pieces.last().is_some_and(|(pat, plen, porder)| {
+                    pat + plen == from
+                        && matches!((porder.first(), order.first()),
+                            (Some(&(r0, d0)), Some(&(r1, d1))) if r0 == r1 && d0 + plen == d1)
+                });
+                if follows {
+                    last.len += len;
+                    last.pieces.push((from, len, order));
+                    return;
+                }
+            }
+            plan.push(Extent {
+                len,
+                pieces: vec![(from, len, order)],
+            });
+        };
+        if same_members {
+            // One contiguous segment per member, each over as many runs as it covers.
+            // A cut near a run boundary moves onto it: a member then reads whole runs,
+            // not an extra short piece (each member IO costs a device latency).
+            let (_, _, _, cands) = &runs[0];
+            let mut segments = balance::split(s, total, cands);
+            if segments.is_empty() {
+                segments.push((usize::MAX, total));
+            }
+            let mut cuts: Vec<u64> = segments
+                .iter()
+                .scan(s, |at, &(_, len)| {
+                    *at += len;
+                    Some(*at)
+                })
+                .collect();
+            let slack = total / 8;
+            let last = cuts.len() - 1;
+            for c in &mut cuts[..last] {
+                if let Some(b) = runs[1..]
+                    .iter()
+                    .map(|r| r.0)
+                    .min_by_key(|b| b.abs_diff(*c))
+                    .filter(|b| b.abs_diff(*c) <= slack)
+                {
+                    *c = b;
+                }
+            }
+            let mut ri = 0;
+            let mut at = s;
+            for (&(role, _), &end) in segments.iter().zip(&cuts) {
+                while at < end {
+                    let run = &runs[ri];
+                    let run_end = run.0 + run.1;
+                    let piece = run_end.min(end) - at;
+                    push_run(run, at, piece, (role != usize::MAX).then_some(role));
+                    at += piece;
+                    if at == run_end {
+                        ri += 1;
+                    }
+                }
+            }
+        } else {
+            // Runs on different members: a large run is shared by its idle copies, a
+            // small one goes whole to the copy with the least work planned so far.
+            let mut planned = vec![0u64; self.geo.raid_disks];
+            for run in &runs {
+                let (start, n, _, cands) = run;
+                let pieces = if *n >= balance::SPLIT_MIN_SECTORS {
+                    balance::split(*start, *n, cands)
+                } else {
+                    cands
+                        .iter()
+                        .min_by_key(|c| {
+                            let done = planned.get(c.role).copied().unwrap_or(0);
+                            c.cost.saturating_mul(done + n)
+                        })
+                        .map(|c| vec![(c.role, *n)])
+                        .unwrap_or_default()
+                };
+                let mut at = *start;
+                for (role, len) in pieces {
+                    push_run(run, at, len, Some(role));
+                    if let Some(p) = planned.get_mut(role) {
+                        *p += len;
+                    }
+                    at += len;
+                }
+                if at == *start {
+                    push_run(run, at, *n, None);
+                }
+            }
+        }
+        // One worker per member, reading its extents in array order.
+        type Job<'b> = (&'b mut [u8], Extent);
+        let mut per_member: Vec<(usize, Vec<Job<'_>>)> = Vec::new();
+        let mut rest = buf;
+        for ext in plan {
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((ext.len * SECTOR) as usize);
+            rest = tail;
+            let role = ext
+                .pieces
+                .first()
+                .and_then(|p| p.2.first())
+                .map_or(usize::MAX, |c| c.0);
+            match per_member.iter_mut().find(|(r, _)| *r == role) {
+                Some((_, jobs)) => jobs.push((piece, ext)),
+                None => per_member.push((role, vec![(piece, ext)])),
+            }
+        }
+        let read_jobs = |jobs: Vec<Job<'_>>| -> Result<()> {
+            for (buf, ext) in jobs {
+                if let [(at, _, order)] = ext.pieces.as_slice() {
+                    self.read_copies(*at, buf, order)?;
+                    continue;
+                }
+                // Several pieces in one member IO; if that fails, piece by piece with
+                // each piece's own fallback copies (and read-error repair).
+                if let Some(&(role, dsec)) = ext.pieces.first().and_then(|p| p.2.first()) {
+                    if self.can_read(role, dsec, ext.len)
+                        && self.member_read(role, dsec, buf).is_ok()
+                    {
+                        continue;
+                    }
+                }
+                let mut rest = buf;
+                for (at, len, order) in &ext.pieces {
+                    let (piece, tail) =
+                        std::mem::take(&mut rest).split_at_mut((len * SECTOR) as usize);
+                    rest = tail;
+                    self.read_copies(*at, piece, order)?;
+                }
+            }
+            Ok(())
+        };
+        if per_member.len() == 1 {
+            let (_, jobs) = per_member.remove(0);
+            return read_jobs(jobs);
+        }
+        self.run_parallel(
+            per_member
+                .into_iter()
+                .map(|(role, jobs)| (role as u64, jobs))
+                .collect(),
+            |_, jobs| read_jobs(jobs),
+        )
+    }
+
+    /// Walk a mirrored (RAID1/10) member's data sectors `[d, d + n)` in runs that map
+    /// contiguously to array sectors: `f(data_sector, array_sector, placement, run)`.
+    /// Sectors that hold no array data are skipped. Stops early (Ok(false)) when `f` does.
+    pub(crate) fn mirror_runs(
+        &self,
+        role: usize,
+        d: u64,
+        n: u64,
+        mut f: impl FnMut(u64, u64, &raidkit_layout::Placement, u64) -> Result<bool>,
+    ) -> Result<bool> {
+        let mut done = 0;
+        while done < n {
+            let dsec = d + done;
+            let Some(s) = self.geo.reverse(role, dsec) else {
+                done += 1;
+                continue;
+            };
+            let Some(p) = self.geo.locate(s) else {
+                done += 1;
+                continue;
+            };
+            let run = p.run.min(n - done);
+            if !f(dsec, s, &p, run)? {
+                return Ok(false);
+            }
+            done += run;
+        }
+        Ok(true)
+    }
+
+    /// Fill `buf` (`run` sectors of placement `p`) from a copy other than `role`'s. Copies
+    /// that were readable in principle but failed are pushed to `failed`. False if no
+    /// other copy could supply it.
+    pub(crate) fn read_other_copy(
+        &self,
+        role: usize,
+        p: &raidkit_layout::Placement,
+        run: u64,
+        buf: &mut [u8],
+        failed: &mut Vec<(usize, u64)>,
+    ) -> bool {
+        p.copies.iter().any(|&(r, d)| {
+            if r == role || !self.readable(r, d, run) {
+                return false;
+            }
+            let ok = self.read_block(r, d, buf).is_ok();
+            if !ok {
+                failed.push((r, d));
+            }
+            ok
+        })
+    }
+}
+
+/// One piece of a mirrored read: array sector, sectors, `(role, data sector)` copies in
+/// the order to try them.
+pub(crate) type MirrorPiece = (u64, u64, Vec<(usize, u64)>);
+
+/// Consecutive pieces of a mirrored read that one member IO can serve (their first copies
+/// are adjacent on one member).
+pub(crate) struct Extent {
+    len: u64,
+    pieces: Vec<MirrorPiece>,
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use crate::create::{create, CreateOptions, MemberSpec};
+    use raidkit_layout::{names, Level};
+    use raidkit_testkit::tempdir::TempDir;
+
+    /// Every copy `Geometry::locate` gives, of every mirrored layout, serves reads when
+    /// it is the cheapest: with the members of all other copies loaded, a 4 KiB read goes
+    /// to exactly that copy and returns the written data.
+    #[test]
+    fn every_copy_of_every_layout_is_chosen_when_cheapest() {
+        for (level, layout, n) in [
+            (Level::Raid1, "default", 3usize),
+            (Level::Raid10, "n2", 2),
+            (Level::Raid10, "n2", 3),
+            (Level::Raid10, "f2", 2),
+            (Level::Raid10, "f2", 4),
+            (Level::Raid10, "o2", 2),
+            (Level::Raid10, "o2", 3),
+            (Level::Raid10, "n3", 4),
+            (Level::Raid10, "f3", 5),
+            (Level::Raid10, "o3", 4),
+        ] {
+            let dir = TempDir::new("rk-balance").unwrap();
+            let ps: Vec<_> = (0..n)
+                .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
+                .collect();
+            let mut o = CreateOptions::new(level, ps);
+            o.layout = Some(names::parse_layout(level, layout).unwrap());
+            if level == Level::Raid10 {
+                o.chunk_bytes = Some(16 << 10);
+            }
+            o.create_size = Some(2 << 20);
+            let arr = create(&o, &mut |_, _| {}).unwrap();
+            let size = arr.size_bytes();
+            let data: Vec<u8> = (0..size).map(|i| (i * 131 / 512 % 251) as u8).collect();
+            arr.write(0, &data).unwrap();
+            // Sectors in several chunks, rows and (far/offset) zones.
+            // (None crosses a 16 KiB chunk: one run, one set of copies.)
+            for s in [0u64, 40, 77, 200, size / 512 / 64 * 32 + 9, size / 512 - 8] {
+                let p = arr.geo.locate(s).unwrap();
+                assert_eq!(
+                    p.copies.len(),
+                    if level == Level::Raid1 {
+                        n
+                    } else {
+                        layout[1..].parse().unwrap()
+                    }
+                );
+                for &(role, _) in &p.copies {
+                    // The copy on `role` is idle, every other copy's member has 5 reads
+                    // queued; all measured equally fast.
+                    for &(r, _) in &p.copies {
+                        let q = if r == role { 0 } else { 5 };
+                        arr.member(r).unwrap().load.set(q, 1000);
+                    }
+                    let before = arr.member_stats()[role].reads;
+                    let mut b = vec![0u8; 4096];
+                    arr.read(s * 512, &mut b).unwrap();
+                    assert!(
+                        b == data[(s * 512) as usize..(s * 512) as usize + 4096],
+                        "{level:?} {layout} ×{n} sector {s}: data"
+                    );
+                    assert_eq!(
+                        arr.member_stats()[role].reads,
+                        before + 1,
+                        "{level:?} {layout} ×{n} sector {s}: copy on role {role} not read"
+                    );
+                    for &(r, _) in &p.copies {
+                        arr.member(r).unwrap().load.set(0, 0);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! A running array: read and write any byte range at every level and layout, degraded
+//! included, keeping the superblocks' clean/dirty state and the write-intent bitmap the way
+//! Linux MD does.
+//!
+//! * `mod.rs`: the [`Array`] and its client entry points (`read`, `write`, `flush`).
+//! * [`member`]: member IO and failing; [`replacement`]: md's hot replace, write side.
+//! * [`meta`]: superblocks, dirty/clean, the write-intent bitmap's bits.
+//! * [`split`]: large requests over several threads.
+//! * [`mirror`]: RAID1/10 reads and read balancing ([`balance`]).
+//! * [`stripe`]: RAID4/5/6 stripe data and parity; [`parity_write`]: direct stripe writes;
+//!   [`stripe_lock`]: per-stripe IO locks; [`scratch`]: reused buffers.
+//! * [`cache`]: the stripe cache of RAID4/5/6.
+//! * [`lost`]: lost ranges; [`bad_blocks`]: md's bad-block log; [`slow`]: slow members.
+//! * [`events`]: typed events; [`iostats`]: client IO statistics.
+
+use crate::array::cache::write::cached_cover;
+use crate::array::cache::write::copy_from_cache;
+use crate::array::cache::StripeCache;
+use crate::array::cache::PAGE_SECTORS;
+use crate::array::meta::Meta;
+use crate::array::stripe_lock::StripeLocks;
+use crate::dev::BlockDev;
+use crate::error::EngineError;
+use crate::error::Result;
+use crate::meta::bitmap::RunBitmap;
+use crate::meta::sb::Metadata;
+use raidkit_layout::{Geometry, Level};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+pub mod bad_blocks;
+pub mod balance;
+pub mod cache;
+pub mod events;
+pub mod iostats;
+pub(crate) mod lost;
+pub mod member;
+pub(crate) mod meta;
+pub(crate) mod mirror;
+pub(crate) mod parity_write;
+pub(crate) mod replacement;
+pub(crate) mod scratch;
+pub mod slow;
+pub(crate) mod split;
+pub(crate) mod stripe;
+pub(crate) mod stripe_lock;
+
+pub use crate::array::cache::StripeCacheStats;
+pub use crate::array::events::ArrayEvent;
+pub use crate::array::member::{
+    Member, MemberInfo, MemberIo, MemberStats, MAX_CORRECTED_READ_ERRORS,
+};
+pub(crate) use crate::locks::lock;
+use raidkit_layout::SECTOR;
+
+/// A running array.
+pub struct Array {
+    pub(crate) geo: Geometry,
+    pub(crate) uuid: [u8; 16],
+    pub(crate) name: String,
+    pub(crate) metadata: Metadata,
+    /// Every device (members and spares), in the order of `meta.sbs`.
+    pub(crate) devs: RwLock<Vec<Arc<dyn BlockDev>>>,
+    /// Role slot → member.
+    pub(crate) slots: RwLock<Vec<Option<Arc<Member>>>>,
+    /// Device indices of spares.
+    pub(crate) spares: Mutex<Vec<usize>>,
+    /// Role slot → replacement being built for that slot's member (md's hot replace):
+    /// every write to the role is also written to it; it is never read until it takes over.
+    pub(crate) replacements: RwLock<Vec<Option<Arc<Member>>>>,
+    /// Fast check: is any replacement in progress?
+    pub(crate) replacing: AtomicBool,
+    pub(crate) writable: bool,
+    pub(crate) meta: Mutex<Meta>,
+    /// The write-intent bitmap; switched (added/removed) only with `gate` held exclusively,
+    /// so writes see it stable while they hold the gate shared.
+    pub(crate) bitmap: RwLock<Option<Mutex<RunBitmap>>>,
+    locks: StripeLocks,
+    /// Writes hold this shared; marking clean holds it exclusively, so the superblocks
+    /// never say "clean" while a write is in flight.
+    pub(crate) gate: RwLock<()>,
+    /// Forced start of a dirty degraded array: mark clean on the first write.
+    pub(crate) forced_clean: bool,
+    listeners: Mutex<Vec<std::sync::mpsc::Sender<ArrayEvent>>>,
+    /// Array byte ranges known to be lost (unreconstructable); reads there fail.
+    lost: Mutex<Vec<(u64, u64)>>,
+    has_lost: AtomicBool,
+    /// Lost ranges that were zeroed when the bad-block log was dropped by force.
+    lost_zeroed: Mutex<Vec<(u64, u64)>>,
+    /// Fast check of `meta.dirty` for the write path (the mutex is taken only to change it).
+    dirty_fast: AtomicBool,
+    /// Client-visible IO statistics and tracing.
+    pub io: crate::iostats::IoStats,
+    /// Stripe cache (RAID4/5/6 with chunks of whole 4 KiB pages).
+    pub(crate) cache: Option<StripeCache>,
+    /// The optional checksum sidecar (see [`crate::checksums`]).
+    checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
+}
+
+impl Array {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        geo: Geometry,
+        uuid: [u8; 16],
+        name: String,
+        metadata: Metadata,
+        devs: Vec<Arc<dyn BlockDev>>,
+        slots: Vec<Option<Member>>,
+        spares: Vec<usize>,
+        writable: bool,
+        meta: Meta,
+        bitmap: Option<RunBitmap>,
+        forced_clean: bool,
+    ) -> Array {
+        let cache = match geo.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6
+                if geo.chunk_sectors > 0 && geo.chunk_sectors.is_multiple_of(PAGE_SECTORS) =>
+            {
+                Some(StripeCache::new(geo.data_disks(), geo.chunk_sectors))
+            }
+            _ => None,
+        };
+        Array {
+            geo,
+            uuid,
+            name,
+            metadata,
+            devs: RwLock::new(devs),
+            slots: RwLock::new(slots.into_iter().map(|m| m.map(Arc::new)).collect()),
+            spares: Mutex::new(spares),
+            replacements: RwLock::new(Vec::new()),
+            replacing: AtomicBool::new(false),
+            writable,
+            meta: Mutex::new(meta),
+            bitmap: RwLock::new(bitmap.map(Mutex::new)),
+            locks: StripeLocks::new(),
+            gate: RwLock::new(()),
+            forced_clean,
+            listeners: Mutex::new(Vec::new()),
+            lost: Mutex::new(Vec::new()),
+            has_lost: AtomicBool::new(false),
+            lost_zeroed: Mutex::new(Vec::new()),
+            dirty_fast: AtomicBool::new(false),
+            io: crate::iostats::IoStats::default(),
+            cache,
+            checksums: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Attach a checksum sidecar: from now on every write updates it and scrubs use it for
+    /// verdicts. Fails if one is attached already.
+    pub fn attach_checksums(&self, cs: Arc<crate::checksums::Checksums>) -> Result<()> {
+        self.checksums.set(cs).map_err(|_| {
+            EngineError::Invalid("a checksum sidecar is already attached to this array".into())
+        })
+    }
+
+    /// The attached checksum sidecar, if any.
+    pub fn checksums(&self) -> Option<&Arc<crate::checksums::Checksums>> {
+        self.checksums.get()
+    }
+
+    /// The array's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.geo.array_sectors() * SECTOR
+    }
+
+    /// Array UUID.
+    pub fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+
+    /// Array UUID in mdadm's text form.
+    pub fn uuid_text(&self) -> String {
+        crate::sb::uuid_text(self.metadata, &self.uuid)
+    }
+
+    /// Array name from the superblock.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Metadata version.
+    pub fn metadata(&self) -> Metadata {
+        self.metadata
+    }
+
+    /// Level.
+    pub fn level(&self) -> Level {
+        self.geo.level
+    }
+
+    /// True if opened for writing.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Flush every member's completed writes to stable storage.
+    pub fn flush(&self) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.flush_inner();
+        self.io
+            .record(crate::iostats::Op::Flush, 0, 0, t0.elapsed(), r.is_ok());
+        r
+    }
+
+    pub(crate) fn flush_inner(&self) -> Result<()> {
+        if let Some(c) = &self.cache {
+            if c.has_dirty() {
+                // Held writes go out under the gate, so the array cannot be marked clean
+                // while they are written.
+                let _gate = match self.gate.read() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                self.cache_drain_all(c);
+            }
+        }
+        self.flush_members()
+    }
+
+    /// Flush the members, then report a failure of writing held data since the last flush.
+    pub(crate) fn flush_members(&self) -> Result<()> {
+        for m in self.slots().iter().flatten().filter(|m| !m.is_failed()) {
+            m.dev
+                .flush()
+                .map_err(|e| EngineError::io(m.dev.name(), "flushing", e))?;
+        }
+        if let Some(e) = self.cache.as_ref().and_then(|c| c.take_pending()) {
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<()> {
+        let size = self.size_bytes();
+        if offset.checked_add(len).is_none_or(|e| e > size) {
+            return Err(EngineError::OutOfRange { offset, len, size });
+        }
+        Ok(())
+    }
+
+    /// Read `buf.len()` bytes at byte `offset` (any alignment).
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.read_inner(offset, buf);
+        self.io.record(
+            crate::iostats::Op::Read,
+            offset,
+            buf.len() as u64,
+            t0.elapsed(),
+            r.is_ok(),
+        );
+        r
+    }
+
+    pub(crate) fn read_inner(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.check_range(offset, buf.len() as u64)?;
+        if self.has_lost.load(Ordering::Relaxed) {
+            let lost = lock(&self.lost);
+            let end = offset + buf.len() as u64;
+            if let Some(&(o, l)) = lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
+                return Err(EngineError::Unreadable {
+                    offset: o.max(offset),
+                    end: (o + l).min(end),
+                    why: format!(
+                        "data lost: array bytes {o}..{} have no valid copy on any member (bad blocks beyond what redundancy covers); writing new data over them (e.g. restoring from a backup) makes them valid again, and `raidkit manage NAME --update no-bbl --force` replaces them all with zeros",
+                        o + l
+                    ),
+                });
+            }
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let head = offset % SECTOR;
+        let end = offset + buf.len() as u64;
+        if head == 0 && end.is_multiple_of(SECTOR) {
+            return self.read_sectors(offset / SECTOR, buf);
+        }
+        let s0 = offset / SECTOR;
+        let s1 = end.div_ceil(SECTOR);
+        let mut tmp = vec![0u8; ((s1 - s0) * SECTOR) as usize];
+        self.read_sectors(s0, &mut tmp)?;
+        buf.copy_from_slice(&tmp[head as usize..head as usize + buf.len()]);
+        Ok(())
+    }
+
+    /// Write `buf` at byte `offset` (any alignment; partial sectors are read-modify-written).
+    /// Safe to call from many threads at once; writes to the same stripe are serialized.
+    pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.write_inner(offset, buf).and_then(|()| {
+            self.written_over_lost(offset, buf.len() as u64);
+            self.check_not_lost(offset, buf.len() as u64)
+        });
+        self.io.record(
+            crate::iostats::Op::Write,
+            offset,
+            buf.len() as u64,
+            t0.elapsed(),
+            r.is_ok(),
+        );
+        r
+    }
+
+    pub(crate) fn write_inner(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        self.check_range(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let head = offset % SECTOR;
+        let end = offset + buf.len() as u64;
+        if head == 0 && end.is_multiple_of(SECTOR) {
+            return self.write_sectors(offset / SECTOR, buf);
+        }
+        let s0 = offset / SECTOR;
+        let s1 = end.div_ceil(SECTOR);
+        let mut tmp = vec![0u8; ((s1 - s0) * SECTOR) as usize];
+        // Only the first and last sector need their old contents.
+        self.read_sectors(s0, &mut tmp[..SECTOR as usize])?;
+        let last = tmp.len() - SECTOR as usize;
+        if s1 - 1 > s0 {
+            self.read_sectors(s1 - 1, &mut tmp[last..])?;
+        }
+        tmp[head as usize..head as usize + buf.len()].copy_from_slice(buf);
+        self.write_sectors(s0, &tmp)
+    }
+
+    /// Read whole sectors starting at array sector `s`. Large requests are split on stripe
+    /// boundaries and served by several threads; on mirrors they are spread over the
+    /// members holding copies (see `read_mirrored`).
+    pub fn read_sectors(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        if matches!(self.geo.level, Level::Raid1 | Level::Raid10) {
+            return self.read_mirrored(s, buf);
+        }
+        let total = buf.len() as u64 / SECTOR;
+        if let Some(unit) = self.split_unit(total) {
+            // Align the first piece so later ones start on unit boundaries.
+            let first = (unit - s % unit).min(total);
+            let (head, rest) = buf.split_at_mut((first * SECTOR) as usize);
+            let mut jobs = vec![(s, head)];
+            let mut off = s + first;
+            for piece in rest.chunks_mut((unit * SECTOR) as usize) {
+                let n = piece.len() as u64 / SECTOR;
+                jobs.push((off, piece));
+                off += n;
+            }
+            return self.run_parallel(jobs, |at, p| self.read_serial(at, p));
+        }
+        self.read_serial(s, buf)
+    }
+
+    pub(crate) fn read_serial(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        let mut done = 0u64;
+        while done < total {
+            let cur = s + done;
+            let n = match self.geo.level {
+                Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                    let c = self.geo.chunk_sectors;
+                    (c - cur % c).min(total - done)
+                }
+                _ => {
+                    let p = self.locate(cur)?;
+                    p.run.min(total - done)
+                }
+            };
+            let b = &mut buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
+            self.read_piece(cur, b)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn locate(&self, s: u64) -> Result<raidkit_layout::Placement> {
+        self.geo.locate(s).ok_or(EngineError::OutOfRange {
+            offset: s * SECTOR,
+            len: SECTOR,
+            size: self.size_bytes(),
+        })
+    }
+
+    /// Read a piece that does not cross a mapping boundary.
+    pub(crate) fn read_piece(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        let n = buf.len() as u64 / SECTOR;
+        match self.geo.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                let c = self.geo.chunk_sectors;
+                let k_count = self.geo.data_disks() as u64;
+                let chunk = s / c;
+                let stripe = chunk / k_count;
+                let k = (chunk % k_count) as usize;
+                let a = s % c;
+                if let Some(cache) = &self.cache {
+                    if let Some(e) = cache.get(stripe) {
+                        let st = lock(&e.st);
+                        if !st.dead && st.alloc > 0 {
+                            let (all, any) = cached_cover(cache, &st, k, a, n);
+                            if all {
+                                copy_from_cache(cache, &st, k, a, buf);
+                                cache
+                                    .hits
+                                    .fetch_add(n.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+                                return Ok(());
+                            }
+                            if any {
+                                self.read_parity_piece(s, stripe, k, a, buf)?;
+                                copy_from_cache(cache, &st, k, a, buf);
+                                return Ok(());
+                            }
+                        }
+                    }
+                }
+                self.read_parity_piece(s, stripe, k, a, buf)
+            }
+            _ => {
+                let p = self.locate(s)?;
+                let cands = self.candidates(&p.copies, n);
+                let order = self.try_order(&p.copies, &cands, None, 0);
+                self.read_copies(s, buf, &order)
+            }
+        }
+    }
+
+    /// Write whole sectors starting at array sector `s`.
+    pub fn write_sectors(&self, s: u64, buf: &[u8]) -> Result<()> {
+        let _gate = match self.gate.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        self.ensure_dirty()?;
+        match self.checksums() {
+            None => self.write_split(s, buf),
+            Some(cs) => {
+                cs.before_write(s * SECTOR, buf.len() as u64)?;
+                let r = self.write_split(s, buf);
+                cs.after_write(self, s * SECTOR, buf, r.is_ok())?;
+                r
+            }
+        }
+    }
+
+    pub(crate) fn write_serial(&self, s: u64, buf: &[u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        match self.geo.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => self.write_parity(s, buf),
+            _ => {
+                let mut done = 0;
+                while done < total {
+                    let cur = s + done;
+                    let p = self.locate(cur)?;
+                    let n = p.run.min(total - done);
+                    let b = &buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
+                    if matches!(self.geo.level, Level::Raid1 | Level::Raid10) {
+                        self.bitmap_mark(cur, n)?;
+                    }
+                    let mut ok = 0;
+                    for &(role, dsec) in &p.copies {
+                        if self.member_write(role, dsec, b)? {
+                            ok += 1;
+                        }
+                    }
+                    if ok == 0 {
+                        return Err(EngineError::WriteFailed {
+                            offset: cur * SECTOR,
+                            end: (cur + n) * SECTOR,
+                            why: "no member holding this range could be written".into(),
+                        });
+                    }
+                    done += n;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Array")
+            .field("uuid", &raidkit_format::uuid::format(&self.uuid))
+            .field("name", &self.name)
+            .field("level", &self.geo.level)
+            .field("size_bytes", &self.size_bytes())
+            .field("missing_roles", &self.missing_roles())
+            .finish()
+    }
+}
+
+impl Drop for Array {
+    /// Best effort: write out held writes (a caller that needs to know whether they reached
+    /// the members calls [`Array::flush`] or [`Array::stop`] first).
+    fn drop(&mut self) {
+        if let Some(c) = &self.cache {
+            if c.has_dirty() {
+                self.cache_drain_all(c);
+                let _ = self.flush_members();
+            }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! RAID4/5/6 stripes: their layout, reading a stripe's blocks with what is missing
+//! reconstructed from parity, and computing P and Q.
+
+use crate::array::Array;
+use crate::error::EngineError;
+use crate::error::Result;
+use raidkit_layout::StripeLayout;
+use raidkit_layout::SECTOR;
+use raidkit_parity as parity;
+use std::sync::atomic::Ordering;
+
+/// Blocks of one stripe over a sector range, with missing ones reconstructed.
+pub(crate) struct StripeData {
+    pub data: Vec<Vec<u8>>,
+    pub p: Vec<u8>,
+    pub q: Option<Vec<u8>>,
+}
+
+impl Array {
+    /// Are all of the stripe's parity members (P, and Q for RAID6) failed or missing, with
+    /// no replacement being built? Then writes there keep no parity.
+    pub(crate) fn parity_gone(&self, lay: &StripeLayout) -> bool {
+        !self.replacing.load(Ordering::Acquire)
+            && self.member(lay.p).is_none()
+            && lay.q.is_none_or(|q| self.member(q).is_none())
+    }
+
+    pub(crate) fn stripe_layout(&self, stripe: u64) -> Result<StripeLayout> {
+        self.geo
+            .stripe(stripe)
+            .ok_or_else(|| EngineError::Invalid(format!("stripe {stripe} out of range")))
+    }
+
+    /// Read the blocks of `stripe` over chunk sectors `[a, a+n)`, reconstructing what is
+    /// missing. With `need_parity`, missing P/Q are recomputed too.
+    pub(crate) fn read_stripe(
+        &self,
+        stripe: u64,
+        lay: &StripeLayout,
+        a: u64,
+        n: u64,
+        need_parity: bool,
+    ) -> Result<StripeData> {
+        let c = self.geo.chunk_sectors;
+        let dsec = stripe * c + a;
+        let len = (n * SECTOR) as usize;
+        let kc = lay.data.len();
+        let mut data = Vec::with_capacity(kc);
+        let mut missing = Vec::new();
+        let mut why = Vec::new();
+        for (k, &role) in lay.data.iter().enumerate() {
+            let mut b = vec![0u8; len];
+            let ok = self.can_read(role, dsec, n) && {
+                match self.member_read(role, dsec, &mut b) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        why.push(e.to_string());
+                        false
+                    }
+                }
+            };
+            if !ok {
+                missing.push(k);
+            }
+            data.push(b);
+        }
+        let read_par = |role: usize| -> Option<Vec<u8>> {
+            let mut b = vec![0u8; len];
+            if self.can_read(role, dsec, n) && self.member_read(role, dsec, &mut b).is_ok() {
+                Some(b)
+            } else {
+                None
+            }
+        };
+        let p = read_par(lay.p);
+        let q = match lay.q {
+            Some(qr) => read_par(qr),
+            None => None,
+        };
+        let is6 = lay.q.is_some();
+        let fail = |what: &str, why: &[String]| EngineError::Unreadable {
+            offset: 0,
+            end: 0,
+            why: format!(
+                "stripe {stripe}: {what}{}{}",
+                if why.is_empty() { "" } else { ": " },
+                why.join("; ")
+            ),
+        };
+        match (missing.len(), is6) {
+            (0, _) => {}
+            (1, false) => {
+                let Some(p) = &p else {
+                    return Err(fail("a data block and parity are both unavailable", &why));
+                };
+                let k = missing[0];
+                let mut out = p.clone();
+                for (j, d) in data.iter().enumerate() {
+                    if j != k {
+                        parity::xor_into(&mut out, d);
+                    }
+                }
+                data[k] = out;
+            }
+            (1, true) => {
+                let k = missing[0];
+                if let Some(p) = &p {
+                    let mut out = p.clone();
+                    for (j, d) in data.iter().enumerate() {
+                        if j != k {
+                            parity::xor_into(&mut out, d);
+                        }
+                    }
+                    data[k] = out;
+                } else if let Some(q) = &q {
+                    let sk = lay.slot[k];
+                    let mut slots = to_slots(lay, &mut data, len);
+                    {
+                        let mut refs: Vec<&mut [u8]> =
+                            slots.iter_mut().map(|v| v.as_mut_slice()).collect();
+                        parity::recover_one_q(&mut refs, sk, q);
+                    }
+                    from_slots(lay, &mut data, &mut slots);
+                } else {
+                    return Err(fail("a data block, P and Q are all unavailable", &why));
+                }
+            }
+            (2, true) => {
+                let (Some(p), Some(q)) = (&p, &q) else {
+                    return Err(fail(
+                        "two data blocks and a parity block are unavailable",
+                        &why,
+                    ));
+                };
+                let (sa, sb) = (lay.slot[missing[0]], lay.slot[missing[1]]);
+                let mut slots = to_slots(lay, &mut data, len);
+                {
+                    let mut refs: Vec<&mut [u8]> =
+                        slots.iter_mut().map(|v| v.as_mut_slice()).collect();
+                    parity::recover_two(&mut refs, sa.min(sb), sa.max(sb), p, q);
+                }
+                from_slots(lay, &mut data, &mut slots);
+            }
+            (m, _) => {
+                return Err(fail(&format!("{m} data blocks are unavailable"), &why));
+            }
+        }
+        let (p, q) = if need_parity && (p.is_none() || (is6 && q.is_none())) {
+            let (np, nq) = compute_parity(lay, &data, len);
+            (
+                p.unwrap_or(np),
+                if is6 { Some(q.unwrap_or(nq)) } else { None },
+            )
+        } else {
+            (p.unwrap_or_else(|| vec![0u8; len]), q)
+        };
+        Ok(StripeData { data, p, q })
+    }
+
+    /// Read data block `k` of `stripe` at chunk sector `a` (array sector `s`) from its
+    /// member, reconstructing it from the others if that fails.
+    pub(crate) fn read_parity_piece(
+        &self,
+        s: u64,
+        stripe: u64,
+        k: usize,
+        a: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let n = buf.len() as u64 / SECTOR;
+        let c = self.geo.chunk_sectors;
+        let lay = self.stripe_layout(stripe)?;
+        let role = lay.data[k];
+        let dsec = stripe * c + a;
+        let direct = if self.can_read(role, dsec, n) {
+            Some(self.member_read(role, dsec, buf))
+        } else {
+            None
+        };
+        if let Some(Ok(())) = direct {
+            return Ok(());
+        }
+        let _g = self.locks.lock(stripe);
+        let sd = self
+            .read_stripe(stripe, &lay, a, n, false)
+            .map_err(|e| annotate_unreadable(e, s * SECTOR, (s + n) * SECTOR))?;
+        buf.copy_from_slice(&sd.data[k]);
+        if let Some(Err(EngineError::Io { .. })) = direct {
+            self.repair_read_error(role, dsec, buf);
+        }
+        Ok(())
+    }
+
+    /// After member failures during a write, make sure the stripe is still recoverable.
+    /// The old P (and Q) of `n` sectors from member sector `dsec` of a stripe, for
+    /// read-modify-write (Q empty without one).
+    pub(crate) fn read_old_parity(
+        &self,
+        lay: &StripeLayout,
+        dsec: u64,
+        n: u64,
+    ) -> Result<(Vec<u8>, Vec<u8>)> {
+        let len = (n * SECTOR) as usize;
+        let mut p = vec![0u8; len];
+        self.member_read(lay.p, dsec, &mut p)?;
+        let mut q = vec![0u8; if lay.q.is_some() { len } else { 0 }];
+        if let Some(qr) = lay.q {
+            self.member_read(qr, dsec, &mut q)?;
+        }
+        Ok((p, q))
+    }
+}
+
+pub(crate) fn annotate_unreadable(e: EngineError, offset: u64, end: u64) -> EngineError {
+    match e {
+        EngineError::Unreadable { why, .. } if end > 0 => {
+            EngineError::Unreadable { offset, end, why }
+        }
+        e => e,
+    }
+}
+
+/// Move data blocks into syndrome-slot order (zero blocks for unused DDF slots).
+pub(crate) fn to_slots(lay: &StripeLayout, data: &mut [Vec<u8>], len: usize) -> Vec<Vec<u8>> {
+    let mut slots: Vec<Vec<u8>> = vec![Vec::new(); lay.syndrome_width];
+    for (k, d) in data.iter_mut().enumerate() {
+        slots[lay.slot[k]] = std::mem::take(d);
+    }
+    for s in slots.iter_mut() {
+        if s.is_empty() {
+            *s = vec![0u8; len];
+        }
+    }
+    slots
+}
+
+pub(crate) fn from_slots(lay: &StripeLayout, data: &mut [Vec<u8>], slots: &mut [Vec<u8>]) {
+    for (k, d) in data.iter_mut().enumerate() {
+        *d = std::mem::take(&mut slots[lay.slot[k]]);
+    }
+}
+
+/// P (and Q) over data blocks given in logical order.
+pub(crate) fn compute_parity(
+    lay: &StripeLayout,
+    data: &[Vec<u8>],
+    len: usize,
+) -> (Vec<u8>, Vec<u8>) {
+    let refs: Vec<&[u8]> = data.iter().map(|v| v.as_slice()).collect();
+    compute_parity_refs(lay, &refs, len)
+}
+
+pub(crate) fn compute_parity_refs(
+    lay: &StripeLayout,
+    data: &[&[u8]],
+    len: usize,
+) -> (Vec<u8>, Vec<u8>) {
+    let mut p = vec![0u8; len];
+    let mut q = vec![0u8; if lay.q.is_some() { len } else { 0 }];
+    parity_into(lay, data, &mut p, &mut q);
+    (p, q)
+}
+
+/// P (and Q, for RAID6) over data blocks given in logical order, written over `p` and
+/// `q` (every byte; `q` is ignored without a Q). `p.len()` is the block length.
+pub(crate) fn parity_into(lay: &StripeLayout, data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+    if lay.q.is_none() {
+        parity::xor_gen(data, p);
+        return;
+    }
+    let mut slots: Vec<Option<&[u8]>> = vec![None; lay.syndrome_width];
+    for (k, d) in data.iter().enumerate() {
+        slots[lay.slot[k]] = Some(d);
+    }
+    // Unused syndrome slots (DDF layouts) count as zero blocks.
+    let zero = if slots.iter().any(Option::is_none) {
+        vec![0u8; p.len()]
+    } else {
+        Vec::new()
+    };
+    let slots: Vec<&[u8]> = slots.iter().map(|s| s.unwrap_or(&zero)).collect();
+    parity::pq_gen(&slots, p, q);
+}
