@@ -1153,15 +1153,26 @@ fn supervisor_hot_spare_takes_over() {
     }
     sup.wait_idle();
     assert!(!arr.is_degraded(), "{}", sup.status());
-    let kinds: Vec<String> = ev.try_iter().map(|e| e.kind).collect();
-    for k in [
+    let expected = [
         "spare_added",
         "member_failed",
         "degraded",
         "rebuild_started",
         "rebuild_finished",
         "spare_activated",
-    ] {
+    ];
+    // Array events reach the supervisor through its event thread, which may still be
+    // delivering them when the job is done: wait for them (bounded).
+    let mut kinds: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !expected.iter().all(|k| kinds.iter().any(|x| x == k)) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match ev.recv_timeout(left) {
+            Ok(e) => kinds.push(e.kind),
+            Err(_) => break,
+        }
+    }
+    for k in expected {
         assert!(kinds.iter().any(|x| x == k), "missing event {k}: {kinds:?}");
     }
     sup.remove(&ps[2].display().to_string()).unwrap();

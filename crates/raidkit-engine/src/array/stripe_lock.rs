@@ -35,9 +35,19 @@ impl StripeLocks {
         }
     }
 
-    pub(crate) fn lock(&self, stripe: u64) -> StripeGuard<'_> {
+    fn shard(&self, stripe: u64) -> &StripeLockShard {
         let h = (stripe.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize;
-        let shard = &self.shards[h % STRIPE_LOCK_SHARDS];
+        &self.shards[h % STRIPE_LOCK_SHARDS]
+    }
+
+    /// Is `stripe` locked (by anyone)? For assertions.
+    pub(crate) fn is_locked(&self, stripe: u64) -> bool {
+        lock(&self.shard(stripe).held).contains(&stripe)
+    }
+
+    /// Lock `stripe`, waiting while another thread holds it.
+    pub(crate) fn lock(&self, stripe: u64) -> StripeGuard<'_> {
+        let shard = self.shard(stripe);
         let mut g = lock(&shard.held);
         while g.contains(&stripe) {
             g = match shard.cv.wait(g) {
@@ -62,6 +72,15 @@ impl Drop for StripeGuard<'_> {
 }
 
 impl Array {
+    /// Debug builds: panic unless `stripe`'s IO lock is held (callers that read or write
+    /// a stripe's members for parity must hold it).
+    pub(crate) fn debug_assert_stripe_locked(&self, stripe: u64) {
+        debug_assert!(
+            self.locks.is_locked(stripe),
+            "stripe {stripe} is written without its IO lock"
+        );
+    }
+
     /// Lock a stripe for direct member IO (sync, rebuild): held writes of the stripe are
     /// written out first and its cached pages dropped, so members and cache agree.
     pub(crate) fn lock_stripe(&self, stripe: u64) -> impl Drop + '_ {

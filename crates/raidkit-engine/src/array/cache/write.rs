@@ -192,7 +192,7 @@ impl Array {
         pieces: &[Piece<'_>],
     ) -> Result<()> {
         let cs = self.geo.chunk_sectors;
-        let full = pieces.len() == c.kc && pieces.iter().all(|p| p.a == 0 && p.n == cs);
+        let full = pieces.len() == c.kc && pieces.iter().all(|p| p.at == 0 && p.sectors == cs);
         // Whole stripes, writes to arrays with bad blocks or lost data (bbl.rs decides
         // what each row may be written from), and (while the cache is of little use)
         // writes to stripes it holds nothing of, go straight to the members; what the
@@ -253,13 +253,13 @@ impl Array {
             }
             let was_dirty = st.is_dirty();
             for pc in pieces {
-                let mut sec = pc.a;
-                let end = pc.a + pc.n;
+                let mut sec = pc.at;
+                let end = pc.at + pc.sectors;
                 while sec < end {
                     let row = (sec / PAGE_SECTORS) as usize;
                     let in_page = sec % PAGE_SECTORS;
                     let m = (PAGE_SECTORS - in_page).min(end - sec);
-                    let idx = pc.k * c.rows + row;
+                    let idx = pc.block * c.rows + row;
                     let pg = c.page(&mut st, idx);
                     if pg.valid != 0 {
                         c.rewritten_pages.fetch_add(1, Ordering::Relaxed);
@@ -267,7 +267,7 @@ impl Array {
                     let first_write = !pg.written;
                     pg.written = true;
                     c.written_pages.fetch_add(1, Ordering::Relaxed);
-                    let from = ((sec - pc.a) * SECTOR) as usize;
+                    let from = ((sec - pc.at) * SECTOR) as usize;
                     let to = (in_page * SECTOR) as usize;
                     let len = (m * SECTOR) as usize;
                     pg.data[to..to + len].copy_from_slice(&pc.data[from..from + len]);
@@ -281,7 +281,7 @@ impl Array {
                 }
             }
             c.mark_dirty(&e);
-            let ends_on_chunk = pieces.iter().any(|p| p.a + p.n == cs);
+            let ends_on_chunk = pieces.iter().any(|p| p.at + p.sectors == cs);
             let r = if !c.should_hold(was_dirty, ends_on_chunk) || cache_complete(c, &st) {
                 self.cache_drain(c, &e, &mut st)
                     .map(|streamed| self.drop_streamed(c, &e, &mut st, streamed))
@@ -315,10 +315,13 @@ pub(crate) fn touches_cached(c: &StripeCache, st: &EntryState, pieces: &[Piece<'
         return false;
     }
     pieces.iter().any(|p| {
-        let (r0, r1) = (p.a / PAGE_SECTORS, (p.a + p.n).div_ceil(PAGE_SECTORS));
+        let (r0, r1) = (
+            p.at / PAGE_SECTORS,
+            (p.at + p.sectors).div_ceil(PAGE_SECTORS),
+        );
         (r0..r1).any(|r| {
             st.pages
-                .get(p.k * c.rows + r as usize)
+                .get(p.block * c.rows + r as usize)
                 .is_some_and(Option::is_some)
         })
     })
