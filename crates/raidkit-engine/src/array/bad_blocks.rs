@@ -243,7 +243,7 @@ impl Array {
                 self.emit(ArrayEvent::BadBlockNotPersisted {
                     role,
                     device,
-                    reason: format!("{reason}: the on-disk log still lists the rewritten sectors, so after a restart they count as bad again (reads there are reconstructed or fail, never wrong) until they are written again or `--update no-bbl` runs"),
+                    reason: format!("{reason}: the on-disk log still lists the rewritten sectors, so after a restart they count as bad again (reads there are reconstructed or fail, never wrong) until they are written again or the bad-block log is removed"),
                 });
             }
         }
@@ -356,7 +356,7 @@ impl Array {
                 role,
                 device: dev,
                 offset: off,
-                reason: "the member had no bad-block log and got bad blocks; the array now has a bad-block log on this member (mdadm --examine shows it; `raidkit manage NAME --update no-bbl` removes it once the entries are repaired)".into(),
+                reason: "the member had no bad-block log and got bad blocks; the array now has a bad-block log on this member (mdadm --examine shows it; it can be removed once the entries are repaired)".into(),
             });
         }
         Ok(())

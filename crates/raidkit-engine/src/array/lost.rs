@@ -14,6 +14,25 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl Array {
+    /// A read of array bytes `[offset, offset + len)` fails where data is lost, rather
+    /// than return wrong bytes.
+    pub(crate) fn check_lost_read(&self, offset: u64, len: u64) -> Result<()> {
+        if !self.has_lost.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let end = offset + len;
+        let lost = lock(&self.lost);
+        match lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
+            None => Ok(()),
+            Some(&(o, l)) => Err(EngineError::DataLost {
+                offset: o.max(offset),
+                end: (o + l).min(end),
+                lost_offset: o,
+                lost_end: o + l,
+            }),
+        }
+    }
+
     /// Record array byte ranges whose data is lost, so reads there fail instead of
     /// returning wrong bytes.
     pub(crate) fn add_lost(&self, ranges: &[(u64, u64)]) {
@@ -101,7 +120,7 @@ impl Array {
             Some(&(o, l)) => Err(EngineError::WriteFailed {
                 offset: o.max(offset),
                 end: (o + l).min(end),
-                why: "the written data has no valid copy on any member (write errors on more members than the level survives, recorded as bad blocks); see `raidkit status` and replace the failing members".into(),
+                why: "the written data has no valid copy on any member (write errors on more members than the level survives, recorded as bad blocks); replace the failing members".into(),
             }),
         }
     }

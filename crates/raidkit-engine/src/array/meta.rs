@@ -68,7 +68,7 @@ impl Array {
         if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             b.sb.events = events;
-            b.write_header(self, &live)?;
+            b.write_header(&self.devs(), &live)?;
         }
         if let Some(cs) = self.checksums() {
             cs.events_pending(events)?;
@@ -181,7 +181,7 @@ impl Array {
                 b.clear_all();
                 b.sb.events_cleared = meta.events + 1;
                 let live = self.live_devices();
-                b.write_bits(self, &live)?;
+                b.write_bits(&self.devs(), &live)?;
             }
         }
         self.dirty_fast.store(false, Ordering::Release);
@@ -200,7 +200,7 @@ impl Array {
             let mut b = lock(bm);
             if b.mark(start, n) {
                 let live = self.live_devices();
-                b.write_bits(self, &live)?;
+                b.write_bits(&self.devs(), &live)?;
             }
         }
         Ok(())

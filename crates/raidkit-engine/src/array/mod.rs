@@ -260,20 +260,7 @@ impl Array {
 
     pub(crate) fn read_inner(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.check_range(offset, buf.len() as u64)?;
-        if self.has_lost.load(Ordering::Relaxed) {
-            let lost = lock(&self.lost);
-            let end = offset + buf.len() as u64;
-            if let Some(&(o, l)) = lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
-                return Err(EngineError::Unreadable {
-                    offset: o.max(offset),
-                    end: (o + l).min(end),
-                    why: format!(
-                        "data lost: array bytes {o}..{} have no valid copy on any member (bad blocks beyond what redundancy covers); writing new data over them (e.g. restoring from a backup) makes them valid again, and `raidkit manage NAME --update no-bbl --force` replaces them all with zeros",
-                        o + l
-                    ),
-                });
-            }
-        }
+        self.check_lost_read(offset, buf.len() as u64)?;
         if buf.is_empty() {
             return Ok(());
         }
@@ -439,7 +426,8 @@ impl Array {
             Some(cs) => {
                 cs.before_write(s * SECTOR, buf.len() as u64)?;
                 let r = self.write_split(s, buf);
-                cs.after_write(self, s * SECTOR, buf, r.is_ok())?;
+                // The read-back of partly written blocks is internal: not client IO.
+                cs.after_write(s * SECTOR, buf, r.is_ok(), |off, b| self.read_inner(off, b))?;
                 r
             }
         }

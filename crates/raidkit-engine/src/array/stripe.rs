@@ -16,6 +16,22 @@ pub(crate) struct StripeData {
     pub q: Option<Vec<u8>>,
 }
 
+impl StripeData {
+    /// The block of `role` (a data block, P or Q; empty for a role not in the stripe, or
+    /// Q when it was not read).
+    pub(crate) fn block_of(&self, layout: &StripeLayout, role: usize) -> &[u8] {
+        if role == layout.p {
+            &self.p
+        } else if Some(role) == layout.q {
+            self.q.as_deref().unwrap_or(&[])
+        } else if let Some(k) = layout.data.iter().position(|&r| r == role) {
+            &self.data[k]
+        } else {
+            &[]
+        }
+    }
+}
+
 impl Array {
     /// Are all of the stripe's parity members (P, and Q for RAID6) failed or missing, with
     /// no replacement being built? Then writes there keep no parity.

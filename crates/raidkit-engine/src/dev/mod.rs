@@ -222,7 +222,7 @@ fn claim(file: &File, path: &Path, dev: u64, ino: u64) -> io::Result<(u64, u64)>
                 io::ErrorKind::ResourceBusy,
                 format!(
                     "{} is in use by {who}; stop it first, or change the running array \
-                     with `raidkit manage`/`sync-action`/`grow NAME`",
+                     through the process that runs it",
                     path.display()
                 ),
             ));

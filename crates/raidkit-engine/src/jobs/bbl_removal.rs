@@ -207,12 +207,7 @@ impl Array {
                         }
                     }
                 }
-                let list = lost
-                    .iter()
-                    .map(|(o, l)| format!("{o}..{}", o + l))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let entries = left
+                let remaining = left
                     .iter()
                     .map(|(r, m)| {
                         let rs: Vec<String> = m
@@ -222,21 +217,13 @@ impl Array {
                             .collect();
                         format!("role {r} ({}): {}", m.dev.name(), rs.join(" "))
                     })
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                let unsaved = if unsaved.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        ". Also, writing the shrunk bad-block logs failed ({}): on disk they still list the repaired entries, which are harmless (rewritten again next time) but mean the logs are out of date; check those members",
-                        unsaved.join("; ")
-                    )
-                };
-                return Err(EngineError::Invalid(format!(
-                    "the bad-block log was not removed: {} entr{} repaired from redundancy, but these remain ({entries}) and no member holds valid data for array bytes [{list}]. Restore those ranges from a backup after forcing the removal (`raidkit manage NAME --update no-bbl --force` on a served array, `raidkit repair --update no-bbl --zero-lost MEMBER...` on a stopped one), which removes the log anyway and replaces the lost ranges by zeros{unsaved}",
-                    rep.repaired.len(),
-                    if rep.repaired.len() == 1 { "y was" } else { "ies were" }
-                )));
+                    .collect();
+                return Err(EngineError::BadBlocksRemain {
+                    repaired: rep.repaired.len(),
+                    remaining,
+                    lost,
+                    unsaved,
+                });
             }
             // Counted as zeroed before the writes (which make good, and so shrink, the
             // lost ranges as they go); put back if zeroing fails.

@@ -110,7 +110,7 @@ fn room_of(sb: &Super, dev_name: &str, chunk_given: bool) -> Result<(i32, i64, O
         return Err(EngineError::Refused {
             device: dev_name.to_string(),
             why: format!(
-                "there is no room for a bitmap ({} sectors between the {} metadata and the data, the bad-block log included); recreate the array with --bitmap internal, or use larger members",
+                "there is no room for a bitmap ({} sectors between the {} metadata and the data, the bad-block log included); recreate the array with a bitmap, or use larger members",
                 (room + bbl_v).max(0),
                 sb.metadata().as_str()
             ),
@@ -182,7 +182,7 @@ impl Array {
             BitmapMode::Internal { chunk_bytes } => {
                 if self.bm().is_some() {
                     return Err(EngineError::Invalid(
-                        "the array already has an internal bitmap; remove it first (--bitmap none) to change its chunk"
+                        "the array already has an internal bitmap; remove it first to change its chunk"
                             .into(),
                     ));
                 }
@@ -222,7 +222,7 @@ impl Array {
                             return Err(EngineError::Refused {
                                 device: devs[p.idx].name().to_string(),
                                 why: format!(
-                                    "a bitmap chunk of {c} bytes needs more bits than fit in its {} sectors of bitmap room; use --bitmap-chunk {} or larger",
+                                    "a bitmap chunk of {c} bytes needs more bits than fit in its {} sectors of bitmap room; a chunk of {} bytes or more fits",
                                     p.room, p.min_chunk
                                 ),
                             });
@@ -275,7 +275,7 @@ impl Array {
                             return Err(EngineError::Refused {
                                 device: devs[p.idx].name().to_string(),
                                 why: format!(
-                                    "a bitmap of {} sectors does not fit between the metadata and the data; use a larger --bitmap-chunk",
+                                    "a bitmap of {} sectors does not fit between the metadata and the data; a larger bitmap chunk needs fewer sectors",
                                     space
                                 ),
                             });
@@ -291,7 +291,7 @@ impl Array {
                     chunk_sectors: chunk / 512,
                 };
                 // 1. The bitmap, every bit set, on stable storage everywhere.
-                rb.write_bits(self, &live)?;
+                rb.write_bits(&self.devs(), &live)?;
                 // 2. Only then the superblocks point at it.
                 let saved: Vec<(usize, Super)> =
                     live.iter().map(|&i| (i, meta.sbs[i].clone())).collect();
@@ -316,7 +316,7 @@ impl Array {
                     rb.clear_all();
                     rb.sb.events = meta.events;
                     rb.sb.events_cleared = meta.events;
-                    rb.write_bits(self, &live)?;
+                    rb.write_bits(&self.devs(), &live)?;
                     dirty = 0;
                 }
                 *match self.bitmap.write() {

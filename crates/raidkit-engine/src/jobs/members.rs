@@ -159,7 +159,7 @@ impl Array {
                 b.locs.resize(idx + 1, None);
             }
             b.locs[idx] = loc;
-            b.write_bits(self, &[idx])?;
+            b.write_bits(&self.devs(), &[idx])?;
         }
         drop(meta);
         self.emit(ArrayEvent::SpareAdded { device: name });
@@ -184,7 +184,7 @@ impl Array {
         if let Some((role, Some(m))) = hit {
             if !m.is_failed() {
                 return Err(EngineError::Invalid(format!(
-                    "{device} is an active member (role {role}); fail it first (--fail), then remove it"
+                    "{device} is an active member (role {role}); fail it first, then remove it"
                 )));
             }
             let devnum = meta.sbs[m.index].dev_number();

@@ -2,6 +2,7 @@
 //! replace, adding or removing the bitmap, member management, removing the bad-block log.
 
 pub mod bbl_removal;
+pub(crate) mod copy;
 pub mod grow;
 pub mod members;
 pub mod rebuild;

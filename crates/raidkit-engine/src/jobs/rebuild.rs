@@ -3,18 +3,21 @@
 
 use crate::array::events::ArrayEvent;
 use crate::array::member::Member;
+use crate::array::parity_write::stripe_members;
 use crate::array::Array;
 use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
+use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
 use crate::locks::lock;
 use crate::meta::sb::Super;
+use crate::ranges::coalesce_pairs;
 use raidkit_format::v090::{self, disk_state};
 use raidkit_format::v1::{self, feature};
 use raidkit_layout::Level;
-use std::sync::atomic::Ordering;
+use raidkit_layout::{StripeLayout, SECTOR};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Outcome of a rebuild.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -159,6 +162,8 @@ pub(crate) fn checkpoint(arr: &Array, m: &Member, at: Option<u64>) -> Result<()>
     arr.write_superblocks(&mut meta, |_| {})
 }
 
+/// Rebuild one role from its checkpoint (or, bitmap-guided, only the `guided` data-sector
+/// ranges: the member then stays unreadable until all are done).
 pub(crate) fn rebuild_role(
     arr: &Array,
     role: usize,
@@ -168,195 +173,56 @@ pub(crate) fn rebuild_role(
     rep: &mut RebuildReport,
     guided: Option<Vec<(u64, u64)>>,
 ) -> Result<()> {
-    let g = arr.geometry().clone();
-    let full = match g.level {
-        Level::Raid4 | Level::Raid5 | Level::Raid6 => g.stripes() * g.chunk_sectors,
-        _ => g.used_dev_sectors(role),
-    };
+    let full = copy_sectors(&arr.geo, role);
     let start = m.recovery().unwrap_or(0);
-    // Bitmap-guided (re-add): only the listed ranges, and the member stays unreadable
-    // until all are done. Otherwise everything from the checkpoint on.
     let advance = guided.is_none();
     let ranges = guided.unwrap_or_else(|| vec![(start, full)]);
-    let total: u64 = ranges.iter().map(|(a, b)| b - a).sum();
-    let mut done_total = 0u64;
     arr.emit(ArrayEvent::RebuildStarted {
         role,
         device: m.dev.name().to_string(),
         from: start,
     });
-    let every = opts.checkpoint_every.unwrap_or(Duration::from_secs(1));
-    let mut last_cp = Instant::now();
-    let t0 = Instant::now();
+    let flush = || {
+        m.dev
+            .flush()
+            .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))
+    };
     let mut lost: Vec<(u64, u64)> = Vec::new();
-    for (ra, rb) in ranges {
-        let mut x = ra;
-        while x < rb {
-            if opts
-                .stop
-                .as_ref()
-                .is_some_and(|s| s.load(Ordering::Relaxed))
-            {
-                m.dev
-                    .flush()
-                    .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
-                checkpoint(arr, m, Some(if advance { x } else { 0 }))?;
-                crate::ranges::coalesce_pairs(&mut lost);
-                arr.add_lost(&lost);
-                rep.lost.extend(lost);
-                return Ok(());
+    let copy = CopyLoop {
+        opts,
+        target: m,
+        target_is: "rebuild target",
+        ranges: &ranges,
+        checkpoints: advance,
+    };
+    let ended = copy.run(
+        progress,
+        |x, end| {
+            if arr.geo.level.has_parity() {
+                rebuild_stripe(arr, role, m, x, advance, &mut lost)
+            } else {
+                rebuild_mirrored(arr, role, m, x, end, advance, &mut lost)
             }
-            if m.is_failed() {
-                return Err(EngineError::WriteFailed {
-                    offset: 0,
-                    end: 0,
-                    why: format!("the rebuild target {} failed", m.dev.name()),
-                });
-            }
-            let step = match g.level {
-                Level::Raid4 | Level::Raid5 | Level::Raid6 => {
-                    let c = g.chunk_sectors;
-                    let stripe = x / c;
-                    let _sl = arr.lock_stripe(stripe);
-                    let lay = arr.stripe_layout(stripe)?;
-                    match arr.read_stripe(stripe, &lay, 0, c, true) {
-                        Ok(sd) => {
-                            let block: &[u8] = if role == lay.p {
-                                &sd.p
-                            } else if Some(role) == lay.q {
-                                sd.q.as_deref().unwrap_or(&[])
-                            } else if let Some(k) = lay.data.iter().position(|&r| r == role) {
-                                &sd.data[k]
-                            } else {
-                                &[]
-                            };
-                            if !block.is_empty() {
-                                arr.write_block(role, stripe * c, block)?;
-                            }
-                        }
-                        Err(EngineError::Unreadable { .. }) => {
-                            // Narrow it down page by page: rebuild what can be rebuilt; for the rest, the
-                            // target block is marked bad (never read) and every data block of the page
-                            // that nobody can supply is reported lost.
-                            let kc = lay.data.len() as u64;
-                            let page = 8u64.min(c);
-                            let mut a = 0;
-                            while a < c {
-                                let n = page.min(c - a);
-                                match arr.read_stripe(stripe, &lay, a, n, true) {
-                                    Ok(sd) => {
-                                        let block: &[u8] = if role == lay.p {
-                                            &sd.p
-                                        } else if Some(role) == lay.q {
-                                            sd.q.as_deref().unwrap_or(&[])
-                                        } else if let Some(k) =
-                                            lay.data.iter().position(|&r| r == role)
-                                        {
-                                            &sd.data[k]
-                                        } else {
-                                            &[]
-                                        };
-                                        if !block.is_empty() {
-                                            arr.write_block(role, stripe * c + a, block)?;
-                                        }
-                                    }
-                                    Err(EngineError::Unreadable { .. }) => {
-                                        // md's rule: the target's block and every source
-                                        // block that could not be read are recorded as bad
-                                        // (on disk, so the loss survives a restart).
-                                        let d = stripe * c + a;
-                                        let mut roles = lay.data.clone();
-                                        roles.push(lay.p);
-                                        roles.extend(lay.q);
-                                        let mut scratch = vec![0u8; (n * 512) as usize];
-                                        let unreadable: Vec<usize> = roles
-                                            .into_iter()
-                                            .filter(|&r| {
-                                                r != role
-                                                    && arr.readable(r, d, n)
-                                                    && arr.read_block(r, d, &mut scratch).is_err()
-                                            })
-                                            .collect();
-                                        arr.record_bad(role, d, n);
-                                        for r in unreadable {
-                                            arr.record_bad(r, d, n);
-                                        }
-                                        for (k, &r) in lay.data.iter().enumerate() {
-                                            if r == role || !arr.readable(r, d, n) {
-                                                let off = ((stripe * kc + k as u64) * c + a) * 512;
-                                                lost.push((off, n * 512));
-                                            }
-                                        }
-                                    }
-                                    Err(e) => return Err(e),
-                                }
-                                a += n;
-                            }
-                        }
-                        Err(e) => return Err(e),
-                    }
-                    if advance {
-                        m.set_recovery(Some((stripe + 1) * c));
-                    }
-                    c
-                }
-                _ => {
-                    let n = (rb - x).min(2048);
-                    let _gate = arr.pause_writes();
-                    arr.mirror_runs(role, x, n, |dsec, s, p, run| {
-                        let mut buf = vec![0u8; (run * 512) as usize];
-                        let mut unreadable = Vec::new();
-                        if arr.read_other_copy(role, p, run, &mut buf, &mut unreadable) {
-                            arr.write_block(role, dsec, &buf)?;
-                        } else {
-                            // Nobody holds it: the target's copy and the copies that
-                            // could not be read are recorded as bad (md's rule).
-                            arr.record_bad(role, dsec, run);
-                            for (r, d) in unreadable {
-                                arr.record_bad(r, d, run);
-                            }
-                            lost.push((s * 512, run * 512));
-                        }
-                        Ok(true)
-                    })?;
-                    if advance {
-                        m.set_recovery(Some(x + n));
-                    }
-                    n
-                }
-            };
-            x += step;
-            done_total += step;
-            progress(done_total, total);
-            let limit = opts
-                .max_bytes_per_sec
-                .as_ref()
-                .map_or(0, |l| l.load(Ordering::Relaxed));
-            if limit > 0 {
-                let should = Duration::from_secs_f64((done_total * 512) as f64 / limit as f64);
-                let el = t0.elapsed();
-                if should > el {
-                    std::thread::sleep(should - el);
-                }
-            }
-            if advance && last_cp.elapsed() >= every {
-                m.dev
-                    .flush()
-                    .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
-                checkpoint(arr, m, Some(x.min(full)))?;
-                last_cp = Instant::now();
-            }
-        }
+        },
+        |x| {
+            flush()?;
+            checkpoint(arr, m, Some(x.min(full)))
+        },
+    )?;
+    flush()?;
+    if let CopyEnd::Stopped { at } = ended {
+        checkpoint(arr, m, Some(if advance { at } else { 0 }))?;
+        coalesce_pairs(&mut lost);
+        arr.add_lost(&lost);
+        rep.lost.extend(lost);
+        return Ok(());
     }
-    m.dev
-        .flush()
-        .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))?;
     m.set_recovery(None);
     checkpoint(arr, m, None)?;
     // Adjacent pages lost one by one are reported as one range.
-    crate::ranges::coalesce_pairs(&mut lost);
+    coalesce_pairs(&mut lost);
     arr.add_lost(&lost);
-    rep.sectors += total;
+    rep.sectors += copy.total();
     rep.lost.extend(lost.iter().copied());
     arr.emit(ArrayEvent::RebuildFinished {
         role,
@@ -364,6 +230,124 @@ pub(crate) fn rebuild_role(
         lost,
     });
     Ok(())
+}
+
+/// One stripe of a parity rebuild at data sector `x`: the role's block, reconstructed;
+/// narrowed down page by page where that fails. Returns the sectors rebuilt.
+fn rebuild_stripe(
+    arr: &Array,
+    role: usize,
+    m: &Member,
+    x: u64,
+    advance: bool,
+    lost: &mut Vec<(u64, u64)>,
+) -> Result<u64> {
+    let chunk = arr.geo.chunk_sectors;
+    let stripe = x / chunk;
+    let _stripe_lock = arr.lock_stripe(stripe);
+    let layout = arr.stripe_layout(stripe)?;
+    match arr.read_stripe(stripe, &layout, 0, chunk, true) {
+        Ok(known) => {
+            let block = known.block_of(&layout, role);
+            if !block.is_empty() {
+                arr.write_block(role, stripe * chunk, block)?;
+            }
+        }
+        Err(EngineError::Unreadable { .. }) => rebuild_pages(arr, role, stripe, &layout, lost)?,
+        Err(e) => return Err(e),
+    }
+    if advance {
+        m.set_recovery(Some((stripe + 1) * chunk));
+    }
+    Ok(chunk)
+}
+
+/// Rebuild what can be rebuilt of a stripe page by page; for the rest, the target block
+/// is marked bad (never read) and every data block of the page that nobody can supply is
+/// reported lost. The stripe is locked by the caller.
+fn rebuild_pages(
+    arr: &Array,
+    role: usize,
+    stripe: u64,
+    layout: &StripeLayout,
+    lost: &mut Vec<(u64, u64)>,
+) -> Result<()> {
+    let chunk = arr.geo.chunk_sectors;
+    let data_blocks = layout.data.len() as u64;
+    let page = 8u64.min(chunk);
+    let mut at = 0;
+    while at < chunk {
+        let n = page.min(chunk - at);
+        let data_sector = stripe * chunk + at;
+        match arr.read_stripe(stripe, layout, at, n, true) {
+            Ok(known) => {
+                let block = known.block_of(layout, role);
+                if !block.is_empty() {
+                    arr.write_block(role, data_sector, block)?;
+                }
+            }
+            Err(EngineError::Unreadable { .. }) => {
+                // md's rule: the target's block and every source block that could not be
+                // read are recorded as bad (on disk, so the loss survives a restart).
+                let mut scratch = vec![0u8; (n * SECTOR) as usize];
+                let unreadable: Vec<usize> = stripe_members(layout)
+                    .filter(|&r| {
+                        r != role
+                            && arr.readable(r, data_sector, n)
+                            && arr.read_block(r, data_sector, &mut scratch).is_err()
+                    })
+                    .collect();
+                arr.record_bad(role, data_sector, n);
+                for r in unreadable {
+                    arr.record_bad(r, data_sector, n);
+                }
+                for (k, &r) in layout.data.iter().enumerate() {
+                    if r == role || !arr.readable(r, data_sector, n) {
+                        let off = ((stripe * data_blocks + k as u64) * chunk + at) * SECTOR;
+                        lost.push((off, n * SECTOR));
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        at += n;
+    }
+    Ok(())
+}
+
+/// Up to 1 MiB of a mirrored rebuild from data sector `x` (< `end`), from other copies,
+/// with client writes held. Returns the sectors rebuilt.
+fn rebuild_mirrored(
+    arr: &Array,
+    role: usize,
+    m: &Member,
+    x: u64,
+    end: u64,
+    advance: bool,
+    lost: &mut Vec<(u64, u64)>,
+) -> Result<u64> {
+    let n = (end - x).min(MIRROR_STEP_SECTORS);
+    let _gate = arr.pause_writes();
+    arr.mirror_runs(role, x, n, |data_sector, s, p, run| {
+        let mut buf = vec![0u8; (run * SECTOR) as usize];
+        let mut unreadable = Vec::new();
+        if arr.read_other_copy(role, p, run, &mut buf, &mut unreadable) {
+            arr.write_block(role, data_sector, &buf)?;
+        } else {
+            // Nobody holds it: the target's copy and the copies that could not be read
+            // are recorded as bad (md's rule).
+            arr.record_bad(role, data_sector, run);
+            for (r, d) in unreadable {
+                arr.record_bad(r, d, run);
+            }
+            lost.push((s * SECTOR, run * SECTOR));
+        }
+        Ok(true)
+    })?;
+    if advance {
+        m.set_recovery(Some(x + n));
+    }
+    Ok(n)
 }
 
 impl Array {
@@ -385,12 +369,12 @@ impl Array {
         let found = crate::sb::probe(dev.as_ref())?;
         let Some((sb, true)) = found.found.into_iter().find(|(s, _)| s.uuid() == self.uuid) else {
             return Err(EngineError::Invalid(format!(
-                "{name} carries no valid superblock of this array; use --add to add it as a new member"
+                "{name} carries no valid superblock of this array; add it as a new member instead"
             )));
         };
         let crate::sb::Role::Active(role) = sb.own_role() else {
             return Err(EngineError::Invalid(format!(
-                "{name} was not an active member; use --add"
+                "{name} was not an active member; add it as a new member instead"
             )));
         };
         if self.member(role).is_some() {

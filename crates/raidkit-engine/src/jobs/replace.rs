@@ -11,6 +11,7 @@ use crate::array::member::Member;
 use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;
+use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
 use crate::jobs::rebuild::RebuildOptions;
 use crate::jobs::rebuild::RebuildReport;
 use crate::locks::lock;
@@ -18,9 +19,7 @@ use crate::meta::sb::Super;
 use raidkit_format::v1::{self, feature};
 use raidkit_layout::Level;
 use raidkit_layout::SECTOR;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 impl Array {
     /// Start replacing the active member `device` (md's `--replace`): a spare (`with`,
@@ -41,7 +40,7 @@ impl Array {
         }
         if self.metadata == crate::sb::Metadata::V090 {
             return Err(EngineError::Invalid(
-                "0.90 metadata cannot record a replacement (two devices in one role); use --fail, then --add of the new device".into(),
+                "0.90 metadata cannot record a replacement (two devices in one role); fail the member, then add the new device".into(),
             ));
         }
         let (role, m) = self
@@ -54,9 +53,7 @@ impl Array {
                     .map(|m| (r, m.clone()))
             })
             .ok_or_else(|| {
-                EngineError::Invalid(format!(
-                    "{device} is not an active member of this array (see `raidkit status`)"
-                ))
+                EngineError::Invalid(format!("{device} is not an active member of this array"))
             })?;
         if m.recovery().is_some() {
             return Err(EngineError::Invalid(format!(
@@ -75,15 +72,17 @@ impl Array {
         let idx = {
             let mut spares = lock(&self.spares);
             let pos = match with {
-                Some(w) => spares.iter().position(|&i| devs[i].name() == w).ok_or_else(|| {
-                    EngineError::Invalid(format!(
-                        "{w} is not a spare of this array; add it with --add first (or give --with a spare)"
-                    ))
-                })?,
+                Some(w) => spares
+                    .iter()
+                    .position(|&i| devs[i].name() == w)
+                    .ok_or_else(|| {
+                        EngineError::Invalid(format!(
+                            "{w} is not a spare of this array; add it as a spare first"
+                        ))
+                    })?,
                 None => spares.len().checked_sub(1).ok_or_else(|| {
                     EngineError::Invalid(
-                        "there is no spare to replace it with; add one (--add) or give --with DEVICE"
-                            .into(),
+                        "there is no spare to replace it with; add one first".into(),
                     )
                 })?,
             };
@@ -144,23 +143,6 @@ pub fn replace(
     Ok(rep)
 }
 
-/// The block of `role` in a reconstructed stripe.
-pub(crate) fn role_block<'a>(
-    sd: &'a crate::array::stripe::StripeData,
-    lay: &raidkit_layout::StripeLayout,
-    role: usize,
-) -> &'a [u8] {
-    if role == lay.p {
-        &sd.p
-    } else if Some(role) == lay.q {
-        sd.q.as_deref().unwrap_or(&[])
-    } else if let Some(k) = lay.data.iter().position(|&r| r == role) {
-        &sd.data[k]
-    } else {
-        &[]
-    }
-}
-
 /// Copy one role; true when finished (false: stopped at a checkpoint).
 pub(crate) fn replace_role(
     arr: &Array,
@@ -170,13 +152,7 @@ pub(crate) fn replace_role(
     progress: &mut dyn FnMut(u64, u64),
     rep: &mut RebuildReport,
 ) -> Result<bool> {
-    let g = arr.geometry().clone();
-    let parity = matches!(g.level, Level::Raid4 | Level::Raid5 | Level::Raid6);
-    let full = if parity {
-        g.stripes() * g.chunk_sectors
-    } else {
-        g.used_dev_sectors(role)
-    };
+    let full = copy_sectors(&arr.geo, role);
     let old_name = arr
         .slots()
         .get(role)
@@ -191,170 +167,40 @@ pub(crate) fn replace_role(
         replacement: r.dev.name().to_string(),
         from: start,
     });
-    let every = opts.checkpoint_every.unwrap_or(Duration::from_secs(1));
-    let mut last_cp = Instant::now();
-    let t0 = Instant::now();
-    let total = full - start.min(full);
     let mut lost: Vec<(u64, u64)> = Vec::new();
-    let mut x = start;
-    let write_r = |dsec: u64, buf: &[u8]| -> Result<()> {
-        r.dev
-            .write_at(buf, (r.data_offset + dsec) * SECTOR)
-            .map_err(|e| EngineError::io(r.dev.name(), "writing the replacement", e))
+    let ranges = [(start.min(full), full)];
+    let copy = CopyLoop {
+        opts,
+        target: r,
+        target_is: "replacement",
+        ranges: &ranges,
+        checkpoints: true,
     };
-    while x < full {
-        if opts
-            .stop
-            .as_ref()
-            .is_some_and(|s| s.load(Ordering::Relaxed))
-        {
-            checkpoint(arr, r, x)?;
-            arr.add_lost(&lost);
-            rep.lost.extend(lost);
-            return Ok(false);
-        }
-        if r.is_failed() {
-            return Err(EngineError::WriteFailed {
-                offset: 0,
-                end: 0,
-                why: format!("the replacement {} failed", r.dev.name()),
-            });
-        }
-        let step = if parity {
-            let c = g.chunk_sectors;
-            let stripe = x / c;
-            let base = stripe * c;
-            let _sl = arr.lock_stripe(stripe);
-            let mut buf = vec![0u8; (c * SECTOR) as usize];
-            let direct =
-                arr.readable(role, base, c) && arr.read_block(role, base, &mut buf).is_ok();
-            if !direct {
-                // Page by page: the old member where it reads, redundancy elsewhere.
-                let lay = arr.stripe_layout(stripe)?;
-                let kc = lay.data.len() as u64;
-                let page = 8u64.min(c);
-                let mut a = 0;
-                while a < c {
-                    let n = page.min(c - a);
-                    let pb = &mut buf[(a * SECTOR) as usize..((a + n) * SECTOR) as usize];
-                    let ok = arr.readable(role, base + a, n)
-                        && arr.read_block(role, base + a, pb).is_ok();
-                    if !ok {
-                        match arr.read_stripe(stripe, &lay, a, n, true) {
-                            Ok(sd) => {
-                                let b = role_block(&sd, &lay, role);
-                                if b.len() == pb.len() {
-                                    pb.copy_from_slice(b);
-                                }
-                            }
-                            Err(EngineError::Unreadable { .. }) => {
-                                r.add_bad(base + a, n);
-                                if let Some(k) = lay.data.iter().position(|&d| d == role) {
-                                    let off = ((stripe * kc + k as u64) * c + a) * SECTOR;
-                                    lost.push((off, n * SECTOR));
-                                }
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    a += n;
-                }
-            }
-            write_r(base, &buf)?;
-            c
-        } else {
-            let n = (full - x).min(2048);
-            let _gate = arr.pause_writes();
-            let mut buf = vec![0u8; (n * SECTOR) as usize];
-            let direct = arr.readable(role, x, n) && arr.read_block(role, x, &mut buf).is_ok();
-            if !direct {
-                let mut a = 0;
-                while a < n {
-                    let pn = 8u64.min(n - a);
-                    let pb = &mut buf[(a * SECTOR) as usize..((a + pn) * SECTOR) as usize];
-                    let dsec = x + a;
-                    let ok = arr.readable(role, dsec, pn) && arr.read_block(role, dsec, pb).is_ok();
-                    if !ok {
-                        // Another copy of the same array sectors.
-                        let mut failed = Vec::new();
-                        arr.mirror_runs(role, dsec, pn, |at, s, p, run| {
-                            let o = ((at - dsec) * SECTOR) as usize;
-                            let sub = &mut pb[o..o + (run * SECTOR) as usize];
-                            if !arr.read_other_copy(role, p, run, sub, &mut failed) {
-                                r.add_bad(at, run);
-                                lost.push((s * SECTOR, run * SECTOR));
-                            }
-                            Ok(true)
-                        })?;
-                    }
-                    a += pn;
-                }
-            }
-            write_r(x, &buf)?;
-            n
-        };
-        x += step;
-        r.set_recovery(Some(x.min(full)));
-        let done = x.min(full) - start.min(full);
-        progress(done, total);
-        let limit = opts
-            .max_bytes_per_sec
-            .as_ref()
-            .map_or(0, |l| l.load(Ordering::Relaxed));
-        if limit > 0 {
-            let should = Duration::from_secs_f64((done * SECTOR) as f64 / limit as f64);
-            let el = t0.elapsed();
-            if should > el {
-                std::thread::sleep(should - el);
-            }
-        }
-        if last_cp.elapsed() >= every {
-            checkpoint(arr, r, x.min(full))?;
-            last_cp = Instant::now();
-        }
+    let ended = copy.run(
+        progress,
+        |x, end| {
+            let step = if arr.geo.level.has_parity() {
+                replace_stripe(arr, role, r, x, &mut lost)?
+            } else {
+                replace_mirrored(arr, role, r, x, end, &mut lost)?
+            };
+            r.set_recovery(Some((x + step).min(full)));
+            Ok(step)
+        },
+        |x| checkpoint(arr, r, x.min(full)),
+    )?;
+    if let CopyEnd::Stopped { at } = ended {
+        checkpoint(arr, r, at)?;
+        arr.add_lost(&lost);
+        rep.lost.extend(lost);
+        return Ok(false);
     }
-    // Take over: quiesce, the replacement gets the role, the old member is marked faulty
-    // (not written any more), then removed.
     r.dev
         .flush()
         .map_err(|e| EngineError::io(r.dev.name(), "flushing the replacement", e))?;
-    {
-        let _gate = arr.pause_writes();
-        let mut meta = lock(&arr.meta);
-        let old = arr.slots().get(role).cloned().flatten();
-        let old_devnum = old.as_ref().map(|m| meta.sbs[m.index].dev_number());
-        if let Some(d) = old_devnum {
-            if let Some(x) = meta.roles.get_mut(d) {
-                *x = v1::role::FAULTY;
-            }
-        }
-        if let Super::V1(s) = &mut meta.sbs[r.index] {
-            s.feature_map &=
-                !(feature::REPLACEMENT | feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
-            s.recovery_offset = 0;
-        }
-        r.set_recovery(None);
-        {
-            let mut slots = match arr.slots.write() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            slots[role] = Some(r.clone());
-        }
-        arr.set_replacement(role, None);
-        if let Some(m) = &old {
-            Array::set_failed(m);
-        }
-        arr.write_superblocks(&mut meta, |_| {})?;
-        if let Some(d) = old_devnum {
-            if let Some(x) = meta.roles.get_mut(d) {
-                *x = v1::role::SPARE;
-            }
-            arr.write_superblocks(&mut meta, |_| {})?;
-        }
-    }
+    take_over(arr, role, r)?;
     arr.add_lost(&lost);
-    rep.sectors += total;
+    rep.sectors += copy.total();
     rep.lost.extend(lost.iter().copied());
     arr.emit(ArrayEvent::ReplaceFinished {
         role,
@@ -363,4 +209,143 @@ pub(crate) fn replace_role(
         lost,
     });
     Ok(true)
+}
+
+/// Write `buf` to the replacement at data sector `data_sector`.
+fn write_replacement(r: &Member, data_sector: u64, buf: &[u8]) -> Result<()> {
+    r.dev
+        .write_at(buf, (r.data_offset + data_sector) * SECTOR)
+        .map_err(|e| EngineError::io(r.dev.name(), "writing the replacement", e))
+}
+
+/// One stripe of a parity replace at data sector `x`: the old member's block, or
+/// redundancy page by page where it cannot be read. Returns the sectors copied.
+fn replace_stripe(
+    arr: &Array,
+    role: usize,
+    r: &Member,
+    x: u64,
+    lost: &mut Vec<(u64, u64)>,
+) -> Result<u64> {
+    let chunk = arr.geo.chunk_sectors;
+    let stripe = x / chunk;
+    let stripe_start = stripe * chunk;
+    let _stripe_lock = arr.lock_stripe(stripe);
+    let mut buf = vec![0u8; (chunk * SECTOR) as usize];
+    let direct = arr.readable(role, stripe_start, chunk)
+        && arr.read_block(role, stripe_start, &mut buf).is_ok();
+    if !direct {
+        let layout = arr.stripe_layout(stripe)?;
+        let data_blocks = layout.data.len() as u64;
+        let page = 8u64.min(chunk);
+        let mut at = 0;
+        while at < chunk {
+            let n = page.min(chunk - at);
+            let page_buf = &mut buf[(at * SECTOR) as usize..((at + n) * SECTOR) as usize];
+            let ok = arr.readable(role, stripe_start + at, n)
+                && arr.read_block(role, stripe_start + at, page_buf).is_ok();
+            if !ok {
+                match arr.read_stripe(stripe, &layout, at, n, true) {
+                    Ok(known) => {
+                        let block = known.block_of(&layout, role);
+                        if block.len() == page_buf.len() {
+                            page_buf.copy_from_slice(block);
+                        }
+                    }
+                    Err(EngineError::Unreadable { .. }) => {
+                        r.add_bad(stripe_start + at, n);
+                        if let Some(k) = layout.data.iter().position(|&d| d == role) {
+                            let off = ((stripe * data_blocks + k as u64) * chunk + at) * SECTOR;
+                            lost.push((off, n * SECTOR));
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            at += n;
+        }
+    }
+    write_replacement(r, stripe_start, &buf)?;
+    Ok(chunk)
+}
+
+/// Up to 1 MiB of a mirrored replace from data sector `x` (< `end`): the old member's
+/// copy, or another copy 4 KiB at a time where it cannot be read. Returns the sectors.
+fn replace_mirrored(
+    arr: &Array,
+    role: usize,
+    r: &Member,
+    x: u64,
+    end: u64,
+    lost: &mut Vec<(u64, u64)>,
+) -> Result<u64> {
+    let n = (end - x).min(MIRROR_STEP_SECTORS);
+    let _gate = arr.pause_writes();
+    let mut buf = vec![0u8; (n * SECTOR) as usize];
+    let direct = arr.readable(role, x, n) && arr.read_block(role, x, &mut buf).is_ok();
+    if !direct {
+        let mut at = 0;
+        while at < n {
+            let page = 8u64.min(n - at);
+            let page_buf = &mut buf[(at * SECTOR) as usize..((at + page) * SECTOR) as usize];
+            let data_sector = x + at;
+            let ok = arr.readable(role, data_sector, page)
+                && arr.read_block(role, data_sector, page_buf).is_ok();
+            if !ok {
+                // Another copy of the same array sectors.
+                let mut failed = Vec::new();
+                arr.mirror_runs(role, data_sector, page, |d, s, p, run| {
+                    let o = ((d - data_sector) * SECTOR) as usize;
+                    let sub = &mut page_buf[o..o + (run * SECTOR) as usize];
+                    if !arr.read_other_copy(role, p, run, sub, &mut failed) {
+                        r.add_bad(d, run);
+                        lost.push((s * SECTOR, run * SECTOR));
+                    }
+                    Ok(true)
+                })?;
+            }
+            at += page;
+        }
+    }
+    write_replacement(r, x, &buf)?;
+    Ok(n)
+}
+
+/// The copy is done: quiesce, the replacement gets the role, the old member is marked
+/// faulty (not written any more), then removed.
+fn take_over(arr: &Array, role: usize, r: &Arc<Member>) -> Result<()> {
+    let _gate = arr.pause_writes();
+    let mut meta = lock(&arr.meta);
+    let old = arr.slots().get(role).cloned().flatten();
+    let old_devnum = old.as_ref().map(|m| meta.sbs[m.index].dev_number());
+    if let Some(d) = old_devnum {
+        if let Some(x) = meta.roles.get_mut(d) {
+            *x = v1::role::FAULTY;
+        }
+    }
+    if let Super::V1(s) = &mut meta.sbs[r.index] {
+        s.feature_map &=
+            !(feature::REPLACEMENT | feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
+        s.recovery_offset = 0;
+    }
+    r.set_recovery(None);
+    {
+        let mut slots = match arr.slots.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        slots[role] = Some(r.clone());
+    }
+    arr.set_replacement(role, None);
+    if let Some(m) = &old {
+        Array::set_failed(m);
+    }
+    arr.write_superblocks(&mut meta, |_| {})?;
+    if let Some(d) = old_devnum {
+        if let Some(x) = meta.roles.get_mut(d) {
+            *x = v1::role::SPARE;
+        }
+        arr.write_superblocks(&mut meta, |_| {})?;
+    }
+    Ok(())
 }

@@ -102,7 +102,7 @@ fn pick_super(dev: &dyn BlockDev, opts: &AssembleOptions) -> Result<Super> {
     if has090 && has1 {
         return Err(EngineError::BadMember {
             device: dev.name().to_string(),
-            why: "carries both a 0.90 and a 1.x superblock; raidkit will not guess which one is current: pass --metadata 0.90 or --metadata 1.x".into(),
+            why: "carries both a 0.90 and a 1.x superblock; raidkit will not guess which one is current: choose the metadata version to use (0.90 or 1.x)".into(),
         });
     }
     // Several 1.x variants: the one with the largest ctime (mdadm's rule).
@@ -330,7 +330,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
                     if ok_without {
                         "Leave it out to use the array degraded, then re-add it so it is rebuilt."
                     } else {
-                        "Without it the array cannot run; --force would use its old data anyway (possible corruption in recently written areas)."
+                        "Without it the array cannot run; forcing the assembly would use its old data anyway (possible corruption in recently written areas)."
                     }
                 ),
             });

@@ -5,7 +5,7 @@ use crate::array::Array;
 use crate::assemble::{assemble, AssembleOptions};
 use crate::bitmap::write_region;
 use crate::dev::{BlockDev, FileDev};
-use crate::error::{EngineError, Result};
+use crate::error::{EngineError, Found, Result};
 use crate::sb::{probe, write_super, Metadata, Super};
 use crate::sync::{self, SyncMode};
 use crate::util::{is_zero, now, random_uuid};
@@ -102,14 +102,13 @@ pub(crate) fn check_blank(dev: &dyn BlockDev, force: bool) -> Result<()> {
     }
     let p = probe(dev)?;
     if let Some((sb, _)) = p.found.first() {
-        return Err(EngineError::Refused {
+        return Err(EngineError::NotBlank {
             device: dev.name().to_string(),
-            why: format!(
-                "it carries a {} MD superblock of array {} ({}); it may hold someone's data. Use --force to overwrite it",
-                sb.metadata(),
-                crate::sb::uuid_text(sb.metadata(), &sb.uuid()),
-                sb.name()
-            ),
+            found: Found::Superblock {
+                metadata: sb.metadata().to_string(),
+                uuid: crate::sb::uuid_text(sb.metadata(), &sb.uuid()),
+                name: sb.name(),
+            },
         });
     }
     let size = dev.size_bytes();
@@ -123,12 +122,11 @@ pub(crate) fn check_blank(dev: &dyn BlockDev, force: bool) -> Result<()> {
         dev.read_at(&mut b, off)
             .map_err(|e| EngineError::io(dev.name(), "checking the device is blank", e))?;
         if let Some(pos) = b.iter().position(|&x| x != 0) {
-            return Err(EngineError::Refused {
+            return Err(EngineError::NotBlank {
                 device: dev.name().to_string(),
-                why: format!(
-                    "it is not blank (non-zero data at byte {}): it may hold a filesystem or another array. Use --force to overwrite it",
-                    off + pos as u64
-                ),
+                found: Found::Data {
+                    at: off + pos as u64,
+                },
             });
         }
     }
@@ -198,7 +196,7 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
     }
     if opts.bitmap && matches!(level, Level::Linear | Level::Raid0) {
         return Err(EngineError::Invalid(format!(
-            "{level} has no redundancy, so a write-intent bitmap is meaningless; drop --bitmap"
+            "{level} has no redundancy, so a write-intent bitmap is meaningless"
         )));
     }
     // Check the shape early (with a dummy size) so errors are about the shape.
@@ -390,7 +388,7 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
         let sectors_4k = bytes.div_ceil(4096) * 8;
         if sectors_4k > room.max(8) && !matches!(opts.metadata, Metadata::V1(Minor::V0)) {
             return Err(EngineError::Invalid(format!(
-                "the bitmap needs {} KiB but only {} KiB fit before the data; use a larger --bitmap-chunk",
+                "the bitmap needs {} KiB but only {} KiB fit before the data; a larger bitmap chunk needs fewer bits",
                 sectors_4k / 2,
                 room / 2
             )));
@@ -496,7 +494,7 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
                 if opts.bbl {
                     let (off, size) = bblog_place(p, opts.metadata, bitmap_plan.map(|b| b.3), first)
                         .ok_or_else(|| EngineError::Invalid(format!(
-                            "no room for a bad-block log on member {i} (data starts right after the superblock); drop --bbl or use larger members"
+                            "no room for a bad-block log on member {i} (data starts right after the superblock); create the array without a bad-block log, or use larger members"
                         )))?;
                     s.bblog_offset = off;
                     s.bblog_size = size;
