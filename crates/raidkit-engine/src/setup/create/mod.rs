@@ -149,8 +149,6 @@ fn set_name_bytes(name: &str, homehost: Option<&str>) -> String {
     }
 }
 
-/// Create the array and return it running (writable).
-
 /// The shape of the array to create, checked before anything is opened.
 struct Shape {
     level: Level,
