@@ -146,187 +146,325 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     for d in &devs {
         sbs.push(pick_super(d.as_ref(), opts)?);
     }
-    // One array only.
-    let uuid = sbs[0].uuid();
-    for (i, s) in sbs.iter().enumerate() {
-        if s.uuid() != uuid {
-            return Err(EngineError::BadMember {
-                device: devs[i].name().to_string(),
-                why: format!(
-                    "belongs to array {} ({}), not to array {} like {}; give the members of one array only",
-                    crate::sb::uuid_text(s.metadata(), &s.uuid()),
-                    s.name(),
-                    crate::sb::uuid_text(sbs[0].metadata(), &uuid),
-                    devs[0].name()
-                ),
-            });
+    let mut census = Census::of(devs, sbs)?;
+    let mut roles = census.sort_roles()?;
+    census.take_stale(&mut roles, opts)?;
+    let level = census.level;
+    let raid_disks = census.fresh.raid_disks();
+    let missing: Vec<usize> = (0..raid_disks)
+        .filter(|&r| roles.slots[r].is_none())
+        .collect();
+    can_run(level, raid_disks, &missing, &census.fresh).map_err(|why| {
+        EngineError::NotEnoughMembers {
+            level: level.to_string(),
+            uuid: census.uuid_text.clone(),
+            why,
         }
-    }
-    let uuid_s = crate::sb::uuid_text(sbs[0].metadata(), &uuid);
-    // Freshest non-spare member.
-    let max_events = sbs
-        .iter()
-        .filter(|s| !matches!(s.own_role(), Role::Spare))
-        .map(|s| s.events())
-        .max()
-        .ok_or_else(|| EngineError::NotEnoughMembers {
-            level: level_name(sbs[0].level()),
-            uuid: uuid_s.clone(),
-            why: "every device given is a spare; give the active members".into(),
-        })?;
-    let fresh_i = sbs
-        .iter()
-        .position(|s| s.events() == max_events && !matches!(s.own_role(), Role::Spare))
-        .unwrap_or(0);
-    let fresh = sbs[fresh_i].clone();
-    for (i, s) in sbs.iter().enumerate() {
-        if s.level() != fresh.level()
-            || s.layout() != fresh.layout()
-            || s.chunk_sectors() != fresh.chunk_sectors()
-            || s.raid_disks() != fresh.raid_disks()
-        {
-            return Err(EngineError::BadMember {
-                device: devs[i].name().to_string(),
-                why: format!(
-                    "its superblock describes a different shape (level {}, layout {}, chunk {}, {} devices) than {} (level {}, layout {}, chunk {}, {} devices); leave the odd one out",
-                    s.level(), s.layout(), s.chunk_sectors(), s.raid_disks(), devs[fresh_i].name(),
-                    fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks()
-                ),
-            });
-        }
-    }
-    let level = Level::from_md(fresh.level()).ok_or_else(|| EngineError::Unsupported {
-        uuid: uuid_s.clone(),
-        what: format!("level {}", fresh.level()),
-        advice: "raidkit handles linear, raid0, raid1, raid4, raid5, raid6 and raid10; multipath and faulty are legacy kernel personalities".into(),
     })?;
-    if fresh.reshape_active() {
-        return Err(EngineError::Unsupported {
-            uuid: uuid_s,
-            what: "a reshape is in progress".into(),
-            advice:
-                "let the kernel finish it (mdadm --assemble) before using raidkit on this array"
-                    .into(),
-        });
+    let fresh = &census.fresh;
+    let geo = Geometry::new(
+        level,
+        fresh.layout(),
+        fresh.chunk_sectors(),
+        raid_disks,
+        fresh.size_sectors(),
+        census.member_sectors(&roles.slots),
+    )?;
+    let (resync, forced_clean) = census.resync_state(&roles.slots, &missing, opts)?;
+    let members = census.members(&roles.slots)?;
+    let role_table = census.role_table(&roles);
+    let bitmap = census.bitmap(&roles.slots)?;
+    let Census {
+        devs,
+        sbs,
+        uuid,
+        max_events,
+        fresh,
+        ..
+    } = census;
+    let replacements: Vec<(usize, Member)> = roles
+        .replacing
+        .iter()
+        .map(|&(i, r)| {
+            let sb = &sbs[i];
+            let recovery = Some(sb.recovery_offset().unwrap_or(0));
+            (
+                r,
+                Member::new(devs[i].clone(), i, sb.data_offset(), recovery, Vec::new()),
+            )
+        })
+        .collect();
+    let meta = Meta {
+        sbs,
+        events: max_events,
+        dirty: false,
+        resync_from: resync,
+        roles: role_table,
+    };
+    let arr = Array::from_parts(
+        geo,
+        uuid,
+        fresh.name(),
+        fresh.metadata(),
+        devs,
+        members,
+        roles.spares,
+        opts.writable,
+        meta,
+        bitmap,
+        forced_clean,
+    );
+    for (r, m) in replacements {
+        arr.set_replacement(r, Some(Arc::new(m)));
     }
-    let fm = fresh.feature_map();
-    for (bit, what) in [
-        (feature::JOURNAL, "a write journal (raid5-cache)"),
-        (
-            feature::PPL | feature::MULTIPLE_PPLS,
-            "a partial parity log (PPL)",
-        ),
-        (feature::CLUSTERED, "clustered md"),
-    ] {
-        if fm & bit != 0 {
+    // Where bad blocks exceed the redundancy the data is gone: reads there fail.
+    let lost = arr.derive_lost();
+    arr.add_lost(&lost);
+    Ok(arr)
+}
+
+/// What the given devices say about the array they form: one array, its freshest member
+/// and shape, checked.
+struct Census {
+    devs: Vec<Arc<dyn BlockDev>>,
+    sbs: Vec<Super>,
+    /// Sectors of each device.
+    dev_sectors: Vec<u64>,
+    uuid: [u8; 16],
+    /// The UUID in mdadm's text form.
+    uuid_text: String,
+    /// The highest event count of a member that is not a spare.
+    max_events: u64,
+    /// Index of the freshest member, and its superblock.
+    fresh_i: usize,
+    fresh: Super,
+    level: Level,
+}
+
+/// Which device is in which role.
+struct Roles {
+    /// Role slot → device index.
+    slots: Vec<Option<usize>>,
+    /// Device indices of spares.
+    spares: Vec<usize>,
+    /// Devices that believe they are active members but missed updates.
+    stale: Vec<usize>,
+    /// `(device index, role)` of replacements being built next to their member.
+    replacing: Vec<(usize, usize)>,
+}
+
+impl Census {
+    /// Check that the devices form one array of one shape, with features raidkit runs.
+    fn of(devs: Vec<Arc<dyn BlockDev>>, sbs: Vec<Super>) -> Result<Census> {
+        // One array only.
+        let uuid = sbs[0].uuid();
+        for (i, s) in sbs.iter().enumerate() {
+            if s.uuid() != uuid {
+                return Err(EngineError::BadMember {
+                    device: devs[i].name().to_string(),
+                    why: format!(
+                        "belongs to array {} ({}), not to array {} like {}; give the members of one array only",
+                        crate::sb::uuid_text(s.metadata(), &s.uuid()),
+                        s.name(),
+                        crate::sb::uuid_text(sbs[0].metadata(), &uuid),
+                        devs[0].name()
+                    ),
+                });
+            }
+        }
+        let uuid_s = crate::sb::uuid_text(sbs[0].metadata(), &uuid);
+        // Freshest non-spare member.
+        let max_events = sbs
+            .iter()
+            .filter(|s| !matches!(s.own_role(), Role::Spare))
+            .map(|s| s.events())
+            .max()
+            .ok_or_else(|| EngineError::NotEnoughMembers {
+                level: Level::md_name(sbs[0].level()),
+                uuid: uuid_s.clone(),
+                why: "every device given is a spare; give the active members".into(),
+            })?;
+        let fresh_i = sbs
+            .iter()
+            .position(|s| s.events() == max_events && !matches!(s.own_role(), Role::Spare))
+            .unwrap_or(0);
+        let fresh = sbs[fresh_i].clone();
+        for (i, s) in sbs.iter().enumerate() {
+            if s.level() != fresh.level()
+                || s.layout() != fresh.layout()
+                || s.chunk_sectors() != fresh.chunk_sectors()
+                || s.raid_disks() != fresh.raid_disks()
+            {
+                return Err(EngineError::BadMember {
+                    device: devs[i].name().to_string(),
+                    why: format!(
+                        "its superblock describes a different shape (level {}, layout {}, chunk {}, {} devices) than {} (level {}, layout {}, chunk {}, {} devices); leave the odd one out",
+                        s.level(), s.layout(), s.chunk_sectors(), s.raid_disks(), devs[fresh_i].name(),
+                        fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks()
+                    ),
+                });
+            }
+        }
+        let level = Level::from_md(fresh.level()).ok_or_else(|| EngineError::Unsupported {
+            uuid: uuid_s.clone(),
+            what: format!("level {}", fresh.level()),
+            advice: "raidkit handles linear, raid0, raid1, raid4, raid5, raid6 and raid10; multipath and faulty are legacy kernel personalities".into(),
+        })?;
+        if fresh.reshape_active() {
             return Err(EngineError::Unsupported {
                 uuid: uuid_s,
-                what: format!("the array uses {what}"),
-                advice: "raidkit does not handle this feature; assemble it with the kernel".into(),
+                what: "a reshape is in progress".into(),
+                advice:
+                    "let the kernel finish it (mdadm --assemble) before using raidkit on this array"
+                        .into(),
             });
         }
-    }
-    let raid_disks = fresh.raid_disks();
-    let mut slots: Vec<Option<usize>> = vec![None; raid_disks];
-    let mut spares = Vec::new();
-    let mut stale = Vec::new();
-    let mut repl: Vec<(usize, usize)> = Vec::new();
-    for (i, s) in sbs.iter().enumerate() {
-        let ev = s.events();
-        let role = fresh.role_of(s.dev_number());
-        let own_spare = matches!(s.own_role(), Role::Spare);
-        if ev + 1 < max_events && !own_spare {
-            // It believes it is an active member, but it missed updates.
-            stale.push(i);
-            continue;
-        }
-        if ev > max_events || own_spare || matches!(role, Role::Spare) {
-            spares.push(i);
-            continue;
-        }
-        if s.feature_map() & feature::REPLACEMENT != 0 {
-            // A half-built replacement: not a data source; it keeps being built next to
-            // the member it replaces (or takes the role over if that one is gone).
-            match role {
-                Role::Active(r) if r < raid_disks => repl.push((i, r)),
-                _ => spares.push(i),
-            }
-            continue;
-        }
-        match role {
-            Role::Active(r) if r < raid_disks => {
-                if let Some(j) = slots[r] {
-                    return Err(EngineError::BadMember {
-                        device: devs[i].name().to_string(),
-                        why: format!(
-                            "claims role {r}, which {} also claims (events {} and {}); remove the one that does not belong",
-                            devs[j].name(),
-                            ev,
-                            sbs[j].events()
-                        ),
-                    });
-                }
-                slots[r] = Some(i);
-            }
-            Role::Active(r) => {
-                return Err(EngineError::BadMember {
-                    device: devs[i].name().to_string(),
-                    why: format!("claims role {r} but the array has only {raid_disks} devices"),
-                })
-            }
-            Role::Faulty => {
-                return Err(EngineError::BadMember {
-                    device: devs[i].name().to_string(),
-                    why: "the array recorded this member as faulty; leave it out (its data is out of date) and add it back as a new member".into(),
-                })
-            }
-            Role::Journal => {
+        let fm = fresh.feature_map();
+        for (bit, what) in [
+            (feature::JOURNAL, "a write journal (raid5-cache)"),
+            (
+                feature::PPL | feature::MULTIPLE_PPLS,
+                "a partial parity log (PPL)",
+            ),
+            (feature::CLUSTERED, "clustered md"),
+        ] {
+            if fm & bit != 0 {
                 return Err(EngineError::Unsupported {
                     uuid: uuid_s,
-                    what: "a journal device".into(),
-                    advice: "assemble it with the kernel".into(),
-                })
+                    what: format!("the array uses {what}"),
+                    advice: "raidkit does not handle this feature; assemble it with the kernel"
+                        .into(),
+                });
             }
-            Role::Spare => spares.push(i),
         }
+        let dev_sectors = devs.iter().map(|d| d.size_bytes() / 512).collect();
+        Ok(Census {
+            devs,
+            sbs,
+            dev_sectors,
+            uuid,
+            uuid_text: uuid_s,
+            max_events,
+            fresh_i,
+            fresh,
+            level,
+        })
     }
-    // Replacements: next to their original, or in its place if it is gone (md then
-    // treats the replacement as an ordinary recovering member).
-    let mut replacing: Vec<(usize, usize)> = Vec::new();
-    for (i, r) in repl {
-        if slots[r].is_none() {
-            if let Super::V1(s) = &mut sbs[i] {
-                s.feature_map &= !feature::REPLACEMENT;
+
+    /// Put every device in its role, among the spares, the stale or the replacements.
+    fn sort_roles(&mut self) -> Result<Roles> {
+        let (devs, sbs, fresh) = (&self.devs, &mut self.sbs, &self.fresh);
+        let max_events = self.max_events;
+        let raid_disks = fresh.raid_disks();
+        let mut slots: Vec<Option<usize>> = vec![None; raid_disks];
+        let mut spares = Vec::new();
+        let mut stale = Vec::new();
+        let mut repl: Vec<(usize, usize)> = Vec::new();
+        for (i, s) in sbs.iter().enumerate() {
+            let ev = s.events();
+            let role = fresh.role_of(s.dev_number());
+            let own_spare = matches!(s.own_role(), Role::Spare);
+            if ev + 1 < max_events && !own_spare {
+                // It believes it is an active member, but it missed updates.
+                stale.push(i);
+                continue;
             }
-            slots[r] = Some(i);
-        } else if replacing.iter().any(|&(_, rr)| rr == r) {
-            spares.push(i);
-        } else {
-            replacing.push((i, r));
+            if ev > max_events || own_spare || matches!(role, Role::Spare) {
+                spares.push(i);
+                continue;
+            }
+            if s.feature_map() & feature::REPLACEMENT != 0 {
+                // A half-built replacement: not a data source; it keeps being built next to
+                // the member it replaces (or takes the role over if that one is gone).
+                match role {
+                    Role::Active(r) if r < raid_disks => repl.push((i, r)),
+                    _ => spares.push(i),
+                }
+                continue;
+            }
+            match role {
+                Role::Active(r) if r < raid_disks => {
+                    if let Some(j) = slots[r] {
+                        return Err(EngineError::BadMember {
+                            device: devs[i].name().to_string(),
+                            why: format!(
+                                "claims role {r}, which {} also claims (events {} and {}); remove the one that does not belong",
+                                devs[j].name(),
+                                ev,
+                                sbs[j].events()
+                            ),
+                        });
+                    }
+                    slots[r] = Some(i);
+                }
+                Role::Active(r) => {
+                    return Err(EngineError::BadMember {
+                        device: devs[i].name().to_string(),
+                        why: format!("claims role {r} but the array has only {raid_disks} devices"),
+                    })
+                }
+                Role::Faulty => {
+                    return Err(EngineError::BadMember {
+                        device: devs[i].name().to_string(),
+                        why: "the array recorded this member as faulty; leave it out (its data is out of date) and add it back as a new member".into(),
+                    })
+                }
+                Role::Journal => {
+                    return Err(EngineError::Unsupported {
+                        uuid: self.uuid_text.clone(),
+                        what: "a journal device".into(),
+                        advice: "assemble it with the kernel".into(),
+                    })
+                }
+                Role::Spare => spares.push(i),
+            }
         }
+        // Replacements: next to their original, or in its place if it is gone (md then
+        // treats the replacement as an ordinary recovering member).
+        let mut replacing: Vec<(usize, usize)> = Vec::new();
+        for (i, r) in repl {
+            if slots[r].is_none() {
+                if let Super::V1(s) = &mut sbs[i] {
+                    s.feature_map &= !feature::REPLACEMENT;
+                }
+                slots[r] = Some(i);
+            } else if replacing.iter().any(|&(_, rr)| rr == r) {
+                spares.push(i);
+            } else {
+                replacing.push((i, r));
+            }
+        }
+        Ok(Roles {
+            slots,
+            spares,
+            stale,
+            replacing,
+        })
     }
-    // Geometry.
-    let dev_sectors: Vec<u64> = devs.iter().map(|d| d.size_bytes() / 512).collect();
-    let member_sectors: Vec<u64> = if matches!(level, Level::Linear | Level::Raid0) {
-        slots
-            .iter()
-            .map(|s| s.map(|i| sbs[i].data_size(dev_sectors[i])).unwrap_or(0))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let missing: Vec<usize> = (0..raid_disks).filter(|&r| slots[r].is_none()).collect();
-    if !stale.is_empty() {
-        let names: Vec<String> = stale
+
+    /// Members that missed updates: refused unless forced; when the array cannot run
+    /// without them, forced ones go back into their roles, newest first.
+    fn take_stale(&self, roles: &mut Roles, opts: &AssembleOptions) -> Result<()> {
+        if roles.stale.is_empty() {
+            return Ok(());
+        }
+        let (devs, sbs) = (&self.devs, &self.sbs);
+        let raid_disks = self.fresh.raid_disks();
+        let missing: Vec<usize> = (0..raid_disks)
+            .filter(|&r| roles.slots[r].is_none())
+            .collect();
+        let names: Vec<String> = roles
+            .stale
             .iter()
             .map(|&i| format!("{} (events {})", devs[i].name(), sbs[i].events()))
             .collect();
-        let ok_without = can_run(level, raid_disks, &missing, &fresh, &member_sectors).is_ok();
+        let ok_without = can_run(self.level, raid_disks, &missing, &self.fresh).is_ok();
         if !opts.force {
             return Err(EngineError::BadMember {
                 device: names.join(", "),
                 why: format!(
-                    "out of date: the newest member has events {max_events}, so this member missed writes and its data is stale. {}",
+                    "out of date: the newest member has events {}, so this member missed writes and its data is stale. {}",
+                    self.max_events,
                     if ok_without {
                         "Leave it out to use the array degraded, then re-add it so it is rebuilt."
                     } else {
@@ -336,184 +474,145 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
             });
         }
         if !ok_without {
-            // Forced: take stale members back into their roles, newest first.
-            let mut st = stale.clone();
-            st.sort_by_key(|&i| std::cmp::Reverse(sbs[i].events()));
-            for i in st {
+            let mut stale = roles.stale.clone();
+            stale.sort_by_key(|&i| std::cmp::Reverse(sbs[i].events()));
+            for i in stale {
                 if let Role::Active(r) = sbs[i].own_role() {
-                    if r < raid_disks && slots[r].is_none() {
-                        slots[r] = Some(i);
+                    if r < raid_disks && roles.slots[r].is_none() {
+                        roles.slots[r] = Some(i);
                     }
                 }
             }
         }
+        Ok(())
     }
-    let member_sectors: Vec<u64> = if matches!(level, Level::Linear | Level::Raid0) {
+
+    /// Data sectors of each role's member (linear and RAID0, whose members may differ);
+    /// empty for other levels.
+    fn member_sectors(&self, slots: &[Option<usize>]) -> Vec<u64> {
+        if !matches!(self.level, Level::Linear | Level::Raid0) {
+            return Vec::new();
+        }
         slots
             .iter()
-            .map(|s| s.map(|i| sbs[i].data_size(dev_sectors[i])).unwrap_or(0))
+            .map(|s| {
+                s.map(|i| self.sbs[i].data_size(self.dev_sectors[i]))
+                    .unwrap_or(0)
+            })
             .collect()
-    } else {
-        Vec::new()
-    };
-    let missing: Vec<usize> = (0..raid_disks).filter(|&r| slots[r].is_none()).collect();
-    can_run(level, raid_disks, &missing, &fresh, &member_sectors).map_err(|why| {
-        EngineError::NotEnoughMembers {
-            level: level.to_string(),
-            uuid: uuid_s.clone(),
-            why,
-        }
-    })?;
-    let geo = Geometry::new(
-        level,
-        fresh.layout(),
-        fresh.chunk_sectors(),
-        raid_disks,
-        fresh.size_sectors(),
-        member_sectors,
-    )?;
-    // Resync state.
-    let mut resync = if matches!(level, Level::Linear | Level::Raid0) {
-        MAX_SECTOR
-    } else {
-        fresh.resync_offset()
-    };
-    let recovering = slots
-        .iter()
-        .flatten()
-        .any(|&i| sbs[i].recovery_offset().is_some());
-    let degraded = !missing.is_empty() || recovering;
-    let mut forced_clean = false;
-    if level.has_parity() && degraded && resync != MAX_SECTOR {
-        let report_only = opts.report_only && !opts.writable;
-        if !opts.force && !report_only {
-            return Err(EngineError::DirtyDegraded {
-                uuid: uuid_s,
-                resync,
-            });
-        }
-        forced_clean = true;
-        resync = MAX_SECTOR;
     }
-    // Members with their bad-block logs.
-    let mut members: Vec<Option<Member>> = Vec::with_capacity(raid_disks);
-    for s in &slots {
-        match *s {
-            None => members.push(None),
-            Some(i) => {
-                let sb = &sbs[i];
-                let bad = load_bbl(devs[i].as_ref(), sb)?;
-                members.push(Some(Member::new(
-                    devs[i].clone(),
+
+    /// Where resync starts, and whether a dirty degraded array is started by force (then
+    /// marked clean on the first write, as md does).
+    fn resync_state(
+        &self,
+        slots: &[Option<usize>],
+        missing: &[usize],
+        opts: &AssembleOptions,
+    ) -> Result<(u64, bool)> {
+        let resync = if self.level.has_redundancy() {
+            self.fresh.resync_offset()
+        } else {
+            MAX_SECTOR
+        };
+        let recovering = slots
+            .iter()
+            .flatten()
+            .any(|&i| self.sbs[i].recovery_offset().is_some());
+        let degraded = !missing.is_empty() || recovering;
+        if self.level.has_parity() && degraded && resync != MAX_SECTOR {
+            let report_only = opts.report_only && !opts.writable;
+            if !opts.force && !report_only {
+                return Err(EngineError::DirtyDegraded {
+                    uuid: self.uuid_text.clone(),
+                    resync,
+                });
+            }
+            return Ok((MAX_SECTOR, true));
+        }
+        Ok((resync, false))
+    }
+
+    /// The members in their roles, with their bad-block logs.
+    fn members(&self, slots: &[Option<usize>]) -> Result<Vec<Option<Member>>> {
+        slots
+            .iter()
+            .map(|s| {
+                let Some(i) = *s else {
+                    return Ok(None);
+                };
+                let sb = &self.sbs[i];
+                let bad = load_bbl(self.devs[i].as_ref(), sb)?;
+                Ok(Some(Member::new(
+                    self.devs[i].clone(),
                     i,
                     sb.data_offset(),
                     sb.recovery_offset(),
                     bad,
-                )));
+                )))
+            })
+            .collect()
+    }
+
+    /// The role table for later superblock writes: absent devices lose their role.
+    fn role_table(&self, roles: &Roles) -> Vec<u16> {
+        let sbs = &self.sbs;
+        let mut table: Vec<u16> = match &self.fresh {
+            Super::V1(s) => s.dev_roles.clone(),
+            Super::V090(_) => Vec::new(),
+        };
+        let present: Vec<usize> = roles
+            .slots
+            .iter()
+            .flatten()
+            .chain(roles.replacing.iter().map(|(i, _)| i))
+            .map(|&i| sbs[i].dev_number())
+            .collect();
+        for (j, r) in table.iter_mut().enumerate() {
+            if *r < 0xff00 && !present.contains(&j) {
+                *r = v1role::SPARE;
             }
         }
-    }
-    // Role table for later superblock writes: absent devices lose their role.
-    let mut roles: Vec<u16> = match &fresh {
-        Super::V1(s) => s.dev_roles.clone(),
-        Super::V090(_) => Vec::new(),
-    };
-    let present: Vec<usize> = slots
-        .iter()
-        .flatten()
-        .chain(replacing.iter().map(|(i, _)| i))
-        .map(|&i| sbs[i].dev_number())
-        .collect();
-    for (j, r) in roles.iter_mut().enumerate() {
-        if *r < 0xff00 && !present.contains(&j) {
-            *r = v1role::SPARE;
+        for &i in &roles.spares {
+            if let Some(r) = table.get_mut(sbs[i].dev_number()) {
+                *r = v1role::SPARE;
+            }
         }
+        table
     }
-    for &i in &spares {
-        if let Some(r) = roles.get_mut(sbs[i].dev_number()) {
-            *r = v1role::SPARE;
-        }
-    }
-    // Bitmap.
-    let bitmap = match fresh.bitmap_sector(dev_sectors[fresh_i]) {
-        None => None,
-        Some(_) => {
-            let locs: Vec<Option<u64>> = sbs
-                .iter()
-                .zip(&dev_sectors)
-                .map(|(s, &ds)| s.bitmap_sector(ds))
-                .collect();
-            let src = slots
-                .iter()
-                .flatten()
-                .copied()
-                .find(|&i| sbs[i].recovery_offset().is_none())
-                .unwrap_or(fresh_i);
-            let loc = locs[src].unwrap_or(0);
-            Some(RunBitmap::load(
-                devs[src].as_ref(),
-                loc,
-                uuid,
-                max_events,
-                locs,
-            )?)
-        }
-    };
-    if let Some(b) = &bitmap {
-        if !b.dirty().is_empty() && resync == MAX_SECTOR && !degraded {
-            // Dirty bits on a clean array: harmless leftovers, cleared on next clean mark.
-        }
-    }
-    let repl_members: Vec<(usize, Member)> = replacing
-        .iter()
-        .map(|&(i, r)| {
-            (
-                r,
-                Member::new(
-                    devs[i].clone(),
-                    i,
-                    sbs[i].data_offset(),
-                    Some(sbs[i].recovery_offset().unwrap_or(0)),
-                    Vec::new(),
-                ),
-            )
-        })
-        .collect();
-    let name = fresh.name();
-    let metadata = fresh.metadata();
-    let meta = Meta {
-        sbs,
-        events: max_events,
-        dirty: false,
-        resync_from: resync,
-        roles,
-    };
-    let arr = Array::from_parts(
-        geo,
-        uuid,
-        name,
-        metadata,
-        devs,
-        members,
-        spares,
-        opts.writable,
-        meta,
-        bitmap,
-        forced_clean,
-    );
-    for (r, m) in repl_members {
-        arr.set_replacement(r, Some(std::sync::Arc::new(m)));
-    }
-    // Where bad blocks exceed the redundancy the data is gone: reads there fail.
-    let lost = arr.derive_lost();
-    arr.add_lost(&lost);
-    Ok(arr)
-}
 
-fn level_name(level: i32) -> String {
-    Level::from_md(level)
-        .map(|l| l.to_string())
-        .unwrap_or_else(|| format!("level {level}"))
+    /// The write-intent bitmap, read from an in-sync member (dirty bits on a clean array
+    /// are harmless leftovers, cleared on the next clean mark).
+    fn bitmap(&self, slots: &[Option<usize>]) -> Result<Option<RunBitmap>> {
+        let (sbs, dev_sectors) = (&self.sbs, &self.dev_sectors);
+        if self
+            .fresh
+            .bitmap_sector(dev_sectors[self.fresh_i])
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let locs: Vec<Option<u64>> = sbs
+            .iter()
+            .zip(dev_sectors)
+            .map(|(s, &ds)| s.bitmap_sector(ds))
+            .collect();
+        let src = slots
+            .iter()
+            .flatten()
+            .copied()
+            .find(|&i| sbs[i].recovery_offset().is_none())
+            .unwrap_or(self.fresh_i);
+        let loc = locs[src].unwrap_or(0);
+        let bitmap = RunBitmap::load(
+            self.devs[src].as_ref(),
+            loc,
+            self.uuid,
+            self.max_events,
+            locs,
+        )?;
+        Ok(Some(bitmap))
+    }
 }
 
 /// A member's bad ranges from its on-disk bad-block log (empty without one).
@@ -541,7 +640,6 @@ fn can_run(
     n: usize,
     missing: &[usize],
     fresh: &Super,
-    member_sectors: &[u64],
 ) -> std::result::Result<(), String> {
     let list = |m: &[usize]| {
         m.iter()
@@ -549,33 +647,24 @@ fn can_run(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let _ = member_sectors;
     match level {
-        Level::Linear | Level::Raid0 => {
-            if missing.is_empty() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "role(s) {} missing and {level} has no redundancy: every member is needed; give the device(s) that held role(s) {}",
-                    list(missing),
-                    list(missing)
-                ))
-            }
+        Level::Linear | Level::Raid0 if !missing.is_empty() => Err(format!(
+            "role(s) {} missing and {level} has no redundancy: every member is needed; give the device(s) that held role(s) {}",
+            list(missing),
+            list(missing)
+        )),
+        Level::Linear | Level::Raid0 => Ok(()),
+        Level::Raid1 if missing.len() >= n => {
+            Err("no member with data is present; give at least one mirror".into())
         }
-        Level::Raid1 => {
-            if missing.len() < n {
-                Ok(())
-            } else {
-                Err("no member with data is present; give at least one mirror".into())
-            }
-        }
+        Level::Raid1 => Ok(()),
         Level::Raid4 | Level::Raid5 | Level::Raid6 => {
-            let tol = if level == Level::Raid6 { 2 } else { 1 };
-            if missing.len() <= tol {
+            let tolerated = level.parity_blocks();
+            if missing.len() <= tolerated {
                 Ok(())
             } else {
                 Err(format!(
-                    "{} of {n} members missing (roles {}), {level} survives at most {tol}; give more of the members",
+                    "{} of {n} members missing (roles {}), {level} survives at most {tolerated}; give more of the members",
                     missing.len(),
                     list(missing)
                 ))
@@ -591,21 +680,13 @@ fn can_run(
                 Vec::new(),
             )
             .map_err(|e| e.to_string())?;
-            let c = fresh.chunk_sectors().max(1);
-            let chunks = geo.array_sectors() / c;
-            let probe = chunks.min((n as u64) * 4 + 8);
-            for ch in 0..probe {
-                if let Some(p) = geo.locate(ch * c) {
-                    if p.copies.iter().all(|(r, _)| missing.contains(r)) {
-                        let roles: Vec<usize> = p.copies.iter().map(|c| c.0).collect();
-                        return Err(format!(
-                            "every copy of some data is missing (roles {} all absent); give at least one of them",
-                            list(&roles)
-                        ));
-                    }
-                }
+            match geo.raid10_lost_copies(missing) {
+                Some(roles) => Err(format!(
+                    "every copy of some data is missing (roles {} all absent); give at least one of them",
+                    list(&roles)
+                )),
+                None => Ok(()),
             }
-            Ok(())
         }
     }
 }
