@@ -88,23 +88,12 @@ impl Array {
     /// member reads its pieces in its own thread. When every part of the read has its
     /// copies on the same members (RAID1, two-member RAID10) the read is cut into one
     /// contiguous segment per member; otherwise each mapping run is shared separately.
-    pub(crate) fn read_mirrored(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+    pub(crate) fn read_mirrored(&self, start: u64, buf: &mut [u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
         if total < balance::SPLIT_MIN_SECTORS {
-            return self.read_serial(s, buf);
+            return self.read_serial(start, buf);
         }
-        // Mapping runs: (array sector, sectors, copies, readable candidates).
-        type Run = (u64, u64, Vec<(usize, u64)>, Vec<Candidate>);
-        let mut runs: Vec<Run> = Vec::new();
-        let mut done = 0;
-        while done < total {
-            let cur = s + done;
-            let p = self.locate(cur)?;
-            let n = p.run.min(total - done);
-            let cands = self.candidates(&p.copies, n);
-            runs.push((cur, n, p.copies, cands));
-            done += n;
-        }
+        let runs = self.mapping_runs(start, total)?;
         let roles_of = |c: &[Candidate]| {
             let mut v: Vec<usize> = c.iter().map(|c| c.role).collect();
             v.sort_unstable();
@@ -112,105 +101,114 @@ impl Array {
         };
         let same_members = runs
             .windows(2)
-            .all(|w| roles_of(&w[0].3) == roles_of(&w[1].3));
-        // The plan: (array sector, sectors, copies to try), in array order.
-        // Pieces that follow each other both in the array and on their first copy's
-        // member are merged into one extent, read with one member IO.
-        let mut plan: Vec<Extent> = Vec::new();
-        let mut push_run = |run: &Run, from: u64, len: u64, first: Option<usize>| {
-            let (at, _, copies, cands) = run;
-            let order = self.try_order(copies, cands, first, from - at);
-            if let Some(last) = plan.last_mut() {
-                let follows = last.pieces.last().is_some_and(|(pat, plen, porder)| {
-                    pat + plen == from
-                        && matches!((porder.first(), order.first()),
-                            (Some(&(r0, d0)), Some(&(r1, d1))) if r0 == r1 && d0 + plen == d1)
-                });
-                if follows {
-                    last.len += len;
-                    last.pieces.push((from, len, order));
-                    return;
-                }
-            }
-            plan.push(Extent {
-                len,
-                pieces: vec![(from, len, order)],
-            });
-        };
+            .all(|w| roles_of(&w[0].cands) == roles_of(&w[1].cands));
+        let mut plan = ReadPlan::default();
         if same_members {
-            // One contiguous segment per member, each over as many runs as it covers.
-            // A cut near a run boundary moves onto it: a member then reads whole runs,
-            // not an extra short piece (each member IO costs a device latency).
-            let (_, _, _, cands) = &runs[0];
-            let mut segments = balance::split(s, total, cands);
-            if segments.is_empty() {
-                segments.push((usize::MAX, total));
-            }
-            let mut cuts: Vec<u64> = segments
-                .iter()
-                .scan(s, |at, &(_, len)| {
-                    *at += len;
-                    Some(*at)
-                })
-                .collect();
-            let slack = total / 8;
-            let last = cuts.len() - 1;
-            for c in &mut cuts[..last] {
-                if let Some(b) = runs[1..]
-                    .iter()
-                    .map(|r| r.0)
-                    .min_by_key(|b| b.abs_diff(*c))
-                    .filter(|b| b.abs_diff(*c) <= slack)
-                {
-                    *c = b;
-                }
-            }
-            let mut ri = 0;
-            let mut at = s;
-            for (&(role, _), &end) in segments.iter().zip(&cuts) {
-                while at < end {
-                    let run = &runs[ri];
-                    let run_end = run.0 + run.1;
-                    let piece = run_end.min(end) - at;
-                    push_run(run, at, piece, (role != usize::MAX).then_some(role));
-                    at += piece;
-                    if at == run_end {
-                        ri += 1;
-                    }
-                }
-            }
+            self.plan_segments(start, total, &runs, &mut plan);
         } else {
-            // Runs on different members: a large run is shared by its idle copies, a
-            // small one goes whole to the copy with the least work planned so far.
-            let mut planned = vec![0u64; self.geo.raid_disks];
-            for run in &runs {
-                let (start, n, _, cands) = run;
-                let pieces = if *n >= balance::SPLIT_MIN_SECTORS {
-                    balance::split(*start, *n, cands)
-                } else {
-                    cands
-                        .iter()
-                        .min_by_key(|c| {
-                            let done = planned.get(c.role).copied().unwrap_or(0);
-                            c.cost.saturating_mul(done + n)
-                        })
-                        .map(|c| vec![(c.role, *n)])
-                        .unwrap_or_default()
-                };
-                let mut at = *start;
-                for (role, len) in pieces {
-                    push_run(run, at, len, Some(role));
-                    if let Some(p) = planned.get_mut(role) {
-                        *p += len;
-                    }
-                    at += len;
-                }
-                if at == *start {
-                    push_run(run, at, *n, None);
+            self.plan_per_run(&runs, &mut plan);
+        }
+        self.read_extents(buf, plan.extents)
+    }
+
+    /// The mapping runs of array sectors `[start, start + total)`, with their readable
+    /// copies.
+    fn mapping_runs(&self, start: u64, total: u64) -> Result<Vec<MappingRun>> {
+        let mut runs = Vec::new();
+        let mut done = 0;
+        while done < total {
+            let at = start + done;
+            let p = self.locate(at)?;
+            let sectors = p.run.min(total - done);
+            let cands = self.candidates(&p.copies, sectors);
+            runs.push(MappingRun {
+                at,
+                sectors,
+                copies: p.copies,
+                cands,
+            });
+            done += sectors;
+        }
+        Ok(runs)
+    }
+
+    /// Every run on the same members: one contiguous segment per member, each over as many
+    /// runs as it covers. A cut near a run boundary moves onto it: a member then reads
+    /// whole runs, not an extra short piece (each member IO costs a device latency).
+    fn plan_segments(&self, start: u64, total: u64, runs: &[MappingRun], plan: &mut ReadPlan) {
+        let mut segments = balance::split(start, total, &runs[0].cands);
+        if segments.is_empty() {
+            segments.push((usize::MAX, total));
+        }
+        let mut cuts: Vec<u64> = segments
+            .iter()
+            .scan(start, |at, &(_, len)| {
+                *at += len;
+                Some(*at)
+            })
+            .collect();
+        let slack = total / 8;
+        let last = cuts.len() - 1;
+        for c in &mut cuts[..last] {
+            if let Some(b) = runs[1..]
+                .iter()
+                .map(|r| r.at)
+                .min_by_key(|b| b.abs_diff(*c))
+                .filter(|b| b.abs_diff(*c) <= slack)
+            {
+                *c = b;
+            }
+        }
+        let mut ri = 0;
+        let mut at = start;
+        for (&(role, _), &end) in segments.iter().zip(&cuts) {
+            while at < end {
+                let run = &runs[ri];
+                let run_end = run.at + run.sectors;
+                let piece = run_end.min(end) - at;
+                plan.push(self, run, at, piece, (role != usize::MAX).then_some(role));
+                at += piece;
+                if at == run_end {
+                    ri += 1;
                 }
             }
         }
-        // One worker per member, reading its extents in array order.
+    }
+
+    /// Runs on different members: a large run is shared by its idle copies, a small one
+    /// goes whole to the copy with the least work planned so far.
+    fn plan_per_run(&self, runs: &[MappingRun], plan: &mut ReadPlan) {
+        let mut planned = vec![0u64; self.geo.raid_disks];
+        for run in runs {
+            let pieces = if run.sectors >= balance::SPLIT_MIN_SECTORS {
+                balance::split(run.at, run.sectors, &run.cands)
+            } else {
+                run.cands
+                    .iter()
+                    .min_by_key(|c| {
+                        let done = planned.get(c.role).copied().unwrap_or(0);
+                        c.cost.saturating_mul(done + run.sectors)
+                    })
+                    .map(|c| vec![(c.role, run.sectors)])
+                    .unwrap_or_default()
+            };
+            let mut at = run.at;
+            for (role, len) in pieces {
+                plan.push(self, run, at, len, Some(role));
+                if let Some(p) = planned.get_mut(role) {
+                    *p += len;
+                }
+                at += len;
+            }
+            if at == run.at {
+                plan.push(self, run, at, run.sectors, None);
+            }
+        }
+    }
+
+    /// Read the planned extents: one worker per member, reading its extents in array
+    /// order.
+    fn read_extents(&self, buf: &mut [u8], plan: Vec<Extent>) -> Result<()> {
         type Job<'b> = (&'b mut [u8], Extent);
         let mut per_member: Vec<(usize, Vec<Job<'_>>)> = Vec::new();
         let mut rest = buf;
@@ -229,26 +227,7 @@ impl Array {
         }
         let read_jobs = |jobs: Vec<Job<'_>>| -> Result<()> {
             for (buf, ext) in jobs {
-                if let [(at, _, order)] = ext.pieces.as_slice() {
-                    self.read_copies(*at, buf, order)?;
-                    continue;
-                }
-                // Several pieces in one member IO; if that fails, piece by piece with
-                // each piece's own fallback copies (and read-error repair).
-                if let Some(&(role, dsec)) = ext.pieces.first().and_then(|p| p.2.first()) {
-                    if self.can_read(role, dsec, ext.len)
-                        && self.member_read(role, dsec, buf).is_ok()
-                    {
-                        continue;
-                    }
-                }
-                let mut rest = buf;
-                for (at, len, order) in &ext.pieces {
-                    let (piece, tail) =
-                        std::mem::take(&mut rest).split_at_mut((len * SECTOR) as usize);
-                    rest = tail;
-                    self.read_copies(*at, piece, order)?;
-                }
+                self.read_extent(buf, &ext)?;
             }
             Ok(())
         };
@@ -263,6 +242,26 @@ impl Array {
                 .collect(),
             |_, jobs| read_jobs(jobs),
         )
+    }
+
+    /// Read one extent: several pieces in one member IO; if that fails, piece by piece
+    /// with each piece's own fallback copies (and read-error repair).
+    fn read_extent(&self, buf: &mut [u8], ext: &Extent) -> Result<()> {
+        if let [(at, _, order)] = ext.pieces.as_slice() {
+            return self.read_copies(*at, buf, order);
+        }
+        if let Some(&(role, dsec)) = ext.pieces.first().and_then(|p| p.2.first()) {
+            if self.can_read(role, dsec, ext.len) && self.member_read(role, dsec, buf).is_ok() {
+                return Ok(());
+            }
+        }
+        let mut rest = buf;
+        for (at, len, order) in &ext.pieces {
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((len * SECTOR) as usize);
+            rest = tail;
+            self.read_copies(*at, piece, order)?;
+        }
+        Ok(())
     }
 
     /// Walk a mirrored (RAID1/10) member's data sectors `[d, d + n)` in runs that map
@@ -316,6 +315,48 @@ impl Array {
             }
             ok
         })
+    }
+}
+
+/// A run of array sectors that maps contiguously onto the same copies.
+struct MappingRun {
+    /// First array sector.
+    at: u64,
+    sectors: u64,
+    /// `(role, data sector)` of every copy of the first sector.
+    copies: Vec<(usize, u64)>,
+    /// The copies that can be read, with their load.
+    cands: Vec<Candidate>,
+}
+
+/// The extents of a mirrored read, in array order.
+#[derive(Default)]
+struct ReadPlan {
+    extents: Vec<Extent>,
+}
+
+impl ReadPlan {
+    /// Plan `len` sectors of `run` from array sector `from`, on `first` if given (then the
+    /// other copies cheapest first). Pieces that follow each other both in the array and
+    /// on their first copy's member are merged into one extent, read with one member IO.
+    fn push(&mut self, arr: &Array, run: &MappingRun, from: u64, len: u64, first: Option<usize>) {
+        let order = arr.try_order(&run.copies, &run.cands, first, from - run.at);
+        if let Some(last) = self.extents.last_mut() {
+            let follows = last.pieces.last().is_some_and(|(pat, plen, porder)| {
+                pat + plen == from
+                    && matches!((porder.first(), order.first()),
+                        (Some(&(r0, d0)), Some(&(r1, d1))) if r0 == r1 && d0 + plen == d1)
+            });
+            if follows {
+                last.len += len;
+                last.pieces.push((from, len, order));
+                return;
+            }
+        }
+        self.extents.push(Extent {
+            len,
+            pieces: vec![(from, len, order)],
+        });
     }
 }
 

@@ -120,8 +120,51 @@ impl Array {
         }
         // No client writes while entries are rewritten and logs removed.
         let _gate = self.pause_writes();
-        let mut rep = BblRemoval::default();
         let slots: Vec<Option<Arc<Member>>> = self.slots().clone();
+        let mut rep = BblRemoval {
+            repaired: self.repair_bad_entries(&slots),
+            ..BblRemoval::default()
+        };
+        let mut lost = self.derive_lost();
+        lost.extend(self.lost_ranges());
+        coalesce_pairs(&mut lost);
+        rep.lost = lost.clone();
+        let left: Vec<(usize, Arc<Member>)> = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(r, m)| m.clone().map(|m| (r, m)))
+            .filter(|(_, m)| !m.is_failed() && !m.bad_ranges().is_empty())
+            .collect();
+        if !left.is_empty() || !lost.is_empty() {
+            if !force {
+                return Err(self.refuse_removal(&slots, &left, rep.repaired.len(), lost));
+            }
+            // Counted as zeroed before the writes (which make good, and so shrink, the
+            // lost ranges as they go); put back if zeroing fails.
+            let taken = self.take_lost();
+            if let Err(e) = self.zero_lost(&lost) {
+                self.add_lost(&taken);
+                return Err(e);
+            }
+            for (_, m) in &left {
+                for b in m.bad_ranges() {
+                    m.clear_bad_dev(b.start, b.len);
+                }
+            }
+        }
+        self.remove_logs()?;
+        self.emit(ArrayEvent::BadBlockLogRemoved {
+            repaired: rep.repaired.clone(),
+            lost: rep.lost.clone(),
+        });
+        Ok(rep)
+    }
+
+    /// Rewrite every bad entry of the working members from redundancy where it can be
+    /// (narrowed down to single sectors where a piece cannot): `(role, first device
+    /// sector, sectors)` repaired, coalesced per role.
+    fn repair_bad_entries(&self, slots: &[Option<Arc<Member>>]) -> Vec<(usize, u64, u64)> {
+        let mut repaired = Vec::new();
         for (role, m) in slots.iter().enumerate() {
             let Some(m) = m.as_ref().filter(|m| !m.is_failed()) else {
                 continue;
@@ -133,7 +176,7 @@ impl Array {
                     // Outside the data area: nothing to rewrite.
                     let n = r.len.min(m.data_offset - r.start);
                     m.clear_bad_dev(r.start, n);
-                    rep.repaired.push((role, r.start, n));
+                    repaired.push((role, r.start, n));
                 }
                 let mut d = a;
                 while d < b {
@@ -156,90 +199,77 @@ impl Array {
                     };
                     for (x, k) in pieces {
                         m.clear_bad_dev(m.data_offset + x, k);
-                        rep.repaired.push((role, m.data_offset + x, k));
+                        repaired.push((role, m.data_offset + x, k));
                     }
                     d += n;
                 }
             }
         }
-        let mut pairs: Vec<(u64, u64)> = rep
-            .repaired
+        let mut pairs: Vec<(u64, u64)> = repaired
             .iter()
             .map(|&(r, s, n)| ((r as u64) << 56 | s, n))
             .collect();
         coalesce_pairs(&mut pairs);
-        rep.repaired = pairs
+        pairs
             .into_iter()
             .map(|(k, n)| ((k >> 56) as usize, k & ((1 << 56) - 1), n))
-            .collect();
-        let mut lost = self.derive_lost();
-        lost.extend(self.lost_ranges());
-        coalesce_pairs(&mut lost);
-        rep.lost = lost.clone();
-        let left: Vec<(usize, Arc<Member>)> = slots
-            .iter()
-            .enumerate()
-            .filter_map(|(r, m)| m.clone().map(|m| (r, m)))
-            .filter(|(_, m)| !m.is_failed() && !m.bad_ranges().is_empty())
-            .collect();
-        if !left.is_empty() || !lost.is_empty() {
-            if !force {
-                // Keep what was repaired off the logs.
-                let mut unsaved = Vec::new();
-                for (role, m) in &left {
-                    if let Err(e) = self.persist_bbl(*role, m, false) {
-                        unsaved.push(format!("role {role}: {e}"));
-                    }
-                }
-                for (role, m) in slots.iter().enumerate() {
-                    if let Some(m) = m
-                        .as_ref()
-                        .filter(|m| !m.is_failed() && m.bad_ranges().is_empty())
-                    {
-                        if lock(&self.meta)
-                            .sbs
-                            .get(m.index)
-                            .is_some_and(|s| s.feature_map() & feature::BAD_BLOCKS != 0)
-                        {
-                            if let Err(e) = self.persist_bbl(role, m, false) {
-                                unsaved.push(format!("role {role}: {e}"));
-                            }
-                        }
-                    }
-                }
-                let remaining = left
-                    .iter()
-                    .map(|(r, m)| {
-                        let rs: Vec<String> = m
-                            .bad_ranges()
-                            .iter()
-                            .map(|b| format!("{}+{}", b.start, b.len))
-                            .collect();
-                        format!("role {r} ({}): {}", m.dev.name(), rs.join(" "))
-                    })
-                    .collect();
-                return Err(EngineError::BadBlocksRemain {
-                    repaired: rep.repaired.len(),
-                    remaining,
-                    lost,
-                    unsaved,
-                });
+            .collect()
+    }
+
+    /// Not forced and entries remain: keep what was repaired off the logs (members whose
+    /// entries are all repaired keep an empty log), and say what remains.
+    fn refuse_removal(
+        &self,
+        slots: &[Option<Arc<Member>>],
+        left: &[(usize, Arc<Member>)],
+        repaired: usize,
+        lost: Vec<(u64, u64)>,
+    ) -> EngineError {
+        let mut unsaved = Vec::new();
+        for (role, m) in left {
+            if let Err(e) = self.persist_bbl(*role, m, false) {
+                unsaved.push(format!("role {role}: {e}"));
             }
-            // Counted as zeroed before the writes (which make good, and so shrink, the
-            // lost ranges as they go); put back if zeroing fails.
-            let taken = self.take_lost();
-            if let Err(e) = self.zero_lost(&lost) {
-                self.add_lost(&taken);
-                return Err(e);
-            }
-            for (_, m) in &left {
-                for b in m.bad_ranges() {
-                    m.clear_bad_dev(b.start, b.len);
+        }
+        for (role, m) in slots.iter().enumerate() {
+            let Some(m) = m
+                .as_ref()
+                .filter(|m| !m.is_failed() && m.bad_ranges().is_empty())
+            else {
+                continue;
+            };
+            let logged = lock(&self.meta)
+                .sbs
+                .get(m.index)
+                .is_some_and(|s| s.feature_map() & feature::BAD_BLOCKS != 0);
+            if logged {
+                if let Err(e) = self.persist_bbl(role, m, false) {
+                    unsaved.push(format!("role {role}: {e}"));
                 }
             }
         }
-        // Remove the logs: superblocks first (so no superblock points at a zeroed log),
-        // then the log areas.
+        let remaining = left
+            .iter()
+            .map(|(r, m)| {
+                let rs: Vec<String> = m
+                    .bad_ranges()
+                    .iter()
+                    .map(|b| format!("{}+{}", b.start, b.len))
+                    .collect();
+                format!("role {r} ({}): {}", m.dev.name(), rs.join(" "))
+            })
+            .collect();
+        EngineError::BadBlocksRemain {
+            repaired,
+            remaining,
+            lost,
+            unsaved,
+        }
+    }
+
+    /// Remove the logs: superblocks first (so no superblock points at a zeroed log), then
+    /// the log areas.
+    fn remove_logs(&self) -> Result<()> {
         let mut meta = lock(&self.meta);
         let live = self.live_devices();
         let mut areas = Vec::new();
@@ -263,12 +293,6 @@ impl Array {
                 .and_then(|()| d.flush())
                 .map_err(|e| EngineError::io(d.name(), "zeroing the old bad-block log", e))?;
         }
-        drop(devs);
-        drop(meta);
-        self.emit(ArrayEvent::BadBlockLogRemoved {
-            repaired: rep.repaired.clone(),
-            lost: rep.lost.clone(),
-        });
-        Ok(rep)
+        Ok(())
     }
 }

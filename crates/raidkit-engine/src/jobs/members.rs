@@ -2,6 +2,7 @@
 //! a spare.
 
 use crate::array::events::ArrayEvent;
+use crate::array::meta::Meta;
 use crate::array::Array;
 use crate::dev::BlockDev;
 use crate::error::EngineError;
@@ -9,8 +10,8 @@ use crate::error::Result;
 use crate::locks::lock;
 use crate::meta::sb::write_super;
 use crate::meta::sb::Super;
-use raidkit_format::v090::{self};
-use raidkit_format::v1::{self, feature, Minor};
+use raidkit_format::v090::{self, SuperblockV090};
+use raidkit_format::v1::{self, feature, Minor, SuperblockV1};
 use std::sync::Arc;
 
 impl Array {
@@ -31,7 +32,6 @@ impl Array {
         if !ours {
             crate::create::check_blank(dev.as_ref(), force)?;
         }
-        let dev_sectors = dev.size_bytes() / 512;
         let mut meta = lock(&self.meta);
         let live = self.live_devices();
         let proto = live
@@ -42,99 +42,9 @@ impl Array {
         let used_devnums: Vec<usize> = live.iter().map(|&i| meta.sbs[i].dev_number()).collect();
         let name = dev.name().to_string();
         let sb = match proto {
-            Super::V1(mut s) => {
-                let devnum = (0..)
-                    .find(|j| {
-                        !used_devnums.contains(j)
-                            && meta.roles.get(*j).is_none_or(|&r| r == v1::role::SPARE)
-                    })
-                    .unwrap_or(meta.roles.len());
-                if devnum >= v1::MAX_DEV_LIMIT as usize {
-                    return Err(EngineError::Invalid(
-                        "no free device slot (1920 in use)".into(),
-                    ));
-                }
-                if devnum >= meta.roles.len() {
-                    meta.roles.resize(devnum + 1, v1::role::SPARE);
-                }
-                s.max_dev = s.max_dev.max(meta.roles.len() as u32);
-                s.dev_number = devnum as u32;
-                s.device_uuid = crate::util::random_uuid()
-                    .map_err(|e| EngineError::io("/dev/urandom", "generating a UUID", e))?;
-                s.feature_map &= !(feature::RECOVERY_OFFSET
-                    | feature::REPLACEMENT
-                    | feature::BAD_BLOCKS
-                    | feature::RECOVERY_BITMAP
-                    | feature::NEW_OFFSET);
-                s.recovery_offset = 0;
-                s.cnt_corrected_read = 0;
-                s.devflags = 0;
-                s.bblog_offset = 0;
-                s.bblog_size = 0;
-                s.bblog_shift = 0;
-                match s.minor() {
-                    Minor::V0 => {
-                        let so = Minor::V0.super_offset(dev_sectors);
-                        let reserve = if s.bitmap_offset < 0 {
-                            u64::from(s.bitmap_offset.unsigned_abs())
-                        } else {
-                            raidkit_format::placement::choose_bm_space(dev_sectors) + 8
-                        };
-                        s.super_offset = so;
-                        s.data_offset = 0;
-                        s.data_size = so.saturating_sub(reserve);
-                    }
-                    m => {
-                        s.super_offset = m.super_offset(dev_sectors);
-                        s.data_size = dev_sectors.saturating_sub(s.data_offset);
-                    }
-                }
-                if s.data_size < size {
-                    return Err(EngineError::Refused {
-                        device: name,
-                        why: format!(
-                            "it is too small: the array needs {} data sectors per member after the metadata, this device offers {}",
-                            size, s.data_size
-                        ),
-                    });
-                }
-                Super::V1(s)
-            }
-            Super::V090(mut s) => {
-                let so = v090::super_offset(dev_sectors).unwrap_or(0);
-                if so < size {
-                    return Err(EngineError::Refused {
-                        device: name,
-                        why: format!("it is too small: {so} sectors, the array needs {size}"),
-                    });
-                }
-                let number = (s.raid_disks as usize..v090::MD_SB_DISKS)
-                    .find(|&j| s.disks[j].state == 0 && !used_devnums.contains(&j))
-                    .ok_or_else(|| {
-                        EngineError::Invalid("no free 0.90 descriptor (27 in use)".into())
-                    })?;
-                let d = v090::DiskDescriptor {
-                    number: number as u32,
-                    major: 0,
-                    minor: 0,
-                    raid_disk: number as u32,
-                    state: 0,
-                };
-                s.disks[number] = d;
-                s.this_disk = d;
-                s.nr_disks += 1;
-                s.spare_disks += 1;
-                s.working_disks += 1;
-                // Every live member's table learns about the spare too.
-                for &i in &live {
-                    if let Super::V090(o) = &mut meta.sbs[i] {
-                        o.disks[number] = d;
-                        o.nr_disks = s.nr_disks;
-                        o.spare_disks = s.spare_disks;
-                        o.working_disks = s.working_disks;
-                    }
-                }
-                Super::V090(s)
+            Super::V1(s) => spare_superblock_v1(s, &mut meta, &used_devnums, &dev, size)?,
+            Super::V090(s) => {
+                spare_superblock_v090(s, &mut meta, &live, &used_devnums, &dev, size)?
             }
         };
         // Make the new device known, then write everything (its superblock included).
@@ -223,4 +133,118 @@ impl Array {
             "{device} is not a member or spare of this array"
         )))
     }
+}
+
+/// The 1.x superblock of a new spare: the array's, with a free device slot, a new device
+/// UUID and its own offsets (the device must hold `size` data sectors).
+fn spare_superblock_v1(
+    mut s: SuperblockV1,
+    meta: &mut Meta,
+    used_devnums: &[usize],
+    dev: &Arc<dyn BlockDev>,
+    size: u64,
+) -> Result<Super> {
+    let dev_sectors = dev.size_bytes() / 512;
+    let name = dev.name().to_string();
+    let devnum = (0..)
+        .find(|j| {
+            !used_devnums.contains(j) && meta.roles.get(*j).is_none_or(|&r| r == v1::role::SPARE)
+        })
+        .unwrap_or(meta.roles.len());
+    if devnum >= v1::MAX_DEV_LIMIT as usize {
+        return Err(EngineError::Invalid(
+            "no free device slot (1920 in use)".into(),
+        ));
+    }
+    if devnum >= meta.roles.len() {
+        meta.roles.resize(devnum + 1, v1::role::SPARE);
+    }
+    s.max_dev = s.max_dev.max(meta.roles.len() as u32);
+    s.dev_number = devnum as u32;
+    s.device_uuid = crate::util::random_uuid()
+        .map_err(|e| EngineError::io("/dev/urandom", "generating a UUID", e))?;
+    s.feature_map &= !(feature::RECOVERY_OFFSET
+        | feature::REPLACEMENT
+        | feature::BAD_BLOCKS
+        | feature::RECOVERY_BITMAP
+        | feature::NEW_OFFSET);
+    s.recovery_offset = 0;
+    s.cnt_corrected_read = 0;
+    s.devflags = 0;
+    s.bblog_offset = 0;
+    s.bblog_size = 0;
+    s.bblog_shift = 0;
+    match s.minor() {
+        Minor::V0 => {
+            let so = Minor::V0.super_offset(dev_sectors);
+            let reserve = if s.bitmap_offset < 0 {
+                u64::from(s.bitmap_offset.unsigned_abs())
+            } else {
+                raidkit_format::placement::choose_bm_space(dev_sectors) + 8
+            };
+            s.super_offset = so;
+            s.data_offset = 0;
+            s.data_size = so.saturating_sub(reserve);
+        }
+        m => {
+            s.super_offset = m.super_offset(dev_sectors);
+            s.data_size = dev_sectors.saturating_sub(s.data_offset);
+        }
+    }
+    if s.data_size < size {
+        return Err(EngineError::Refused {
+                device: name,
+                why: format!(
+                    "it is too small: the array needs {} data sectors per member after the metadata, this device offers {}",
+                    size, s.data_size
+                ),
+            });
+    }
+    Ok(Super::V1(s))
+}
+
+/// The 0.90 superblock of a new spare: the array's, with a free descriptor, which every
+/// live member's table learns about too.
+fn spare_superblock_v090(
+    mut s: SuperblockV090,
+    meta: &mut Meta,
+    live: &[usize],
+    used_devnums: &[usize],
+    dev: &Arc<dyn BlockDev>,
+    size: u64,
+) -> Result<Super> {
+    let dev_sectors = dev.size_bytes() / 512;
+    let name = dev.name().to_string();
+    let so = v090::super_offset(dev_sectors).unwrap_or(0);
+    if so < size {
+        return Err(EngineError::Refused {
+            device: name,
+            why: format!("it is too small: {so} sectors, the array needs {size}"),
+        });
+    }
+    let number = (s.raid_disks as usize..v090::MD_SB_DISKS)
+        .find(|&j| s.disks[j].state == 0 && !used_devnums.contains(&j))
+        .ok_or_else(|| EngineError::Invalid("no free 0.90 descriptor (27 in use)".into()))?;
+    let d = v090::DiskDescriptor {
+        number: number as u32,
+        major: 0,
+        minor: 0,
+        raid_disk: number as u32,
+        state: 0,
+    };
+    s.disks[number] = d;
+    s.this_disk = d;
+    s.nr_disks += 1;
+    s.spare_disks += 1;
+    s.working_disks += 1;
+    // Every live member's table learns about the spare too.
+    for &i in live {
+        if let Super::V090(o) = &mut meta.sbs[i] {
+            o.disks[number] = d;
+            o.nr_disks = s.nr_disks;
+            o.spare_disks = s.spare_disks;
+            o.working_disks = s.working_disks;
+        }
+    }
+    Ok(Super::V090(s))
 }
