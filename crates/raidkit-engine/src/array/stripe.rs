@@ -47,125 +47,65 @@ impl Array {
             .ok_or_else(|| EngineError::Invalid(format!("stripe {stripe} out of range")))
     }
 
-    /// Read the blocks of `stripe` over chunk sectors `[a, a+n)`, reconstructing what is
-    /// missing. With `need_parity`, missing P/Q are recomputed too.
+    /// Read the blocks of `stripe` over chunk sectors `[at, at + sectors)`, reconstructing
+    /// what is missing. With `need_parity`, missing P/Q are recomputed too.
     pub(crate) fn read_stripe(
         &self,
         stripe: u64,
-        lay: &StripeLayout,
-        a: u64,
-        n: u64,
+        layout: &StripeLayout,
+        at: u64,
+        sectors: u64,
         need_parity: bool,
     ) -> Result<StripeData> {
-        let c = self.geo.chunk_sectors;
-        let dsec = stripe * c + a;
-        let len = (n * SECTOR) as usize;
-        let kc = lay.data.len();
-        let mut data = Vec::with_capacity(kc);
+        let member_sector = stripe * self.geo.chunk_sectors + at;
+        let len = (sectors * SECTOR) as usize;
+        let mut data = Vec::with_capacity(layout.data.len());
         let mut missing = Vec::new();
         let mut why = Vec::new();
-        for (k, &role) in lay.data.iter().enumerate() {
-            let mut b = vec![0u8; len];
-            let ok = self.can_read(role, dsec, n) && {
-                match self.member_read(role, dsec, &mut b) {
+        for (k, &role) in layout.data.iter().enumerate() {
+            let mut block = vec![0u8; len];
+            let ok = self.can_read(role, member_sector, sectors)
+                && match self.member_read(role, member_sector, &mut block) {
                     Ok(()) => true,
                     Err(e) => {
                         why.push(e.to_string());
                         false
                     }
-                }
-            };
+                };
             if !ok {
                 missing.push(k);
             }
-            data.push(b);
+            data.push(block);
         }
-        let read_par = |role: usize| -> Option<Vec<u8>> {
-            let mut b = vec![0u8; len];
-            if self.can_read(role, dsec, n) && self.member_read(role, dsec, &mut b).is_ok() {
-                Some(b)
-            } else {
-                None
-            }
+        let read_parity = |role: usize| -> Option<Vec<u8>> {
+            let mut block = vec![0u8; len];
+            (self.can_read(role, member_sector, sectors)
+                && self.member_read(role, member_sector, &mut block).is_ok())
+            .then_some(block)
         };
-        let p = read_par(lay.p);
-        let q = match lay.q {
-            Some(qr) => read_par(qr),
-            None => None,
-        };
-        let is6 = lay.q.is_some();
-        let fail = |what: &str, why: &[String]| EngineError::Unreadable {
-            offset: 0,
-            end: 0,
-            why: format!(
-                "stripe {stripe}: {what}{}{}",
-                if why.is_empty() { "" } else { ": " },
-                why.join("; ")
-            ),
-        };
-        match (missing.len(), is6) {
-            (0, _) => {}
-            (1, false) => {
-                let Some(p) = &p else {
-                    return Err(fail("a data block and parity are both unavailable", &why));
-                };
-                let k = missing[0];
-                let mut out = p.clone();
-                for (j, d) in data.iter().enumerate() {
-                    if j != k {
-                        parity::xor_into(&mut out, d);
-                    }
-                }
-                data[k] = out;
-            }
-            (1, true) => {
-                let k = missing[0];
-                if let Some(p) = &p {
-                    let mut out = p.clone();
-                    for (j, d) in data.iter().enumerate() {
-                        if j != k {
-                            parity::xor_into(&mut out, d);
-                        }
-                    }
-                    data[k] = out;
-                } else if let Some(q) = &q {
-                    let sk = lay.slot[k];
-                    let mut slots = to_slots(lay, &mut data, len);
-                    {
-                        let mut refs: Vec<&mut [u8]> =
-                            slots.iter_mut().map(|v| v.as_mut_slice()).collect();
-                        parity::recover_one_q(&mut refs, sk, q);
-                    }
-                    from_slots(lay, &mut data, &mut slots);
-                } else {
-                    return Err(fail("a data block, P and Q are all unavailable", &why));
-                }
-            }
-            (2, true) => {
-                let (Some(p), Some(q)) = (&p, &q) else {
-                    return Err(fail(
-                        "two data blocks and a parity block are unavailable",
-                        &why,
-                    ));
-                };
-                let (sa, sb) = (lay.slot[missing[0]], lay.slot[missing[1]]);
-                let mut slots = to_slots(lay, &mut data, len);
-                {
-                    let mut refs: Vec<&mut [u8]> =
-                        slots.iter_mut().map(|v| v.as_mut_slice()).collect();
-                    parity::recover_two(&mut refs, sa.min(sb), sa.max(sb), p, q);
-                }
-                from_slots(lay, &mut data, &mut slots);
-            }
-            (m, _) => {
-                return Err(fail(&format!("{m} data blocks are unavailable"), &why));
-            }
-        }
-        let (p, q) = if need_parity && (p.is_none() || (is6 && q.is_none())) {
-            let (np, nq) = compute_parity(lay, &data, len);
+        let p = read_parity(layout.p);
+        let q = layout.q.and_then(read_parity);
+        reconstruct(layout, &mut data, &missing, p.as_deref(), q.as_deref(), len).map_err(
+            |what| EngineError::Unreadable {
+                offset: 0,
+                end: 0,
+                why: format!(
+                    "stripe {stripe}: {what}{}{}",
+                    if why.is_empty() { "" } else { ": " },
+                    why.join("; ")
+                ),
+            },
+        )?;
+        let has_q = layout.q.is_some();
+        let (p, q) = if need_parity && (p.is_none() || (has_q && q.is_none())) {
+            let (new_p, new_q) = compute_parity(layout, &data, len);
             (
-                p.unwrap_or(np),
-                if is6 { Some(q.unwrap_or(nq)) } else { None },
+                p.unwrap_or(new_p),
+                if has_q {
+                    Some(q.unwrap_or(new_q))
+                } else {
+                    None
+                },
             )
         } else {
             (p.unwrap_or_else(|| vec![0u8; len]), q)
@@ -225,6 +165,65 @@ impl Array {
         }
         Ok((p, q))
     }
+}
+
+/// Rebuild the `missing` data blocks (logical indices) of a stripe from the others and
+/// the parity that could be read; Err says what is unavailable.
+fn reconstruct(
+    layout: &StripeLayout,
+    data: &mut [Vec<u8>],
+    missing: &[usize],
+    p: Option<&[u8]>,
+    q: Option<&[u8]>,
+    len: usize,
+) -> std::result::Result<(), String> {
+    let from_p = |data: &mut [Vec<u8>], k: usize, p: &[u8]| {
+        let mut out = p.to_vec();
+        for (j, d) in data.iter().enumerate() {
+            if j != k {
+                parity::xor_into(&mut out, d);
+            }
+        }
+        data[k] = out;
+    };
+    match (missing, layout.q.is_some()) {
+        ([], _) => {}
+        (&[k], false) => {
+            let Some(p) = p else {
+                return Err("a data block and parity are both unavailable".into());
+            };
+            from_p(data, k, p);
+        }
+        (&[k], true) => {
+            if let Some(p) = p {
+                from_p(data, k, p);
+            } else if let Some(q) = q {
+                let mut slots = to_slots(layout, data, len);
+                {
+                    let mut refs: Vec<&mut [u8]> =
+                        slots.iter_mut().map(|v| v.as_mut_slice()).collect();
+                    parity::recover_one_q(&mut refs, layout.slot[k], q);
+                }
+                from_slots(layout, data, &mut slots);
+            } else {
+                return Err("a data block, P and Q are all unavailable".into());
+            }
+        }
+        (&[a, b], true) => {
+            let (Some(p), Some(q)) = (p, q) else {
+                return Err("two data blocks and a parity block are unavailable".into());
+            };
+            let (sa, sb) = (layout.slot[a], layout.slot[b]);
+            let mut slots = to_slots(layout, data, len);
+            {
+                let mut refs: Vec<&mut [u8]> = slots.iter_mut().map(|v| v.as_mut_slice()).collect();
+                parity::recover_two(&mut refs, sa.min(sb), sa.max(sb), p, q);
+            }
+            from_slots(layout, data, &mut slots);
+        }
+        (m, _) => return Err(format!("{} data blocks are unavailable", m.len())),
+    }
+    Ok(())
 }
 
 pub(crate) fn annotate_unreadable(e: EngineError, offset: u64, end: u64) -> EngineError {

@@ -95,7 +95,7 @@ impl Array {
         }
         self.bitmap_mark(stripe_start + rows.start, row_sectors)?;
         cache.drains.fetch_add(1, Ordering::Relaxed);
-        let mut state = StripeState {
+        let state = StripeState {
             data_blocks: cache.kc,
             parity_blocks: 1 + usize::from(layout.q.is_some()),
             row_sectors,
@@ -108,72 +108,14 @@ impl Array {
             ..StripeState::default()
         };
         let unknown = out.unknown;
-        let mut reconstruct_error = None;
-        // P and Q (None: no parity to write), handed back to the scratch buffers once
-        // written, and the member sectors read.
-        let (pq, read_sectors) = loop {
-            let step = plan(&state);
-            let read = match step {
-                Plan::DataOnly => break (None, 0),
-                Plan::Compute => {
-                    cache.merges.fetch_add(1, Ordering::Relaxed);
-                    break (Some(out.parity(layout)), 0);
-                }
-                Plan::ReadModifyWrite => self
-                    .cache_rmw(layout, stripe_start, &mut out)
-                    .map(|(p, q)| (ScratchBufs(vec![p, q]), state.rmw_reads())),
-                Plan::ReconstructWrite => self
-                    .cache_rcw(layout, stripe_start, &mut out)
-                    .map(|()| (out.parity(layout), unknown)),
-                Plan::Reconstruct => {
-                    match self.read_stripe(stripe, layout, rows.start, row_sectors, false) {
-                        Ok(known) => {
-                            out.fill_unknown(&known.data);
-                            break (Some(out.parity(layout)), unknown);
-                        }
-                        Err(e @ EngineError::Unreadable { .. }) => {
-                            state.reconstruct_failed = true;
-                            state.bad_blocks =
-                                self.stripe_has_bad(layout, stripe_start + rows.start, row_sectors);
-                            reconstruct_error = Some(e);
-                            continue;
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Plan::OverLost => {
-                    // Data is lost here (bad blocks beyond the redundancy): write what can
-                    // be made valid, from the dirty sectors alone.
-                    let pieces = out.dirty_pieces(cache, held);
-                    self.write_stripe_over_lost(stripe, layout, &pieces)?;
+        let (pq, read_sectors) =
+            match self.prepare_write_out(cache, held, layout, stripe, &mut out, state)? {
+                Prepared::Write { pq, read_sectors } => (pq, read_sectors),
+                Prepared::WrittenOverLost => {
                     out.set_clean(cache, held, page_rows);
                     return Ok(false);
                 }
-                Plan::Fail => {
-                    return Err(reconstruct_error.take().unwrap_or_else(|| {
-                        EngineError::Unreadable {
-                            offset: 0,
-                            end: 0,
-                            why: format!("stripe {stripe} cannot be reconstructed"),
-                        }
-                    }))
-                }
-                Plan::FullStripe | Plan::ReadUnwritten | Plan::StaleParity | Plan::Refuse => {
-                    debug_assert!(false, "{step:?} planned for a stripe cache write-out");
-                    return Err(EngineError::Invalid(format!(
-                        "internal error: {step:?} planned for a write-out of stripe {stripe}"
-                    )));
-                }
             };
-            match read {
-                Ok((pq, read_sectors)) => break (Some(pq), read_sectors),
-                // A read the plan counted on failed: reconstruct instead.
-                Err(EngineError::Io { .. } | EngineError::Unreadable { .. }) => {
-                    state.read_failed = true;
-                }
-                Err(e) => return Err(e),
-            }
-        };
         self.write_out_spans(layout, stripe_start, &out, pq.is_none())?;
         if let Some(pq) = pq {
             self.member_write(layout.p, stripe_start + rows.start, &pq[0])?;
@@ -197,6 +139,102 @@ impl Array {
         out.keep_known(cache, held);
         out.set_clean(cache, held, page_rows);
         Ok(unknown == 0)
+    }
+
+    /// Carry out the plan of a write-out up to its writes: what to read and compute,
+    /// re-planned after a failed read. With data lost in the rows, the dirty sectors are
+    /// written row by row here.
+    fn prepare_write_out(
+        &self,
+        cache: &StripeCache,
+        held: &EntryState,
+        layout: &StripeLayout,
+        stripe: u64,
+        out: &mut WriteOut,
+        mut state: StripeState,
+    ) -> Result<Prepared> {
+        let mut reconstruct_error = None;
+        let unknown = out.unknown;
+        let row_sectors = out.rows.end - out.rows.start;
+        let stripe_start = stripe * self.geo.chunk_sectors;
+        let rows_start = stripe_start + out.rows.start;
+        loop {
+            let step = plan(&state);
+            let read = match step {
+                Plan::DataOnly => {
+                    return Ok(Prepared::Write {
+                        pq: None,
+                        read_sectors: 0,
+                    })
+                }
+                Plan::Compute => {
+                    cache.merges.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Prepared::Write {
+                        pq: Some(out.parity(layout)),
+                        read_sectors: 0,
+                    });
+                }
+                Plan::ReadModifyWrite => self
+                    .cache_rmw(layout, stripe_start, out)
+                    .map(|(p, q)| (ScratchBufs(vec![p, q]), state.rmw_reads())),
+                Plan::ReconstructWrite => self
+                    .cache_rcw(layout, stripe_start, out)
+                    .map(|()| (out.parity(layout), unknown)),
+                Plan::Reconstruct => {
+                    match self.read_stripe(stripe, layout, out.rows.start, row_sectors, false) {
+                        Ok(known) => {
+                            out.fill_unknown(&known.data);
+                            return Ok(Prepared::Write {
+                                pq: Some(out.parity(layout)),
+                                read_sectors: unknown,
+                            });
+                        }
+                        Err(e @ EngineError::Unreadable { .. }) => {
+                            state.reconstruct_failed = true;
+                            state.bad_blocks = self.stripe_has_bad(layout, rows_start, row_sectors);
+                            reconstruct_error = Some(e);
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Plan::OverLost => {
+                    // Data is lost here (bad blocks beyond the redundancy): write what can
+                    // be made valid, from the dirty sectors alone.
+                    let pieces = out.dirty_pieces(cache, held);
+                    self.write_stripe_over_lost(stripe, layout, &pieces)?;
+                    return Ok(Prepared::WrittenOverLost);
+                }
+                Plan::Fail => {
+                    return Err(reconstruct_error.take().unwrap_or_else(|| {
+                        EngineError::Unreadable {
+                            offset: 0,
+                            end: 0,
+                            why: format!("stripe {stripe} cannot be reconstructed"),
+                        }
+                    }))
+                }
+                Plan::FullStripe | Plan::ReadUnwritten | Plan::StaleParity | Plan::Refuse => {
+                    debug_assert!(false, "{step:?} planned for a stripe cache write-out");
+                    return Err(EngineError::Invalid(format!(
+                        "internal error: {step:?} planned for a write-out of stripe {stripe}"
+                    )));
+                }
+            };
+            match read {
+                Ok((pq, read_sectors)) => {
+                    return Ok(Prepared::Write {
+                        pq: Some(pq),
+                        read_sectors,
+                    })
+                }
+                // A read the plan counted on failed: reconstruct instead.
+                Err(EngineError::Io { .. } | EngineError::Unreadable { .. }) => {
+                    state.read_failed = true;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Write each block's dirty span. With no parity to keep nothing was read, so a span
@@ -305,6 +343,17 @@ impl Array {
         }
         Ok(())
     }
+}
+
+/// What a write-out's plan left to write.
+enum Prepared {
+    /// The dirty spans, then P/Q if there is parity to keep; `read_sectors` were read.
+    Write {
+        pq: Option<ScratchBufs>,
+        read_sectors: u64,
+    },
+    /// Data is lost in the rows: the dirty sectors were written row by row.
+    WrittenOverLost,
 }
 
 /// A write-out of some page rows of a stripe: what the cache knows of the chunk sectors
