@@ -32,6 +32,12 @@ impl Level {
         !matches!(self, Level::Linear | Level::Raid0)
     }
 
+    /// True for the levels that keep copies of the data (RAID1, RAID10): reads choose
+    /// among the copies.
+    pub fn mirrors(self) -> bool {
+        matches!(self, Level::Raid1 | Level::Raid10)
+    }
+
     /// Parity blocks per stripe: 1 (RAID4/5), 2 (RAID6), 0 for other levels.
     pub fn parity_blocks(self) -> usize {
         match self {
@@ -224,5 +230,6 @@ mod tests {
         assert_eq!(Level::md_name(-4), "level -4");
         assert_eq!(Level::Raid6.min_raid_disks(), 4);
         assert!(!Level::Raid0.has_redundancy() && Level::Raid1.has_redundancy());
+        assert!(Level::Raid10.mirrors() && !Level::Raid5.mirrors());
     }
 }

@@ -13,8 +13,8 @@ use crate::ranges::intersect;
 use raidkit_format::badblocks::{self};
 use raidkit_format::placement::{choose_bm_space, v1_bblog_placement, BBLOG_SECTORS};
 use raidkit_format::v1::{feature, Minor, SuperblockV1};
+use raidkit_layout::StripeLayout;
 use raidkit_layout::SECTOR;
-use raidkit_layout::{Level, StripeLayout};
 
 /// Where a new 8-sector log fits on this 1.x member, relative to the superblock, or None.
 /// 1.1/1.2: mdadm's rule (after the bitmap space, else just below the data); 1.0: the
@@ -162,7 +162,7 @@ impl Array {
     /// Would the array still serve every byte with `role` failed too? Recovering members
     /// count as missing.
     pub(crate) fn survives_without(&self, role: usize) -> bool {
-        let mut missing: Vec<usize> = self
+        let missing: Vec<usize> = self
             .slots()
             .iter()
             .enumerate()
@@ -173,22 +173,7 @@ impl Array {
             })
             .map(|(r, _)| r)
             .collect();
-        missing.dedup();
-        let g = &self.geo;
-        match g.level {
-            Level::Raid4 | Level::Raid5 => missing.len() <= 1,
-            Level::Raid6 => missing.len() <= 2,
-            Level::Raid1 => missing.len() < g.raid_disks,
-            Level::Raid10 => {
-                let c = g.chunk_sectors.max(1);
-                let probe = (g.array_sectors() / c).min(g.raid_disks as u64 * 4 + 8);
-                (0..probe).all(|ch| {
-                    g.locate(ch * c)
-                        .is_none_or(|p| p.copies.iter().any(|(r, _)| !missing.contains(r)))
-                })
-            }
-            _ => false,
-        }
+        self.geo.survives_without(&missing)
     }
 
     /// Sectors per unit of the member's bad-block log (1 without a log).

@@ -8,7 +8,6 @@ use crate::error::EngineError;
 use crate::error::Result;
 use crate::locks::lock;
 use crate::ranges::coalesce_pairs;
-use raidkit_layout::Level;
 use raidkit_layout::SECTOR;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -132,11 +131,7 @@ impl Array {
         let g = &self.geo;
         let slots: Vec<Option<Arc<Member>>> = self.slots().clone();
         let mut out: Vec<(u64, u64)> = Vec::new();
-        let tol = match g.level {
-            Level::Raid4 | Level::Raid5 => 1,
-            Level::Raid6 => 2,
-            _ => 0,
-        };
+        let tol = g.level.parity_blocks();
         for (role, m) in slots.iter().enumerate() {
             let Some(m) = m else { continue };
             for r in m.bad_ranges() {

@@ -9,6 +9,48 @@ use crate::error::Result;
 use raidkit_layout::SECTOR;
 
 impl Array {
+    /// Read a piece of one mapping run at array sector `sector` (linear, RAID0, and
+    /// small RAID1/10 reads): from the cheapest copy that serves it.
+    pub(crate) fn read_mapped_piece(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        let sectors = buf.len() as u64 / SECTOR;
+        let p = self.locate(sector)?;
+        let cands = self.candidates(&p.copies, sectors);
+        let order = self.try_order(&p.copies, &cands, None, 0);
+        self.read_copies(sector, buf, &order)
+    }
+
+    /// Write whole sectors at array sector `start` of a level without parity, run by run
+    /// onto every copy (the bitmap bits of mirrored runs set first). A run no copy of
+    /// which could be written fails the write.
+    pub(crate) fn write_mapped(&self, start: u64, buf: &[u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        let mut done = 0;
+        while done < total {
+            let at = start + done;
+            let p = self.locate(at)?;
+            let n = p.run.min(total - done);
+            let data = &buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
+            if self.geo.level.mirrors() {
+                self.bitmap_mark(at, n)?;
+            }
+            let mut written = 0;
+            for &(role, data_sector) in &p.copies {
+                if self.member_write(role, data_sector, data)? {
+                    written += 1;
+                }
+            }
+            if written == 0 {
+                return Err(EngineError::WriteFailed {
+                    offset: at * SECTOR,
+                    end: (at + n) * SECTOR,
+                    why: "no member holding this range could be written".into(),
+                });
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Members holding readable copies of `n` sectors at `copies`, with their load.
     pub(crate) fn candidates(&self, copies: &[(usize, u64)], n: u64) -> Vec<Candidate> {
         let now = balance::now_ns();

@@ -13,8 +13,6 @@
 //! * [`lost`]: lost ranges; [`bad_blocks`]: md's bad-block log; [`slow`]: slow members.
 //! * [`events`]: typed events; [`iostats`]: client IO statistics.
 
-use crate::array::cache::write::cached_cover;
-use crate::array::cache::write::copy_from_cache;
 use crate::array::cache::StripeCache;
 use crate::array::cache::PAGE_SECTORS;
 use crate::array::meta::Meta;
@@ -25,7 +23,7 @@ use crate::error::Result;
 use crate::meta::bitmap::RunBitmap;
 use crate::meta::sb::Metadata;
 use raidkit_layout::{Geometry, Level};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 pub mod bad_blocks;
 pub mod balance;
@@ -111,14 +109,11 @@ impl Array {
         bitmap: Option<RunBitmap>,
         forced_clean: bool,
     ) -> Array {
-        let cache = match geo.level {
-            Level::Raid4 | Level::Raid5 | Level::Raid6
-                if geo.chunk_sectors > 0 && geo.chunk_sectors.is_multiple_of(PAGE_SECTORS) =>
-            {
-                Some(StripeCache::new(geo.data_disks(), geo.chunk_sectors))
-            }
-            _ => None,
-        };
+        // RAID4/5/6 with chunks of whole 4 KiB pages have a stripe cache.
+        let cached = geo.level.has_parity()
+            && geo.chunk_sectors > 0
+            && geo.chunk_sectors.is_multiple_of(PAGE_SECTORS);
+        let cache = cached.then(|| StripeCache::new(geo.data_disks(), geo.chunk_sectors));
         Array {
             geo,
             uuid,
@@ -322,7 +317,7 @@ impl Array {
     /// boundaries and served by several threads; on mirrors they are spread over the
     /// members holding copies (see `read_mirrored`).
     pub fn read_sectors(&self, s: u64, buf: &mut [u8]) -> Result<()> {
-        if matches!(self.geo.level, Level::Raid1 | Level::Raid10) {
+        if self.geo.level.mirrors() {
             return self.read_mirrored(s, buf);
         }
         let total = buf.len() as u64 / SECTOR;
@@ -347,15 +342,12 @@ impl Array {
         let mut done = 0u64;
         while done < total {
             let cur = s + done;
-            let n = match self.geo.level {
-                Level::Raid4 | Level::Raid5 | Level::Raid6 => {
-                    let c = self.geo.chunk_sectors;
-                    (c - cur % c).min(total - done)
-                }
-                _ => {
-                    let p = self.locate(cur)?;
-                    p.run.min(total - done)
-                }
+            // A piece maps onto one chunk (parity levels) or one run of copies.
+            let n = if self.geo.level.has_parity() {
+                let chunk = self.geo.chunk_sectors;
+                (chunk - cur % chunk).min(total - done)
+            } else {
+                self.locate(cur)?.run.min(total - done)
             };
             let b = &mut buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
             self.read_piece(cur, b)?;
@@ -374,43 +366,10 @@ impl Array {
 
     /// Read a piece that does not cross a mapping boundary.
     pub(crate) fn read_piece(&self, s: u64, buf: &mut [u8]) -> Result<()> {
-        let n = buf.len() as u64 / SECTOR;
-        match self.geo.level {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
-                let c = self.geo.chunk_sectors;
-                let k_count = self.geo.data_disks() as u64;
-                let chunk = s / c;
-                let stripe = chunk / k_count;
-                let k = (chunk % k_count) as usize;
-                let a = s % c;
-                if let Some(cache) = &self.cache {
-                    if let Some(e) = cache.get(stripe) {
-                        let st = lock(&e.st);
-                        if !st.dead && st.alloc > 0 {
-                            let (all, any) = cached_cover(cache, &st, k, a, n);
-                            if all {
-                                copy_from_cache(cache, &st, k, a, buf);
-                                cache
-                                    .hits
-                                    .fetch_add(n.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
-                                return Ok(());
-                            }
-                            if any {
-                                self.read_parity_piece(s, stripe, k, a, buf)?;
-                                copy_from_cache(cache, &st, k, a, buf);
-                                return Ok(());
-                            }
-                        }
-                    }
-                }
-                self.read_parity_piece(s, stripe, k, a, buf)
-            }
-            _ => {
-                let p = self.locate(s)?;
-                let cands = self.candidates(&p.copies, n);
-                let order = self.try_order(&p.copies, &cands, None, 0);
-                self.read_copies(s, buf, &order)
-            }
+        if self.geo.level.has_parity() {
+            self.read_stripe_piece(s, buf)
+        } else {
+            self.read_mapped_piece(s, buf)
         }
     }
 
@@ -433,37 +392,13 @@ impl Array {
         }
     }
 
+    /// Write whole sectors at array sector `s`, on one thread: stripe by stripe (parity
+    /// levels) or run by run onto every copy.
     pub(crate) fn write_serial(&self, s: u64, buf: &[u8]) -> Result<()> {
-        let total = buf.len() as u64 / SECTOR;
-        match self.geo.level {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => self.write_parity(s, buf),
-            _ => {
-                let mut done = 0;
-                while done < total {
-                    let cur = s + done;
-                    let p = self.locate(cur)?;
-                    let n = p.run.min(total - done);
-                    let b = &buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
-                    if matches!(self.geo.level, Level::Raid1 | Level::Raid10) {
-                        self.bitmap_mark(cur, n)?;
-                    }
-                    let mut ok = 0;
-                    for &(role, dsec) in &p.copies {
-                        if self.member_write(role, dsec, b)? {
-                            ok += 1;
-                        }
-                    }
-                    if ok == 0 {
-                        return Err(EngineError::WriteFailed {
-                            offset: cur * SECTOR,
-                            end: (cur + n) * SECTOR,
-                            why: "no member holding this range could be written".into(),
-                        });
-                    }
-                    done += n;
-                }
-                Ok(())
-            }
+        if self.geo.level.has_parity() {
+            self.write_parity(s, buf)
+        } else {
+            self.write_mapped(s, buf)
         }
     }
 }

@@ -3,7 +3,6 @@
 use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;
-use raidkit_layout::Level;
 use raidkit_layout::SECTOR;
 
 impl Array {
@@ -14,12 +13,9 @@ impl Array {
         if threads < 2 || total < 1024 {
             return None;
         }
-        let g = &self.geo;
-        let stripe = match g.level {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => g.chunk_sectors * g.data_disks() as u64,
-            Level::Raid0 | Level::Raid10 => g.chunk_sectors.max(1) * g.raid_disks as u64,
-            Level::Raid1 | Level::Linear => 256,
-        };
+        // Whole stripes for striped levels (the chunks of one row on every data-bearing
+        // member); 128 KiB pieces for RAID1 and linear.
+        let stripe = self.geo.full_stripe_sectors().unwrap_or(256);
         let per = total.div_ceil(threads as u64).div_ceil(stripe) * stripe;
         if per >= total {
             None

@@ -1,9 +1,12 @@
 //! RAID4/5/6 stripes: their layout, reading a stripe's blocks with what is missing
 //! reconstructed from parity, and computing P and Q.
 
+use crate::array::cache::write::{cached_cover, copy_from_cache};
+use crate::array::cache::PAGE_SECTORS;
 use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;
+use crate::locks::lock;
 use raidkit_layout::StripeLayout;
 use raidkit_layout::SECTOR;
 use raidkit_parity as parity;
@@ -111,6 +114,38 @@ impl Array {
             (p.unwrap_or_else(|| vec![0u8; len]), q)
         };
         Ok(StripeData { data, p, q })
+    }
+
+    /// Read a piece of one chunk at array sector `sector` of a parity level: what the
+    /// stripe cache holds of it from there, the rest from the member (or reconstructed).
+    pub(crate) fn read_stripe_piece(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        let sectors = buf.len() as u64 / SECTOR;
+        let chunk = self.geo.chunk_sectors;
+        let data_blocks = self.geo.data_disks() as u64;
+        let stripe = sector / chunk / data_blocks;
+        let block = (sector / chunk % data_blocks) as usize;
+        let at = sector % chunk;
+        if let Some(cache) = &self.cache {
+            if let Some(entry) = cache.get(stripe) {
+                let held = lock(&entry.st);
+                if !held.dead && held.alloc > 0 {
+                    let (all, any) = cached_cover(cache, &held, block, at, sectors);
+                    if all {
+                        copy_from_cache(cache, &held, block, at, buf);
+                        cache
+                            .hits
+                            .fetch_add(sectors.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    if any {
+                        self.read_parity_piece(sector, stripe, block, at, buf)?;
+                        copy_from_cache(cache, &held, block, at, buf);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.read_parity_piece(sector, stripe, block, at, buf)
     }
 
     /// Read data block `k` of `stripe` at chunk sector `a` (array sector `s`) from its

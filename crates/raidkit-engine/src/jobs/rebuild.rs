@@ -55,7 +55,7 @@ pub fn rebuild(
             "the array was assembled read-only; reassemble it for writing to rebuild".into(),
         ));
     }
-    if matches!(arr.geo.level, Level::Linear | Level::Raid0) {
+    if !arr.geo.level.has_redundancy() {
         return Err(EngineError::Invalid(format!(
             "{} has no redundancy to rebuild from",
             arr.geo.level

@@ -17,7 +17,6 @@ use crate::jobs::rebuild::RebuildReport;
 use crate::locks::lock;
 use crate::meta::sb::Super;
 use raidkit_format::v1::{self, feature};
-use raidkit_layout::Level;
 use raidkit_layout::SECTOR;
 use std::sync::Arc;
 
@@ -32,7 +31,7 @@ impl Array {
                     .into(),
             ));
         }
-        if matches!(self.geo.level, Level::Linear | Level::Raid0) {
+        if !self.geo.level.has_redundancy() {
             return Err(EngineError::Invalid(format!(
                 "{} has no redundancy to keep while replacing; copy the device instead",
                 self.geo.level

@@ -11,7 +11,6 @@ mod parity;
 use crate::array::Array;
 use crate::error::{EngineError, Result};
 use crate::locks::lock;
-use raidkit_layout::Level;
 
 /// What a pass does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,11 +101,12 @@ impl SyncReport {
 /// for RAID10, 0 for levels without redundancy).
 pub fn sync_space(arr: &Array) -> u64 {
     let g = arr.geometry();
-    match g.level {
-        Level::Raid1 => g.array_sectors(),
-        Level::Raid4 | Level::Raid5 | Level::Raid6 => g.stripes() * g.chunk_sectors,
-        Level::Raid10 => g.array_sectors(),
-        Level::Linear | Level::Raid0 => 0,
+    if g.level.has_parity() {
+        g.stripes() * g.chunk_sectors
+    } else if g.level.mirrors() {
+        g.array_sectors()
+    } else {
+        0
     }
 }
 
@@ -114,13 +114,12 @@ pub fn sync_space(arr: &Array) -> u64 {
 /// chunk of sync space; for mirrors sync space is array sectors.
 fn row(arr: &Array) -> Option<(u64, u64)> {
     let g = arr.geometry();
-    match g.level {
-        Level::Raid4 | Level::Raid5 | Level::Raid6 => Some((
+    g.level.has_parity().then(|| {
+        (
             g.chunk_sectors,
             g.chunk_sectors * 512 * g.data_disks() as u64,
-        )),
-        _ => None,
-    }
+        )
+    })
 }
 
 /// Convert an array byte window `[from, to)` to the sync-space sectors that cover it:
