@@ -72,7 +72,7 @@ pub struct MemberBadBlocks {
 impl Array {
     /// Bad ranges of every member that has some.
     pub fn bad_blocks(&self) -> Vec<MemberBadBlocks> {
-        let meta = lock(&self.meta);
+        let meta = lock(&self.meta.sb);
         self.slots()
             .iter()
             .enumerate()
@@ -152,7 +152,7 @@ impl Array {
 
     /// True if the member's superblock has a bad-block log.
     pub(crate) fn has_log(&self, m: &Member) -> bool {
-        lock(&self.meta)
+        lock(&self.meta.sb)
             .sbs
             .get(m.index)
             .and_then(|s| s.bblog())
@@ -178,7 +178,7 @@ impl Array {
 
     /// Sectors per unit of the member's bad-block log (1 without a log).
     pub(crate) fn log_unit(&self, m: &Member) -> u64 {
-        match lock(&self.meta).sbs.get(m.index) {
+        match lock(&self.meta.sb).sbs.get(m.index) {
             Some(Super::V1(s)) if s.bblog_size != 0 && s.bblog_offset != 0 => {
                 1u64 << s.bblog_shift.min(16)
             }
@@ -290,7 +290,7 @@ impl Array {
             .as_ref()
             .map(|b| (256u64 + lock(b).chunks().div_ceil(8)).div_ceil(4096) * 8);
         let dev_sectors = m.dev.size_bytes() / SECTOR;
-        let mut meta = lock(&self.meta);
+        let mut meta = lock(&self.meta.sb);
         let dev = m.dev.name().to_string();
         let Some(Super::V1(s)) = meta.sbs.get_mut(m.index) else {
             return Err(format!(

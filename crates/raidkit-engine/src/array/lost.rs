@@ -9,18 +9,34 @@ use crate::error::Result;
 use crate::locks::lock;
 use crate::ranges::coalesce_pairs;
 use raidkit_layout::SECTOR;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Array byte ranges `(offset, length)` known to be lost (no valid copy on any member).
+#[derive(Default)]
+pub(crate) struct LostRanges {
+    /// The ranges, coalesced.
+    pub(crate) ranges: Mutex<Vec<(u64, u64)>>,
+    /// Fast check: is anything lost?
+    pub(crate) any: AtomicBool,
+    /// Lost ranges that were zeroed when the bad-block log was removed by force.
+    pub(crate) zeroed: Mutex<Vec<(u64, u64)>>,
+}
 
 impl Array {
+    /// Is any array byte lost? (A fast check, without the lock.)
+    pub(crate) fn any_lost(&self) -> bool {
+        self.lost.any.load(Ordering::Relaxed)
+    }
+
     /// A read of array bytes `[offset, offset + len)` fails where data is lost, rather
     /// than return wrong bytes.
     pub(crate) fn check_lost_read(&self, offset: u64, len: u64) -> Result<()> {
-        if !self.has_lost.load(Ordering::Relaxed) {
+        if !self.lost.any.load(Ordering::Relaxed) {
             return Ok(());
         }
         let end = offset + len;
-        let lost = lock(&self.lost);
+        let lost = lock(&self.lost.ranges);
         match lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
             None => Ok(()),
             Some(&(o, l)) => Err(EngineError::DataLost {
@@ -38,27 +54,27 @@ impl Array {
         if ranges.is_empty() {
             return;
         }
-        let mut l = lock(&self.lost);
+        let mut l = lock(&self.lost.ranges);
         l.extend_from_slice(ranges);
         crate::ranges::coalesce_pairs(&mut l);
-        self.has_lost.store(true, Ordering::Relaxed);
+        self.lost.any.store(true, Ordering::Relaxed);
     }
 
     /// Keep only the parts of the lost ranges that are also in `still` (coalesced): after
     /// a write made some of them valid again.
     pub(crate) fn shrink_lost(&self, still: &[(u64, u64)]) {
-        let mut l = lock(&self.lost);
+        let mut l = lock(&self.lost.ranges);
         *l = crate::ranges::intersect_pairs(&l, still);
-        self.has_lost.store(!l.is_empty(), Ordering::Relaxed);
+        self.lost.any.store(!l.is_empty(), Ordering::Relaxed);
     }
 
     /// Forget lost ranges (their data was replaced, e.g. zeroed by `--update no-bbl
     /// --force`); they are kept in [`Array::lost_zeroed_ranges`].
     pub(crate) fn take_lost(&self) -> Vec<(u64, u64)> {
-        let mut l = lock(&self.lost);
-        self.has_lost.store(false, Ordering::Relaxed);
+        let mut l = lock(&self.lost.ranges);
+        self.lost.any.store(false, Ordering::Relaxed);
         let v = std::mem::take(&mut *l);
-        let mut z = lock(&self.lost_zeroed);
+        let mut z = lock(&self.lost.zeroed);
         z.extend_from_slice(&v);
         crate::ranges::coalesce_pairs(&mut z);
         v
@@ -66,12 +82,12 @@ impl Array {
 
     /// Array byte ranges whose lost data was replaced by zeros (`--update no-bbl --force`).
     pub fn lost_zeroed_ranges(&self) -> Vec<(u64, u64)> {
-        lock(&self.lost_zeroed).clone()
+        lock(&self.lost.zeroed).clone()
     }
 
     /// Array byte ranges known to be lost.
     pub fn lost_ranges(&self) -> Vec<(u64, u64)> {
-        lock(&self.lost).clone()
+        lock(&self.lost.ranges).clone()
     }
 
     /// A write that went through makes the lost bytes it covered valid again, except where
@@ -83,17 +99,17 @@ impl Array {
     /// consistent stripe there, and the message for that loss tells the admin to restore
     /// the range: that write must be taken.
     pub(crate) fn written_over_lost(&self, offset: u64, len: u64) {
-        if !self.has_lost.load(Ordering::Relaxed) || len == 0 {
+        if !self.lost.any.load(Ordering::Relaxed) || len == 0 {
             return;
         }
         let end = offset + len;
         let overlaps = |l: &[(u64, u64)]| l.iter().any(|&(o, n)| o < end && offset < o + n);
-        if !overlaps(&lock(&self.lost)) {
+        if !overlaps(&lock(&self.lost.ranges)) {
             return;
         }
         // Only for a write over a lost range: the bad-block scan is not on every write.
         let backed = self.derive_lost();
-        let mut l = lock(&self.lost);
+        let mut l = lock(&self.lost.ranges);
         let outside = [(0, offset), (end, u64::MAX - end)];
         let mut keep = crate::ranges::intersect_pairs(&l, &outside);
         keep.extend(crate::ranges::intersect_pairs(
@@ -102,18 +118,18 @@ impl Array {
         ));
         crate::ranges::coalesce_pairs(&mut keep);
         *l = keep;
-        self.has_lost.store(!l.is_empty(), Ordering::Relaxed);
+        self.lost.any.store(!l.is_empty(), Ordering::Relaxed);
     }
 
     /// A write "succeeds" member by member even when its errors turned into bad blocks on
     /// more members than the level survives; then the data cannot be read back, and the
     /// client must be told its write was not stored rather than get an acknowledgement.
     pub(crate) fn check_not_lost(&self, offset: u64, len: u64) -> Result<()> {
-        if !self.has_lost.load(Ordering::Relaxed) || len == 0 {
+        if !self.lost.any.load(Ordering::Relaxed) || len == 0 {
             return Ok(());
         }
         let end = offset + len;
-        let lost = lock(&self.lost);
+        let lost = lock(&self.lost.ranges);
         match lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
             None => Ok(()),
             Some(&(o, l)) => Err(EngineError::WriteFailed {

@@ -13,7 +13,7 @@ use raidkit_format::badblocks::BadRange;
 use raidkit_format::v1;
 use raidkit_layout::SECTOR;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// One member device in a role slot.
 pub struct Member {
@@ -38,6 +38,40 @@ pub struct Member {
     pub(crate) read_errors: AtomicU32,
     /// Slow-member detection state.
     pub(crate) slow: crate::array::slow::SlowState,
+}
+
+/// Who is in which role: the array's devices, the member of each role, the spares, and
+/// the replacements being built.
+pub(crate) struct Members {
+    /// Every device (members and spares), in the order of `meta.sbs`.
+    pub(crate) devs: RwLock<Vec<Arc<dyn BlockDev>>>,
+    /// Role slot → member.
+    pub(crate) slots: RwLock<Vec<Option<Arc<Member>>>>,
+    /// Device indices of spares.
+    pub(crate) spares: Mutex<Vec<usize>>,
+    /// Role slot → replacement being built for that slot's member (md's hot replace):
+    /// every write to the role is also written to it; it is never read until it takes
+    /// over.
+    pub(crate) replacements: RwLock<Vec<Option<Arc<Member>>>>,
+    /// Fast check: is any replacement in progress?
+    pub(crate) replacing: AtomicBool,
+}
+
+impl Members {
+    /// The devices, the members in their roles, the spares' device indices.
+    pub(crate) fn new(
+        devs: Vec<Arc<dyn BlockDev>>,
+        slots: Vec<Option<Member>>,
+        spares: Vec<usize>,
+    ) -> Members {
+        Members {
+            devs: RwLock::new(devs),
+            slots: RwLock::new(slots.into_iter().map(|m| m.map(Arc::new)).collect()),
+            spares: Mutex::new(spares),
+            replacements: RwLock::new(Vec::new()),
+            replacing: AtomicBool::new(false),
+        }
+    }
 }
 
 /// Per-member IO counters.
@@ -119,10 +153,7 @@ impl Member {
             return true;
         }
         let s = self.data_offset + data_sector;
-        let bad = match self.bad.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let bad = crate::locks::read(&self.bad);
         !bad.iter().any(|b| b.start < s + n && s < b.start + b.len)
     }
 
@@ -135,10 +166,7 @@ impl Member {
 
     /// Like [`Member::add_bad`], in absolute device sectors.
     pub(crate) fn add_bad_dev(&self, start: u64, n: u64) -> bool {
-        let mut bad = match self.bad.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut bad = crate::locks::write(&self.bad);
         let before = crate::ranges::covered(&bad);
         bad.push(BadRange { start, len: n });
         crate::ranges::coalesce(&mut bad);
@@ -148,20 +176,14 @@ impl Member {
 
     /// Forget device sectors `[start, start + n)` as bad (they were rewritten).
     pub(crate) fn clear_bad_dev(&self, start: u64, n: u64) {
-        let mut bad = match self.bad.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut bad = crate::locks::write(&self.bad);
         *bad = crate::ranges::subtract(&bad, start, n);
         self.has_bad.store(!bad.is_empty(), Ordering::Relaxed);
     }
 
     /// The bad ranges (absolute device sectors).
     pub fn bad_ranges(&self) -> Vec<BadRange> {
-        match self.bad.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        crate::locks::read(&self.bad).clone()
     }
 }
 
@@ -197,18 +219,35 @@ pub struct MemberInfo {
 }
 
 impl Array {
+    /// Put `member` into role slot `role` (None: empty the slot). The caller holds the
+    /// superblock lock and writes the superblocks after.
+    pub(crate) fn set_slot(&self, role: usize, member: Option<Arc<Member>>) {
+        crate::locks::write(&self.members.slots)[role] = member;
+    }
+
+    /// Make a new device known to the array; returns its device index.
+    pub(crate) fn add_device(&self, dev: Arc<dyn BlockDev>) -> usize {
+        let mut devs = crate::locks::write(&self.members.devs);
+        devs.push(dev);
+        devs.len() - 1
+    }
+
+    /// The spares' device indices (locked: add or take one).
+    pub(crate) fn spares(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        lock(&self.members.spares)
+    }
+
+    /// Is any replacement being built?
+    pub(crate) fn replacing(&self) -> bool {
+        self.members.replacing.load(Ordering::Acquire)
+    }
+
     pub(crate) fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Arc<Member>>>> {
-        match self.slots.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        crate::locks::read(&self.members.slots)
     }
 
     pub(crate) fn devs(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn BlockDev>>> {
-        match self.devs.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        crate::locks::read(&self.members.devs)
     }
 
     /// Names of every device the array knows (members, spares, failed ones).
@@ -218,7 +257,7 @@ impl Array {
 
     /// Number of hot spares.
     pub fn spare_count(&self) -> usize {
-        lock(&self.spares).len()
+        self.spares().len()
     }
 
     /// Roles without a working member.
@@ -268,7 +307,7 @@ impl Array {
             }
         }
         let devs = self.devs();
-        for &i in lock(&self.spares).iter() {
+        for &i in self.spares().iter() {
             v.push(MemberInfo {
                 device: devs[i].name().to_string(),
                 role: None,
@@ -336,7 +375,7 @@ impl Array {
     /// Write to one member; a failure fails the member (md behaviour) and is reported
     /// as `Ok(false)`. Missing members are skipped (`Ok(false)`).
     pub(crate) fn member_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
-        if self.replacing.load(Ordering::Acquire) {
+        if self.members.replacing.load(Ordering::Acquire) {
             self.replacement_write(role, dsec, buf)?;
         }
         let Some(m) = self.member(role) else {
@@ -387,7 +426,7 @@ impl Array {
             reason: why.to_string(),
         });
         if self.writable {
-            let mut meta = lock(&self.meta);
+            let mut meta = lock(&self.meta.sb);
             let devnum = meta.sbs[m.index].dev_number();
             if let Some(r) = meta.roles.get_mut(devnum) {
                 *r = v1::role::FAULTY;

@@ -10,7 +10,37 @@ use crate::meta::bitmap::RunBitmap;
 use crate::meta::sb::write_super;
 use crate::meta::sb::Super;
 use raidkit_format::{v090, MAX_SECTOR};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
+
+/// The array's metadata at run time.
+pub(crate) struct MetaState {
+    /// Superblocks, events, role table.
+    pub(crate) sb: Mutex<Meta>,
+    /// Fast check of `sb.dirty` for the write path (the mutex is taken only to change it).
+    pub(crate) dirty_fast: AtomicBool,
+    /// Writes hold this shared; marking clean holds it exclusively, so the superblocks
+    /// never say "clean" while a write is in flight.
+    pub(crate) gate: RwLock<()>,
+    /// The write-intent bitmap; switched (added/removed) only with `gate` held
+    /// exclusively, so writes see it stable while they hold the gate shared.
+    pub(crate) bitmap: RwLock<Option<Mutex<RunBitmap>>>,
+    /// Forced start of a dirty degraded array: mark clean on the first write.
+    pub(crate) forced_clean: bool,
+}
+
+impl MetaState {
+    /// The state of a just assembled array (clean in memory until the first write).
+    pub(crate) fn new(meta: Meta, bitmap: Option<RunBitmap>, forced_clean: bool) -> MetaState {
+        MetaState {
+            sb: Mutex::new(meta),
+            dirty_fast: AtomicBool::new(false),
+            gate: RwLock::new(()),
+            bitmap: RwLock::new(bitmap.map(Mutex::new)),
+            forced_clean,
+        }
+    }
+}
 
 /// Mutable superblock state shared by all writers.
 pub(crate) struct Meta {
@@ -27,14 +57,29 @@ pub(crate) struct Meta {
 }
 
 impl Array {
+    /// Hold client writes' share of the write gate (see [`Array::pause_writes`]).
+    pub(crate) fn write_gate(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        crate::locks::read(&self.meta.gate)
+    }
+
+    /// Install (Some) or take out (None) the write-intent bitmap; returns the old one.
+    /// The caller holds the write gate exclusively.
+    pub(crate) fn swap_bitmap(&self, bitmap: Option<RunBitmap>) -> Option<RunBitmap> {
+        let old = std::mem::replace(
+            &mut *crate::locks::write(&self.meta.bitmap),
+            bitmap.map(Mutex::new),
+        );
+        old.map(crate::locks::into_inner)
+    }
+
     /// Current event count.
     pub fn events(&self) -> u64 {
-        lock(&self.meta).events
+        lock(&self.meta.sb).events
     }
 
     /// True if the superblocks say redundancy may be inconsistent (resync needed).
     pub fn needs_resync(&self) -> bool {
-        lock(&self.meta).resync_from != MAX_SECTOR
+        lock(&self.meta.sb).resync_from != MAX_SECTOR
     }
 
     /// Apply `f` to every live superblock, bump events, update times, role tables and
@@ -98,7 +143,7 @@ impl Array {
             .filter(|m| !m.is_failed())
             .map(|m| m.index)
             .collect();
-        if self.replacing.load(Ordering::Acquire) {
+        if self.replacing() {
             v.extend(
                 self.replacements()
                     .iter()
@@ -107,7 +152,7 @@ impl Array {
                     .map(|m| m.index),
             );
         }
-        v.extend(lock(&self.spares).iter().copied());
+        v.extend(self.spares().iter().copied());
         v
     }
 
@@ -117,15 +162,15 @@ impl Array {
                 "the array was assembled read-only; reassemble it for writing".into(),
             ));
         }
-        if self.dirty_fast.load(Ordering::Acquire) {
+        if self.meta.dirty_fast.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut meta = lock(&self.meta);
+        let mut meta = lock(&self.meta.sb);
         if meta.dirty {
-            self.dirty_fast.store(true, Ordering::Release);
+            self.meta.dirty_fast.store(true, Ordering::Release);
             return Ok(());
         }
-        if self.forced_clean {
+        if self.meta.forced_clean {
             meta.resync_from = MAX_SECTOR;
         }
         let resync = if meta.resync_from == MAX_SECTOR {
@@ -135,7 +180,7 @@ impl Array {
         };
         self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
         meta.dirty = true;
-        self.dirty_fast.store(true, Ordering::Release);
+        self.meta.dirty_fast.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -145,10 +190,7 @@ impl Array {
     /// Writes held in the stripe cache are written out first (they are writes in flight),
     /// so under the guard the members hold every acknowledged write.
     pub(crate) fn pause_writes(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
-        let g = match self.gate.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let g = crate::locks::write(&self.meta.gate);
         if let Some(c) = self.cache.as_ref().filter(|c| c.has_dirty()) {
             // A failure is recorded for the next flush.
             self.cache_drain_all(c);
@@ -169,7 +211,7 @@ impl Array {
         if let Some(cs) = self.checksums() {
             cs.mark_clean()?;
         }
-        let mut meta = lock(&self.meta);
+        let mut meta = lock(&self.meta.sb);
         if !meta.dirty {
             return Ok(());
         }
@@ -184,7 +226,7 @@ impl Array {
                 b.write_bits(&self.devs(), &live)?;
             }
         }
-        self.dirty_fast.store(false, Ordering::Release);
+        self.meta.dirty_fast.store(false, Ordering::Release);
         self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
         meta.dirty = false;
         Ok(())
@@ -207,7 +249,7 @@ impl Array {
     }
 
     pub(crate) fn set_resync_done(&self) {
-        lock(&self.meta).resync_from = MAX_SECTOR;
+        lock(&self.meta.sb).resync_from = MAX_SECTOR;
     }
 
     /// True if the array has an internal write-intent bitmap.
@@ -217,10 +259,7 @@ impl Array {
 
     /// The bitmap slot (read-locked: it cannot be added or removed while held).
     pub(crate) fn bm(&self) -> std::sync::RwLockReadGuard<'_, Option<std::sync::Mutex<RunBitmap>>> {
-        match self.bitmap.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        crate::locks::read(&self.meta.bitmap)
     }
 
     /// Sectors per bitmap bit, if there is a bitmap.

@@ -15,7 +15,9 @@
 
 use crate::array::cache::StripeCache;
 use crate::array::cache::PAGE_SECTORS;
-use crate::array::meta::Meta;
+use crate::array::lost::LostRanges;
+use crate::array::member::Members;
+use crate::array::meta::{Meta, MetaState};
 use crate::array::stripe_lock::StripeLocks;
 use crate::dev::BlockDev;
 use crate::error::EngineError;
@@ -23,8 +25,7 @@ use crate::error::Result;
 use crate::meta::bitmap::RunBitmap;
 use crate::meta::sb::Metadata;
 use raidkit_layout::{Geometry, Level};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 pub mod bad_blocks;
 pub mod balance;
 pub mod cache;
@@ -50,45 +51,27 @@ pub use crate::array::member::{
 pub(crate) use crate::locks::lock;
 use raidkit_layout::SECTOR;
 
-/// A running array.
+/// A running array. Its state is grouped by the module that owns it.
 pub struct Array {
+    /// The shape (never changes while the array runs).
     pub(crate) geo: Geometry,
     pub(crate) uuid: [u8; 16],
     pub(crate) name: String,
     pub(crate) metadata: Metadata,
-    /// Every device (members and spares), in the order of `meta.sbs`.
-    pub(crate) devs: RwLock<Vec<Arc<dyn BlockDev>>>,
-    /// Role slot → member.
-    pub(crate) slots: RwLock<Vec<Option<Arc<Member>>>>,
-    /// Device indices of spares.
-    pub(crate) spares: Mutex<Vec<usize>>,
-    /// Role slot → replacement being built for that slot's member (md's hot replace):
-    /// every write to the role is also written to it; it is never read until it takes over.
-    pub(crate) replacements: RwLock<Vec<Option<Arc<Member>>>>,
-    /// Fast check: is any replacement in progress?
-    pub(crate) replacing: AtomicBool,
     pub(crate) writable: bool,
-    pub(crate) meta: Mutex<Meta>,
-    /// The write-intent bitmap; switched (added/removed) only with `gate` held exclusively,
-    /// so writes see it stable while they hold the gate shared.
-    pub(crate) bitmap: RwLock<Option<Mutex<RunBitmap>>>,
+    /// Who is in which role ([`member`], [`replacement`]).
+    pub(crate) members: Members,
+    /// Superblocks, dirty/clean, the bitmap, the write gate ([`meta`]).
+    pub(crate) meta: MetaState,
+    /// Array byte ranges whose data is lost ([`lost`]).
+    pub(crate) lost: LostRanges,
+    /// Per-stripe IO locks ([`stripe_lock`]).
     locks: StripeLocks,
-    /// Writes hold this shared; marking clean holds it exclusively, so the superblocks
-    /// never say "clean" while a write is in flight.
-    pub(crate) gate: RwLock<()>,
-    /// Forced start of a dirty degraded array: mark clean on the first write.
-    pub(crate) forced_clean: bool,
+    /// Event subscribers ([`events`]).
     listeners: Mutex<Vec<std::sync::mpsc::Sender<ArrayEvent>>>,
-    /// Array byte ranges known to be lost (unreconstructable); reads there fail.
-    lost: Mutex<Vec<(u64, u64)>>,
-    has_lost: AtomicBool,
-    /// Lost ranges that were zeroed when the bad-block log was dropped by force.
-    lost_zeroed: Mutex<Vec<(u64, u64)>>,
-    /// Fast check of `meta.dirty` for the write path (the mutex is taken only to change it).
-    dirty_fast: AtomicBool,
     /// Client-visible IO statistics and tracing.
     pub io: crate::iostats::IoStats,
-    /// Stripe cache (RAID4/5/6 with chunks of whole 4 KiB pages).
+    /// Stripe cache (RAID4/5/6 with chunks of whole 4 KiB pages; [`cache`]).
     pub(crate) cache: Option<StripeCache>,
     /// The optional checksum sidecar (see [`crate::checksums`]).
     checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
@@ -119,22 +102,12 @@ impl Array {
             uuid,
             name,
             metadata,
-            devs: RwLock::new(devs),
-            slots: RwLock::new(slots.into_iter().map(|m| m.map(Arc::new)).collect()),
-            spares: Mutex::new(spares),
-            replacements: RwLock::new(Vec::new()),
-            replacing: AtomicBool::new(false),
             writable,
-            meta: Mutex::new(meta),
-            bitmap: RwLock::new(bitmap.map(Mutex::new)),
+            members: Members::new(devs, slots, spares),
+            meta: MetaState::new(meta, bitmap, forced_clean),
+            lost: LostRanges::default(),
             locks: StripeLocks::new(),
-            gate: RwLock::new(()),
-            forced_clean,
             listeners: Mutex::new(Vec::new()),
-            lost: Mutex::new(Vec::new()),
-            has_lost: AtomicBool::new(false),
-            lost_zeroed: Mutex::new(Vec::new()),
-            dirty_fast: AtomicBool::new(false),
             io: crate::iostats::IoStats::default(),
             cache,
             checksums: std::sync::OnceLock::new(),
@@ -208,10 +181,7 @@ impl Array {
             if c.has_dirty() {
                 // Held writes go out under the gate, so the array cannot be marked clean
                 // while they are written.
-                let _gate = match self.gate.read() {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
+                let _gate = self.write_gate();
                 self.cache_drain_all(c);
             }
         }
@@ -375,10 +345,7 @@ impl Array {
 
     /// Write whole sectors starting at array sector `s`.
     pub fn write_sectors(&self, s: u64, buf: &[u8]) -> Result<()> {
-        let _gate = match self.gate.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let _gate = self.write_gate();
         self.ensure_dirty()?;
         match self.checksums() {
             None => self.write_split(s, buf),

@@ -13,17 +13,11 @@ use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 
 impl Array {
     pub(crate) fn replacements(&self) -> RwLockReadGuard<'_, Vec<Option<Arc<Member>>>> {
-        match self.replacements.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        crate::locks::read(&self.members.replacements)
     }
 
     pub(crate) fn replacements_mut(&self) -> RwLockWriteGuard<'_, Vec<Option<Arc<Member>>>> {
-        match self.replacements.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        crate::locks::write(&self.members.replacements)
     }
 
     pub(crate) fn replacement(&self, role: usize) -> Option<Arc<Member>> {
@@ -42,7 +36,7 @@ impl Array {
         }
         reps[role] = m;
         let any = reps.iter().flatten().any(|m| !m.is_failed());
-        self.replacing.store(any, Ordering::Release);
+        self.members.replacing.store(any, Ordering::Release);
     }
 
     /// Roles with a replacement being built.
@@ -85,7 +79,7 @@ impl Array {
             reason: format!("the replacement failed ({why}); the member it was replacing stays"),
         });
         if self.writable {
-            let mut meta = lock(&self.meta);
+            let mut meta = lock(&self.meta.sb);
             let devnum = meta.sbs[r.index].dev_number();
             if let Some(x) = meta.roles.get_mut(devnum) {
                 *x = v1::role::FAULTY;

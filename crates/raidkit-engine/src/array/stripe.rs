@@ -39,7 +39,7 @@ impl Array {
     /// Are all of the stripe's parity members (P, and Q for RAID6) failed or missing, with
     /// no replacement being built? Then writes there keep no parity.
     pub(crate) fn parity_gone(&self, lay: &StripeLayout) -> bool {
-        !self.replacing.load(Ordering::Acquire)
+        !self.replacing()
             && self.member(lay.p).is_none()
             && lay.q.is_none_or(|q| self.member(q).is_none())
     }

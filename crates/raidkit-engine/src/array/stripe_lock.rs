@@ -50,10 +50,7 @@ impl StripeLocks {
         let shard = self.shard(stripe);
         let mut g = lock(&shard.held);
         while g.contains(&stripe) {
-            g = match shard.cv.wait(g) {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            g = crate::locks::wait(&shard.cv, g);
         }
         g.push(stripe);
         StripeGuard { shard, stripe }

@@ -63,10 +63,7 @@ type Claim = ((u64, u64), usize, File);
 static CLAIMS: std::sync::Mutex<Vec<Claim>> = std::sync::Mutex::new(Vec::new());
 
 fn claims() -> std::sync::MutexGuard<'static, Vec<Claim>> {
-    match CLAIMS.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
+    crate::locks::lock(&CLAIMS)
 }
 
 /// The processes holding a `flock` on the file with this device and inode, from
@@ -347,10 +344,7 @@ impl MemDev {
     }
     /// A copy of the contents.
     pub fn contents(&self) -> Vec<u8> {
-        match self.data.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        crate::locks::read(&self.data).clone()
     }
 }
 
@@ -380,10 +374,7 @@ impl BlockDev for MemDev {
         Ok(())
     }
     fn size_bytes(&self) -> u64 {
-        match self.data.read() {
-            Ok(g) => g.len() as u64,
-            Err(p) => p.into_inner().len() as u64,
-        }
+        crate::locks::read(&self.data).len() as u64
     }
     fn name(&self) -> &str {
         &self.name

@@ -238,7 +238,7 @@ impl Array {
             else {
                 continue;
             };
-            let logged = lock(&self.meta)
+            let logged = lock(&self.meta.sb)
                 .sbs
                 .get(m.index)
                 .is_some_and(|s| s.feature_map() & feature::BAD_BLOCKS != 0);
@@ -270,7 +270,7 @@ impl Array {
     /// Remove the logs: superblocks first (so no superblock points at a zeroed log), then
     /// the log areas.
     fn remove_logs(&self) -> Result<()> {
-        let mut meta = lock(&self.meta);
+        let mut meta = lock(&self.meta.sb);
         let live = self.live_devices();
         let mut areas = Vec::new();
         for &i in &live {

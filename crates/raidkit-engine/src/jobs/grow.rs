@@ -14,7 +14,6 @@ use raidkit_format::v1::{feature, Minor};
 use raidkit_format::MAX_SECTOR;
 use raidkit_layout::Level;
 use std::sync::Arc;
-use std::sync::Mutex;
 
 /// What `grow --bitmap` should leave behind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,7 +148,7 @@ impl Array {
         }
         let _gate = self.pause_writes();
         self.flush()?;
-        let mut meta = lock(&self.meta);
+        let mut meta = lock(&self.meta.sb);
         match mode {
             BitmapMode::None => self.remove_bitmap(&mut meta),
             BitmapMode::Internal { chunk_bytes } => self.add_bitmap(&mut meta, chunk_bytes),
@@ -158,10 +157,7 @@ impl Array {
 
     /// Remove the bitmap: the superblocks stop pointing at it (put back if that fails).
     fn remove_bitmap(&self, meta: &mut Meta) -> Result<BitmapChange> {
-        let old = match self.bitmap.write() {
-            Ok(mut g) => g.take(),
-            Err(p) => p.into_inner().take(),
-        };
+        let old = self.swap_bitmap(None);
         let Some(old) = old else {
             return Err(EngineError::Invalid(
                 "the array has no bitmap; nothing to remove".into(),
@@ -175,10 +171,7 @@ impl Array {
             Super::V090(s) => s.state &= !sb_state::BITMAP_PRESENT,
         });
         if let Err(e) = r {
-            *match self.bitmap.write() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            } = Some(old);
+            self.swap_bitmap(Some(old));
             return Err(e);
         }
         Ok(BitmapChange {
@@ -256,10 +249,7 @@ impl Array {
             rb.write_bits(&devs, &live)?;
             dirty = 0;
         }
-        *match self.bitmap.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        } = Some(Mutex::new(rb));
+        self.swap_bitmap(Some(rb));
         Ok(BitmapChange {
             bitmap: true,
             chunk_bytes: Some(chunk),

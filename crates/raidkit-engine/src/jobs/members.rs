@@ -32,7 +32,7 @@ impl Array {
         if !ours {
             crate::create::check_blank(dev.as_ref(), force)?;
         }
-        let mut meta = lock(&self.meta);
+        let mut meta = lock(&self.meta.sb);
         let live = self.live_devices();
         let proto = live
             .first()
@@ -48,16 +48,9 @@ impl Array {
             }
         };
         // Make the new device known, then write everything (its superblock included).
-        let idx = {
-            let mut devs = match self.devs.write() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            devs.push(dev.clone());
-            devs.len() - 1
-        };
+        let idx = self.add_device(dev.clone());
         meta.sbs.push(sb);
-        lock(&self.spares).push(idx);
+        self.spares().push(idx);
         write_super(dev.as_ref(), &meta.sbs[idx])?;
         self.write_superblocks(&mut meta, |_| {})?;
         if let Some(bm) = self.bm().as_ref() {
@@ -84,7 +77,7 @@ impl Array {
                 "the array was assembled read-only".into(),
             ));
         }
-        let mut meta = lock(&self.meta);
+        let mut meta = lock(&self.meta.sb);
         let hit = self
             .slots()
             .iter()
@@ -101,16 +94,11 @@ impl Array {
             if let Some(r) = meta.roles.get_mut(devnum) {
                 *r = v1::role::SPARE;
             }
-            let mut slots = match self.slots.write() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            slots[role] = None;
-            drop(slots);
+            self.set_slot(role, None);
             return self.write_superblocks(&mut meta, |_| {});
         }
         let devs = self.devs().clone();
-        let mut spares = lock(&self.spares);
+        let mut spares = self.spares();
         if let Some(pos) = spares.iter().position(|&i| devs[i].name() == device) {
             spares.remove(pos);
             drop(spares);

@@ -64,7 +64,7 @@ pub fn rebuild(
     let mut rep = RebuildReport::default();
     // Put spares into missing roles.
     for role in arr.missing_roles() {
-        let Some(idx) = lock(&arr.spares).pop() else {
+        let Some(idx) = arr.spares().pop() else {
             break;
         };
         promote(arr, idx, role)?;
@@ -87,7 +87,7 @@ pub fn rebuild(
 }
 
 pub(crate) fn promote(arr: &Array, idx: usize, role: usize) -> Result<()> {
-    let mut meta = lock(&arr.meta);
+    let mut meta = lock(&arr.meta.sb);
     let devs = arr.devs().clone();
     let dev = devs[idx].clone();
     let data_offset = meta.sbs[idx].data_offset();
@@ -112,18 +112,12 @@ pub(crate) fn promote(arr: &Array, idx: usize, role: usize) -> Result<()> {
         }
     }
     let member = Arc::new(Member::new(dev, idx, data_offset, Some(0), Vec::new()));
-    {
-        let mut slots = match arr.slots.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        slots[role] = Some(member);
-    }
+    arr.set_slot(role, Some(member));
     arr.write_superblocks(&mut meta, |_| {})
 }
 
 pub(crate) fn checkpoint(arr: &Array, m: &Member, at: Option<u64>) -> Result<()> {
-    let mut meta = lock(&arr.meta);
+    let mut meta = lock(&arr.meta.sb);
     let idx = m.index;
     match &mut meta.sbs[idx] {
         Super::V1(s) => match at {
@@ -396,16 +390,9 @@ impl Array {
         };
         let _ = cleared;
         // Register it in its old role, unreadable until resynced.
-        let idx = {
-            let mut devs = match self.devs.write() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            devs.push(dev.clone());
-            devs.len() - 1
-        };
+        let idx = self.add_device(dev.clone());
         let m = {
-            let mut meta = lock(&self.meta);
+            let mut meta = lock(&self.meta.sb);
             let devnum = sb.dev_number();
             let mut sb = sb;
             if let Super::V1(s) = &mut sb {
@@ -433,13 +420,7 @@ impl Array {
             // valid data); nothing is copied from the other members.
             let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx])?;
             let m = Arc::new(Member::new(dev.clone(), idx, data_offset, Some(0), bad));
-            {
-                let mut slots = match self.slots.write() {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
-                slots[role] = Some(m.clone());
-            }
+            self.set_slot(role, Some(m.clone()));
             self.write_superblocks(&mut meta, |_| {})?;
             m
         };

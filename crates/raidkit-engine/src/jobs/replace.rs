@@ -66,10 +66,10 @@ impl Array {
         }
         // Quiesce writes while the replacement joins.
         let _gate = self.pause_writes();
-        let mut meta = lock(&self.meta);
+        let mut meta = lock(&self.meta.sb);
         let devs = self.devs().clone();
         let idx = {
-            let mut spares = lock(&self.spares);
+            let mut spares = self.spares();
             let pos = match with {
                 Some(w) => spares
                     .iter()
@@ -115,7 +115,7 @@ pub(crate) fn checkpoint(arr: &Array, r: &Member, at: u64) -> Result<()> {
     r.dev
         .flush()
         .map_err(|e| EngineError::io(r.dev.name(), "flushing the replacement", e))?;
-    let mut meta = lock(&arr.meta);
+    let mut meta = lock(&arr.meta.sb);
     if let Super::V1(s) = &mut meta.sbs[r.index] {
         s.feature_map |= feature::REPLACEMENT | feature::RECOVERY_OFFSET;
         s.recovery_offset = at;
@@ -314,7 +314,7 @@ fn replace_mirrored(
 /// faulty (not written any more), then removed.
 fn take_over(arr: &Array, role: usize, r: &Arc<Member>) -> Result<()> {
     let _gate = arr.pause_writes();
-    let mut meta = lock(&arr.meta);
+    let mut meta = lock(&arr.meta.sb);
     let old = arr.slots().get(role).cloned().flatten();
     let old_devnum = old.as_ref().map(|m| meta.sbs[m.index].dev_number());
     if let Some(d) = old_devnum {
@@ -328,13 +328,7 @@ fn take_over(arr: &Array, role: usize, r: &Arc<Member>) -> Result<()> {
         s.recovery_offset = 0;
     }
     r.set_recovery(None);
-    {
-        let mut slots = match arr.slots.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        slots[role] = Some(r.clone());
-    }
+    arr.set_slot(role, Some(r.clone()));
     arr.set_replacement(role, None);
     if let Some(m) = &old {
         Array::set_failed(m);

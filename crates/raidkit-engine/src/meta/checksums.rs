@@ -410,10 +410,7 @@ impl Checksums {
             // with the array (a false "wrong copy" verdict later).
             let mut f = lock(&self.inflight);
             while f.iter().any(|&(a, e)| a < end && first < e) {
-                f = match self.inflight_cv.wait(f) {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
+                f = crate::locks::wait(&self.inflight_cv, f);
             }
             f.push((first, end));
         }

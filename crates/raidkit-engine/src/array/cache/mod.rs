@@ -536,7 +536,7 @@ impl StripeCache {
                     }
                     continue;
                 }
-                let Ok(mut st) = e.st.try_lock() else {
+                let Some(mut st) = crate::locks::try_lock(&e.st) else {
                     continue;
                 };
                 if st.dead || st.is_dirty() {
@@ -709,9 +709,8 @@ impl StripeCache {
         if now < self.tune_at.load(Ordering::Relaxed) {
             return;
         }
-        let mut last = match self.last_tune.try_lock() {
-            Ok(g) => g,
-            Err(_) => return,
+        let Some(mut last) = crate::locks::try_lock(&self.last_tune) else {
+            return;
         };
         if last.at.elapsed() < Duration::from_millis(25) {
             return;

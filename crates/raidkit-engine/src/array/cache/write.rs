@@ -93,10 +93,7 @@ impl Array {
         if !c.has_dirty() && !c.over() {
             return;
         }
-        let _gate = match self.gate.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let _gate = self.write_gate();
         while let Some(e) = c.aged(usize::MAX) {
             let _ = self.cache_drain_entry(c, &e);
         }
@@ -197,7 +194,7 @@ impl Array {
         // what each row may be written from), and (while the cache is of little use)
         // writes to stripes it holds nothing of, go straight to the members; what the
         // cache held of the stripe is written out first.
-        let damaged = self.has_lost.load(Ordering::Relaxed)
+        let damaged = self.any_lost()
             || self
                 .slots()
                 .iter()
