@@ -37,13 +37,13 @@ impl Array {
         }
         let end = offset + len;
         let lost = lock(&self.lost.ranges);
-        match lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
+        match lost.iter().find(|&&(o, lost)| o < end && offset < o + lost) {
             None => Ok(()),
-            Some(&(o, l)) => Err(EngineError::DataLost {
+            Some(&(o, lost)) => Err(EngineError::DataLost {
                 offset: o.max(offset),
-                end: (o + l).min(end),
+                end: (o + lost).min(end),
                 lost_offset: o,
-                lost_end: o + l,
+                lost_end: o + lost,
             }),
         }
     }
@@ -54,26 +54,34 @@ impl Array {
         if ranges.is_empty() {
             return;
         }
-        let mut l = lock(&self.lost.ranges);
-        l.extend_from_slice(ranges);
-        crate::ranges::coalesce_pairs(&mut l);
+        debug_assert!(
+            ranges
+                .iter()
+                .all(|&(offset, len)| offset.is_multiple_of(SECTOR)
+                    && len.is_multiple_of(SECTOR)
+                    && offset + len <= self.size_bytes()),
+            "lost ranges are whole sectors of the array, in bytes: {ranges:?}"
+        );
+        let mut lost = lock(&self.lost.ranges);
+        lost.extend_from_slice(ranges);
+        crate::ranges::coalesce_pairs(&mut lost);
         self.lost.any.store(true, Ordering::Relaxed);
     }
 
     /// Keep only the parts of the lost ranges that are also in `still` (coalesced): after
     /// a write made some of them valid again.
     pub(crate) fn shrink_lost(&self, still: &[(u64, u64)]) {
-        let mut l = lock(&self.lost.ranges);
-        *l = crate::ranges::intersect_pairs(&l, still);
-        self.lost.any.store(!l.is_empty(), Ordering::Relaxed);
+        let mut lost = lock(&self.lost.ranges);
+        *lost = crate::ranges::intersect_pairs(&lost, still);
+        self.lost.any.store(!lost.is_empty(), Ordering::Relaxed);
     }
 
     /// Forget lost ranges (their data was replaced, e.g. zeroed by `--update no-bbl
     /// --force`); they are kept in [`Array::lost_zeroed_ranges`].
     pub(crate) fn take_lost(&self) -> Vec<(u64, u64)> {
-        let mut l = lock(&self.lost.ranges);
+        let mut lost = lock(&self.lost.ranges);
         self.lost.any.store(false, Ordering::Relaxed);
-        let v = std::mem::take(&mut *l);
+        let v = std::mem::take(&mut *lost);
         let mut z = lock(&self.lost.zeroed);
         z.extend_from_slice(&v);
         crate::ranges::coalesce_pairs(&mut z);
@@ -103,22 +111,22 @@ impl Array {
             return;
         }
         let end = offset + len;
-        let overlaps = |l: &[(u64, u64)]| l.iter().any(|&(o, n)| o < end && offset < o + n);
+        let overlaps = |lost: &[(u64, u64)]| lost.iter().any(|&(o, n)| o < end && offset < o + n);
         if !overlaps(&lock(&self.lost.ranges)) {
             return;
         }
         // Only for a write over a lost range: the bad-block scan is not on every write.
         let backed = self.derive_lost();
-        let mut l = lock(&self.lost.ranges);
+        let mut lost = lock(&self.lost.ranges);
         let outside = [(0, offset), (end, u64::MAX - end)];
-        let mut keep = crate::ranges::intersect_pairs(&l, &outside);
+        let mut keep = crate::ranges::intersect_pairs(&lost, &outside);
         keep.extend(crate::ranges::intersect_pairs(
-            &crate::ranges::intersect_pairs(&l, &[(offset, len)]),
+            &crate::ranges::intersect_pairs(&lost, &[(offset, len)]),
             &backed,
         ));
         crate::ranges::coalesce_pairs(&mut keep);
-        *l = keep;
-        self.lost.any.store(!l.is_empty(), Ordering::Relaxed);
+        *lost = keep;
+        self.lost.any.store(!lost.is_empty(), Ordering::Relaxed);
     }
 
     /// A write "succeeds" member by member even when its errors turned into bad blocks on
@@ -130,11 +138,11 @@ impl Array {
         }
         let end = offset + len;
         let lost = lock(&self.lost.ranges);
-        match lost.iter().find(|&&(o, l)| o < end && offset < o + l) {
+        match lost.iter().find(|&&(o, lost)| o < end && offset < o + lost) {
             None => Ok(()),
-            Some(&(o, l)) => Err(EngineError::WriteFailed {
+            Some(&(o, lost)) => Err(EngineError::WriteFailed {
                 offset: o.max(offset),
-                end: (o + l).min(end),
+                end: (o + lost).min(end),
                 why: "the written data has no valid copy on any member (write errors on more members than the level survives, recorded as bad blocks); replace the failing members".into(),
             }),
         }
@@ -144,20 +152,20 @@ impl Array {
     /// ranges: a stripe row (or every copy) where the unreadable members exceed the
     /// redundancy. Exact to the sector, coalesced.
     pub(crate) fn derive_lost(&self) -> Vec<(u64, u64)> {
-        let g = &self.geo;
+        let geo = &self.geo;
         let slots: Vec<Option<Arc<Member>>> = self.slots().clone();
         let mut out: Vec<(u64, u64)> = Vec::new();
-        let tol = g.level.parity_blocks();
+        let tol = geo.level.parity_blocks();
         for (role, m) in slots.iter().enumerate() {
             let Some(m) = m else { continue };
             for r in m.bad_ranges() {
                 let a = r.start.max(m.data_offset) - m.data_offset;
                 let b = (r.start + r.len).max(m.data_offset) - m.data_offset;
                 for d in a..b {
-                    if g.level.has_parity() {
-                        let c = g.chunk_sectors;
+                    if geo.level.has_parity() {
+                        let c = geo.chunk_sectors;
                         let stripe = d / c;
-                        let Some(lay) = g.stripe(stripe) else { break };
+                        let Some(lay) = geo.stripe(stripe) else { break };
                         let mut roles = lay.data.clone();
                         roles.push(lay.p);
                         roles.extend(lay.q);
@@ -172,10 +180,10 @@ impl Array {
                             }
                         }
                     } else {
-                        let Some(s) = g.reverse(role, d) else {
+                        let Some(s) = geo.reverse(role, d) else {
                             continue;
                         };
-                        let Some(p) = g.locate(s) else { continue };
+                        let Some(p) = geo.locate(s) else { continue };
                         if p.copies.iter().all(|&(x, dd)| !self.readable(x, dd, 1)) {
                             out.push((s * SECTOR, SECTOR));
                         }

@@ -349,6 +349,11 @@ impl Array {
     /// Read from one member's data area; any failure is returned (the member is not failed
     /// for read errors here — callers reconstruct).
     pub(crate) fn member_read(&self, role: usize, dsec: u64, buf: &mut [u8]) -> Result<()> {
+        debug_assert!(
+            buf.len().is_multiple_of(SECTOR as usize),
+            "member read of {} bytes: not whole sectors",
+            buf.len()
+        );
         let m = self.member(role).ok_or_else(|| EngineError::Unreadable {
             offset: 0,
             end: 0,
@@ -375,6 +380,11 @@ impl Array {
     /// Write to one member; a failure fails the member (md behaviour) and is reported
     /// as `Ok(false)`. Missing members are skipped (`Ok(false)`).
     pub(crate) fn member_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        debug_assert!(
+            buf.len().is_multiple_of(SECTOR as usize),
+            "member write of {} bytes: not whole sectors",
+            buf.len()
+        );
         if self.members.replacing.load(Ordering::Acquire) {
             self.replacement_write(role, dsec, buf)?;
         }

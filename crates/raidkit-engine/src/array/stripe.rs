@@ -38,10 +38,10 @@ impl StripeData {
 impl Array {
     /// Are all of the stripe's parity members (P, and Q for RAID6) failed or missing, with
     /// no replacement being built? Then writes there keep no parity.
-    pub(crate) fn parity_gone(&self, lay: &StripeLayout) -> bool {
+    pub(crate) fn parity_gone(&self, layout: &StripeLayout) -> bool {
         !self.replacing()
-            && self.member(lay.p).is_none()
-            && lay.q.is_none_or(|q| self.member(q).is_none())
+            && self.member(layout.p).is_none()
+            && layout.q.is_none_or(|q| self.member(q).is_none())
     }
 
     pub(crate) fn stripe_layout(&self, stripe: u64) -> Result<StripeLayout> {
@@ -127,7 +127,7 @@ impl Array {
         let at = sector % chunk;
         if let Some(cache) = &self.cache {
             if let Some(entry) = cache.get(stripe) {
-                let held = lock(&entry.st);
+                let held = lock(&entry.state);
                 if !held.dead && held.alloc > 0 {
                     let (all, any) = cached_cover(cache, &held, block, at, sectors);
                     if all {
@@ -160,11 +160,11 @@ impl Array {
     ) -> Result<()> {
         let n = buf.len() as u64 / SECTOR;
         let c = self.geo.chunk_sectors;
-        let lay = self.stripe_layout(stripe)?;
-        let role = lay.data[k];
-        let dsec = stripe * c + a;
-        let direct = if self.can_read(role, dsec, n) {
-            Some(self.member_read(role, dsec, buf))
+        let layout = self.stripe_layout(stripe)?;
+        let role = layout.data[k];
+        let member_sector = stripe * c + a;
+        let direct = if self.can_read(role, member_sector, n) {
+            Some(self.member_read(role, member_sector, buf))
         } else {
             None
         };
@@ -172,12 +172,12 @@ impl Array {
             return Ok(());
         }
         let _g = self.locks.lock(stripe);
-        let sd = self
-            .read_stripe(stripe, &lay, a, n, false)
+        let known = self
+            .read_stripe(stripe, &layout, a, n, false)
             .map_err(|e| annotate_unreadable(e, s * SECTOR, (s + n) * SECTOR))?;
-        buf.copy_from_slice(&sd.data[k]);
+        buf.copy_from_slice(&known.data[k]);
         if let Some(Err(EngineError::Io { .. })) = direct {
-            self.repair_read_error(role, dsec, buf);
+            self.repair_read_error(role, member_sector, buf);
         }
         Ok(())
     }
@@ -187,16 +187,16 @@ impl Array {
     /// read-modify-write (Q empty without one).
     pub(crate) fn read_old_parity(
         &self,
-        lay: &StripeLayout,
-        dsec: u64,
+        layout: &StripeLayout,
+        member_sector: u64,
         n: u64,
     ) -> Result<(Vec<u8>, Vec<u8>)> {
         let len = (n * SECTOR) as usize;
         let mut p = vec![0u8; len];
-        self.member_read(lay.p, dsec, &mut p)?;
-        let mut q = vec![0u8; if lay.q.is_some() { len } else { 0 }];
-        if let Some(qr) = lay.q {
-            self.member_read(qr, dsec, &mut q)?;
+        self.member_read(layout.p, member_sector, &mut p)?;
+        let mut q = vec![0u8; if layout.q.is_some() { len } else { 0 }];
+        if let Some(qr) = layout.q {
+            self.member_read(qr, member_sector, &mut q)?;
         }
         Ok((p, q))
     }
@@ -271,10 +271,10 @@ pub(crate) fn annotate_unreadable(e: EngineError, offset: u64, end: u64) -> Engi
 }
 
 /// Move data blocks into syndrome-slot order (zero blocks for unused DDF slots).
-pub(crate) fn to_slots(lay: &StripeLayout, data: &mut [Vec<u8>], len: usize) -> Vec<Vec<u8>> {
-    let mut slots: Vec<Vec<u8>> = vec![Vec::new(); lay.syndrome_width];
+pub(crate) fn to_slots(layout: &StripeLayout, data: &mut [Vec<u8>], len: usize) -> Vec<Vec<u8>> {
+    let mut slots: Vec<Vec<u8>> = vec![Vec::new(); layout.syndrome_width];
     for (k, d) in data.iter_mut().enumerate() {
-        slots[lay.slot[k]] = std::mem::take(d);
+        slots[layout.slot[k]] = std::mem::take(d);
     }
     for s in slots.iter_mut() {
         if s.is_empty() {
@@ -284,43 +284,43 @@ pub(crate) fn to_slots(lay: &StripeLayout, data: &mut [Vec<u8>], len: usize) -> 
     slots
 }
 
-pub(crate) fn from_slots(lay: &StripeLayout, data: &mut [Vec<u8>], slots: &mut [Vec<u8>]) {
+pub(crate) fn from_slots(layout: &StripeLayout, data: &mut [Vec<u8>], slots: &mut [Vec<u8>]) {
     for (k, d) in data.iter_mut().enumerate() {
-        *d = std::mem::take(&mut slots[lay.slot[k]]);
+        *d = std::mem::take(&mut slots[layout.slot[k]]);
     }
 }
 
 /// P (and Q) over data blocks given in logical order.
 pub(crate) fn compute_parity(
-    lay: &StripeLayout,
+    layout: &StripeLayout,
     data: &[Vec<u8>],
     len: usize,
 ) -> (Vec<u8>, Vec<u8>) {
     let refs: Vec<&[u8]> = data.iter().map(|v| v.as_slice()).collect();
-    compute_parity_refs(lay, &refs, len)
+    compute_parity_refs(layout, &refs, len)
 }
 
 pub(crate) fn compute_parity_refs(
-    lay: &StripeLayout,
+    layout: &StripeLayout,
     data: &[&[u8]],
     len: usize,
 ) -> (Vec<u8>, Vec<u8>) {
     let mut p = vec![0u8; len];
-    let mut q = vec![0u8; if lay.q.is_some() { len } else { 0 }];
-    parity_into(lay, data, &mut p, &mut q);
+    let mut q = vec![0u8; if layout.q.is_some() { len } else { 0 }];
+    parity_into(layout, data, &mut p, &mut q);
     (p, q)
 }
 
 /// P (and Q, for RAID6) over data blocks given in logical order, written over `p` and
 /// `q` (every byte; `q` is ignored without a Q). `p.len()` is the block length.
-pub(crate) fn parity_into(lay: &StripeLayout, data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
-    if lay.q.is_none() {
+pub(crate) fn parity_into(layout: &StripeLayout, data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+    if layout.q.is_none() {
         parity::xor_gen(data, p);
         return;
     }
-    let mut slots: Vec<Option<&[u8]>> = vec![None; lay.syndrome_width];
+    let mut slots: Vec<Option<&[u8]>> = vec![None; layout.syndrome_width];
     for (k, d) in data.iter().enumerate() {
-        slots[lay.slot[k]] = Some(d);
+        slots[layout.slot[k]] = Some(d);
     }
     // Unused syndrome slots (DDF layouts) count as zero blocks.
     let zero = if slots.iter().any(Option::is_none) {

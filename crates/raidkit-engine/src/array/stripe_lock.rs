@@ -36,8 +36,8 @@ impl StripeLocks {
     }
 
     fn shard(&self, stripe: u64) -> &StripeLockShard {
-        let h = (stripe.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize;
-        &self.shards[h % STRIPE_LOCK_SHARDS]
+        let hash = (stripe.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize;
+        &self.shards[hash % STRIPE_LOCK_SHARDS]
     }
 
     /// Is `stripe` locked (by anyone)? For assertions.
@@ -48,22 +48,22 @@ impl StripeLocks {
     /// Lock `stripe`, waiting while another thread holds it.
     pub(crate) fn lock(&self, stripe: u64) -> StripeGuard<'_> {
         let shard = self.shard(stripe);
-        let mut g = lock(&shard.held);
-        while g.contains(&stripe) {
-            g = crate::locks::wait(&shard.cv, g);
+        let mut held = lock(&shard.held);
+        while held.contains(&stripe) {
+            held = crate::locks::wait(&shard.cv, held);
         }
-        g.push(stripe);
+        held.push(stripe);
         StripeGuard { shard, stripe }
     }
 }
 
 impl Drop for StripeGuard<'_> {
     fn drop(&mut self) {
-        let mut g = lock(&self.shard.held);
-        if let Some(i) = g.iter().position(|&s| s == self.stripe) {
-            g.swap_remove(i);
+        let mut held = lock(&self.shard.held);
+        if let Some(i) = held.iter().position(|&s| s == self.stripe) {
+            held.swap_remove(i);
         }
-        drop(g);
+        drop(held);
         self.shard.cv.notify_all();
     }
 }
@@ -83,7 +83,7 @@ impl Array {
     pub(crate) fn lock_stripe(&self, stripe: u64) -> impl Drop + '_ {
         if let Some(c) = &self.cache {
             if let Some(e) = c.get(stripe) {
-                let mut st = lock(&e.st);
+                let mut st = lock(&e.state);
                 if !st.dead {
                     if st.is_dirty() {
                         // A failure is recorded for the next flush.

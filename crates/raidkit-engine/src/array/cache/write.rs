@@ -26,7 +26,7 @@ impl Array {
         fixed_entries: Option<usize>,
     ) -> Result<()> {
         match &self.cache {
-            Some(c) => c
+            Some(cache) => cache
                 .configure(max_bytes, fixed_entries)
                 .map_err(EngineError::Invalid),
             None => Ok(()),
@@ -36,8 +36,8 @@ impl Array {
     /// How long partial stripes may wait for the rest of their data with write-back
     /// (default [`crate::stripe_cache::HOLD`]); flushes never wait for it.
     pub fn set_stripe_cache_hold(&self, hold: std::time::Duration) {
-        if let Some(c) = &self.cache {
-            c.set_hold(hold);
+        if let Some(cache) = &self.cache {
+            cache.set_hold(hold);
         }
     }
 
@@ -46,8 +46,8 @@ impl Array {
     /// how useful it has been (`None`, the default).
     #[doc(hidden)]
     pub fn force_stripe_cache_bypass(&self, on: Option<bool>) {
-        if let Some(c) = &self.cache {
-            c.force_bypass(on);
+        if let Some(cache) = &self.cache {
+            cache.force_bypass(on);
         }
     }
 
@@ -63,10 +63,10 @@ impl Array {
     /// [`Array::mark_clean`] and [`Array::stop`]; until then they are like a disk's
     /// volatile write cache.
     pub fn start_writeback(self: &Arc<Self>) {
-        let Some(c) = &self.cache else {
+        let Some(cache) = &self.cache else {
             return;
         };
-        if !self.writable || c.writeback.swap(true, Ordering::AcqRel) {
+        if !self.writable || cache.writeback.swap(true, Ordering::AcqRel) {
             return;
         }
         let weak = Arc::downgrade(self);
@@ -81,61 +81,61 @@ impl Array {
             });
         if spawned.is_err() {
             // No thread: keep writing through.
-            c.writeback.store(false, Ordering::Release);
+            cache.writeback.store(false, Ordering::Release);
         }
     }
 
     pub(crate) fn cache_background(&self) {
-        let Some(c) = &self.cache else {
+        let Some(cache) = &self.cache else {
             return;
         };
-        c.tune();
-        if !c.has_dirty() && !c.over() {
+        cache.tune();
+        if !cache.has_dirty() && !cache.over() {
             return;
         }
         let _gate = self.write_gate();
-        while let Some(e) = c.aged(usize::MAX) {
-            let _ = self.cache_drain_entry(c, &e);
+        while let Some(entry) = cache.aged(usize::MAX) {
+            let _ = self.cache_drain_entry(cache, &entry);
         }
-        self.cache_make_room(c);
+        self.cache_make_room(cache);
     }
 
     /// Write out every held write (callers hold the gate).
-    pub(crate) fn cache_drain_all(&self, c: &StripeCache) {
-        let all = c.all_dirty();
+    pub(crate) fn cache_drain_all(&self, cache: &StripeCache) {
+        let all = cache.all_dirty();
         if all.is_empty() {
             return;
         }
         let threads = self.threads().max(1);
         if threads < 2 || all.len() < 2 {
-            for e in &all {
-                let _ = self.cache_drain_entry(c, e);
+            for entry in &all {
+                let _ = self.cache_drain_entry(cache, entry);
             }
         } else {
             let per = all.len().div_ceil(threads);
             let jobs: Vec<(u64, &[Arc<Entry>])> = all.chunks(per).map(|ch| (0, ch)).collect();
             let _ = self.run_parallel(jobs, |_, ch| {
-                for e in ch {
-                    let _ = self.cache_drain_entry(c, e);
+                for entry in ch {
+                    let _ = self.cache_drain_entry(cache, entry);
                 }
                 Ok(())
             });
         }
         // Writing out fills rows; stay within the size.
-        self.cache_make_room(c);
+        self.cache_make_room(cache);
     }
 
-    pub(crate) fn cache_drain_entry(&self, c: &StripeCache, e: &Arc<Entry>) -> Result<()> {
-        let mut st = lock(&e.st);
-        if st.dead {
+    pub(crate) fn cache_drain_entry(&self, cache: &StripeCache, entry: &Arc<Entry>) -> Result<()> {
+        let mut held = lock(&entry.state);
+        if held.dead {
             return Ok(());
         }
-        if !st.is_dirty() {
-            c.mark_clean(e);
+        if !held.is_dirty() {
+            cache.mark_clean(entry);
             return Ok(());
         }
-        let streamed = self.cache_drain(c, e, &mut st)?;
-        self.drop_streamed(c, e, &mut st, streamed);
+        let streamed = self.cache_drain(cache, entry, &mut held)?;
+        self.drop_streamed(cache, entry, &mut held, streamed);
         Ok(())
     }
 
@@ -148,29 +148,29 @@ impl Array {
     /// entry: a new entry for the stripe may appear once this one is removed.
     pub(crate) fn drop_streamed(
         &self,
-        c: &StripeCache,
-        e: &Entry,
-        st: &mut EntryState,
+        cache: &StripeCache,
+        entry: &Entry,
+        held: &mut EntryState,
         streamed: bool,
     ) {
-        if streamed && !c.rewrites_seen() {
-            c.remove(e, st);
+        if streamed && !cache.rewrites_seen() {
+            cache.remove(entry, held);
         }
     }
 
-    pub(crate) fn cache_make_room(&self, c: &StripeCache) {
-        while c.over() {
-            match c.make_room() {
-                Some(Victim::Dirty(e)) => {
-                    let mut st = lock(&e.st);
-                    if !st.dead {
-                        if st.is_dirty() {
-                            if st.dirty_pages >= c.rows {
-                                c.early_write_out();
+    pub(crate) fn cache_make_room(&self, cache: &StripeCache) {
+        while cache.over() {
+            match cache.make_room() {
+                Some(Victim::Dirty(entry)) => {
+                    let mut held = lock(&entry.state);
+                    if !held.dead {
+                        if held.is_dirty() {
+                            if held.dirty_pages >= cache.rows {
+                                cache.early_write_out();
                             }
-                            let _ = self.cache_drain(c, &e, &mut st);
+                            let _ = self.cache_drain(cache, &entry, &mut held);
                         }
-                        c.remove(&e, &mut st);
+                        cache.remove(&entry, &mut held);
                     }
                 }
                 None => break,
@@ -184,12 +184,13 @@ impl Array {
     /// they have waited long enough, or at once without write-back.
     pub(crate) fn cache_write(
         &self,
-        c: &StripeCache,
+        cache: &StripeCache,
         stripe: u64,
         pieces: &[Piece<'_>],
     ) -> Result<()> {
-        let cs = self.geo.chunk_sectors;
-        let full = pieces.len() == c.kc && pieces.iter().all(|p| p.at == 0 && p.sectors == cs);
+        let chunk = self.geo.chunk_sectors;
+        let full =
+            pieces.len() == cache.kc && pieces.iter().all(|p| p.at == 0 && p.sectors == chunk);
         // Whole stripes, writes to arrays with bad blocks or lost data (bbl.rs decides
         // what each row may be written from), and (while the cache is of little use)
         // writes to stripes it holds nothing of, go straight to the members; what the
@@ -200,7 +201,7 @@ impl Array {
                 .iter()
                 .flatten()
                 .any(|m| m.has_bad.load(Ordering::Relaxed));
-        let bypass = !full && !damaged && c.bypass();
+        let bypass = !full && !damaged && cache.bypass();
         if bypass {
             // The common case of scattered small writes, without creating an entry: with
             // the stripe's IO lock held, a stripe that has no entry cannot gain cached
@@ -208,17 +209,17 @@ impl Array {
             // write is done, and data that clients write into a new entry meanwhile is
             // written out later, under this lock, over this write.
             let g = self.locks.lock(stripe);
-            if !c.contains(stripe) {
+            if !cache.contains(stripe) {
                 let r = self.write_stripe_locked(stripe, pieces);
                 drop(g);
-                self.cache_housekeeping(c);
+                self.cache_housekeeping(cache);
                 return r;
             }
         }
         loop {
-            let e = c.get_or_create(stripe);
-            let mut st = lock(&e.st);
-            if st.dead {
+            let entry = cache.get_or_create(stripe);
+            let mut held = lock(&entry.state);
+            if held.dead {
                 continue;
             }
             // A bypassing write goes straight out when the cache has no page where it
@@ -228,27 +229,27 @@ impl Array {
             // stripe's clean pages are dropped with it (while the cache is of little use
             // they would only draw writes into it). A write onto a cached page is reuse:
             // it goes through the cache, which is how the cache learns to stop bypassing.
-            if bypass && !touches_cached(c, &st, pieces) {
+            if bypass && !touches_cached(cache, &held, pieces) {
                 let r = self.write_stripe_direct(stripe, pieces);
-                if !st.is_dirty() && !c.reuse_likely() {
-                    c.remove(&e, &mut st);
+                if !held.is_dirty() && !cache.reuse_likely() {
+                    cache.remove(&entry, &mut held);
                 }
-                drop(st);
-                self.cache_housekeeping(c);
+                drop(held);
+                self.cache_housekeeping(cache);
                 return r;
             }
             if full || damaged {
-                if st.is_dirty() {
-                    self.cache_drain(c, &e, &mut st)?;
+                if held.is_dirty() {
+                    self.cache_drain(cache, &entry, &mut held)?;
                 }
-                c.clear(&e, &mut st);
+                cache.clear(&entry, &mut held);
                 let r = self.write_stripe_direct(stripe, pieces);
-                c.remove(&e, &mut st);
-                drop(st);
-                self.cache_housekeeping(c);
+                cache.remove(&entry, &mut held);
+                drop(held);
+                self.cache_housekeeping(cache);
                 return r;
             }
-            let was_dirty = st.is_dirty();
+            let was_dirty = held.is_dirty();
             for pc in pieces {
                 let mut sec = pc.at;
                 let end = pc.at + pc.sectors;
@@ -256,59 +257,60 @@ impl Array {
                     let row = (sec / PAGE_SECTORS) as usize;
                     let in_page = sec % PAGE_SECTORS;
                     let m = (PAGE_SECTORS - in_page).min(end - sec);
-                    let idx = pc.block * c.rows + row;
-                    let pg = c.page(&mut st, idx);
-                    if pg.valid != 0 {
-                        c.rewritten_pages.fetch_add(1, Ordering::Relaxed);
+                    let idx = pc.block * cache.rows + row;
+                    let page = cache.page(&mut held, idx);
+                    if page.valid != 0 {
+                        cache.rewritten_pages.fetch_add(1, Ordering::Relaxed);
                     }
-                    let first_write = !pg.written;
-                    pg.written = true;
-                    c.written_pages.fetch_add(1, Ordering::Relaxed);
+                    let first_write = !page.written;
+                    page.written = true;
+                    cache.written_pages.fetch_add(1, Ordering::Relaxed);
                     let from = ((sec - pc.at) * SECTOR) as usize;
                     let to = (in_page * SECTOR) as usize;
                     let len = (m * SECTOR) as usize;
-                    pg.data[to..to + len].copy_from_slice(&pc.data[from..from + len]);
+                    page.data[to..to + len].copy_from_slice(&pc.data[from..from + len]);
                     let bits = sector_bits(in_page, m);
-                    pg.valid |= bits;
-                    st.set_dirty(idx, bits);
+                    page.valid |= bits;
+                    held.set_dirty(idx, bits);
                     if first_write {
-                        st.written_pages += 1;
+                        held.written_pages += 1;
                     }
                     sec += m;
                 }
             }
-            c.mark_dirty(&e);
-            let ends_on_chunk = pieces.iter().any(|p| p.at + p.sectors == cs);
-            let r = if !c.should_hold(was_dirty, ends_on_chunk) || cache_complete(c, &st) {
-                self.cache_drain(c, &e, &mut st)
-                    .map(|streamed| self.drop_streamed(c, &e, &mut st, streamed))
+            cache.mark_dirty(&entry);
+            let ends_on_chunk = pieces.iter().any(|p| p.at + p.sectors == chunk);
+            let r = if !cache.should_hold(was_dirty, ends_on_chunk) || cache_complete(cache, &held)
+            {
+                self.cache_drain(cache, &entry, &mut held)
+                    .map(|streamed| self.drop_streamed(cache, &entry, &mut held, streamed))
             } else {
                 Ok(())
             };
-            drop(st);
-            self.cache_housekeeping(c);
+            drop(held);
+            self.cache_housekeeping(cache);
             return r;
         }
     }
 
     /// After a write: make room, and help write out partial stripes that waited long enough.
-    pub(crate) fn cache_housekeeping(&self, c: &StripeCache) {
-        self.cache_make_room(c);
-        if c.help_due() {
+    pub(crate) fn cache_housekeeping(&self, cache: &StripeCache) {
+        self.cache_make_room(cache);
+        if cache.help_due() {
             for _ in 0..2 {
-                let Some(e) = c.aged(4) else {
+                let Some(entry) = cache.aged(4) else {
                     break;
                 };
-                let _ = self.cache_drain_entry(c, &e);
+                let _ = self.cache_drain_entry(cache, &entry);
             }
         }
-        c.tune();
+        cache.tune();
     }
 }
 
 /// True if the cache holds a page (of any validity) that `pieces` write into.
-pub(crate) fn touches_cached(c: &StripeCache, st: &EntryState, pieces: &[Piece<'_>]) -> bool {
-    if st.alloc == 0 {
+pub(crate) fn touches_cached(cache: &StripeCache, held: &EntryState, pieces: &[Piece<'_>]) -> bool {
+    if held.alloc == 0 {
         return false;
     }
     pieces.iter().any(|p| {
@@ -317,8 +319,8 @@ pub(crate) fn touches_cached(c: &StripeCache, st: &EntryState, pieces: &[Piece<'
             (p.at + p.sectors).div_ceil(PAGE_SECTORS),
         );
         (r0..r1).any(|r| {
-            st.pages
-                .get(p.block * c.rows + r as usize)
+            held.pages
+                .get(p.block * cache.rows + r as usize)
                 .is_some_and(Option::is_some)
         })
     })
@@ -331,8 +333,8 @@ pub(crate) fn sector_bits(first: u64, n: u64) -> u8 {
 
 /// Does the cache hold data block `k` over chunk sectors `[a, a + n)`: (all, any)?
 pub(crate) fn cached_cover(
-    c: &StripeCache,
-    st: &EntryState,
+    cache: &StripeCache,
+    held: &EntryState,
     k: usize,
     a: u64,
     n: u64,
@@ -343,9 +345,9 @@ pub(crate) fn cached_cover(
         let in_page = sec % PAGE_SECTORS;
         let m = (PAGE_SECTORS - in_page).min(a + n - sec);
         let bits = sector_bits(in_page, m);
-        let v = st
+        let v = held
             .pages
-            .get(k * c.rows + (sec / PAGE_SECTORS) as usize)
+            .get(k * cache.rows + (sec / PAGE_SECTORS) as usize)
             .and_then(Option::as_ref)
             .map_or(0, |p| p.valid & bits);
         all &= v == bits;
@@ -356,10 +358,19 @@ pub(crate) fn cached_cover(
 }
 
 /// Copy the valid cached sectors of data block `k` from chunk sector `a` over `buf`.
-pub(crate) fn copy_from_cache(c: &StripeCache, st: &EntryState, k: usize, a: u64, buf: &mut [u8]) {
+pub(crate) fn copy_from_cache(
+    cache: &StripeCache,
+    held: &EntryState,
+    k: usize,
+    a: u64,
+    buf: &mut [u8],
+) {
     let n = buf.len() as u64 / SECTOR;
     for sec in a..a + n {
-        if let Some(Some(p)) = st.pages.get(k * c.rows + (sec / PAGE_SECTORS) as usize) {
+        if let Some(Some(p)) = held
+            .pages
+            .get(k * cache.rows + (sec / PAGE_SECTORS) as usize)
+        {
             if p.valid & (1 << (sec % PAGE_SECTORS)) != 0 {
                 let from = ((sec % PAGE_SECTORS) * SECTOR) as usize;
                 let to = ((sec - a) * SECTOR) as usize;
@@ -371,12 +382,12 @@ pub(crate) fn copy_from_cache(c: &StripeCache, st: &EntryState, k: usize, a: u64
 
 /// Is every sector of every data block known over the rows holding dirty data (so the
 /// stripe can be written without reading the members)?
-pub(crate) fn cache_complete(c: &StripeCache, st: &EntryState) -> bool {
+pub(crate) fn cache_complete(cache: &StripeCache, held: &EntryState) -> bool {
     let mut lo = usize::MAX;
     let mut hi = 0;
-    for k in 0..c.kc {
-        for row in st.rows_used() {
-            if st.pages[k * c.rows + row]
+    for k in 0..cache.kc {
+        for row in held.rows_used() {
+            if held.pages[k * cache.rows + row]
                 .as_ref()
                 .is_some_and(|p| p.dirty != 0)
             {
@@ -388,9 +399,9 @@ pub(crate) fn cache_complete(c: &StripeCache, st: &EntryState) -> bool {
     if lo >= hi {
         return false;
     }
-    (0..c.kc).all(|k| {
+    (0..cache.kc).all(|k| {
         (lo..hi).all(|row| {
-            st.pages[k * c.rows + row]
+            held.pages[k * cache.rows + row]
                 .as_ref()
                 .is_some_and(|p| p.valid == 0xff)
         })
