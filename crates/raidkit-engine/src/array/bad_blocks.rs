@@ -137,9 +137,9 @@ impl Array {
         } else {
             format!("{reason}; the member is KEPT because the array cannot run without it: these bad blocks are known only until this process ends (reads there are reconstructed or fail, never wrong); add a spare and replace this member as soon as possible")
         };
-        eprintln!(
-            "raidkit[{}]: bad blocks on role {role} ({device}) at device sectors {}+{n} could not be written to its bad-block log: {reason}",
-            self.name,
+        // An event, not a print: the frontend logs it (the supervisor does, loudly).
+        let reason = format!(
+            "bad blocks at device sectors {}+{n} could not be written to its bad-block log: {reason}",
             m.data_offset + dsec
         );
         self.emit(ArrayEvent::BadBlockNotPersisted {
