@@ -1,4 +1,7 @@
-//! Engine errors. Every message says what is wrong and what to do about it.
+//! Engine errors: typed, with the facts. Messages say what is wrong in the engine's terms
+//! (md's words: fail, add, force, the bad-block log); what a frontend's user types to do
+//! something about it is the frontend's to say ([`EngineError::remedy`] tells it which
+//! remedy applies).
 
 use std::io;
 use thiserror::Error;
@@ -47,7 +50,7 @@ pub enum EngineError {
         why: String,
     },
     /// Array was not shut down cleanly and is degraded (the RAID write hole).
-    #[error("array {uuid} is degraded and was not stopped cleanly (resync_offset {resync}): parity may be wrong for stripes written at the crash, so data reconstructed from it could be silently wrong. Add the missing member(s) if you have them; otherwise start it anyway with --force (the array is then marked clean as md does)")]
+    #[error("array {uuid} is degraded and was not stopped cleanly (resync_offset {resync}): parity may be wrong for stripes written at the crash, so data reconstructed from it could be silently wrong. Add the missing member(s) if you have them; otherwise start it anyway by force (the array is then marked clean as md does)")]
     DirtyDegraded {
         /// Array UUID text.
         uuid: String,
@@ -75,6 +78,14 @@ pub enum EngineError {
         /// What was found and how to override.
         why: String,
     },
+    /// Refused to write to a device that is not blank: it may hold someone's data.
+    #[error("refusing to use {device}: {found}. Use --force to overwrite it")]
+    NotBlank {
+        /// Device name.
+        device: String,
+        /// What is on it.
+        found: Found,
+    },
     /// An argument is invalid.
     #[error("{0}")]
     Invalid(String),
@@ -97,6 +108,31 @@ pub enum EngineError {
         end: u64,
         /// Which members failed and why.
         why: String,
+    },
+    /// Array bytes whose data is lost (no valid copy on any member) were read.
+    #[error("array bytes {offset}..{end} cannot be read: data lost: array bytes {lost_offset}..{lost_end} have no valid copy on any member (bad blocks beyond what redundancy covers); writing new data over them (e.g. restoring from a backup) makes them valid again, and removing the bad-block log by force replaces them all with zeros")]
+    DataLost {
+        /// First byte asked for that is lost.
+        offset: u64,
+        /// End (exclusive) of the lost bytes asked for.
+        end: u64,
+        /// First byte of the lost range.
+        lost_offset: u64,
+        /// End (exclusive) of the lost range.
+        lost_end: u64,
+    },
+    /// The bad-block log was not removed: entries remain that no member holds valid data
+    /// for.
+    #[error("the bad-block log was not removed: {repaired} entr{} repaired from redundancy, but these remain ({}) and no member holds valid data for array bytes [{}]. Restore those ranges from a backup after forcing the removal (`raidkit manage NAME --update no-bbl --force` on a served array, `raidkit repair --update no-bbl --zero-lost MEMBER...` on a stopped one), which removes the log anyway and replaces the lost ranges by zeros{}", if *.repaired == 1 { "y was" } else { "ies were" }, .remaining.join("; "), byte_ranges(.lost), unsaved_logs(.unsaved))]
+    BadBlocksRemain {
+        /// Entries repaired (rewritten from redundancy) before giving up.
+        repaired: usize,
+        /// The entries left, per member: `role N (device): start+len ...`.
+        remaining: Vec<String>,
+        /// Array byte ranges `(offset, length)` no member holds valid data for.
+        lost: Vec<(u64, u64)>,
+        /// Members whose shrunk log could not be written, and why.
+        unsaved: Vec<String>,
     },
     /// A checksum sidecar cannot be used (not a sidecar, another array, stale...).
     #[error("checksum sidecar {path}: {why}")]
@@ -121,7 +157,92 @@ pub enum EngineError {
     },
 }
 
+/// What is on a device that is not blank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// An MD superblock.
+    Superblock {
+        /// Its metadata version (`1.2`...).
+        metadata: String,
+        /// The array's UUID, mdadm's text form.
+        uuid: String,
+        /// The array's name.
+        name: String,
+    },
+    /// Data that is not zero.
+    Data {
+        /// Byte offset of the first non-zero byte seen.
+        at: u64,
+    },
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Found::Superblock {
+                metadata,
+                uuid,
+                name,
+            } => write!(
+                f,
+                "it carries a {metadata} MD superblock of array {uuid} ({name}); it may hold someone's data"
+            ),
+            Found::Data { at } => write!(
+                f,
+                "it is not blank (non-zero data at byte {at}): it may hold a filesystem or another array"
+            ),
+        }
+    }
+}
+
+/// What an administrator can do about an error, in the engine's terms. Frontends word it
+/// for their users (the CLI names its commands and flags); the engine's messages do not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Remedy {
+    /// Do it anyway, by force: overwrite a device that is not blank, or start a dirty
+    /// degraded array (which is then marked clean, as md does).
+    Force,
+    /// Write the lost ranges again (restore them from a backup), or remove the
+    /// bad-block log by force, which replaces them by zeros.
+    RestoreLostData,
+    /// Recompute the checksum sidecar from the array's data.
+    RecomputeChecksums,
+}
+
+/// `a..b, c..d` of `(offset, length)` ranges.
+fn byte_ranges(ranges: &[(u64, u64)]) -> String {
+    ranges
+        .iter()
+        .map(|(o, l)| format!("{o}..{}", o + l))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The tail of [`EngineError::BadBlocksRemain`] for logs that could not be written.
+fn unsaved_logs(unsaved: &[String]) -> String {
+    if unsaved.is_empty() {
+        return String::new();
+    }
+    format!(
+        ". Also, writing the shrunk bad-block logs failed ({}): on disk they still list the repaired entries, which are harmless (rewritten again next time) but mean the logs are out of date; check those members",
+        unsaved.join("; ")
+    )
+}
+
 impl EngineError {
+    /// The remedy that applies, if the error has one an administrator can apply.
+    pub fn remedy(&self) -> Option<Remedy> {
+        match self {
+            EngineError::NotBlank { .. } | EngineError::DirtyDegraded { .. } => Some(Remedy::Force),
+            EngineError::DataLost { .. } | EngineError::BadBlocksRemain { .. } => {
+                Some(Remedy::RestoreLostData)
+            }
+            EngineError::Sidecar { stale: true, .. } => Some(Remedy::RecomputeChecksums),
+            _ => None,
+        }
+    }
+
     /// Build an IO error with context.
     pub fn io(device: &str, what: &'static str, source: io::Error) -> EngineError {
         EngineError::Io {
@@ -129,5 +250,46 @@ impl EngineError {
             what,
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_errors_say_what_is_wrong_and_which_remedy_applies() {
+        let e = EngineError::DataLost {
+            offset: 4096,
+            end: 8192,
+            lost_offset: 0,
+            lost_end: 8192,
+        };
+        assert_eq!(e.remedy(), Some(Remedy::RestoreLostData));
+        let text = e.to_string();
+        assert!(
+            text.starts_with("array bytes 4096..8192 cannot be read: data lost: array bytes 0..8192 have no valid copy"),
+            "{text}"
+        );
+        assert!(!text.contains("raidkit ") && !text.contains("--"), "{text}");
+        let e = EngineError::NotBlank {
+            device: "d".into(),
+            found: Found::Data { at: 7 },
+        };
+        assert_eq!(e.remedy(), Some(Remedy::Force));
+        assert_eq!(
+            e.to_string(),
+            "refusing to use d: it is not blank (non-zero data at byte 7): it may hold a filesystem or another array. Use --force to overwrite it"
+        );
+        let e = EngineError::BadBlocksRemain {
+            repaired: 1,
+            remaining: vec!["role 0 (a): 8+8".into()],
+            lost: vec![(0, 4096), (8192, 512)],
+            unsaved: Vec::new(),
+        };
+        assert!(e
+            .to_string()
+            .starts_with("the bad-block log was not removed: 1 entry was repaired from redundancy, but these remain (role 0 (a): 8+8) and no member holds valid data for array bytes [0..4096, 8192..8704]"));
+        assert_eq!(EngineError::Invalid("x".into()).remedy(), None);
     }
 }

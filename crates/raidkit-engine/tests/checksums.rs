@@ -162,3 +162,24 @@ fn running_without_the_sidecar_makes_it_stale() {
         Ok(_) => panic!("a stale sidecar was accepted"),
     }
 }
+
+/// The sidecar's own reads of the array (computing it, and reading back blocks a write
+/// covered only in part) are not client IO: the array's statistics count the client's
+/// requests alone.
+#[test]
+fn checksum_reads_are_not_client_io() {
+    let dir = TempDir::new("rk-cs").unwrap();
+    let (_ps, arr) = make(&dir, Level::Raid5, 3, 2);
+    let before = arr.io.snapshot();
+    let path = dir.path().join("s.csum");
+    let cs = Arc::new(Checksums::init(&path, &arr, &mut |_, _| {}).unwrap());
+    arr.attach_checksums(cs.clone()).unwrap();
+    // Sub-block writes at both ends: both partial blocks are read back.
+    arr.write(1536, &vec![7u8; 8192]).unwrap();
+    let after = arr.io.snapshot();
+    assert_eq!(after.read.count, before.read.count, "{after:?}");
+    assert_eq!(after.read.bytes, before.read.bytes);
+    assert_eq!(after.write.count, before.write.count + 1);
+    assert_eq!(after.write.bytes, before.write.bytes + 8192);
+    assert_eq!(judge_all(&arr, &cs), vec![]);
+}

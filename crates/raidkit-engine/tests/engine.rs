@@ -1153,15 +1153,26 @@ fn supervisor_hot_spare_takes_over() {
     }
     sup.wait_idle();
     assert!(!arr.is_degraded(), "{}", sup.status());
-    let kinds: Vec<String> = ev.try_iter().map(|e| e.kind).collect();
-    for k in [
+    let expected = [
         "spare_added",
         "member_failed",
         "degraded",
         "rebuild_started",
         "rebuild_finished",
         "spare_activated",
-    ] {
+    ];
+    // Array events reach the supervisor through its event thread, which may still be
+    // delivering them when the job is done: wait for them (bounded).
+    let mut kinds: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !expected.iter().all(|k| kinds.iter().any(|x| x == k)) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match ev.recv_timeout(left) {
+            Ok(e) => kinds.push(e.kind),
+            Err(_) => break,
+        }
+    }
+    for k in expected {
         assert!(kinds.iter().any(|x| x == k), "missing event {k}: {kinds:?}");
     }
     sup.remove(&ps[2].display().to_string()).unwrap();
@@ -1368,4 +1379,48 @@ fn merged_mirror_read_falls_back_per_piece_on_a_read_error() {
     assert_eq!((st[0].reads, st[0].read_bytes), (1, 64 << 10));
     assert_eq!((st[1].reads, st[1].read_bytes), (2, 192 << 10));
     arr.stop().unwrap();
+}
+
+/// A degraded create leaves out only what the level survives without: RAID10 may miss one
+/// member of each mirror pair but never both copies of some data (refused before any
+/// member is written); RAID5 one member.
+#[test]
+fn create_with_missing_members_is_refused_where_data_would_have_no_copy() {
+    let dir = TempDir::new("rk-engine").unwrap();
+    let spec = |names: &[&str]| -> Vec<MemberSpec> {
+        names
+            .iter()
+            .map(|&n| match n {
+                "-" => MemberSpec::Missing,
+                n => MemberSpec::Path(dir.path().join(n)),
+            })
+            .collect()
+    };
+    let mut o = CreateOptions::new(Level::Raid10, spec(&["-", "-", "a", "b"]));
+    o.chunk_bytes = Some(64 << 10);
+    o.create_size = Some(4 << 20);
+    let e = create(&o, &mut |_, _| {}).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "2 of 4 members are `missing`; every copy of some data would be missing (roles 0, 1)"
+    );
+    assert!(
+        !dir.path().join("a").exists(),
+        "a member was made for a refused array"
+    );
+    o.members = spec(&["-", "c", "-", "d"]);
+    let arr = create(&o, &mut |_, _| {}).unwrap();
+    assert_eq!(arr.missing_roles(), vec![0, 2]);
+    let data: Vec<u8> = (0..65536u32).map(|i| (i * 7 % 251) as u8).collect();
+    arr.write(4096, &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    arr.read(4096, &mut back).unwrap();
+    assert!(back == data);
+    let mut o = CreateOptions::new(Level::Raid5, spec(&["-", "e", "-"]));
+    o.create_size = Some(4 << 20);
+    let e = create(&o, &mut |_, _| {}).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "2 of 3 members are `missing`; raid5 can be created with at most 1 missing"
+    );
 }

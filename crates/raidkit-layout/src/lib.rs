@@ -8,6 +8,10 @@
 //! * [`Level`], [`Geometry`], [`Geometry::new`], [`Geometry::array_sectors`],
 //!   [`Geometry::locate`], [`Geometry::stripe`], [`Geometry::reverse`],
 //!   [`names::parse_layout`], [`names::layout_name`], [`names::default_layout`].
+//! * What a shape answers about itself (`shape.rs`): [`Level::name`], [`Level::md_name`],
+//!   [`Level::parity_blocks`], [`Level::min_raid_disks`], [`Geometry::data_width`],
+//!   [`Geometry::full_stripe_sectors`], [`Geometry::failures_tolerated`],
+//!   [`Geometry::survives_without`].
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -17,6 +21,7 @@ mod parity;
 mod raid0;
 mod raid10;
 pub mod reshape;
+mod shape;
 
 use thiserror::Error;
 
@@ -141,16 +146,7 @@ impl Level {
 impl std::fmt::Display for Level {
     /// `linear`, `raid0`, `raid1`, `raid4`, `raid5`, `raid6`, `raid10` (as mdadm prints).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = match self {
-            Level::Linear => "linear",
-            Level::Raid0 => "raid0",
-            Level::Raid1 => "raid1",
-            Level::Raid4 => "raid4",
-            Level::Raid5 => "raid5",
-            Level::Raid6 => "raid6",
-            Level::Raid10 => "raid10",
-        };
-        f.write_str(s)
+        f.write_str(self.name())
     }
 }
 
@@ -335,11 +331,7 @@ impl Geometry {
         if n > max {
             return Err(bad_disks(level, n, format!("at most {max} are supported")));
         }
-        let min = match level {
-            Level::Linear | Level::Raid0 | Level::Raid1 => 1,
-            Level::Raid4 | Level::Raid5 | Level::Raid10 => 2,
-            Level::Raid6 => 4,
-        };
+        let min = level.min_raid_disks();
         if n < min {
             return Err(bad_disks(level, n, format!("at least {min} are needed")));
         }

@@ -1,10 +1,11 @@
 //! The internal write-intent bitmap at run time: bits set on stable storage before the
 //! writes they cover, cleared when the array is clean and not degraded (§3.4).
 
-use crate::array::Array;
 use crate::dev::BlockDev;
-use crate::error::{EngineError, Result};
+use crate::error::EngineError;
+use crate::error::Result;
 use raidkit_format::bitmap::{self, BitmapSuper, BITMAP_SB_BYTES};
+use std::sync::Arc;
 
 /// Loaded bitmap: superblock, bits, and where it lives on each device.
 pub struct RunBitmap {
@@ -136,24 +137,25 @@ impl RunBitmap {
         bitmap::set_bit(&mut self.bits, i, false);
     }
 
-    /// Write the bitmap superblock to every live device.
-    pub fn write_header(&self, arr: &Array, live: &[usize]) -> Result<()> {
+    /// Write the bitmap superblock to every live device (`devs`: the array's devices, by
+    /// index; `live`: the indices to write).
+    pub fn write_header(&self, devs: &[Arc<dyn BlockDev>], live: &[usize]) -> Result<()> {
         let head = self.sb.encode();
         for &i in live {
             if let Some(Some(loc)) = self.locs.get(i) {
-                write_region(arr.devs()[i].as_ref(), loc * 512, &head)?;
+                write_region(devs[i].as_ref(), loc * 512, &head)?;
             }
         }
         Ok(())
     }
 
-    /// Write superblock and bits to every live device and flush them.
-    pub fn write_bits(&self, arr: &Array, live: &[usize]) -> Result<()> {
+    /// Write superblock and bits to every live device and flush them (see
+    /// [`RunBitmap::write_header`]).
+    pub fn write_bits(&self, devs: &[Arc<dyn BlockDev>], live: &[usize]) -> Result<()> {
         let mut buf = self.sb.encode();
         buf.extend_from_slice(&self.bits);
         for &i in live {
             if let Some(Some(loc)) = self.locs.get(i) {
-                let devs = arr.devs();
                 let d = devs[i].as_ref();
                 write_region(d, loc * 512, &buf)?;
                 d.flush()
@@ -161,27 +163,5 @@ impl RunBitmap {
             }
         }
         Ok(())
-    }
-}
-
-impl Array {
-    /// True if the array has an internal write-intent bitmap.
-    pub fn has_bitmap(&self) -> bool {
-        self.bm().is_some()
-    }
-
-    /// The bitmap slot (read-locked: it cannot be added or removed while held).
-    pub(crate) fn bm(&self) -> std::sync::RwLockReadGuard<'_, Option<std::sync::Mutex<RunBitmap>>> {
-        match self.bitmap.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-
-    /// Sectors per bitmap bit, if there is a bitmap.
-    pub fn bitmap_chunk_sectors(&self) -> Option<u64> {
-        self.bm()
-            .as_ref()
-            .map(|b| crate::array::lock(b).chunk_sectors)
     }
 }

@@ -1,5 +1,7 @@
 //! Member devices: plain files and block devices, accessed with positioned IO.
 
+pub mod fault;
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -61,10 +63,7 @@ type Claim = ((u64, u64), usize, File);
 static CLAIMS: std::sync::Mutex<Vec<Claim>> = std::sync::Mutex::new(Vec::new());
 
 fn claims() -> std::sync::MutexGuard<'static, Vec<Claim>> {
-    match CLAIMS.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
+    crate::locks::lock(&CLAIMS)
 }
 
 /// The processes holding a `flock` on the file with this device and inode, from
@@ -220,7 +219,7 @@ fn claim(file: &File, path: &Path, dev: u64, ino: u64) -> io::Result<(u64, u64)>
                 io::ErrorKind::ResourceBusy,
                 format!(
                     "{} is in use by {who}; stop it first, or change the running array \
-                     with `raidkit manage`/`sync-action`/`grow NAME`",
+                     through the process that runs it",
                     path.display()
                 ),
             ));
@@ -345,10 +344,7 @@ impl MemDev {
     }
     /// A copy of the contents.
     pub fn contents(&self) -> Vec<u8> {
-        match self.data.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        crate::locks::read(&self.data).clone()
     }
 }
 
@@ -378,10 +374,7 @@ impl BlockDev for MemDev {
         Ok(())
     }
     fn size_bytes(&self) -> u64 {
-        match self.data.read() {
-            Ok(g) => g.len() as u64,
-            Err(p) => p.into_inner().len() as u64,
-        }
+        crate::locks::read(&self.data).len() as u64
     }
     fn name(&self) -> &str {
         &self.name

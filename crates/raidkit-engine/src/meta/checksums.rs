@@ -113,14 +113,16 @@ impl Header {
             u64::from_le_bytes(x)
         };
         if b.len() < HDR as usize || &b[0..8] != MAGIC {
-            return Err(bad("not a raidkit checksum sidecar (bad magic); give the path `raidkit checksums init` created, or create one with it".into()));
+            return Err(bad("not a raidkit checksum sidecar (bad magic); give the path of this array's sidecar, or create one".into()));
         }
         if u32at(4092) != crc(&b[..4092]) {
-            return Err(bad("header checksum mismatch (the file is damaged); recreate it with `raidkit checksums init`".into()));
+            return Err(bad(
+                "header checksum mismatch (the file is damaged); recompute the sidecar".into(),
+            ));
         }
         if u32at(8) != VERSION || u32at(12) != ALGO_CRC32 || u32at(16) != BLOCK as u32 {
             return Err(bad(format!(
-                "unsupported sidecar version {} / algorithm {} / block size {}; recreate it with this raidkit's `raidkit checksums init`",
+                "unsupported sidecar version {} / algorithm {} / block size {}; recompute the sidecar with this version",
                 u32at(8),
                 u32at(12),
                 u32at(16)
@@ -129,7 +131,7 @@ impl Header {
         let region_blocks = u32at(20) as u64;
         if region_blocks == 0 {
             return Err(bad(
-                "region size 0 in the header; recreate it with `raidkit checksums init`".into(),
+                "region size 0 in the header; recompute the sidecar".into()
             ));
         }
         let mut uuid = [0u8; 16];
@@ -251,7 +253,8 @@ impl Checksums {
         while off < size {
             let n = step.min(size - off);
             let b = &mut buf[..n as usize];
-            arr.read(off, b)?;
+            // An internal read: not counted as client IO.
+            arr.read_inner(off, b)?;
             cs.store(off / BLOCK, b)?;
             off += n;
             progress(off, size);
@@ -285,11 +288,18 @@ impl Checksums {
             return Err(bad(format!("it belongs to another array (UUID {}, this array is {}); give this array's sidecar", crate::sb::uuid_text(arr.metadata(), &hdr.uuid), arr.uuid_text()), false));
         }
         if hdr.array_bytes != arr.size_bytes() {
-            return Err(bad(format!("it covers {} bytes but the array has {}; recreate it with `raidkit checksums init`", hdr.array_bytes, arr.size_bytes()), true));
+            return Err(bad(
+                format!(
+                    "it covers {} bytes but the array has {}; recompute the sidecar",
+                    hdr.array_bytes,
+                    arr.size_bytes()
+                ),
+                true,
+            ));
         }
         if !hdr.valid {
             return Err(bad(
-                "its initialisation never completed; run `raidkit checksums init` again".into(),
+                "its initialisation never completed; recompute the sidecar".into(),
                 true,
             ));
         }
@@ -400,10 +410,7 @@ impl Checksums {
             // with the array (a false "wrong copy" verdict later).
             let mut f = lock(&self.inflight);
             while f.iter().any(|&(a, e)| a < end && first < e) {
-                f = match self.inflight_cv.wait(f) {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
+                f = crate::locks::wait(&self.inflight_cv, f);
             }
             f.push((first, end));
         }
@@ -441,11 +448,19 @@ impl Checksums {
     /// After the array wrote `buf` at byte `off` (`ok`: whether it succeeded): record the
     /// checksums of the blocks written (partially covered blocks are read back from the
     /// array) and end the in-flight registration.
-    pub(crate) fn after_write(&self, arr: &Array, off: u64, buf: &[u8], ok: bool) -> Result<()> {
+    /// `read_back(offset, buf)` reads array bytes as they are now (an internal read of
+    /// the array, not client IO).
+    pub(crate) fn after_write(
+        &self,
+        off: u64,
+        buf: &[u8],
+        ok: bool,
+        read_back: impl FnMut(u64, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
         let first = off / BLOCK;
         let end = (off + buf.len() as u64).div_ceil(BLOCK);
         let res = if ok {
-            self.record(arr, off, buf)
+            self.record(off, buf, read_back)
         } else {
             // A failed write leaves the blocks' contents undefined: stop trusting their
             // region's checksums rather than record either version.
@@ -465,7 +480,12 @@ impl Checksums {
         self.write_map()
     }
 
-    fn record(&self, arr: &Array, off: u64, buf: &[u8]) -> Result<()> {
+    fn record(
+        &self,
+        off: u64,
+        buf: &[u8],
+        mut read_back: impl FnMut(u64, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
         let end = off + buf.len() as u64;
         let full_lo = off.div_ceil(BLOCK) * BLOCK;
         let full_hi = (end / BLOCK * BLOCK).max(full_lo);
@@ -476,7 +496,7 @@ impl Checksums {
         }
         // Partially covered blocks at either end: read back and record under one lock so
         // the last writer of a block records what is on disk after every earlier write.
-        let size = arr.size_bytes();
+        let size = lock(&self.hdr).array_bytes;
         let mut partial: Vec<u64> = Vec::new();
         if off < full_lo {
             partial.push(off / BLOCK);
@@ -495,7 +515,7 @@ impl Checksums {
             let s = blk * BLOCK;
             let n = BLOCK.min(size - s) as usize;
             let mut b = vec![0u8; n];
-            arr.read(s, &mut b)?;
+            read_back(s, &mut b)?;
             self.store(blk, &b)?;
         }
         Ok(())

@@ -19,12 +19,17 @@
 //! Locking: stripes live in sharded maps; each stripe's entry has its own mutex, taken
 //! before the array's per-stripe IO lock. Nothing global is locked per request.
 
-use crate::array::lock;
+pub(crate) mod drain;
+mod tune;
+pub(crate) mod write;
+
 use crate::error::EngineError;
+use crate::locks::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tune::TuneState;
 
 /// Bytes per cached page.
 pub(crate) const PAGE: usize = 4096;
@@ -80,17 +85,29 @@ impl EntryState {
     /// Mark sectors `bits` of page `idx` (allocated) dirty.
     pub fn set_dirty(&mut self, idx: usize, bits: u8) {
         if let Some(p) = &mut self.pages[idx] {
+            debug_assert!(
+                p.valid & bits == bits,
+                "page {idx}: sectors {bits:#010b} dirty but not valid ({:#010b})",
+                p.valid
+            );
             if p.dirty == 0 && bits != 0 {
                 self.dirty_pages += 1;
             }
             p.dirty |= bits;
         }
+        debug_assert!(
+            self.dirty_pages <= self.alloc,
+            "{} dirty pages of {} allocated",
+            self.dirty_pages,
+            self.alloc
+        );
     }
 
     /// The data of page `idx` is on the members.
     pub fn set_clean(&mut self, idx: usize) {
         if let Some(p) = &mut self.pages[idx] {
             if p.dirty != 0 {
+                debug_assert!(self.dirty_pages > 0, "page {idx} dirty, none counted");
                 self.dirty_pages -= 1;
             }
             p.dirty = 0;
@@ -103,7 +120,7 @@ pub(crate) struct Entry {
     /// Stripe number.
     pub stripe: u64,
     /// Pages and state.
-    pub st: Mutex<EntryState>,
+    pub state: Mutex<EntryState>,
     last_used: AtomicU64,
     /// Milliseconds since the cache's epoch + 1 when the entry became dirty; 0 = clean.
     dirty_since: AtomicU64,
@@ -148,13 +165,6 @@ pub struct StripeCacheStats {
 pub(crate) enum Victim {
     /// A dirty entry that must be written first (then evict it).
     Dirty(Arc<Entry>),
-}
-
-/// `tune`'s memory: when it last ran, and the counters it read then (merges, drains,
-/// written pages, rewritten pages, misses, saved pages).
-struct TuneState {
-    at: Instant,
-    seen: [u64; 6],
 }
 
 /// The cache.
@@ -211,13 +221,6 @@ pub(crate) struct StripeCache {
     help_at: AtomicU64,
     /// A failure while writing out held data, reported by the next flush.
     pending: Mutex<Option<EngineError>>,
-}
-
-fn mem_available() -> Option<u64> {
-    let t = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let l = t.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = l.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
 
 impl StripeCache {
@@ -278,69 +281,6 @@ impl StripeCache {
         c
     }
 
-    fn entry_bytes(&self) -> u64 {
-        (PAGE * self.kc) as u64
-    }
-
-    fn refresh_memory(&self) {
-        if let Some(m) = mem_available() {
-            let used = self.pages.load(Ordering::Relaxed) as u64 * PAGE as u64;
-            let cap = ((m + used) / 4 / self.entry_bytes()) as usize;
-            self.mem_cap.store(cap.max(1), Ordering::Relaxed);
-        }
-    }
-
-    /// Largest automatic size, entries.
-    pub fn max_entries(&self) -> usize {
-        let admin = self.admin_max.load(Ordering::Relaxed);
-        let by_admin = if admin == u64::MAX {
-            usize::MAX
-        } else {
-            (admin / self.entry_bytes()) as usize
-        };
-        by_admin.min(self.mem_cap.load(Ordering::Relaxed)).max(1)
-    }
-
-    /// Current capacity, entries.
-    pub fn capacity(&self) -> usize {
-        let f = self.fixed.load(Ordering::Relaxed);
-        if f > 0 {
-            return f;
-        }
-        self.target.load(Ordering::Relaxed).min(self.max_entries())
-    }
-
-    /// Set the admin bound (bytes) and/or a fixed size (entries). A fixed size above the
-    /// bound is refused.
-    pub fn configure(&self, max_bytes: Option<u64>, fixed: Option<usize>) -> Result<(), String> {
-        if let (Some(m), Some(f)) = (max_bytes, fixed) {
-            if f as u64 * self.entry_bytes() > m {
-                return Err(format!(
-                    "a stripe cache of {f} entries needs {} bytes ({} per entry), more than the \
-                     bound of {m} bytes; lower the entries or raise the bound",
-                    f as u64 * self.entry_bytes(),
-                    self.entry_bytes()
-                ));
-            }
-        }
-        if fixed == Some(0) {
-            return Err("the stripe cache needs at least 1 entry".into());
-        }
-        if let Some(m) = max_bytes {
-            if m < self.entry_bytes() {
-                return Err(format!(
-                    "the stripe cache bound of {m} bytes is below one entry ({} bytes: 4 KiB \
-                     per data member); raise it",
-                    self.entry_bytes()
-                ));
-            }
-        }
-        self.admin_max
-            .store(max_bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
-        self.fixed.store(fixed.unwrap_or(0), Ordering::Relaxed);
-        Ok(())
-    }
-
     fn shard(&self, stripe: u64) -> &Mutex<Shard> {
         let h = stripe.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
         &self.shards[h as usize % SHARDS]
@@ -352,11 +292,11 @@ impl StripeCache {
 
     /// The entry of `stripe`, if cached.
     pub fn get(&self, stripe: u64) -> Option<Arc<Entry>> {
-        let e = lock(self.shard(stripe)).map.get(&stripe).cloned();
-        if let Some(e) = &e {
-            e.last_used.store(self.tick(), Ordering::Relaxed);
+        let entry = lock(self.shard(stripe)).map.get(&stripe).cloned();
+        if let Some(entry) = &entry {
+            entry.last_used.store(self.tick(), Ordering::Relaxed);
         }
-        e
+        entry
     }
 
     /// True if `stripe` has an entry (cached pages, or a writer working on it).
@@ -368,13 +308,13 @@ impl StripeCache {
     pub fn get_or_create(&self, stripe: u64) -> Arc<Entry> {
         let t = self.tick();
         let mut sh = lock(self.shard(stripe));
-        if let Some(e) = sh.map.get(&stripe) {
-            e.last_used.store(t, Ordering::Relaxed);
-            return Arc::clone(e);
+        if let Some(entry) = sh.map.get(&stripe) {
+            entry.last_used.store(t, Ordering::Relaxed);
+            return Arc::clone(entry);
         }
-        let e = Arc::new(Entry {
+        let entry = Arc::new(Entry {
             stripe,
-            st: Mutex::new(EntryState {
+            state: Mutex::new(EntryState {
                 pages: Vec::new(),
                 dead: false,
                 alloc: 0,
@@ -386,23 +326,23 @@ impl StripeCache {
             last_used: AtomicU64::new(t),
             dirty_since: AtomicU64::new(0),
         });
-        sh.map.insert(stripe, Arc::clone(&e));
-        e
+        sh.map.insert(stripe, Arc::clone(&entry));
+        entry
     }
 
     /// A page for writing, allocated if needed.
-    pub fn page<'a>(&self, st: &'a mut EntryState, idx: usize) -> &'a mut Page {
-        if st.pages.is_empty() {
-            st.pages.resize_with(self.kc * self.rows, || None);
+    pub fn page<'a>(&self, held: &'a mut EntryState, idx: usize) -> &'a mut Page {
+        if held.pages.is_empty() {
+            held.pages.resize_with(self.kc * self.rows, || None);
         }
-        if st.pages[idx].is_none() {
-            st.alloc += 1;
+        if held.pages[idx].is_none() {
+            held.alloc += 1;
             self.pages.fetch_add(1, Ordering::Relaxed);
             let row = idx % self.rows;
-            st.lo_row = st.lo_row.min(row);
-            st.hi_row = st.hi_row.max(row + 1);
+            held.lo_row = held.lo_row.min(row);
+            held.hi_row = held.hi_row.max(row + 1);
         }
-        st.pages[idx].get_or_insert_with(|| Page {
+        held.pages[idx].get_or_insert_with(|| Page {
             data: vec![0u8; PAGE].into_boxed_slice(),
             valid: 0,
             dirty: 0,
@@ -411,50 +351,54 @@ impl StripeCache {
     }
 
     /// Free every page of an entry (its data is on the members or superseded).
-    pub fn clear(&self, e: &Entry, st: &mut EntryState) {
-        st.pages = Vec::new();
-        st.lo_row = usize::MAX;
-        st.hi_row = 0;
-        self.pages.fetch_sub(st.alloc, Ordering::Relaxed);
-        st.alloc = 0;
-        st.dirty_pages = 0;
-        st.written_pages = 0;
-        self.mark_clean(e);
+    pub fn clear(&self, entry: &Entry, held: &mut EntryState) {
+        held.pages = Vec::new();
+        held.lo_row = usize::MAX;
+        held.hi_row = 0;
+        self.pages.fetch_sub(held.alloc, Ordering::Relaxed);
+        held.alloc = 0;
+        held.dirty_pages = 0;
+        held.written_pages = 0;
+        self.mark_clean(entry);
     }
 
     /// Note that an entry got dirty data.
-    pub fn mark_dirty(&self, e: &Entry) {
-        if e.dirty_since.load(Ordering::Relaxed) == 0 {
+    pub fn mark_dirty(&self, entry: &Entry) {
+        if entry.dirty_since.load(Ordering::Relaxed) == 0 {
             let now = self.epoch.elapsed().as_millis() as u64 + 1;
-            e.dirty_since.store(now, Ordering::Relaxed);
+            entry.dirty_since.store(now, Ordering::Relaxed);
             self.dirty_stripes.fetch_add(1, Ordering::Relaxed);
-            lock(self.shard(e.stripe)).dirty.push_back(e.stripe);
+            lock(self.shard(entry.stripe)).dirty.push_back(entry.stripe);
         }
     }
 
     /// Note that an entry holds no dirty data any more.
-    pub fn mark_clean(&self, e: &Entry) {
-        if e.dirty_since.swap(0, Ordering::Relaxed) != 0 {
+    pub fn mark_clean(&self, entry: &Entry) {
+        if entry.dirty_since.swap(0, Ordering::Relaxed) != 0 {
             self.dirty_stripes.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
     /// Remove an entry (its lock held, clean) from the cache, remembering its rows as
     /// ghosts (a later miss on one of them means a bigger cache would have hit).
-    pub fn remove(&self, e: &Entry, st: &mut EntryState) {
-        let rows: Vec<usize> = st
+    pub fn remove(&self, entry: &Entry, held: &mut EntryState) {
+        let rows: Vec<usize> = held
             .rows_used()
-            .filter(|&r| (0..self.kc).any(|k| st.pages[k * self.rows + r].is_some()))
+            .filter(|&r| (0..self.kc).any(|k| held.pages[k * self.rows + r].is_some()))
             .collect();
-        self.clear(e, st);
-        st.dead = true;
+        self.clear(entry, held);
+        held.dead = true;
         let limit = self.capacity() / SHARDS + self.rows;
-        let mut sh = lock(self.shard(e.stripe));
-        if sh.map.get(&e.stripe).is_some_and(|x| std::ptr::eq(&**x, e)) {
-            sh.map.remove(&e.stripe);
+        let mut sh = lock(self.shard(entry.stripe));
+        if sh
+            .map
+            .get(&entry.stripe)
+            .is_some_and(|x| std::ptr::eq(&**x, entry))
+        {
+            sh.map.remove(&entry.stripe);
         }
         for r in rows {
-            let key = (e.stripe << 20) | r as u64;
+            let key = (entry.stripe << 20) | r as u64;
             if sh.ghost.insert(key) {
                 sh.ghost_order.push_back(key);
             }
@@ -515,32 +459,32 @@ impl StripeCache {
                 let sh = lock(&self.shards[i]);
                 sh.map.values().take(32).cloned().collect()
             };
-            cands.sort_by_key(|e| e.last_used.load(Ordering::Relaxed));
+            cands.sort_by_key(|entry| entry.last_used.load(Ordering::Relaxed));
             let excess = self.pages.load(Ordering::Relaxed).saturating_sub(goal);
             // Take from this shard about an eighth of the excess, so eviction spreads.
             let mut freed = 0usize;
-            for e in cands {
+            for entry in cands {
                 if !above(self) || freed > excess / 8 + self.kc {
                     break;
                 }
-                let since = e.dirty_since.load(Ordering::Relaxed);
+                let since = entry.dirty_since.load(Ordering::Relaxed);
                 if since != 0 {
                     if dirty_pick
                         .as_ref()
                         .is_none_or(|d| d.dirty_since.load(Ordering::Relaxed) > since)
                     {
-                        dirty_pick = Some(Arc::clone(&e));
+                        dirty_pick = Some(Arc::clone(&entry));
                     }
                     continue;
                 }
-                let Ok(mut st) = e.st.try_lock() else {
+                let Some(mut held) = crate::locks::try_lock(&entry.state) else {
                     continue;
                 };
-                if st.dead || st.is_dirty() {
+                if held.dead || held.is_dirty() {
                     continue;
                 }
-                freed += st.alloc;
-                self.remove(&e, &mut st);
+                freed += held.alloc;
+                self.remove(&entry, &mut held);
             }
         }
         if self.over() {
@@ -592,18 +536,18 @@ impl StripeCache {
             let i = self.dirty_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
             let mut sh = lock(&self.shards[i]);
             while let Some(&s) = sh.dirty.front() {
-                let Some(e) = sh.map.get(&s).cloned() else {
+                let Some(entry) = sh.map.get(&s).cloned() else {
                     sh.dirty.pop_front();
                     continue;
                 };
-                let since = e.dirty_since.load(Ordering::Relaxed);
+                let since = entry.dirty_since.load(Ordering::Relaxed);
                 if since == 0 {
                     sh.dirty.pop_front();
                     continue;
                 }
                 if now.saturating_sub(since) >= hold {
                     sh.dirty.pop_front();
-                    return Some(e);
+                    return Some(entry);
                 }
                 break;
             }
@@ -619,7 +563,7 @@ impl StripeCache {
             v.extend(
                 sh.map
                     .values()
-                    .filter(|e| e.dirty_since.load(Ordering::Relaxed) != 0)
+                    .filter(|entry| entry.dirty_since.load(Ordering::Relaxed) != 0)
                     .cloned(),
             );
         }
@@ -631,171 +575,13 @@ impl StripeCache {
         self.dirty_stripes.load(Ordering::Relaxed) > 0
     }
 
-    /// A partial stripe of at least a chunk of data had to be written early for lack of
-    /// room (a sequential stream that more room would have merged): ask to grow.
-    /// Only while write-outs have been merging lately (a stream is on).
-    pub fn early_write_out(&self) {
-        if self.fixed.load(Ordering::Relaxed) == 0 && self.merging.load(Ordering::Relaxed) {
-            self.grow_signal.fetch_add(self.rows, Ordering::Relaxed);
-        }
-    }
-
     /// Record a failure while writing out held data.
-    pub fn set_pending(&self, e: EngineError) {
-        lock(&self.pending).get_or_insert(e);
+    pub fn set_pending(&self, entry: EngineError) {
+        lock(&self.pending).get_or_insert(entry);
     }
 
     /// Take the recorded failure.
     pub fn take_pending(&self) -> Option<EngineError> {
         lock(&self.pending).take()
-    }
-
-    /// Is filling whole rows (reading every data block instead of old data and parity)
-    /// likely to pay off: written pages found in the cache again (at least 1/8 of them
-    /// lately), or evicted rows being asked for again?
-    pub fn reuse_likely(&self) -> bool {
-        self.rereferenced.load(Ordering::Relaxed) || self.ghosts_recent.load(Ordering::Relaxed) > 0
-    }
-
-    /// Have written pages been found in the cache again lately (at least 1/8 of them)?
-    pub fn rewrites_seen(&self) -> bool {
-        self.rereferenced.load(Ordering::Relaxed)
-    }
-
-    /// May a write to a stripe the cache holds nothing of go straight to the members?
-    /// Yes while the cache has been of little use lately (under 1/8 of the pages written
-    /// out were found in it or merged), except one write in 32, so the cache keeps
-    /// learning (whether written pages are found again, whether writes merge).
-    pub fn bypass(&self) -> bool {
-        let on = match self.bypass_forced.load(Ordering::Relaxed) {
-            1 => true,
-            2 => false,
-            _ => self.bypass.load(Ordering::Relaxed),
-        };
-        on && !self
-            .bypass_tick
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(32)
-    }
-
-    /// Force the bypass decision (tests): `Some(on)`, or `None` to let `tune` decide.
-    pub fn force_bypass(&self, on: Option<bool>) {
-        let v = match on {
-            None => 0,
-            Some(true) => 1,
-            Some(false) => 2,
-        };
-        self.bypass_forced.store(v, Ordering::Relaxed);
-    }
-
-    /// Should a partial stripe wait for more data? Yes when recent write-outs often
-    /// merged (a stream), when the stripe already waits (its stream continues), or when
-    /// the write ends on a chunk boundary (how a sequential stream looks); not for
-    /// scattered small writes, which gain nothing from waiting.
-    pub fn should_hold(&self, was_dirty: bool, ends_on_chunk: bool) -> bool {
-        self.writeback.load(Ordering::Acquire)
-            && (was_dirty || ends_on_chunk || self.merging.load(Ordering::Relaxed))
-    }
-
-    /// Adjust the automatic size (at most every 25 ms): grow by what ghost hits and early
-    /// write-outs asked for; shrink by 1/8 when the cache is full, nothing asked for more
-    /// and it was of little use (under a quarter of the pages written out were saved a
-    /// member read).
-    pub fn tune(&self) {
-        let now = self.now_ms();
-        if now < self.tune_at.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut last = match self.last_tune.try_lock() {
-            Ok(g) => g,
-            Err(_) => return,
-        };
-        if last.at.elapsed() < Duration::from_millis(25) {
-            return;
-        }
-        last.at = Instant::now();
-        self.tune_at.store(now + 25, Ordering::Relaxed);
-        self.refresh_memory();
-        let grow = self.grow_signal.swap(0, Ordering::Relaxed);
-        // What each counter gained since the last tune.
-        let counters = [
-            &self.merges,
-            &self.drains,
-            &self.written_pages,
-            &self.rewritten_pages,
-            &self.misses,
-            // Benefit: pages written out without reading (found in the cache, or merged).
-            &self.saved,
-        ];
-        let mut d = [0u64; 6];
-        for (i, c) in counters.iter().enumerate() {
-            let v = c.load(Ordering::Relaxed);
-            d[i] = v - last.seen[i];
-            last.seen[i] = v;
-        }
-        drop(last);
-        let [dmg, ddr, dw, drw, dm, dsv] = d;
-        if ddr > 0 {
-            // A stream: at least half of the write-outs needed no member reads.
-            self.merging.store(dmg * 2 >= ddr, Ordering::Relaxed);
-        }
-        if dw > 0 {
-            self.rereferenced.store(drw * 8 >= dw, Ordering::Relaxed);
-        }
-        // Reuse: evicted rows asked for again at a rate of at least 1/4 of the misses.
-        let gh = self.ghost_hits.swap(0, Ordering::Relaxed);
-        if dsv + dm > 64 {
-            self.bypass.store(dsv * 8 < dsv + dm, Ordering::Relaxed);
-        }
-        // A larger cache pays only if a good share of the misses were rows it held
-        // lately (a working set that almost fits); uniformly scattered writes over a large
-        // array hit the ghosts in proportion to the cache size and must not feed on that.
-        let ghosts_matter = gh as u64 * 4 >= dm / self.kc as u64;
-        self.ghosts_recent
-            .store(if ghosts_matter { gh } else { 0 }, Ordering::Relaxed);
-        // Ghost hits too rare to matter do not grow the cache.
-        let grow = if ghosts_matter {
-            grow
-        } else {
-            grow.saturating_sub(gh)
-        };
-        let t = self.target.load(Ordering::Relaxed);
-        let max = self.max_entries();
-        let used = self.pages.load(Ordering::Relaxed).div_ceil(self.kc);
-        let new = if grow > 0 {
-            // Double at most per step, so a burst cannot run away.
-            t + grow.min(t)
-        } else if used * 8 >= t * 7 && dsv * 4 < dsv + dm + 1 {
-            // Of little use: under a quarter of the pages written out were saved a member
-            // read (found in the cache, or merged into whole rows: what a stream gains).
-            t - t / 8
-        } else {
-            t
-        };
-        self.target
-            .store(new.clamp(self.min_entries.min(max), max), Ordering::Relaxed);
-    }
-
-    /// Counters and sizes.
-    pub fn stats(&self) -> StripeCacheStats {
-        let fixed = self.fixed.load(Ordering::Relaxed);
-        let admin = self.admin_max.load(Ordering::Relaxed);
-        let pages = self.pages.load(Ordering::Relaxed);
-        StripeCacheStats {
-            mode: if fixed > 0 { "fixed" } else { "auto" }.into(),
-            size_entries: self.capacity() as u64,
-            used_entries: pages.div_ceil(self.kc) as u64,
-            max_entries: if fixed > 0 {
-                fixed as u64
-            } else {
-                self.max_entries() as u64
-            },
-            memory_bytes: (pages * PAGE) as u64,
-            max_bytes: (admin != u64::MAX).then_some(admin),
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
-            dirty_stripes: self.dirty_stripes.load(Ordering::Relaxed) as u64,
-            full_stripe_merges: self.merges.load(Ordering::Relaxed),
-        }
     }
 }

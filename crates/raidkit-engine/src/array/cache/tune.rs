@@ -1,0 +1,243 @@
+//! Sizing the stripe cache and deciding how it is used: the capacity (automatic from
+//! ghost hits and early write-outs, or fixed; bounded by memory and the admin), whether
+//! partial stripes wait, whether small writes bypass it, and its counters.
+
+use super::{StripeCache, StripeCacheStats, PAGE};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// `tune`'s memory: when it last ran, and the counters it read then (merges, drains,
+/// written pages, rewritten pages, misses, saved pages).
+pub(super) struct TuneState {
+    pub(super) at: Instant,
+    pub(super) seen: [u64; 6],
+}
+
+fn mem_available() -> Option<u64> {
+    let t = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let l = t.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = l.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+impl StripeCache {
+    pub(super) fn entry_bytes(&self) -> u64 {
+        (PAGE * self.kc) as u64
+    }
+
+    pub(super) fn refresh_memory(&self) {
+        if let Some(m) = mem_available() {
+            let used = self.pages.load(Ordering::Relaxed) as u64 * PAGE as u64;
+            let cap = ((m + used) / 4 / self.entry_bytes()) as usize;
+            self.mem_cap.store(cap.max(1), Ordering::Relaxed);
+        }
+    }
+
+    /// Largest automatic size, entries.
+    pub fn max_entries(&self) -> usize {
+        let admin = self.admin_max.load(Ordering::Relaxed);
+        let by_admin = if admin == u64::MAX {
+            usize::MAX
+        } else {
+            (admin / self.entry_bytes()) as usize
+        };
+        by_admin.min(self.mem_cap.load(Ordering::Relaxed)).max(1)
+    }
+
+    /// Current capacity, entries.
+    pub fn capacity(&self) -> usize {
+        let f = self.fixed.load(Ordering::Relaxed);
+        if f > 0 {
+            return f;
+        }
+        self.target.load(Ordering::Relaxed).min(self.max_entries())
+    }
+
+    /// Set the admin bound (bytes) and/or a fixed size (entries). A fixed size above the
+    /// bound is refused.
+    pub fn configure(&self, max_bytes: Option<u64>, fixed: Option<usize>) -> Result<(), String> {
+        if let (Some(m), Some(f)) = (max_bytes, fixed) {
+            if f as u64 * self.entry_bytes() > m {
+                return Err(format!(
+                    "a stripe cache of {f} entries needs {} bytes ({} per entry), more than the \
+                     bound of {m} bytes; lower the entries or raise the bound",
+                    f as u64 * self.entry_bytes(),
+                    self.entry_bytes()
+                ));
+            }
+        }
+        if fixed == Some(0) {
+            return Err("the stripe cache needs at least 1 entry".into());
+        }
+        if let Some(m) = max_bytes {
+            if m < self.entry_bytes() {
+                return Err(format!(
+                    "the stripe cache bound of {m} bytes is below one entry ({} bytes: 4 KiB \
+                     per data member); raise it",
+                    self.entry_bytes()
+                ));
+            }
+        }
+        self.admin_max
+            .store(max_bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.fixed.store(fixed.unwrap_or(0), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A partial stripe of at least a chunk of data had to be written early for lack of
+    /// room (a sequential stream that more room would have merged): ask to grow.
+    /// Only while write-outs have been merging lately (a stream is on).
+    pub fn early_write_out(&self) {
+        if self.fixed.load(Ordering::Relaxed) == 0 && self.merging.load(Ordering::Relaxed) {
+            self.grow_signal.fetch_add(self.rows, Ordering::Relaxed);
+        }
+    }
+
+    /// Is filling whole rows (reading every data block instead of old data and parity)
+    /// likely to pay off: written pages found in the cache again (at least 1/8 of them
+    /// lately), or evicted rows being asked for again?
+    pub fn reuse_likely(&self) -> bool {
+        self.rereferenced.load(Ordering::Relaxed) || self.ghosts_recent.load(Ordering::Relaxed) > 0
+    }
+
+    /// Have written pages been found in the cache again lately (at least 1/8 of them)?
+    pub fn rewrites_seen(&self) -> bool {
+        self.rereferenced.load(Ordering::Relaxed)
+    }
+
+    /// May a write to a stripe the cache holds nothing of go straight to the members?
+    /// Yes while the cache has been of little use lately (under 1/8 of the pages written
+    /// out were found in it or merged), except one write in 32, so the cache keeps
+    /// learning (whether written pages are found again, whether writes merge).
+    pub fn bypass(&self) -> bool {
+        let on = match self.bypass_forced.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => self.bypass.load(Ordering::Relaxed),
+        };
+        on && !self
+            .bypass_tick
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(32)
+    }
+
+    /// Force the bypass decision (tests): `Some(on)`, or `None` to let `tune` decide.
+    pub fn force_bypass(&self, on: Option<bool>) {
+        let v = match on {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.bypass_forced.store(v, Ordering::Relaxed);
+    }
+
+    /// Should a partial stripe wait for more data? Yes when recent write-outs often
+    /// merged (a stream), when the stripe already waits (its stream continues), or when
+    /// the write ends on a chunk boundary (how a sequential stream looks); not for
+    /// scattered small writes, which gain nothing from waiting.
+    pub fn should_hold(&self, was_dirty: bool, ends_on_chunk: bool) -> bool {
+        self.writeback.load(Ordering::Acquire)
+            && (was_dirty || ends_on_chunk || self.merging.load(Ordering::Relaxed))
+    }
+
+    /// Adjust the automatic size (at most every 25 ms): grow by what ghost hits and early
+    /// write-outs asked for; shrink by 1/8 when the cache is full, nothing asked for more
+    /// and it was of little use (under a quarter of the pages written out were saved a
+    /// member read).
+    pub fn tune(&self) {
+        let now = self.now_ms();
+        if now < self.tune_at.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(mut last) = crate::locks::try_lock(&self.last_tune) else {
+            return;
+        };
+        if last.at.elapsed() < Duration::from_millis(25) {
+            return;
+        }
+        last.at = Instant::now();
+        self.tune_at.store(now + 25, Ordering::Relaxed);
+        self.refresh_memory();
+        let grow = self.grow_signal.swap(0, Ordering::Relaxed);
+        // What each counter gained since the last tune.
+        let counters = [
+            &self.merges,
+            &self.drains,
+            &self.written_pages,
+            &self.rewritten_pages,
+            &self.misses,
+            // Benefit: pages written out without reading (found in the cache, or merged).
+            &self.saved,
+        ];
+        let mut d = [0u64; 6];
+        for (i, c) in counters.iter().enumerate() {
+            let v = c.load(Ordering::Relaxed);
+            d[i] = v - last.seen[i];
+            last.seen[i] = v;
+        }
+        drop(last);
+        let [dmg, ddr, dw, drw, dm, dsv] = d;
+        if ddr > 0 {
+            // A stream: at least half of the write-outs needed no member reads.
+            self.merging.store(dmg * 2 >= ddr, Ordering::Relaxed);
+        }
+        if dw > 0 {
+            self.rereferenced.store(drw * 8 >= dw, Ordering::Relaxed);
+        }
+        // Reuse: evicted rows asked for again at a rate of at least 1/4 of the misses.
+        let gh = self.ghost_hits.swap(0, Ordering::Relaxed);
+        if dsv + dm > 64 {
+            self.bypass.store(dsv * 8 < dsv + dm, Ordering::Relaxed);
+        }
+        // A larger cache pays only if a good share of the misses were rows it held
+        // lately (a working set that almost fits); uniformly scattered writes over a large
+        // array hit the ghosts in proportion to the cache size and must not feed on that.
+        let ghosts_matter = gh as u64 * 4 >= dm / self.kc as u64;
+        self.ghosts_recent
+            .store(if ghosts_matter { gh } else { 0 }, Ordering::Relaxed);
+        // Ghost hits too rare to matter do not grow the cache.
+        let grow = if ghosts_matter {
+            grow
+        } else {
+            grow.saturating_sub(gh)
+        };
+        let t = self.target.load(Ordering::Relaxed);
+        let max = self.max_entries();
+        let used = self.pages.load(Ordering::Relaxed).div_ceil(self.kc);
+        let new = if grow > 0 {
+            // Double at most per step, so a burst cannot run away.
+            t + grow.min(t)
+        } else if used * 8 >= t * 7 && dsv * 4 < dsv + dm + 1 {
+            // Of little use: under a quarter of the pages written out were saved a member
+            // read (found in the cache, or merged into whole rows: what a stream gains).
+            t - t / 8
+        } else {
+            t
+        };
+        self.target
+            .store(new.clamp(self.min_entries.min(max), max), Ordering::Relaxed);
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> StripeCacheStats {
+        let fixed = self.fixed.load(Ordering::Relaxed);
+        let admin = self.admin_max.load(Ordering::Relaxed);
+        let pages = self.pages.load(Ordering::Relaxed);
+        StripeCacheStats {
+            mode: if fixed > 0 { "fixed" } else { "auto" }.into(),
+            size_entries: self.capacity() as u64,
+            used_entries: pages.div_ceil(self.kc) as u64,
+            max_entries: if fixed > 0 {
+                fixed as u64
+            } else {
+                self.max_entries() as u64
+            },
+            memory_bytes: (pages * PAGE) as u64,
+            max_bytes: (admin != u64::MAX).then_some(admin),
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            dirty_stripes: self.dirty_stripes.load(Ordering::Relaxed) as u64,
+            full_stripe_merges: self.merges.load(Ordering::Relaxed),
+        }
+    }
+}

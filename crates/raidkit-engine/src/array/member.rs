@@ -1,0 +1,510 @@
+//! Members: the device in each role slot, its IO (every member read and write of the
+//! engine goes through `member_read` / `member_write`), its counters, and failing it
+//! (md's `md_error`), read-error repair included.
+
+use crate::array::balance::ReadLoad;
+use crate::array::events::ArrayEvent;
+use crate::array::Array;
+use crate::dev::BlockDev;
+use crate::error::EngineError;
+use crate::error::Result;
+use crate::locks::lock;
+use raidkit_format::badblocks::BadRange;
+use raidkit_format::v1;
+use raidkit_layout::SECTOR;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// One member device in a role slot.
+pub struct Member {
+    /// The device.
+    pub dev: Arc<dyn BlockDev>,
+    /// Index into the array's device list (and superblock list).
+    pub index: usize,
+    /// Start of the data area, sectors.
+    pub data_offset: u64,
+    /// If partially rebuilt: data sectors below this are valid (u64::MAX = in sync).
+    pub(crate) recovery: AtomicU64,
+    /// Bad ranges (absolute device sectors): the bad-block log, plus blocks a rebuild
+    /// could not reconstruct. Never read; the data comes from redundancy.
+    pub(crate) bad: RwLock<Vec<BadRange>>,
+    pub(crate) has_bad: AtomicBool,
+    pub(crate) failed: AtomicBool,
+    /// Reads in flight and measured speed (for read balancing).
+    pub load: ReadLoad,
+    /// IO counters for statistics.
+    pub stats: MemberStats,
+    /// Read errors seen (corrected or not).
+    pub(crate) read_errors: AtomicU32,
+    /// Slow-member detection state.
+    pub(crate) slow: crate::array::slow::SlowState,
+}
+
+/// Who is in which role: the array's devices, the member of each role, the spares, and
+/// the replacements being built.
+pub(crate) struct Members {
+    /// Every device (members and spares), in the order of `meta.sbs`.
+    pub(crate) devs: RwLock<Vec<Arc<dyn BlockDev>>>,
+    /// Role slot → member.
+    pub(crate) slots: RwLock<Vec<Option<Arc<Member>>>>,
+    /// Device indices of spares.
+    pub(crate) spares: Mutex<Vec<usize>>,
+    /// Role slot → replacement being built for that slot's member (md's hot replace):
+    /// every write to the role is also written to it; it is never read until it takes
+    /// over.
+    pub(crate) replacements: RwLock<Vec<Option<Arc<Member>>>>,
+    /// Fast check: is any replacement in progress?
+    pub(crate) replacing: AtomicBool,
+}
+
+impl Members {
+    /// The devices, the members in their roles, the spares' device indices.
+    pub(crate) fn new(
+        devs: Vec<Arc<dyn BlockDev>>,
+        slots: Vec<Option<Member>>,
+        spares: Vec<usize>,
+    ) -> Members {
+        Members {
+            devs: RwLock::new(devs),
+            slots: RwLock::new(slots.into_iter().map(|m| m.map(Arc::new)).collect()),
+            spares: Mutex::new(spares),
+            replacements: RwLock::new(Vec::new()),
+            replacing: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Per-member IO counters.
+#[derive(Debug, Default)]
+pub struct MemberStats {
+    /// Read requests issued to the member.
+    pub reads: AtomicU64,
+    /// Bytes read.
+    pub read_bytes: AtomicU64,
+    /// Write requests issued to the member.
+    pub writes: AtomicU64,
+    /// Bytes written.
+    pub write_bytes: AtomicU64,
+}
+
+impl Member {
+    /// Build a member.
+    pub fn new(
+        dev: Arc<dyn BlockDev>,
+        index: usize,
+        data_offset: u64,
+        recovery: Option<u64>,
+        bad: Vec<BadRange>,
+    ) -> Member {
+        Member {
+            dev,
+            index,
+            data_offset,
+            recovery: AtomicU64::new(recovery.unwrap_or(u64::MAX)),
+            has_bad: AtomicBool::new(!bad.is_empty()),
+            bad: RwLock::new(bad),
+            failed: AtomicBool::new(false),
+            load: ReadLoad::default(),
+            stats: MemberStats::default(),
+            read_errors: AtomicU32::new(0),
+            slow: crate::array::slow::SlowState::default(),
+        }
+    }
+
+    /// True once the member has been failed at run time.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Rebuild checkpoint: Some(n) if only data sectors below n are valid.
+    pub fn recovery(&self) -> Option<u64> {
+        let r = self.recovery.load(Ordering::Acquire);
+        (r != u64::MAX).then_some(r)
+    }
+
+    /// Advance (or finish, with None) the rebuild checkpoint.
+    pub fn set_recovery(&self, r: Option<u64>) {
+        self.recovery
+            .store(r.unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// Measured read service time, nanoseconds per KiB (0 = nothing measured yet).
+    pub(crate) fn ewma_ns_per_kib(&self) -> u64 {
+        self.load.ns_per_kib()
+    }
+
+    pub(crate) fn record_read(&self, bytes: usize) {
+        self.stats.reads.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .read_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn readable(&self, data_sector: u64, n: u64) -> bool {
+        if self.is_failed() {
+            return false;
+        }
+        if let Some(r) = self.recovery() {
+            if data_sector + n > r {
+                return false;
+            }
+        }
+        if !self.has_bad.load(Ordering::Relaxed) {
+            return true;
+        }
+        let s = self.data_offset + data_sector;
+        let bad = crate::locks::read(&self.bad);
+        !bad.iter().any(|b| b.start < s + n && s < b.start + b.len)
+    }
+
+    /// Mark data sectors `[data_sector, data_sector + n)` of this member as holding no
+    /// valid data (they are then reconstructed, or reported lost, instead of read).
+    /// Returns true if any of them was not already marked.
+    pub fn add_bad(&self, data_sector: u64, n: u64) -> bool {
+        self.add_bad_dev(self.data_offset + data_sector, n)
+    }
+
+    /// Like [`Member::add_bad`], in absolute device sectors.
+    pub(crate) fn add_bad_dev(&self, start: u64, n: u64) -> bool {
+        let mut bad = crate::locks::write(&self.bad);
+        let before = crate::ranges::covered(&bad);
+        bad.push(BadRange { start, len: n });
+        crate::ranges::coalesce(&mut bad);
+        self.has_bad.store(true, Ordering::Relaxed);
+        crate::ranges::covered(&bad) != before
+    }
+
+    /// Forget device sectors `[start, start + n)` as bad (they were rewritten).
+    pub(crate) fn clear_bad_dev(&self, start: u64, n: u64) {
+        let mut bad = crate::locks::write(&self.bad);
+        *bad = crate::ranges::subtract(&bad, start, n);
+        self.has_bad.store(!bad.is_empty(), Ordering::Relaxed);
+    }
+
+    /// The bad ranges (absolute device sectors).
+    pub fn bad_ranges(&self) -> Vec<BadRange> {
+        crate::locks::read(&self.bad).clone()
+    }
+}
+
+/// md fails a member after this many corrected read errors (its default).
+pub const MAX_CORRECTED_READ_ERRORS: u32 = 20;
+
+/// IO counters of one member.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MemberIo {
+    /// Role slot.
+    pub role: usize,
+    /// Device name.
+    pub device: String,
+    /// Read requests.
+    pub reads: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Write requests.
+    pub writes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+}
+
+/// Description of a member for reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MemberInfo {
+    /// Device name.
+    pub device: String,
+    /// Role slot, or None for a spare.
+    pub role: Option<usize>,
+    /// `in_sync`, `recovering`, `failed`, `replacement` (being built for the role), `spare`.
+    pub state: String,
+}
+
+impl Array {
+    /// Put `member` into role slot `role` (None: empty the slot). The caller holds the
+    /// superblock lock and writes the superblocks after.
+    pub(crate) fn set_slot(&self, role: usize, member: Option<Arc<Member>>) {
+        crate::locks::write(&self.members.slots)[role] = member;
+    }
+
+    /// Make a new device known to the array; returns its device index.
+    pub(crate) fn add_device(&self, dev: Arc<dyn BlockDev>) -> usize {
+        let mut devs = crate::locks::write(&self.members.devs);
+        devs.push(dev);
+        devs.len() - 1
+    }
+
+    /// The spares' device indices (locked: add or take one).
+    pub(crate) fn spares(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        lock(&self.members.spares)
+    }
+
+    /// Is any replacement being built?
+    pub(crate) fn replacing(&self) -> bool {
+        self.members.replacing.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Arc<Member>>>> {
+        crate::locks::read(&self.members.slots)
+    }
+
+    pub(crate) fn devs(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<dyn BlockDev>>> {
+        crate::locks::read(&self.members.devs)
+    }
+
+    /// Names of every device the array knows (members, spares, failed ones).
+    pub fn device_names(&self) -> Vec<String> {
+        self.devs().iter().map(|d| d.name().to_string()).collect()
+    }
+
+    /// Number of hot spares.
+    pub fn spare_count(&self) -> usize {
+        self.spares().len()
+    }
+
+    /// Roles without a working member.
+    pub fn missing_roles(&self) -> Vec<usize> {
+        self.slots()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.as_ref().is_none_or(|m| m.is_failed()))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// True if any role lacks a fully valid member.
+    pub fn is_degraded(&self) -> bool {
+        self.slots().iter().any(|m| {
+            m.as_ref()
+                .is_none_or(|m| m.is_failed() || m.recovery().is_some())
+        })
+    }
+
+    /// Members and spares for reports.
+    pub fn members(&self) -> Vec<MemberInfo> {
+        let mut v = Vec::new();
+        for (r, m) in self.slots().iter().enumerate() {
+            if let Some(m) = m {
+                let state = if m.is_failed() {
+                    "failed"
+                } else if m.recovery().is_some() {
+                    "recovering"
+                } else {
+                    "in_sync"
+                };
+                v.push(MemberInfo {
+                    device: m.dev.name().to_string(),
+                    role: Some(r),
+                    state: state.into(),
+                });
+            }
+        }
+        for (r, m) in self.replacements().iter().enumerate() {
+            if let Some(m) = m {
+                v.push(MemberInfo {
+                    device: m.dev.name().to_string(),
+                    role: Some(r),
+                    state: "replacement".into(),
+                });
+            }
+        }
+        let devs = self.devs();
+        for &i in self.spares().iter() {
+            v.push(MemberInfo {
+                device: devs[i].name().to_string(),
+                role: None,
+                state: "spare".into(),
+            });
+        }
+        v
+    }
+
+    /// IO counters per role slot: (role, device, reads, read bytes, writes, write bytes).
+    pub fn member_stats(&self) -> Vec<MemberIo> {
+        self.slots()
+            .iter()
+            .enumerate()
+            .filter_map(|(r, m)| {
+                m.as_ref().map(|m| MemberIo {
+                    role: r,
+                    device: m.dev.name().to_string(),
+                    reads: m.stats.reads.load(Ordering::Relaxed),
+                    read_bytes: m.stats.read_bytes.load(Ordering::Relaxed),
+                    writes: m.stats.writes.load(Ordering::Relaxed),
+                    write_bytes: m.stats.write_bytes.load(Ordering::Relaxed),
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) fn member(&self, role: usize) -> Option<Arc<Member>> {
+        self.slots()
+            .get(role)
+            .and_then(|m| m.clone())
+            .filter(|m| !m.is_failed())
+    }
+
+    pub(crate) fn can_read(&self, role: usize, dsec: u64, n: u64) -> bool {
+        self.member(role).is_some_and(|m| m.readable(dsec, n))
+    }
+
+    /// Read from one member's data area; any failure is returned (the member is not failed
+    /// for read errors here — callers reconstruct).
+    pub(crate) fn member_read(&self, role: usize, dsec: u64, buf: &mut [u8]) -> Result<()> {
+        debug_assert!(
+            buf.len().is_multiple_of(SECTOR as usize),
+            "member read of {} bytes: not whole sectors",
+            buf.len()
+        );
+        let m = self.member(role).ok_or_else(|| EngineError::Unreadable {
+            offset: 0,
+            end: 0,
+            why: format!("role {role} is missing"),
+        })?;
+        if !m.readable(dsec, buf.len() as u64 / SECTOR) {
+            return Err(EngineError::Unreadable {
+                offset: 0,
+                end: 0,
+                why: format!("role {role} ({}) has no valid data there", m.dev.name()),
+            });
+        }
+        m.load.begin();
+        let t0 = std::time::Instant::now();
+        let r = m.dev.read_at(buf, (m.data_offset + dsec) * SECTOR);
+        m.load.end(buf.len(), r.is_ok().then(|| t0.elapsed()));
+        if r.is_ok() {
+            m.record_read(buf.len());
+            self.check_slow(role, &m);
+        }
+        r.map_err(|e| EngineError::io(m.dev.name(), "reading member data", e))
+    }
+
+    /// Write to one member; a failure fails the member (md behaviour) and is reported
+    /// as `Ok(false)`. Missing members are skipped (`Ok(false)`).
+    pub(crate) fn member_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        debug_assert!(
+            buf.len().is_multiple_of(SECTOR as usize),
+            "member write of {} bytes: not whole sectors",
+            buf.len()
+        );
+        if self.members.replacing.load(Ordering::Acquire) {
+            self.replacement_write(role, dsec, buf)?;
+        }
+        let Some(m) = self.member(role) else {
+            return Ok(false);
+        };
+        match m.dev.write_at(buf, (m.data_offset + dsec) * SECTOR) {
+            Ok(()) => {
+                m.stats.writes.fetch_add(1, Ordering::Relaxed);
+                m.stats
+                    .write_bytes
+                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                if m.has_bad.load(Ordering::Relaxed) {
+                    // md's "made good": bad blocks under a successful write hold valid
+                    // data again.
+                    self.made_good(role, &m, dsec, buf.len() as u64 / SECTOR);
+                }
+                Ok(true)
+            }
+            Err(e) => {
+                // md records a bad block instead of failing the member when the member
+                // has a bad-block log; otherwise the member is failed.
+                let n = buf.len() as u64 / SECTOR;
+                if !self.bad_block_instead_of_fail(role, &m, dsec, n) {
+                    self.fail_member(role, &format!("write error: {e}"))?;
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// Mark a member failed (without recording it anywhere yet): true if it was not
+    /// failed before.
+    pub(crate) fn set_failed(m: &Member) -> bool {
+        !m.failed.swap(true, Ordering::AcqRel)
+    }
+
+    /// Mark a member failed and record it in the superblocks of the others.
+    pub fn fail_member(&self, role: usize, why: &str) -> Result<()> {
+        let Some(Some(m)) = self.slots().get(role).cloned() else {
+            return Ok(());
+        };
+        if m.failed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.emit(ArrayEvent::MemberFailed {
+            role,
+            device: m.dev.name().to_string(),
+            reason: why.to_string(),
+        });
+        if self.writable {
+            let mut meta = lock(&self.meta.sb);
+            let devnum = meta.sbs[m.index].dev_number();
+            if let Some(r) = meta.roles.get_mut(devnum) {
+                *r = v1::role::FAULTY;
+            }
+            self.write_superblocks(&mut meta, |_| {})?;
+        }
+        Ok(())
+    }
+
+    /// md's answer to a read error: the data was recovered from redundancy, so write it
+    /// back to the member (the drive remaps the sector). A member that keeps failing, or
+    /// whose rewrite fails, is failed.
+    pub(crate) fn repair_read_error(&self, role: usize, dsec: u64, good: &[u8]) {
+        let Some(m) = self.member(role) else {
+            return;
+        };
+        let errors = m.read_errors.fetch_add(1, Ordering::AcqRel) + 1;
+        let device = m.dev.name().to_string();
+        if !self.writable {
+            return;
+        }
+        if errors > MAX_CORRECTED_READ_ERRORS {
+            let _ = self.fail_member(role, &format!("{errors} read errors"));
+            return;
+        }
+        match m.dev.write_at(good, (m.data_offset + dsec) * SECTOR) {
+            Ok(()) => self.emit(ArrayEvent::ReadErrorCorrected {
+                role,
+                device,
+                sector: m.data_offset + dsec,
+                sectors: good.len() as u64 / SECTOR,
+            }),
+            Err(e) => {
+                // md: a member with a bad-block log gets a bad block instead.
+                let n = good.len() as u64 / SECTOR;
+                if !self.bad_block_instead_of_fail(role, &m, dsec, n) {
+                    let _ = self.fail_member(
+                        role,
+                        &format!("rewriting a sector after a read error failed: {e}"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Write raw parity/data blocks for a stripe row range (used by sync/repair).
+    pub(crate) fn write_block(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        self.member_write(role, dsec, buf)
+    }
+
+    /// Read raw blocks (used by sync/check).
+    pub(crate) fn read_block(&self, role: usize, dsec: u64, buf: &mut [u8]) -> Result<()> {
+        self.member_read(role, dsec, buf)
+    }
+
+    /// Can this role be read over this range right now?
+    pub(crate) fn readable(&self, role: usize, dsec: u64, n: u64) -> bool {
+        self.can_read(role, dsec, n)
+    }
+
+    /// Is a working (writable) member present in this role?
+    pub(crate) fn present(&self, role: usize) -> bool {
+        self.member(role).is_some()
+    }
+
+    /// True if the member in `role` is a file hole over the data range (reads as zeros).
+    pub(crate) fn member_hole(&self, role: usize, dsec: u64, n: u64) -> bool {
+        self.member(role)
+            .is_some_and(|m| m.dev.is_hole((m.data_offset + dsec) * SECTOR, n * SECTOR))
+    }
+}

@@ -1,0 +1,491 @@
+//! RAID1/10 reads: which copy serves each piece (read balancing), spreading large reads
+//! over the members, falling back to other copies; walking a member's mirrored runs.
+
+use crate::array::balance;
+use crate::array::balance::Candidate;
+use crate::array::Array;
+use crate::error::EngineError;
+use crate::error::Result;
+use raidkit_layout::SECTOR;
+
+impl Array {
+    /// Read a piece of one mapping run at array sector `sector` (linear, RAID0, and
+    /// small RAID1/10 reads): from the cheapest copy that serves it.
+    pub(crate) fn read_mapped_piece(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        let sectors = buf.len() as u64 / SECTOR;
+        let p = self.locate(sector)?;
+        let cands = self.candidates(&p.copies, sectors);
+        let order = self.try_order(&p.copies, &cands, None, 0);
+        self.read_copies(sector, buf, &order)
+    }
+
+    /// Write whole sectors at array sector `start` of a level without parity, run by run
+    /// onto every copy (the bitmap bits of mirrored runs set first). A run no copy of
+    /// which could be written fails the write.
+    pub(crate) fn write_mapped(&self, start: u64, buf: &[u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        let mut done = 0;
+        while done < total {
+            let at = start + done;
+            let p = self.locate(at)?;
+            let n = p.run.min(total - done);
+            let data = &buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
+            if self.geo.level.mirrors() {
+                self.bitmap_mark(at, n)?;
+            }
+            let mut written = 0;
+            for &(role, data_sector) in &p.copies {
+                if self.member_write(role, data_sector, data)? {
+                    written += 1;
+                }
+            }
+            if written == 0 {
+                return Err(EngineError::WriteFailed {
+                    offset: at * SECTOR,
+                    end: (at + n) * SECTOR,
+                    why: "no member holding this range could be written".into(),
+                });
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Members holding readable copies of `n` sectors at `copies`, with their load.
+    pub(crate) fn candidates(&self, copies: &[(usize, u64)], n: u64) -> Vec<Candidate> {
+        let now = balance::now_ns();
+        copies
+            .iter()
+            .filter_map(|&(role, dsec)| {
+                let m = self.member(role)?;
+                m.readable(dsec, n).then(|| Candidate {
+                    role,
+                    cost: m.load.cost_at(now),
+                    idle: m.load.idle(),
+                })
+            })
+            .collect()
+    }
+
+    /// The copies of a mirrored run in the order to try them, `off` sectors into the run:
+    /// `first` (if given), then the readable ones cheapest first, then the rest (which
+    /// only report why they could not serve).
+    pub(crate) fn try_order(
+        &self,
+        copies: &[(usize, u64)],
+        cands: &[Candidate],
+        first: Option<usize>,
+        off: u64,
+    ) -> Vec<(usize, u64)> {
+        let mut roles: Vec<usize> = first.into_iter().collect();
+        for r in balance::order(cands)
+            .into_iter()
+            .chain(copies.iter().map(|c| c.0))
+        {
+            if !roles.contains(&r) {
+                roles.push(r);
+            }
+        }
+        roles
+            .into_iter()
+            .filter_map(|r| copies.iter().find(|c| c.0 == r).map(|&(r, d)| (r, d + off)))
+            .collect()
+    }
+
+    /// Read mirrored data from the first copy in `order` that serves it; copies that
+    /// failed with an IO error are rewritten with the good data (md's read-error repair).
+    pub(crate) fn read_copies(&self, s: u64, buf: &mut [u8], order: &[(usize, u64)]) -> Result<()> {
+        let n = buf.len() as u64 / SECTOR;
+        let mut errs = Vec::new();
+        let mut failed_copies = Vec::new();
+        for &(role, dsec) in order {
+            if !self.can_read(role, dsec, n) {
+                errs.push(format!("role {role} unavailable"));
+                continue;
+            }
+            match self.member_read(role, dsec, buf) {
+                Ok(()) => {
+                    for (r, d) in failed_copies {
+                        self.repair_read_error(r, d, buf);
+                    }
+                    return Ok(());
+                }
+                Err(e) => {
+                    if matches!(e, EngineError::Io { .. }) {
+                        failed_copies.push((role, dsec));
+                    }
+                    errs.push(e.to_string())
+                }
+            }
+        }
+        Err(EngineError::Unreadable {
+            offset: s * SECTOR,
+            end: (s + n) * SECTOR,
+            why: errs.join("; "),
+        })
+    }
+
+    /// Read whole sectors of a RAID1/RAID10 array. A large read is spread over the idle
+    /// members holding copies, in proportion to their speed (`balance::split`), and each
+    /// member reads its pieces in its own thread. When every part of the read has its
+    /// copies on the same members (RAID1, two-member RAID10) the read is cut into one
+    /// contiguous segment per member; otherwise each mapping run is shared separately.
+    pub(crate) fn read_mirrored(&self, start: u64, buf: &mut [u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        if total < balance::SPLIT_MIN_SECTORS {
+            return self.read_serial(start, buf);
+        }
+        let runs = self.mapping_runs(start, total)?;
+        let roles_of = |c: &[Candidate]| {
+            let mut v: Vec<usize> = c.iter().map(|c| c.role).collect();
+            v.sort_unstable();
+            v
+        };
+        let same_members = runs
+            .windows(2)
+            .all(|w| roles_of(&w[0].cands) == roles_of(&w[1].cands));
+        let mut plan = ReadPlan::default();
+        if same_members {
+            self.plan_segments(start, total, &runs, &mut plan);
+        } else {
+            self.plan_per_run(&runs, &mut plan);
+        }
+        self.read_extents(buf, plan.extents)
+    }
+
+    /// The mapping runs of array sectors `[start, start + total)`, with their readable
+    /// copies.
+    fn mapping_runs(&self, start: u64, total: u64) -> Result<Vec<MappingRun>> {
+        let mut runs = Vec::new();
+        let mut done = 0;
+        while done < total {
+            let at = start + done;
+            let p = self.locate(at)?;
+            let sectors = p.run.min(total - done);
+            let cands = self.candidates(&p.copies, sectors);
+            runs.push(MappingRun {
+                at,
+                sectors,
+                copies: p.copies,
+                cands,
+            });
+            done += sectors;
+        }
+        Ok(runs)
+    }
+
+    /// Every run on the same members: one contiguous segment per member, each over as many
+    /// runs as it covers. A cut near a run boundary moves onto it: a member then reads
+    /// whole runs, not an extra short piece (each member IO costs a device latency).
+    fn plan_segments(&self, start: u64, total: u64, runs: &[MappingRun], plan: &mut ReadPlan) {
+        let mut segments = balance::split(start, total, &runs[0].cands);
+        if segments.is_empty() {
+            segments.push((usize::MAX, total));
+        }
+        let mut cuts: Vec<u64> = segments
+            .iter()
+            .scan(start, |at, &(_, len)| {
+                *at += len;
+                Some(*at)
+            })
+            .collect();
+        let slack = total / 8;
+        let last = cuts.len() - 1;
+        for c in &mut cuts[..last] {
+            if let Some(b) = runs[1..]
+                .iter()
+                .map(|r| r.at)
+                .min_by_key(|b| b.abs_diff(*c))
+                .filter(|b| b.abs_diff(*c) <= slack)
+            {
+                *c = b;
+            }
+        }
+        let mut ri = 0;
+        let mut at = start;
+        for (&(role, _), &end) in segments.iter().zip(&cuts) {
+            while at < end {
+                let run = &runs[ri];
+                let run_end = run.at + run.sectors;
+                let piece = run_end.min(end) - at;
+                plan.push(self, run, at, piece, (role != usize::MAX).then_some(role));
+                at += piece;
+                if at == run_end {
+                    ri += 1;
+                }
+            }
+        }
+    }
+
+    /// Runs on different members: a large run is shared by its idle copies, a small one
+    /// goes whole to the copy with the least work planned so far.
+    fn plan_per_run(&self, runs: &[MappingRun], plan: &mut ReadPlan) {
+        let mut planned = vec![0u64; self.geo.raid_disks];
+        for run in runs {
+            let pieces = if run.sectors >= balance::SPLIT_MIN_SECTORS {
+                balance::split(run.at, run.sectors, &run.cands)
+            } else {
+                run.cands
+                    .iter()
+                    .min_by_key(|c| {
+                        let done = planned.get(c.role).copied().unwrap_or(0);
+                        c.cost.saturating_mul(done + run.sectors)
+                    })
+                    .map(|c| vec![(c.role, run.sectors)])
+                    .unwrap_or_default()
+            };
+            let mut at = run.at;
+            for (role, len) in pieces {
+                plan.push(self, run, at, len, Some(role));
+                if let Some(p) = planned.get_mut(role) {
+                    *p += len;
+                }
+                at += len;
+            }
+            if at == run.at {
+                plan.push(self, run, at, run.sectors, None);
+            }
+        }
+    }
+
+    /// Read the planned extents: one worker per member, reading its extents in array
+    /// order.
+    fn read_extents(&self, buf: &mut [u8], plan: Vec<Extent>) -> Result<()> {
+        type Job<'b> = (&'b mut [u8], Extent);
+        let mut per_member: Vec<(usize, Vec<Job<'_>>)> = Vec::new();
+        let mut rest = buf;
+        for ext in plan {
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((ext.len * SECTOR) as usize);
+            rest = tail;
+            let role = ext
+                .pieces
+                .first()
+                .and_then(|p| p.2.first())
+                .map_or(usize::MAX, |c| c.0);
+            match per_member.iter_mut().find(|(r, _)| *r == role) {
+                Some((_, jobs)) => jobs.push((piece, ext)),
+                None => per_member.push((role, vec![(piece, ext)])),
+            }
+        }
+        let read_jobs = |jobs: Vec<Job<'_>>| -> Result<()> {
+            for (buf, ext) in jobs {
+                self.read_extent(buf, &ext)?;
+            }
+            Ok(())
+        };
+        if per_member.len() == 1 {
+            let (_, jobs) = per_member.remove(0);
+            return read_jobs(jobs);
+        }
+        self.run_parallel(
+            per_member
+                .into_iter()
+                .map(|(role, jobs)| (role as u64, jobs))
+                .collect(),
+            |_, jobs| read_jobs(jobs),
+        )
+    }
+
+    /// Read one extent: several pieces in one member IO; if that fails, piece by piece
+    /// with each piece's own fallback copies (and read-error repair).
+    fn read_extent(&self, buf: &mut [u8], ext: &Extent) -> Result<()> {
+        if let [(at, _, order)] = ext.pieces.as_slice() {
+            return self.read_copies(*at, buf, order);
+        }
+        if let Some(&(role, dsec)) = ext.pieces.first().and_then(|p| p.2.first()) {
+            if self.can_read(role, dsec, ext.len) && self.member_read(role, dsec, buf).is_ok() {
+                return Ok(());
+            }
+        }
+        let mut rest = buf;
+        for (at, len, order) in &ext.pieces {
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((len * SECTOR) as usize);
+            rest = tail;
+            self.read_copies(*at, piece, order)?;
+        }
+        Ok(())
+    }
+
+    /// Walk a mirrored (RAID1/10) member's data sectors `[d, d + n)` in runs that map
+    /// contiguously to array sectors: `f(data_sector, array_sector, placement, run)`.
+    /// Sectors that hold no array data are skipped. Stops early (Ok(false)) when `f` does.
+    pub(crate) fn mirror_runs(
+        &self,
+        role: usize,
+        d: u64,
+        n: u64,
+        mut f: impl FnMut(u64, u64, &raidkit_layout::Placement, u64) -> Result<bool>,
+    ) -> Result<bool> {
+        let mut done = 0;
+        while done < n {
+            let dsec = d + done;
+            let Some(s) = self.geo.reverse(role, dsec) else {
+                done += 1;
+                continue;
+            };
+            let Some(p) = self.geo.locate(s) else {
+                done += 1;
+                continue;
+            };
+            let run = p.run.min(n - done);
+            if !f(dsec, s, &p, run)? {
+                return Ok(false);
+            }
+            done += run;
+        }
+        Ok(true)
+    }
+
+    /// Fill `buf` (`run` sectors of placement `p`) from a copy other than `role`'s. Copies
+    /// that were readable in principle but failed are pushed to `failed`. False if no
+    /// other copy could supply it.
+    pub(crate) fn read_other_copy(
+        &self,
+        role: usize,
+        p: &raidkit_layout::Placement,
+        run: u64,
+        buf: &mut [u8],
+        failed: &mut Vec<(usize, u64)>,
+    ) -> bool {
+        p.copies.iter().any(|&(r, d)| {
+            if r == role || !self.readable(r, d, run) {
+                return false;
+            }
+            let ok = self.read_block(r, d, buf).is_ok();
+            if !ok {
+                failed.push((r, d));
+            }
+            ok
+        })
+    }
+}
+
+/// A run of array sectors that maps contiguously onto the same copies.
+struct MappingRun {
+    /// First array sector.
+    at: u64,
+    sectors: u64,
+    /// `(role, data sector)` of every copy of the first sector.
+    copies: Vec<(usize, u64)>,
+    /// The copies that can be read, with their load.
+    cands: Vec<Candidate>,
+}
+
+/// The extents of a mirrored read, in array order.
+#[derive(Default)]
+struct ReadPlan {
+    extents: Vec<Extent>,
+}
+
+impl ReadPlan {
+    /// Plan `len` sectors of `run` from array sector `from`, on `first` if given (then the
+    /// other copies cheapest first). Pieces that follow each other both in the array and
+    /// on their first copy's member are merged into one extent, read with one member IO.
+    fn push(&mut self, arr: &Array, run: &MappingRun, from: u64, len: u64, first: Option<usize>) {
+        let order = arr.try_order(&run.copies, &run.cands, first, from - run.at);
+        if let Some(last) = self.extents.last_mut() {
+            let follows = last.pieces.last().is_some_and(|(pat, plen, porder)| {
+                pat + plen == from
+                    && matches!((porder.first(), order.first()),
+                        (Some(&(r0, d0)), Some(&(r1, d1))) if r0 == r1 && d0 + plen == d1)
+            });
+            if follows {
+                last.len += len;
+                last.pieces.push((from, len, order));
+                return;
+            }
+        }
+        self.extents.push(Extent {
+            len,
+            pieces: vec![(from, len, order)],
+        });
+    }
+}
+
+/// One piece of a mirrored read: array sector, sectors, `(role, data sector)` copies in
+/// the order to try them.
+pub(crate) type MirrorPiece = (u64, u64, Vec<(usize, u64)>);
+
+/// Consecutive pieces of a mirrored read that one member IO can serve (their first copies
+/// are adjacent on one member).
+pub(crate) struct Extent {
+    len: u64,
+    pieces: Vec<MirrorPiece>,
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use crate::create::{create, CreateOptions, MemberSpec};
+    use raidkit_layout::{names, Level};
+    use raidkit_testkit::tempdir::TempDir;
+
+    /// Every copy `Geometry::locate` gives, of every mirrored layout, serves reads when
+    /// it is the cheapest: with the members of all other copies loaded, a 4 KiB read goes
+    /// to exactly that copy and returns the written data.
+    #[test]
+    fn every_copy_of_every_layout_is_chosen_when_cheapest() {
+        for (level, layout, n) in [
+            (Level::Raid1, "default", 3usize),
+            (Level::Raid10, "n2", 2),
+            (Level::Raid10, "n2", 3),
+            (Level::Raid10, "f2", 2),
+            (Level::Raid10, "f2", 4),
+            (Level::Raid10, "o2", 2),
+            (Level::Raid10, "o2", 3),
+            (Level::Raid10, "n3", 4),
+            (Level::Raid10, "f3", 5),
+            (Level::Raid10, "o3", 4),
+        ] {
+            let dir = TempDir::new("rk-balance").unwrap();
+            let ps: Vec<_> = (0..n)
+                .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
+                .collect();
+            let mut o = CreateOptions::new(level, ps);
+            o.layout = Some(names::parse_layout(level, layout).unwrap());
+            if level == Level::Raid10 {
+                o.chunk_bytes = Some(16 << 10);
+            }
+            o.create_size = Some(2 << 20);
+            let arr = create(&o, &mut |_, _| {}).unwrap();
+            let size = arr.size_bytes();
+            let data: Vec<u8> = (0..size).map(|i| (i * 131 / 512 % 251) as u8).collect();
+            arr.write(0, &data).unwrap();
+            // Sectors in several chunks, rows and (far/offset) zones.
+            // (None crosses a 16 KiB chunk: one run, one set of copies.)
+            for s in [0u64, 40, 77, 200, size / 512 / 64 * 32 + 9, size / 512 - 8] {
+                let p = arr.geo.locate(s).unwrap();
+                assert_eq!(
+                    p.copies.len(),
+                    if level == Level::Raid1 {
+                        n
+                    } else {
+                        layout[1..].parse().unwrap()
+                    }
+                );
+                for &(role, _) in &p.copies {
+                    // The copy on `role` is idle, every other copy's member has 5 reads
+                    // queued; all measured equally fast.
+                    for &(r, _) in &p.copies {
+                        let q = if r == role { 0 } else { 5 };
+                        arr.member(r).unwrap().load.set(q, 1000);
+                    }
+                    let before = arr.member_stats()[role].reads;
+                    let mut b = vec![0u8; 4096];
+                    arr.read(s * 512, &mut b).unwrap();
+                    assert!(
+                        b == data[(s * 512) as usize..(s * 512) as usize + 4096],
+                        "{level:?} {layout} ×{n} sector {s}: data"
+                    );
+                    assert_eq!(
+                        arr.member_stats()[role].reads,
+                        before + 1,
+                        "{level:?} {layout} ×{n} sector {s}: copy on role {role} not read"
+                    );
+                    for &(r, _) in &p.copies {
+                        arr.member(r).unwrap().load.set(0, 0);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! A running array: read and write any byte range at every level and layout, degraded
+//! included, keeping the superblocks' clean/dirty state and the write-intent bitmap the way
+//! Linux MD does.
+//!
+//! * `mod.rs`: the [`Array`] and its client entry points (`read`, `write`, `flush`).
+//! * [`member`]: member IO and failing; [`replacement`]: md's hot replace, write side.
+//! * [`meta`]: superblocks, dirty/clean, the write-intent bitmap's bits.
+//! * [`split`]: large requests over several threads.
+//! * [`mirror`]: RAID1/10 reads and read balancing ([`balance`]).
+//! * [`stripe`]: RAID4/5/6 stripe data and parity; [`parity_write`]: direct stripe writes;
+//!   [`stripe_lock`]: per-stripe IO locks; [`scratch`]: reused buffers.
+//! * [`cache`]: the stripe cache of RAID4/5/6.
+//! * [`lost`]: lost ranges; [`bad_blocks`]: md's bad-block log; [`slow`]: slow members.
+//! * [`events`]: typed events; [`iostats`]: client IO statistics.
+
+use crate::array::cache::StripeCache;
+use crate::array::cache::PAGE_SECTORS;
+use crate::array::lost::LostRanges;
+use crate::array::member::Members;
+use crate::array::meta::{Meta, MetaState};
+use crate::array::stripe_lock::StripeLocks;
+use crate::dev::BlockDev;
+use crate::error::EngineError;
+use crate::error::Result;
+use crate::meta::bitmap::RunBitmap;
+use crate::meta::sb::Metadata;
+use raidkit_layout::{Geometry, Level};
+use std::sync::{Arc, Mutex};
+pub mod bad_blocks;
+pub mod balance;
+pub mod cache;
+pub mod events;
+pub mod iostats;
+pub(crate) mod lost;
+pub mod member;
+pub(crate) mod meta;
+pub(crate) mod mirror;
+pub(crate) mod parity_write;
+pub(crate) mod replacement;
+pub(crate) mod scratch;
+pub mod slow;
+pub(crate) mod split;
+pub(crate) mod stripe;
+pub(crate) mod stripe_lock;
+
+pub use crate::array::cache::StripeCacheStats;
+pub use crate::array::events::ArrayEvent;
+pub use crate::array::member::{
+    Member, MemberInfo, MemberIo, MemberStats, MAX_CORRECTED_READ_ERRORS,
+};
+pub(crate) use crate::locks::lock;
+use raidkit_layout::SECTOR;
+
+/// A running array. Its state is grouped by the module that owns it.
+pub struct Array {
+    /// The shape (never changes while the array runs).
+    pub(crate) geo: Geometry,
+    pub(crate) uuid: [u8; 16],
+    pub(crate) name: String,
+    pub(crate) metadata: Metadata,
+    pub(crate) writable: bool,
+    /// Who is in which role ([`member`], [`replacement`]).
+    pub(crate) members: Members,
+    /// Superblocks, dirty/clean, the bitmap, the write gate ([`meta`]).
+    pub(crate) meta: MetaState,
+    /// Array byte ranges whose data is lost ([`lost`]).
+    pub(crate) lost: LostRanges,
+    /// Per-stripe IO locks ([`stripe_lock`]).
+    locks: StripeLocks,
+    /// Event subscribers ([`events`]).
+    listeners: Mutex<Vec<std::sync::mpsc::Sender<ArrayEvent>>>,
+    /// Client-visible IO statistics and tracing.
+    pub io: crate::iostats::IoStats,
+    /// Stripe cache (RAID4/5/6 with chunks of whole 4 KiB pages; [`cache`]).
+    pub(crate) cache: Option<StripeCache>,
+    /// The optional checksum sidecar (see [`crate::checksums`]).
+    checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
+}
+
+impl Array {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        geo: Geometry,
+        uuid: [u8; 16],
+        name: String,
+        metadata: Metadata,
+        devs: Vec<Arc<dyn BlockDev>>,
+        slots: Vec<Option<Member>>,
+        spares: Vec<usize>,
+        writable: bool,
+        meta: Meta,
+        bitmap: Option<RunBitmap>,
+        forced_clean: bool,
+    ) -> Array {
+        // RAID4/5/6 with chunks of whole 4 KiB pages have a stripe cache.
+        let cached = geo.level.has_parity()
+            && geo.chunk_sectors > 0
+            && geo.chunk_sectors.is_multiple_of(PAGE_SECTORS);
+        let cache = cached.then(|| StripeCache::new(geo.data_disks(), geo.chunk_sectors));
+        Array {
+            geo,
+            uuid,
+            name,
+            metadata,
+            writable,
+            members: Members::new(devs, slots, spares),
+            meta: MetaState::new(meta, bitmap, forced_clean),
+            lost: LostRanges::default(),
+            locks: StripeLocks::new(),
+            listeners: Mutex::new(Vec::new()),
+            io: crate::iostats::IoStats::default(),
+            cache,
+            checksums: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Attach a checksum sidecar: from now on every write updates it and scrubs use it for
+    /// verdicts. Fails if one is attached already.
+    pub fn attach_checksums(&self, cs: Arc<crate::checksums::Checksums>) -> Result<()> {
+        self.checksums.set(cs).map_err(|_| {
+            EngineError::Invalid("a checksum sidecar is already attached to this array".into())
+        })
+    }
+
+    /// The attached checksum sidecar, if any.
+    pub fn checksums(&self) -> Option<&Arc<crate::checksums::Checksums>> {
+        self.checksums.get()
+    }
+
+    /// The array's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.geo.array_sectors() * SECTOR
+    }
+
+    /// Array UUID.
+    pub fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+
+    /// Array UUID in mdadm's text form.
+    pub fn uuid_text(&self) -> String {
+        crate::sb::uuid_text(self.metadata, &self.uuid)
+    }
+
+    /// Array name from the superblock.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Metadata version.
+    pub fn metadata(&self) -> Metadata {
+        self.metadata
+    }
+
+    /// Level.
+    pub fn level(&self) -> Level {
+        self.geo.level
+    }
+
+    /// True if opened for writing.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Flush every member's completed writes to stable storage.
+    pub fn flush(&self) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.flush_inner();
+        self.io
+            .record(crate::iostats::Op::Flush, 0, 0, t0.elapsed(), r.is_ok());
+        r
+    }
+
+    pub(crate) fn flush_inner(&self) -> Result<()> {
+        if let Some(c) = &self.cache {
+            if c.has_dirty() {
+                // Held writes go out under the gate, so the array cannot be marked clean
+                // while they are written.
+                let _gate = self.write_gate();
+                self.cache_drain_all(c);
+            }
+        }
+        self.flush_members()
+    }
+
+    /// Flush the members, then report a failure of writing held data since the last flush.
+    pub(crate) fn flush_members(&self) -> Result<()> {
+        for m in self.slots().iter().flatten().filter(|m| !m.is_failed()) {
+            m.dev
+                .flush()
+                .map_err(|e| EngineError::io(m.dev.name(), "flushing", e))?;
+        }
+        if let Some(e) = self.cache.as_ref().and_then(|c| c.take_pending()) {
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<()> {
+        let size = self.size_bytes();
+        if offset.checked_add(len).is_none_or(|e| e > size) {
+            return Err(EngineError::OutOfRange { offset, len, size });
+        }
+        Ok(())
+    }
+
+    /// Read `buf.len()` bytes at byte `offset` (any alignment).
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.read_inner(offset, buf);
+        self.io.record(
+            crate::iostats::Op::Read,
+            offset,
+            buf.len() as u64,
+            t0.elapsed(),
+            r.is_ok(),
+        );
+        r
+    }
+
+    pub(crate) fn read_inner(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.check_range(offset, buf.len() as u64)?;
+        self.check_lost_read(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let head = offset % SECTOR;
+        let end = offset + buf.len() as u64;
+        if head == 0 && end.is_multiple_of(SECTOR) {
+            return self.read_sectors(offset / SECTOR, buf);
+        }
+        let s0 = offset / SECTOR;
+        let s1 = end.div_ceil(SECTOR);
+        let mut tmp = vec![0u8; ((s1 - s0) * SECTOR) as usize];
+        self.read_sectors(s0, &mut tmp)?;
+        buf.copy_from_slice(&tmp[head as usize..head as usize + buf.len()]);
+        Ok(())
+    }
+
+    /// Write `buf` at byte `offset` (any alignment; partial sectors are read-modify-written).
+    /// Safe to call from many threads at once; writes to the same stripe are serialized.
+    pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let r = self.write_inner(offset, buf).and_then(|()| {
+            self.written_over_lost(offset, buf.len() as u64);
+            self.check_not_lost(offset, buf.len() as u64)
+        });
+        self.io.record(
+            crate::iostats::Op::Write,
+            offset,
+            buf.len() as u64,
+            t0.elapsed(),
+            r.is_ok(),
+        );
+        r
+    }
+
+    pub(crate) fn write_inner(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        self.check_range(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let head = offset % SECTOR;
+        let end = offset + buf.len() as u64;
+        if head == 0 && end.is_multiple_of(SECTOR) {
+            return self.write_sectors(offset / SECTOR, buf);
+        }
+        let s0 = offset / SECTOR;
+        let s1 = end.div_ceil(SECTOR);
+        let mut tmp = vec![0u8; ((s1 - s0) * SECTOR) as usize];
+        // Only the first and last sector need their old contents.
+        self.read_sectors(s0, &mut tmp[..SECTOR as usize])?;
+        let last = tmp.len() - SECTOR as usize;
+        if s1 - 1 > s0 {
+            self.read_sectors(s1 - 1, &mut tmp[last..])?;
+        }
+        tmp[head as usize..head as usize + buf.len()].copy_from_slice(buf);
+        self.write_sectors(s0, &tmp)
+    }
+
+    /// Read whole sectors starting at array sector `s`. Large requests are split on stripe
+    /// boundaries and served by several threads; on mirrors they are spread over the
+    /// members holding copies (see `read_mirrored`).
+    pub fn read_sectors(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        if self.geo.level.mirrors() {
+            return self.read_mirrored(s, buf);
+        }
+        let total = buf.len() as u64 / SECTOR;
+        if let Some(unit) = self.split_unit(total) {
+            // Align the first piece so later ones start on unit boundaries.
+            let first = (unit - s % unit).min(total);
+            let (head, rest) = buf.split_at_mut((first * SECTOR) as usize);
+            let mut jobs = vec![(s, head)];
+            let mut off = s + first;
+            for piece in rest.chunks_mut((unit * SECTOR) as usize) {
+                let n = piece.len() as u64 / SECTOR;
+                jobs.push((off, piece));
+                off += n;
+            }
+            return self.run_parallel(jobs, |at, p| self.read_serial(at, p));
+        }
+        self.read_serial(s, buf)
+    }
+
+    pub(crate) fn read_serial(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        let total = buf.len() as u64 / SECTOR;
+        let mut done = 0u64;
+        while done < total {
+            let cur = s + done;
+            // A piece maps onto one chunk (parity levels) or one run of copies.
+            let n = if self.geo.level.has_parity() {
+                let chunk = self.geo.chunk_sectors;
+                (chunk - cur % chunk).min(total - done)
+            } else {
+                self.locate(cur)?.run.min(total - done)
+            };
+            let b = &mut buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
+            self.read_piece(cur, b)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn locate(&self, s: u64) -> Result<raidkit_layout::Placement> {
+        self.geo.locate(s).ok_or(EngineError::OutOfRange {
+            offset: s * SECTOR,
+            len: SECTOR,
+            size: self.size_bytes(),
+        })
+    }
+
+    /// Read a piece that does not cross a mapping boundary.
+    pub(crate) fn read_piece(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        if self.geo.level.has_parity() {
+            self.read_stripe_piece(s, buf)
+        } else {
+            self.read_mapped_piece(s, buf)
+        }
+    }
+
+    /// Write whole sectors starting at array sector `s`.
+    pub fn write_sectors(&self, s: u64, buf: &[u8]) -> Result<()> {
+        let _gate = self.write_gate();
+        self.ensure_dirty()?;
+        match self.checksums() {
+            None => self.write_split(s, buf),
+            Some(cs) => {
+                cs.before_write(s * SECTOR, buf.len() as u64)?;
+                let r = self.write_split(s, buf);
+                // The read-back of partly written blocks is internal: not client IO.
+                cs.after_write(s * SECTOR, buf, r.is_ok(), |off, b| self.read_inner(off, b))?;
+                r
+            }
+        }
+    }
+
+    /// Write whole sectors at array sector `s`, on one thread: stripe by stripe (parity
+    /// levels) or run by run onto every copy.
+    pub(crate) fn write_serial(&self, s: u64, buf: &[u8]) -> Result<()> {
+        if self.geo.level.has_parity() {
+            self.write_parity(s, buf)
+        } else {
+            self.write_mapped(s, buf)
+        }
+    }
+}
+
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Array")
+            .field("uuid", &raidkit_format::uuid::format(&self.uuid))
+            .field("name", &self.name)
+            .field("level", &self.geo.level)
+            .field("size_bytes", &self.size_bytes())
+            .field("missing_roles", &self.missing_roles())
+            .finish()
+    }
+}
+
+impl Drop for Array {
+    /// Best effort: write out held writes (a caller that needs to know whether they reached
+    /// the members calls [`Array::flush`] or [`Array::stop`] first).
+    fn drop(&mut self) {
+        if let Some(c) = &self.cache {
+            if c.has_dirty() {
+                self.cache_drain_all(c);
+                let _ = self.flush_members();
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! RAID4/5/6 stripes: their layout, reading a stripe's blocks with what is missing
+//! reconstructed from parity, and computing P and Q.
+
+use crate::array::cache::write::{cached_cover, copy_from_cache};
+use crate::array::cache::PAGE_SECTORS;
+use crate::array::Array;
+use crate::error::EngineError;
+use crate::error::Result;
+use crate::locks::lock;
+use raidkit_layout::StripeLayout;
+use raidkit_layout::SECTOR;
+use raidkit_parity as parity;
+use std::sync::atomic::Ordering;
+
+/// Blocks of one stripe over a sector range, with missing ones reconstructed.
+pub(crate) struct StripeData {
+    pub data: Vec<Vec<u8>>,
+    pub p: Vec<u8>,
+    pub q: Option<Vec<u8>>,
+}
+
+impl StripeData {
+    /// The block of `role` (a data block, P or Q; empty for a role not in the stripe, or
+    /// Q when it was not read).
+    pub(crate) fn block_of(&self, layout: &StripeLayout, role: usize) -> &[u8] {
+        if role == layout.p {
+            &self.p
+        } else if Some(role) == layout.q {
+            self.q.as_deref().unwrap_or(&[])
+        } else if let Some(k) = layout.data.iter().position(|&r| r == role) {
+            &self.data[k]
+        } else {
+            &[]
+        }
+    }
+}
+
+impl Array {
+    /// Are all of the stripe's parity members (P, and Q for RAID6) failed or missing, with
+    /// no replacement being built? Then writes there keep no parity.
+    pub(crate) fn parity_gone(&self, layout: &StripeLayout) -> bool {
+        !self.replacing()
+            && self.member(layout.p).is_none()
+            && layout.q.is_none_or(|q| self.member(q).is_none())
+    }
+
+    pub(crate) fn stripe_layout(&self, stripe: u64) -> Result<StripeLayout> {
+        self.geo
+            .stripe(stripe)
+            .ok_or_else(|| EngineError::Invalid(format!("stripe {stripe} out of range")))
+    }
+
+    /// Read the blocks of `stripe` over chunk sectors `[at, at + sectors)`, reconstructing
+    /// what is missing. With `need_parity`, missing P/Q are recomputed too.
+    pub(crate) fn read_stripe(
+        &self,
+        stripe: u64,
+        layout: &StripeLayout,
+        at: u64,
+        sectors: u64,
+        need_parity: bool,
+    ) -> Result<StripeData> {
+        let member_sector = stripe * self.geo.chunk_sectors + at;
+        let len = (sectors * SECTOR) as usize;
+        let mut data = Vec::with_capacity(layout.data.len());
+        let mut missing = Vec::new();
+        let mut why = Vec::new();
+        for (k, &role) in layout.data.iter().enumerate() {
+            let mut block = vec![0u8; len];
+            let ok = self.can_read(role, member_sector, sectors)
+                && match self.member_read(role, member_sector, &mut block) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        why.push(e.to_string());
+                        false
+                    }
+                };
+            if !ok {
+                missing.push(k);
+            }
+            data.push(block);
+        }
+        let read_parity = |role: usize| -> Option<Vec<u8>> {
+            let mut block = vec![0u8; len];
+            (self.can_read(role, member_sector, sectors)
+                && self.member_read(role, member_sector, &mut block).is_ok())
+            .then_some(block)
+        };
+        let p = read_parity(layout.p);
+        let q = layout.q.and_then(read_parity);
+        reconstruct(layout, &mut data, &missing, p.as_deref(), q.as_deref(), len).map_err(
+            |what| EngineError::Unreadable {
+                offset: 0,
+                end: 0,
+                why: format!(
+                    "stripe {stripe}: {what}{}{}",
+                    if why.is_empty() { "" } else { ": " },
+                    why.join("; ")
+                ),
+            },
+        )?;
+        let has_q = layout.q.is_some();
+        let (p, q) = if need_parity && (p.is_none() || (has_q && q.is_none())) {
+            let (new_p, new_q) = compute_parity(layout, &data, len);
+            (
+                p.unwrap_or(new_p),
+                if has_q {
+                    Some(q.unwrap_or(new_q))
+                } else {
+                    None
+                },
+            )
+        } else {
+            (p.unwrap_or_else(|| vec![0u8; len]), q)
+        };
+        Ok(StripeData { data, p, q })
+    }
+
+    /// Read a piece of one chunk at array sector `sector` of a parity level: what the
+    /// stripe cache holds of it from there, the rest from the member (or reconstructed).
+    pub(crate) fn read_stripe_piece(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        let sectors = buf.len() as u64 / SECTOR;
+        let chunk = self.geo.chunk_sectors;
+        let data_blocks = self.geo.data_disks() as u64;
+        let stripe = sector / chunk / data_blocks;
+        let block = (sector / chunk % data_blocks) as usize;
+        let at = sector % chunk;
+        if let Some(cache) = &self.cache {
+            if let Some(entry) = cache.get(stripe) {
+                let held = lock(&entry.state);
+                if !held.dead && held.alloc > 0 {
+                    let (all, any) = cached_cover(cache, &held, block, at, sectors);
+                    if all {
+                        copy_from_cache(cache, &held, block, at, buf);
+                        cache
+                            .hits
+                            .fetch_add(sectors.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    if any {
+                        self.read_parity_piece(sector, stripe, block, at, buf)?;
+                        copy_from_cache(cache, &held, block, at, buf);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.read_parity_piece(sector, stripe, block, at, buf)
+    }
+
+    /// Read data block `k` of `stripe` at chunk sector `a` (array sector `s`) from its
+    /// member, reconstructing it from the others if that fails.
+    pub(crate) fn read_parity_piece(
+        &self,
+        s: u64,
+        stripe: u64,
+        k: usize,
+        a: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let n = buf.len() as u64 / SECTOR;
+        let c = self.geo.chunk_sectors;
+        let layout = self.stripe_layout(stripe)?;
+        let role = layout.data[k];
+        let member_sector = stripe * c + a;
+        let direct = if self.can_read(role, member_sector, n) {
+            Some(self.member_read(role, member_sector, buf))
+        } else {
+            None
+        };
+        if let Some(Ok(())) = direct {
+            return Ok(());
+        }
+        let _g = self.locks.lock(stripe);
+        let known = self
+            .read_stripe(stripe, &layout, a, n, false)
+            .map_err(|e| annotate_unreadable(e, s * SECTOR, (s + n) * SECTOR))?;
+        buf.copy_from_slice(&known.data[k]);
+        if let Some(Err(EngineError::Io { .. })) = direct {
+            self.repair_read_error(role, member_sector, buf);
+        }
+        Ok(())
+    }
+
+    /// After member failures during a write, make sure the stripe is still recoverable.
+    /// The old P (and Q) of `n` sectors from member sector `dsec` of a stripe, for
+    /// read-modify-write (Q empty without one).
+    pub(crate) fn read_old_parity(
+        &self,
+        layout: &StripeLayout,
+        member_sector: u64,
+        n: u64,
+    ) -> Result<(Vec<u8>, Vec<u8>)> {
+        let len = (n * SECTOR) as usize;
+        let mut p = vec![0u8; len];
+        self.member_read(layout.p, member_sector, &mut p)?;
+        let mut q = vec![0u8; if layout.q.is_some() { len } else { 0 }];
+        if let Some(qr) = layout.q {
+            self.member_read(qr, member_sector, &mut q)?;
+        }
+        Ok((p, q))
+    }
+}
+
+/// Rebuild the `missing` data blocks (logical indices) of a stripe from the others and
+/// the parity that could be read; Err says what is unavailable.
+fn reconstruct(
+    layout: &StripeLayout,
+    data: &mut [Vec<u8>],
+    missing: &[usize],
+    p: Option<&[u8]>,
+    q: Option<&[u8]>,
+    len: usize,
+) -> std::result::Result<(), String> {
+    let from_p = |data: &mut [Vec<u8>], k: usize, p: &[u8]| {
+        let mut out = p.to_vec();
+        for (j, d) in data.iter().enumerate() {
+            if j != k {
+                parity::xor_into(&mut out, d);
+            }
+        }
+        data[k] = out;
+    };
+    match (missing, layout.q.is_some()) {
+        ([], _) => {}
+        (&[k], false) => {
+            let Some(p) = p else {
+                return Err("a data block and parity are both unavailable".into());
+            };
+            from_p(data, k, p);
+        }
+        (&[k], true) => {
+            if let Some(p) = p {
+                from_p(data, k, p);
+            } else if let Some(q) = q {
+                let mut slots = to_slots(layout, data, len);
+                {
+                    let mut refs: Vec<&mut [u8]> =
+                        slots.iter_mut().map(|v| v.as_mut_slice()).collect();
+                    parity::recover_one_q(&mut refs, layout.slot[k], q);
+                }
+                from_slots(layout, data, &mut slots);
+            } else {
+                return Err("a data block, P and Q are all unavailable".into());
+            }
+        }
+        (&[a, b], true) => {
+            let (Some(p), Some(q)) = (p, q) else {
+                return Err("two data blocks and a parity block are unavailable".into());
+            };
+            let (sa, sb) = (layout.slot[a], layout.slot[b]);
+            let mut slots = to_slots(layout, data, len);
+            {
+                let mut refs: Vec<&mut [u8]> = slots.iter_mut().map(|v| v.as_mut_slice()).collect();
+                parity::recover_two(&mut refs, sa.min(sb), sa.max(sb), p, q);
+            }
+            from_slots(layout, data, &mut slots);
+        }
+        (m, _) => return Err(format!("{} data blocks are unavailable", m.len())),
+    }
+    Ok(())
+}
+
+pub(crate) fn annotate_unreadable(e: EngineError, offset: u64, end: u64) -> EngineError {
+    match e {
+        EngineError::Unreadable { why, .. } if end > 0 => {
+            EngineError::Unreadable { offset, end, why }
+        }
+        e => e,
+    }
+}
+
+/// Move data blocks into syndrome-slot order (zero blocks for unused DDF slots).
+pub(crate) fn to_slots(layout: &StripeLayout, data: &mut [Vec<u8>], len: usize) -> Vec<Vec<u8>> {
+    let mut slots: Vec<Vec<u8>> = vec![Vec::new(); layout.syndrome_width];
+    for (k, d) in data.iter_mut().enumerate() {
+        slots[layout.slot[k]] = std::mem::take(d);
+    }
+    for s in slots.iter_mut() {
+        if s.is_empty() {
+            *s = vec![0u8; len];
+        }
+    }
+    slots
+}
+
+pub(crate) fn from_slots(layout: &StripeLayout, data: &mut [Vec<u8>], slots: &mut [Vec<u8>]) {
+    for (k, d) in data.iter_mut().enumerate() {
+        *d = std::mem::take(&mut slots[layout.slot[k]]);
+    }
+}
+
+/// P (and Q) over data blocks given in logical order.
+pub(crate) fn compute_parity(
+    layout: &StripeLayout,
+    data: &[Vec<u8>],
+    len: usize,
+) -> (Vec<u8>, Vec<u8>) {
+    let refs: Vec<&[u8]> = data.iter().map(|v| v.as_slice()).collect();
+    compute_parity_refs(layout, &refs, len)
+}
+
+pub(crate) fn compute_parity_refs(
+    layout: &StripeLayout,
+    data: &[&[u8]],
+    len: usize,
+) -> (Vec<u8>, Vec<u8>) {
+    let mut p = vec![0u8; len];
+    let mut q = vec![0u8; if layout.q.is_some() { len } else { 0 }];
+    parity_into(layout, data, &mut p, &mut q);
+    (p, q)
+}
+
+/// P (and Q, for RAID6) over data blocks given in logical order, written over `p` and
+/// `q` (every byte; `q` is ignored without a Q). `p.len()` is the block length.
+pub(crate) fn parity_into(layout: &StripeLayout, data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+    if layout.q.is_none() {
+        parity::xor_gen(data, p);
+        return;
+    }
+    let mut slots: Vec<Option<&[u8]>> = vec![None; layout.syndrome_width];
+    for (k, d) in data.iter().enumerate() {
+        slots[layout.slot[k]] = Some(d);
+    }
+    // Unused syndrome slots (DDF layouts) count as zero blocks.
+    let zero = if slots.iter().any(Option::is_none) {
+        vec![0u8; p.len()]
+    } else {
+        Vec::new()
+    };
+    let slots: Vec<&[u8]> = slots.iter().map(|s| s.unwrap_or(&zero)).collect();
+    parity::pq_gen(&slots, p, q);
+}

@@ -1,0 +1,121 @@
+//! The copy loop of rebuild (md's recovery) and hot replace: walk a member's data sectors
+//! from a checkpoint, one stripe (parity levels) or up to 1 MiB (mirrors) at a time,
+//! stopping when asked, throttled, with progress and periodic checkpoints. What one step
+//! copies, and what a checkpoint writes, is the caller's.
+
+use crate::array::member::Member;
+use crate::error::{EngineError, Result};
+use crate::jobs::rebuild::RebuildOptions;
+use raidkit_layout::{Geometry, SECTOR};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Data sectors of `role` a rebuild or replace copies: whole stripes (parity levels),
+/// the sectors the layout uses otherwise.
+pub(crate) fn copy_sectors(geo: &Geometry, role: usize) -> u64 {
+    if geo.level.has_parity() {
+        geo.stripes() * geo.chunk_sectors
+    } else {
+        geo.used_dev_sectors(role)
+    }
+}
+
+/// Sectors a mirrored step copies at most (1 MiB).
+pub(crate) const MIRROR_STEP_SECTORS: u64 = 2048;
+
+/// How a copy loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CopyEnd {
+    /// Every range was copied.
+    Done,
+    /// Stopped on request before data sector `at` (a checkpoint may resume there).
+    Stopped {
+        /// The first data sector not copied.
+        at: u64,
+    },
+}
+
+/// What the loop needs besides its steps.
+pub(crate) struct CopyLoop<'a> {
+    /// Stop flag, throttle and checkpoint interval.
+    pub opts: &'a RebuildOptions,
+    /// The member written (the rebuild target, or the replacement).
+    pub target: &'a Member,
+    /// What the target is, for the error when it fails ("rebuild target", "replacement").
+    pub target_is: &'static str,
+    /// Data-sector ranges `[start, end)` to copy, in order.
+    pub ranges: &'a [(u64, u64)],
+    /// Checkpoint periodically (not for a bitmap-guided re-add, which stays unreadable
+    /// until every range is done).
+    pub checkpoints: bool,
+}
+
+impl CopyLoop<'_> {
+    /// Sectors of all ranges.
+    pub(crate) fn total(&self) -> u64 {
+        self.ranges.iter().map(|(a, b)| b - a).sum()
+    }
+
+    /// Copy every range: `step(x, end)` copies from data sector `x` (< `end`, the end of
+    /// its range) and returns the sectors it advanced; `checkpoint(x)` records that every
+    /// sector below `x` is copied. `progress(done, total)` in sectors.
+    pub(crate) fn run(
+        &self,
+        progress: &mut dyn FnMut(u64, u64),
+        mut step: impl FnMut(u64, u64) -> Result<u64>,
+        mut checkpoint: impl FnMut(u64) -> Result<()>,
+    ) -> Result<CopyEnd> {
+        let total = self.total();
+        let every = self.opts.checkpoint_every.unwrap_or(Duration::from_secs(1));
+        let started = Instant::now();
+        let mut last_checkpoint = Instant::now();
+        let mut done = 0u64;
+        for &(start, end) in self.ranges {
+            let mut x = start;
+            while x < end {
+                if self
+                    .opts
+                    .stop
+                    .as_ref()
+                    .is_some_and(|s| s.load(Ordering::Relaxed))
+                {
+                    return Ok(CopyEnd::Stopped { at: x });
+                }
+                if self.target.is_failed() {
+                    return Err(EngineError::WriteFailed {
+                        offset: 0,
+                        end: 0,
+                        why: format!("the {} {} failed", self.target_is, self.target.dev.name()),
+                    });
+                }
+                let advanced = step(x, end)?;
+                debug_assert!(advanced > 0, "a copy step at {x} did not advance");
+                x += advanced;
+                done += advanced;
+                progress(done, total);
+                self.throttle(done, started);
+                if self.checkpoints && last_checkpoint.elapsed() >= every {
+                    checkpoint(x)?;
+                    last_checkpoint = Instant::now();
+                }
+            }
+        }
+        Ok(CopyEnd::Done)
+    }
+
+    /// Sleep so that `done` sectors since `started` stay within the speed limit.
+    fn throttle(&self, done: u64, started: Instant) {
+        let limit = self
+            .opts
+            .max_bytes_per_sec
+            .as_ref()
+            .map_or(0, |l| l.load(Ordering::Relaxed));
+        if limit > 0 {
+            let should = Duration::from_secs_f64((done * SECTOR) as f64 / limit as f64);
+            let elapsed = started.elapsed();
+            if should > elapsed {
+                std::thread::sleep(should - elapsed);
+            }
+        }
+    }
+}

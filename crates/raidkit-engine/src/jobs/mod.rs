@@ -1,0 +1,10 @@
+//! Work over a whole running array, beyond client IO: redundancy passes, recovery, hot
+//! replace, adding or removing the bitmap, member management, removing the bad-block log.
+
+pub mod bbl_removal;
+pub(crate) mod copy;
+pub mod grow;
+pub mod members;
+pub mod rebuild;
+pub mod replace;
+pub mod sync;

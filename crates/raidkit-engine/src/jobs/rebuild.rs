@@ -1,0 +1,491 @@
+//! Hot spares and rebuild (md's "recovery"): add a spare, then rebuild every missing role
+//! onto spares, checkpointing `recovery_offset` so a restart resumes where it stopped.
+
+use crate::array::events::ArrayEvent;
+use crate::array::member::Member;
+use crate::array::parity_write::stripe_members;
+use crate::array::Array;
+use crate::dev::BlockDev;
+use crate::error::EngineError;
+use crate::error::Result;
+use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
+use crate::locks::lock;
+use crate::meta::sb::Super;
+use crate::ranges::coalesce_pairs;
+use raidkit_format::v090::{self, disk_state};
+use raidkit_format::v1::{self, feature};
+use raidkit_layout::Level;
+use raidkit_layout::{StripeLayout, SECTOR};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Outcome of a rebuild.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RebuildReport {
+    /// Roles rebuilt.
+    pub roles: Vec<usize>,
+    /// Data sectors written per role, summed.
+    pub sectors: u64,
+    /// Array byte ranges (offset, length) that could not be reconstructed; reads there
+    /// return errors.
+    pub lost: Vec<(u64, u64)>,
+}
+
+/// Options for a rebuild.
+#[derive(Clone, Debug, Default)]
+pub struct RebuildOptions {
+    /// Throttle to this many bytes per second (None: as fast as the members allow).
+    /// (Shared so the limit can change while the rebuild runs; 0 = unlimited.)
+    pub max_bytes_per_sec: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// Checkpoint `recovery_offset` at least this often (default 1 s).
+    pub checkpoint_every: Option<Duration>,
+    /// Set to stop the rebuild at the next step (it checkpoints and returns).
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// Rebuild every role that is missing (onto spares) or partially rebuilt (resume).
+/// `progress(done, total)` in data sectors.
+pub fn rebuild(
+    arr: &Array,
+    opts: &RebuildOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RebuildReport> {
+    if !arr.writable {
+        return Err(EngineError::Invalid(
+            "the array was assembled read-only; reassemble it for writing to rebuild".into(),
+        ));
+    }
+    if !arr.geo.level.has_redundancy() {
+        return Err(EngineError::Invalid(format!(
+            "{} has no redundancy to rebuild from",
+            arr.geo.level
+        )));
+    }
+    let mut rep = RebuildReport::default();
+    // Put spares into missing roles.
+    for role in arr.missing_roles() {
+        let Some(idx) = arr.spares().pop() else {
+            break;
+        };
+        promote(arr, idx, role)?;
+    }
+    let targets: Vec<(usize, Arc<Member>)> = arr
+        .slots()
+        .iter()
+        .enumerate()
+        .filter_map(|(r, m)| {
+            m.clone()
+                .filter(|m| !m.is_failed() && m.recovery().is_some())
+                .map(|m| (r, m))
+        })
+        .collect();
+    for (role, m) in targets {
+        rebuild_role(arr, role, &m, opts, progress, &mut rep, None)?;
+        rep.roles.push(role);
+    }
+    Ok(rep)
+}
+
+pub(crate) fn promote(arr: &Array, idx: usize, role: usize) -> Result<()> {
+    let mut meta = lock(&arr.meta.sb);
+    let devs = arr.devs().clone();
+    let dev = devs[idx].clone();
+    let data_offset = meta.sbs[idx].data_offset();
+    let devnum = meta.sbs[idx].dev_number();
+    if let Some(r) = meta.roles.get_mut(devnum) {
+        *r = role as u16;
+    }
+    match &mut meta.sbs[idx] {
+        Super::V1(s) => {
+            s.feature_map |= feature::RECOVERY_OFFSET;
+            s.recovery_offset = 0;
+        }
+        Super::V090(_) => {}
+    }
+    // 0.90 has no recovery offset: the descriptor says active-not-sync until done.
+    for sb in meta.sbs.iter_mut() {
+        if let Super::V090(s) = sb {
+            if let Some(d) = s.disks.get_mut(devnum) {
+                d.raid_disk = role as u32;
+                d.state = 0;
+            }
+        }
+    }
+    let member = Arc::new(Member::new(dev, idx, data_offset, Some(0), Vec::new()));
+    arr.set_slot(role, Some(member));
+    arr.write_superblocks(&mut meta, |_| {})
+}
+
+pub(crate) fn checkpoint(arr: &Array, m: &Member, at: Option<u64>) -> Result<()> {
+    let mut meta = lock(&arr.meta.sb);
+    let idx = m.index;
+    match &mut meta.sbs[idx] {
+        Super::V1(s) => match at {
+            Some(x) => {
+                s.feature_map |= feature::RECOVERY_OFFSET;
+                s.recovery_offset = x;
+            }
+            None => {
+                s.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
+                s.recovery_offset = 0;
+            }
+        },
+        Super::V090(_) => {
+            if at.is_none() {
+                let devnum = meta.sbs[idx].dev_number();
+                for sb in meta.sbs.iter_mut() {
+                    if let Super::V090(s) = sb {
+                        if let Some(d) = s.disks.get_mut(devnum) {
+                            d.state = disk_state::ACTIVE | disk_state::SYNC;
+                        }
+                        if s.spare_disks > 0 {
+                            s.spare_disks -= 1;
+                        }
+                        s.active_disks = (s.active_disks + 1).min(s.raid_disks);
+                    }
+                }
+                let copy = meta.sbs[idx].clone();
+                if let Super::V090(s) = &copy {
+                    if let Super::V090(me) = &mut meta.sbs[idx] {
+                        me.this_disk = s.disks[devnum.min(v090::MD_SB_DISKS - 1)];
+                    }
+                }
+            }
+        }
+    }
+    arr.write_superblocks(&mut meta, |_| {})
+}
+
+/// Rebuild one role from its checkpoint (or, bitmap-guided, only the `guided` data-sector
+/// ranges: the member then stays unreadable until all are done).
+pub(crate) fn rebuild_role(
+    arr: &Array,
+    role: usize,
+    m: &Arc<Member>,
+    opts: &RebuildOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    rep: &mut RebuildReport,
+    guided: Option<Vec<(u64, u64)>>,
+) -> Result<()> {
+    let full = copy_sectors(&arr.geo, role);
+    let start = m.recovery().unwrap_or(0);
+    let advance = guided.is_none();
+    let ranges = guided.unwrap_or_else(|| vec![(start, full)]);
+    arr.emit(ArrayEvent::RebuildStarted {
+        role,
+        device: m.dev.name().to_string(),
+        from: start,
+    });
+    let flush = || {
+        m.dev
+            .flush()
+            .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))
+    };
+    let mut lost: Vec<(u64, u64)> = Vec::new();
+    let copy = CopyLoop {
+        opts,
+        target: m,
+        target_is: "rebuild target",
+        ranges: &ranges,
+        checkpoints: advance,
+    };
+    let ended = copy.run(
+        progress,
+        |x, end| {
+            if arr.geo.level.has_parity() {
+                rebuild_stripe(arr, role, m, x, advance, &mut lost)
+            } else {
+                rebuild_mirrored(arr, role, m, x, end, advance, &mut lost)
+            }
+        },
+        |x| {
+            flush()?;
+            checkpoint(arr, m, Some(x.min(full)))
+        },
+    )?;
+    flush()?;
+    if let CopyEnd::Stopped { at } = ended {
+        checkpoint(arr, m, Some(if advance { at } else { 0 }))?;
+        coalesce_pairs(&mut lost);
+        arr.add_lost(&lost);
+        rep.lost.extend(lost);
+        return Ok(());
+    }
+    m.set_recovery(None);
+    checkpoint(arr, m, None)?;
+    // Adjacent pages lost one by one are reported as one range.
+    coalesce_pairs(&mut lost);
+    arr.add_lost(&lost);
+    rep.sectors += copy.total();
+    rep.lost.extend(lost.iter().copied());
+    arr.emit(ArrayEvent::RebuildFinished {
+        role,
+        device: m.dev.name().to_string(),
+        lost,
+    });
+    Ok(())
+}
+
+/// One stripe of a parity rebuild at data sector `x`: the role's block, reconstructed;
+/// narrowed down page by page where that fails. Returns the sectors rebuilt.
+fn rebuild_stripe(
+    arr: &Array,
+    role: usize,
+    m: &Member,
+    x: u64,
+    advance: bool,
+    lost: &mut Vec<(u64, u64)>,
+) -> Result<u64> {
+    let chunk = arr.geo.chunk_sectors;
+    let stripe = x / chunk;
+    let _stripe_lock = arr.lock_stripe(stripe);
+    let layout = arr.stripe_layout(stripe)?;
+    match arr.read_stripe(stripe, &layout, 0, chunk, true) {
+        Ok(known) => {
+            let block = known.block_of(&layout, role);
+            if !block.is_empty() {
+                arr.write_block(role, stripe * chunk, block)?;
+            }
+        }
+        Err(EngineError::Unreadable { .. }) => rebuild_pages(arr, role, stripe, &layout, lost)?,
+        Err(e) => return Err(e),
+    }
+    if advance {
+        m.set_recovery(Some((stripe + 1) * chunk));
+    }
+    Ok(chunk)
+}
+
+/// Rebuild what can be rebuilt of a stripe page by page; for the rest, the target block
+/// is marked bad (never read) and every data block of the page that nobody can supply is
+/// reported lost. The stripe is locked by the caller.
+fn rebuild_pages(
+    arr: &Array,
+    role: usize,
+    stripe: u64,
+    layout: &StripeLayout,
+    lost: &mut Vec<(u64, u64)>,
+) -> Result<()> {
+    let chunk = arr.geo.chunk_sectors;
+    let data_blocks = layout.data.len() as u64;
+    let page = 8u64.min(chunk);
+    let mut at = 0;
+    while at < chunk {
+        let n = page.min(chunk - at);
+        let data_sector = stripe * chunk + at;
+        match arr.read_stripe(stripe, layout, at, n, true) {
+            Ok(known) => {
+                let block = known.block_of(layout, role);
+                if !block.is_empty() {
+                    arr.write_block(role, data_sector, block)?;
+                }
+            }
+            Err(EngineError::Unreadable { .. }) => {
+                // md's rule: the target's block and every source block that could not be
+                // read are recorded as bad (on disk, so the loss survives a restart).
+                let mut scratch = vec![0u8; (n * SECTOR) as usize];
+                let unreadable: Vec<usize> = stripe_members(layout)
+                    .filter(|&r| {
+                        r != role
+                            && arr.readable(r, data_sector, n)
+                            && arr.read_block(r, data_sector, &mut scratch).is_err()
+                    })
+                    .collect();
+                arr.record_bad(role, data_sector, n);
+                for r in unreadable {
+                    arr.record_bad(r, data_sector, n);
+                }
+                for (k, &r) in layout.data.iter().enumerate() {
+                    if r == role || !arr.readable(r, data_sector, n) {
+                        let off = ((stripe * data_blocks + k as u64) * chunk + at) * SECTOR;
+                        lost.push((off, n * SECTOR));
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        at += n;
+    }
+    Ok(())
+}
+
+/// Up to 1 MiB of a mirrored rebuild from data sector `x` (< `end`), from other copies,
+/// with client writes held. Returns the sectors rebuilt.
+fn rebuild_mirrored(
+    arr: &Array,
+    role: usize,
+    m: &Member,
+    x: u64,
+    end: u64,
+    advance: bool,
+    lost: &mut Vec<(u64, u64)>,
+) -> Result<u64> {
+    let n = (end - x).min(MIRROR_STEP_SECTORS);
+    let _gate = arr.pause_writes();
+    arr.mirror_runs(role, x, n, |data_sector, s, p, run| {
+        let mut buf = vec![0u8; (run * SECTOR) as usize];
+        let mut unreadable = Vec::new();
+        if arr.read_other_copy(role, p, run, &mut buf, &mut unreadable) {
+            arr.write_block(role, data_sector, &buf)?;
+        } else {
+            // Nobody holds it: the target's copy and the copies that could not be read
+            // are recorded as bad (md's rule).
+            arr.record_bad(role, data_sector, run);
+            for (r, d) in unreadable {
+                arr.record_bad(r, d, run);
+            }
+            lost.push((s * SECTOR, run * SECTOR));
+        }
+        Ok(true)
+    })?;
+    if advance {
+        m.set_recovery(Some(x + n));
+    }
+    Ok(n)
+}
+
+impl Array {
+    /// Re-add a member that left the array (md's `--re-add`). If the write-intent bitmap
+    /// still covers every write it missed (its events ≥ the bitmap's `events_cleared`),
+    /// only the dirty regions are resynced; otherwise it is rebuilt in full.
+    pub fn re_add(
+        &self,
+        dev: Arc<dyn BlockDev>,
+        opts: &RebuildOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<RebuildReport> {
+        if !self.writable {
+            return Err(EngineError::Invalid(
+                "the array was assembled read-only".into(),
+            ));
+        }
+        let name = dev.name().to_string();
+        let found = crate::sb::probe(dev.as_ref())?;
+        let Some((sb, true)) = found.found.into_iter().find(|(s, _)| s.uuid() == self.uuid) else {
+            return Err(EngineError::Invalid(format!(
+                "{name} carries no valid superblock of this array; add it as a new member instead"
+            )));
+        };
+        let crate::sb::Role::Active(role) = sb.own_role() else {
+            return Err(EngineError::Invalid(format!(
+                "{name} was not an active member; add it as a new member instead"
+            )));
+        };
+        if self.member(role).is_some() {
+            return Err(EngineError::Invalid(format!(
+                "role {role} of {name} is occupied by a working member; nothing to re-add"
+            )));
+        }
+        // Which regions did it miss?
+        let (guided, cleared) = match self.bm().as_ref() {
+            Some(bm) => {
+                let b = lock(bm);
+                if sb.events() >= b.sb.events_cleared {
+                    (Some(b.dirty()), b.sb.events_cleared)
+                } else {
+                    (None, b.sb.events_cleared)
+                }
+            }
+            None => (None, 0),
+        };
+        let _ = cleared;
+        // Register it in its old role, unreadable until resynced.
+        let idx = self.add_device(dev.clone());
+        let m = {
+            let mut meta = lock(&self.meta.sb);
+            let devnum = sb.dev_number();
+            let mut sb = sb;
+            if let Super::V1(s) = &mut sb {
+                s.feature_map |= feature::RECOVERY_OFFSET;
+                if guided.is_some() {
+                    s.feature_map |= feature::RECOVERY_BITMAP;
+                }
+                s.recovery_offset = 0;
+                s.dev_roles.clone_from(&meta.roles);
+            }
+            meta.sbs.push(sb);
+            if devnum >= meta.roles.len() {
+                meta.roles.resize(devnum + 1, v1::role::SPARE);
+            }
+            meta.roles[devnum] = role as u16;
+            if let Some(bm) = self.bm().as_ref() {
+                let mut b = lock(bm);
+                if b.locs.len() <= idx {
+                    b.locs.resize(idx + 1, None);
+                }
+                b.locs[idx] = meta.sbs[idx].bitmap_sector(dev.size_bytes() / 512);
+            }
+            let data_offset = meta.sbs[idx].data_offset();
+            // The member's own bad-block log stays with it (those sectors still hold no
+            // valid data); nothing is copied from the other members.
+            let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx])?;
+            let m = Arc::new(Member::new(dev.clone(), idx, data_offset, Some(0), bad));
+            self.set_slot(role, Some(m.clone()));
+            self.write_superblocks(&mut meta, |_| {})?;
+            m
+        };
+        let ranges = guided.map(|chunks| self.bitmap_ranges_for_role(role, &chunks));
+        let mut rep = RebuildReport::default();
+        rebuild_role(self, role, &m, opts, progress, &mut rep, ranges)?;
+        rep.roles.push(role);
+        Ok(rep)
+    }
+
+    /// Data-sector ranges of `role` covered by the given bitmap chunks.
+    pub(crate) fn bitmap_ranges_for_role(&self, role: usize, chunks: &[u64]) -> Vec<(u64, u64)> {
+        let bmg = self.bm();
+        let Some(bm) = bmg.as_ref() else {
+            return Vec::new();
+        };
+        let cs = lock(bm).chunk_sectors;
+        let g = &self.geo;
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut push = |a: u64, b: u64| {
+            if let Some(last) = out.last_mut() {
+                if last.1 >= a {
+                    last.1 = last.1.max(b);
+                    return;
+                }
+            }
+            out.push((a, b));
+        };
+        match g.level {
+            Level::Raid10 => {
+                let size = g.array_sectors();
+                for &i in chunks {
+                    let mut s = i * cs;
+                    let end = ((i + 1) * cs).min(size);
+                    while s < end {
+                        let Some(p) = g.locate(s) else { break };
+                        let run = p.run.min(end - s);
+                        for &(r, d) in &p.copies {
+                            if r == role {
+                                push(d, d + run);
+                            }
+                        }
+                        s += run;
+                    }
+                }
+                out.sort_unstable();
+            }
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                let total = g.stripes() * g.chunk_sectors;
+                for &i in chunks {
+                    // Whole stripes covering the chunk.
+                    let c = g.chunk_sectors;
+                    let a = (i * cs) / c * c;
+                    let b = ((i + 1) * cs).div_ceil(c) * c;
+                    push(a.min(total), b.min(total));
+                }
+            }
+            _ => {
+                let total = g.used_dev_sectors(role);
+                for &i in chunks {
+                    push((i * cs).min(total), ((i + 1) * cs).min(total));
+                }
+            }
+        }
+        out.retain(|(a, b)| a < b);
+        out
+    }
+}

@@ -1,0 +1,239 @@
+//! One mirrored region of a pass: the copies compared page by page; which one is right
+//! (a majority of 3+ copies, or the checksum sidecar), and the fix.
+
+use super::{SyncMode, SyncReport, Verdict, PAGE};
+use crate::array::Array;
+use crate::checksums::{Checksums, Judgement};
+use crate::error::{EngineError, Result};
+
+/// A copy's place: (role, data sector).
+type Loc = (usize, u64);
+
+pub(super) fn mirror_region(
+    arr: &Array,
+    s: u64,
+    max: u64,
+    mode: SyncMode,
+    rep: &mut SyncReport,
+) -> Result<u64> {
+    let g = arr.geometry();
+    let p = g
+        .locate(s)
+        .ok_or_else(|| EngineError::Invalid(format!("sector {s} out of range")))?;
+    let n = p.run.min(max);
+    // Copies are read, compared and rewritten with client writes held: a write landing
+    // between the read and the rewrite would otherwise be undone on one copy (and a
+    // check would report a mismatch that is only a write in flight).
+    let _quiet = arr.is_writable().then(|| arr.pause_writes());
+    let live: Vec<(usize, u64)> = p
+        .copies
+        .iter()
+        .copied()
+        .filter(|&(r, _)| arr.present(r))
+        .collect();
+    if live.len() < 2 {
+        return Ok(n);
+    }
+    if live.iter().all(|&(r, d)| arr.member_hole(r, d, n)) {
+        rep.sectors_skipped_holes += n;
+        return Ok(n);
+    }
+    let len = (n * 512) as usize;
+    // Read every readable copy.
+    let mut copies: Vec<(Loc, Option<Vec<u8>>)> = Vec::new();
+    for &(r, d) in &live {
+        let mut b = vec![0u8; len];
+        let ok = arr.readable(r, d, n) && arr.read_block(r, d, &mut b).is_ok();
+        copies.push(((r, d), ok.then_some(b)));
+    }
+    if copies.iter().all(|c| c.1.is_none()) {
+        return Err(EngineError::Unreadable {
+            offset: s * 512,
+            end: (s + n) * 512,
+            why: "no copy is readable".into(),
+        });
+    }
+    // Compare page by page (4 KiB of array data, aligned to array offsets, like the
+    // checksum sidecar's blocks) so reports and verdicts are precise.
+    let spp = PAGE as u64 / 512;
+    let mut a = s;
+    while a < s + n {
+        let b = ((a / spp + 1) * spp).min(s + n);
+        let (lo, hi) = (((a - s) * 512) as usize, ((b - s) * 512) as usize);
+        mirror_page(arr, &copies, a, lo, hi, mode, rep)?;
+        a = b;
+    }
+    Ok(n)
+}
+
+/// Decide and (in repair) fix one page `[lo, hi)` of a mirror region starting at array
+/// sector `a`.
+fn mirror_page(
+    arr: &Array,
+    copies: &[(Loc, Option<Vec<u8>>)],
+    a: u64,
+    lo: usize,
+    hi: usize,
+    mode: SyncMode,
+    rep: &mut SyncReport,
+) -> Result<()> {
+    let pages: Vec<Option<&[u8]>> = copies
+        .iter()
+        .map(|c| c.1.as_deref().map(|b| &b[lo..hi]))
+        .collect();
+    let readable: Vec<&[u8]> = pages.iter().flatten().copied().collect();
+    if readable.iter().all(|p| *p == readable[0]) && pages.iter().all(|p| p.is_some()) {
+        return Ok(());
+    }
+    if readable.iter().all(|p| *p == readable[0]) {
+        // Some copy unreadable, the rest agree: the read path handles it; not a mismatch.
+        return Ok(());
+    }
+    let off = a * 512;
+    let plen = (hi - lo) as u64;
+    // 1. A strict majority among readable copies (3+ way mirrors); 2. the checksum
+    // sidecar.
+    let mut undecided_why = "no checksum sidecar: a 2-way mirror cannot tell which copy is right";
+    let mut none_matched = false;
+    let mut decision = majority(&readable);
+    if decision.is_none() {
+        if let Some(cs) = arr.checksums() {
+            match by_checksum(cs, off, plen, arr.size_bytes(), &readable)? {
+                Ok(d) => decision = Some(d),
+                Err((why, none)) => (undecided_why, none_matched) = (why, none),
+            }
+        }
+    }
+    let decided = decision.is_some();
+    let (good, what, by): (Vec<u8>, String, &'static str) = match decision {
+        Some((g, w, by)) => (g.to_vec(), w, by),
+        None => {
+            let first = readable[0];
+            (
+                first.to_vec(),
+                format!(
+                    "copies disagree (roles {}) and it cannot be told which is right: {undecided_why}; like md, repair copies the first readable copy (role {}) over the others",
+                    copies
+                        .iter()
+                        .map(|c| c.0 .0.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    copies
+                        .iter()
+                        .find(|c| c.1.is_some())
+                        .map(|c| c.0 .0)
+                        .unwrap_or(0)
+                ),
+                "undecided",
+            )
+        }
+    };
+    let wrong: Vec<Loc> = copies
+        .iter()
+        .zip(&pages)
+        .filter(|(_, p)| p.is_some_and(|p| p != good.as_slice()))
+        .map(|(c, _)| c.0)
+        .collect();
+    let repaired = mode != SyncMode::Check;
+    if repaired {
+        for &(r, d) in &wrong {
+            arr.write_block(r, d + (lo as u64 / 512), &good)?;
+            rep.sectors_written += plen / 512;
+        }
+        if none_matched {
+            // Every copy now holds these bytes: make the sidecar agree with the array.
+            if let Some(cs) = arr.checksums() {
+                cs.set(off / PAGE as u64, &good)?;
+            }
+        }
+    }
+    if mode == SyncMode::Resync {
+        return Ok(());
+    }
+    rep.add_mismatch(off, plen);
+    if decided {
+        for &(r, _) in &wrong {
+            rep.add_verdict(Verdict {
+                stripe: 0,
+                offset: off,
+                len: plen,
+                role: Some(r),
+                device: arr.member(r).map(|m| m.dev.name().to_string()),
+                what: what.clone(),
+                decided_by: by.into(),
+                repaired,
+            });
+        }
+    } else {
+        rep.add_verdict(Verdict {
+            stripe: 0,
+            offset: off,
+            len: plen,
+            role: None,
+            device: None,
+            what,
+            decided_by: by.into(),
+            repaired,
+        });
+    }
+    Ok(())
+}
+
+/// A copy found right: its bytes, what was wrong with the others, how it was told.
+type Decision<'a> = (&'a [u8], String, &'static str);
+
+/// The copy a strict majority of the readable copies agree on (3+ way mirrors).
+fn majority<'a>(readable: &[&'a [u8]]) -> Option<Decision<'a>> {
+    let mut best: (usize, &[u8]) = (0, readable[0]);
+    for cand in readable {
+        let votes = readable.iter().filter(|o| **o == *cand).count();
+        if votes > best.0 {
+            best = (votes, cand);
+        }
+    }
+    (best.0 * 2 > readable.len()).then(|| {
+        (
+            best.1,
+            format!(
+                "mirror copy (outvoted {} to {})",
+                best.0,
+                readable.len() - best.0
+            ),
+            "majority",
+        )
+    })
+}
+
+/// The copy that matches its checksum, or why none can be told (and whether no copy
+/// matched at all).
+fn by_checksum<'a>(
+    cs: &Checksums,
+    off: u64,
+    plen: u64,
+    array_bytes: u64,
+    readable: &[&'a [u8]],
+) -> Result<std::result::Result<Decision<'a>, (&'static str, bool)>> {
+    if !(off.is_multiple_of(PAGE as u64) && (plen == PAGE as u64 || off + plen == array_bytes)) {
+        return Ok(Err(("the range is not a whole checksum block", false)));
+    }
+    let mut matching: Vec<&[u8]> = Vec::new();
+    let mut unknown = false;
+    for c in readable {
+        match cs.judge(off / PAGE as u64, c)? {
+            Judgement::Match => matching.push(c),
+            Judgement::Mismatch => {}
+            Judgement::Unknown => unknown = true,
+        }
+    }
+    Ok(if unknown {
+        Err(("the checksum is not authoritative here (region written during an unclean stop, or a write in flight)", false))
+    } else if let Some(m) = matching.first() {
+        Ok((
+            m,
+            "mirror copy (does not match its checksum)".into(),
+            "checksum",
+        ))
+    } else {
+        Err(("no copy matches its checksum", true))
+    })
+}

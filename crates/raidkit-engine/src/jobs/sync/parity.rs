@@ -1,0 +1,327 @@
+//! One RAID4/5/6 stripe of a pass: parity recomputed and compared page by page; who is
+//! wrong when it disagrees (RAID6: P and Q locate a single bad block; RAID4/5: the
+//! checksum sidecar), and the fix.
+
+use super::{SyncMode, SyncReport, Verdict, PAGE};
+use crate::array::parity_write::stripe_members;
+use crate::array::stripe::{compute_parity, StripeData};
+use crate::array::Array;
+use crate::checksums::Judgement;
+use crate::error::Result;
+use raidkit_layout::StripeLayout;
+
+/// Check (and in resync/repair, fix) one stripe; returns the sync-space sectors done.
+pub(super) fn parity_stripe(
+    arr: &Array,
+    stripe: u64,
+    mode: SyncMode,
+    rep: &mut SyncReport,
+) -> Result<u64> {
+    let chunk = arr.geometry().chunk_sectors;
+    let layout = arr.stripe_layout(stripe)?;
+    let stripe_start = stripe * chunk;
+    if stripe_members(&layout).all(|r| !arr.present(r) || arr.member_hole(r, stripe_start, chunk)) {
+        rep.sectors_skipped_holes += chunk;
+        return Ok(chunk);
+    }
+    let _stripe_lock = arr.lock_stripe(stripe);
+    let len = (chunk * 512) as usize;
+    let known = arr.read_stripe(stripe, &layout, 0, chunk, true)?;
+    let (p, q) = compute_parity(&layout, &known.data, len);
+    let check = StripeCheck {
+        arr,
+        stripe,
+        chunk,
+        mode,
+        p_present: arr.present(layout.p),
+        q_present: layout.q.is_some_and(|r| arr.present(r)),
+        layout,
+        known,
+        p,
+        q,
+    };
+    // Compare page by page (4 KiB, like md), so reports are precise.
+    for start in (0..len).step_by(PAGE.min(len)) {
+        check.page(start, (start + PAGE).min(len), rep)?;
+    }
+    Ok(chunk)
+}
+
+/// One stripe read (with what is missing reconstructed), and its parity recomputed.
+struct StripeCheck<'a> {
+    arr: &'a Array,
+    stripe: u64,
+    chunk: u64,
+    mode: SyncMode,
+    layout: StripeLayout,
+    known: StripeData,
+    /// P and Q computed from the data.
+    p: Vec<u8>,
+    q: Vec<u8>,
+    p_present: bool,
+    q_present: bool,
+}
+
+impl StripeCheck<'_> {
+    /// Array byte offset of data block `k`'s bytes at chunk byte `in_chunk`.
+    fn row_offset(&self, k: u64, in_chunk: usize) -> u64 {
+        let data_blocks = self.layout.data.len() as u64;
+        ((self.stripe * data_blocks + k) * self.chunk) * 512 + in_chunk as u64
+    }
+
+    /// Compare chunk bytes `[start, end)`; on a mismatch, decide who is wrong, fix it
+    /// (resync, repair) and report it (check, repair).
+    fn page(&self, start: usize, end: usize, rep: &mut SyncReport) -> Result<()> {
+        let (known, mode) = (&self.known, self.mode);
+        let bad_p = self.p_present && known.p[start..end] != self.p[start..end];
+        let bad_q = self.q_present
+            && known.q.as_deref().map(|x| &x[start..end]) != Some(&self.q[start..end]);
+        if !bad_p && !bad_q {
+            return Ok(());
+        }
+        let data_blocks = self.layout.data.len() as u64;
+        if mode != SyncMode::Resync {
+            for k in 0..data_blocks {
+                rep.add_mismatch(self.row_offset(k, start), (end - start) as u64);
+            }
+        }
+        let (culprit, by, why) = self.culprit(start, end, bad_p, bad_q)?;
+        let (role, what, fix) = self.fix(culprit, by, why, start, end, bad_p, bad_q);
+        let repaired = mode != SyncMode::Check;
+        if repaired {
+            for (r, bytes) in &fix {
+                let at = self.stripe * self.chunk + start as u64 / 512;
+                self.arr.write_block(*r, at, bytes)?;
+                rep.sectors_written += bytes.len() as u64 / 512;
+            }
+        }
+        if mode != SyncMode::Resync {
+            rep.add_verdict(Verdict {
+                stripe: self.stripe,
+                offset: self.row_offset(0, start),
+                len: (end - start) as u64,
+                role,
+                device: role
+                    .and_then(|r| self.arr.member(r))
+                    .map(|m| m.dev.name().to_string()),
+                what,
+                decided_by: by.into(),
+                repaired,
+            });
+        }
+        Ok(())
+    }
+
+    /// Who is wrong? RAID6 can tell when exactly one block of the page is bad; RAID4/5
+    /// can with the checksum sidecar. Returns the culprit, how it was decided, and why
+    /// it could not be.
+    fn culprit(
+        &self,
+        start: usize,
+        end: usize,
+        bad_p: bool,
+        bad_q: bool,
+    ) -> Result<(Culprit, &'static str, String)> {
+        if self.mode == SyncMode::Resync {
+            return Ok((Culprit::Unknown, "undecided", String::new()));
+        }
+        if self.layout.q.is_some() {
+            let (layout, known) = (&self.layout, &self.known);
+            let c = locate_raid6(layout, known, &self.p, &self.q, start, end, bad_p, bad_q);
+            let by = if matches!(c, Culprit::Unknown) {
+                "undecided"
+            } else {
+                "P+Q"
+            };
+            return Ok((c, by, "more than one block (cannot locate)".into()));
+        }
+        let data_blocks = self.layout.data.len() as u64;
+        let offs: Vec<u64> = (0..data_blocks)
+            .map(|k| self.row_offset(k, start))
+            .collect();
+        locate_by_checksums(self.arr, &self.known, &self.p, start, end, &offs)
+    }
+
+    /// The member found wrong, what was wrong, and the blocks to rewrite (md's repair
+    /// when undecided: parity recomputed from the data).
+    #[allow(clippy::too_many_arguments)]
+    fn fix(
+        &self,
+        culprit: Culprit,
+        by: &str,
+        why: String,
+        start: usize,
+        end: usize,
+        bad_p: bool,
+        bad_q: bool,
+    ) -> (Option<usize>, String, Vec<Fix>) {
+        let (layout, p, q) = (&self.layout, &self.p, &self.q);
+        match culprit {
+            Culprit::P => (
+                Some(layout.p),
+                if by == "checksum" {
+                    "P (every data block matches its checksum)".into()
+                } else {
+                    "P".into()
+                },
+                vec![(layout.p, p[start..end].to_vec())],
+            ),
+            Culprit::Q => {
+                let q_role = layout.q.unwrap_or(layout.p);
+                (
+                    Some(q_role),
+                    "Q".into(),
+                    vec![(q_role, q[start..end].to_vec())],
+                )
+            }
+            Culprit::Data(k, fixed) => (
+                Some(layout.data[k]),
+                format!(
+                    "data (array bytes {}..{}){}",
+                    self.row_offset(k as u64, start),
+                    self.row_offset(k as u64, start) + (end - start) as u64,
+                    if by == "checksum" {
+                        "; it does not match its checksum, its reconstruction from parity does"
+                    } else {
+                        ""
+                    }
+                ),
+                vec![(layout.data[k], fixed)],
+            ),
+            Culprit::Unknown => {
+                let mut v = Vec::new();
+                if bad_p {
+                    v.push((layout.p, p[start..end].to_vec()));
+                }
+                if bad_q {
+                    if let Some(q_role) = layout.q {
+                        v.push((q_role, q[start..end].to_vec()));
+                    }
+                }
+                (
+                    None,
+                    format!("{why}; like md, repair recomputes parity from the data"),
+                    v,
+                )
+            }
+        }
+    }
+}
+
+/// A block to rewrite: (role, bytes).
+type Fix = (usize, Vec<u8>);
+
+enum Culprit {
+    P,
+    Q,
+    /// Logical data index and its corrected bytes for the page.
+    Data(usize, Vec<u8>),
+    Unknown,
+}
+
+/// Use P and Q to find the single bad block of a RAID6 page (the method of md's raid6check):
+/// with ΔP = P ⊕ P' and ΔQ = Q ⊕ Q', a single bad data block in slot z gives
+/// ΔQ = g^z · ΔP at every byte.
+#[allow(clippy::too_many_arguments)]
+fn locate_raid6(
+    lay: &StripeLayout,
+    sd: &StripeData,
+    p: &[u8],
+    q: &[u8],
+    start: usize,
+    end: usize,
+    bad_p: bool,
+    bad_q: bool,
+) -> Culprit {
+    use raidkit_parity::gf;
+    let Some(sq) = sd.q.as_deref() else {
+        return Culprit::Unknown;
+    };
+    if bad_p && !bad_q {
+        return Culprit::P;
+    }
+    if bad_q && !bad_p {
+        return Culprit::Q;
+    }
+    let mut slot: Option<u8> = None;
+    for i in start..end {
+        let dp = sd.p[i] ^ p[i];
+        let dq = sq[i] ^ q[i];
+        match (dp, dq) {
+            (0, 0) => continue,
+            (0, _) | (_, 0) => return Culprit::Unknown,
+            _ => {
+                let z = match (gf::log(dq), gf::log(dp)) {
+                    (Some(a), Some(b)) => ((a as u16 + 255 - b as u16) % 255) as u8,
+                    _ => return Culprit::Unknown,
+                };
+                if slot.is_some_and(|s| s != z) {
+                    return Culprit::Unknown;
+                }
+                slot = Some(z);
+            }
+        }
+    }
+    let Some(z) = slot else {
+        return Culprit::Unknown;
+    };
+    let Some(k) = lay.slot.iter().position(|&s| s == z as usize) else {
+        return Culprit::Unknown;
+    };
+    let mut fixed = sd.data[k][start..end].to_vec();
+    for (j, b) in fixed.iter_mut().enumerate() {
+        *b ^= sd.p[start + j] ^ p[start + j];
+    }
+    Culprit::Data(k, fixed)
+}
+
+/// RAID4/5: use the checksum sidecar to tell whether the data blocks of a page with a
+/// parity mismatch are right (then P is wrong) or exactly one is wrong (then it is rebuilt
+/// from parity, and the rebuilt bytes must match the checksum). `offs`: array byte offset
+/// of each data block's page. Returns the culprit, how it was decided, and why not.
+fn locate_by_checksums(
+    arr: &Array,
+    sd: &StripeData,
+    p: &[u8],
+    start: usize,
+    end: usize,
+    offs: &[u64],
+) -> Result<(Culprit, &'static str, String)> {
+    let undecided = |why: &str| Ok((Culprit::Unknown, "undecided", why.to_string()));
+    let Some(cs) = arr.checksums() else {
+        return undecided(
+            "data or parity: RAID5 cannot tell which without a checksum sidecar (--checksums)",
+        );
+    };
+    if end - start != PAGE || offs.iter().any(|o| !o.is_multiple_of(PAGE as u64)) {
+        return undecided("data or parity: the range is not made of whole checksum blocks");
+    }
+    let mut bad = Vec::new();
+    for (k, &o) in offs.iter().enumerate() {
+        match cs.judge(o / PAGE as u64, &sd.data[k][start..end])? {
+            Judgement::Match => {}
+            Judgement::Mismatch => bad.push(k),
+            Judgement::Unknown => {
+                return undecided("data or parity: the checksums are not authoritative here (region written during an unclean stop, or a write in flight)");
+            }
+        }
+    }
+    match bad[..] {
+        [] => Ok((Culprit::P, "checksum", String::new())),
+        [k] => {
+            let mut fixed = sd.data[k][start..end].to_vec();
+            for (j, b) in fixed.iter_mut().enumerate() {
+                *b ^= sd.p[start + j] ^ p[start + j];
+            }
+            if cs.judge(offs[k] / PAGE as u64, &fixed)? == Judgement::Match {
+                Ok((Culprit::Data(k, fixed), "checksum", String::new()))
+            } else {
+                undecided("a data block does not match its checksum and neither does its reconstruction from parity (more than one block is bad)")
+            }
+        }
+        _ => undecided(&format!(
+            "{} data blocks of the row do not match their checksums",
+            bad.len()
+        )),
+    }
+}

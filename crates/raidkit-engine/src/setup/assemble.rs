@@ -1,0 +1,692 @@
+//! Assembly: find the members of one array by UUID and role (never by argument order),
+//! refuse anything ambiguous or stale with an explanation, and build a running [`Array`].
+
+use crate::array::meta::Meta;
+use crate::array::{Array, Member};
+use crate::bitmap::RunBitmap;
+use crate::dev::{BlockDev, FileDev};
+use crate::error::{EngineError, Result};
+use crate::sb::{probe, Metadata, Role, Super};
+use raidkit_format::badblocks;
+use raidkit_format::v1::{feature, role as v1role};
+use raidkit_format::MAX_SECTOR;
+use raidkit_layout::{Geometry, Level};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How to assemble.
+#[derive(Clone, Debug, Default)]
+pub struct AssembleOptions {
+    /// Open members for writing (otherwise nothing is ever written).
+    pub writable: bool,
+    /// Start a dirty degraded array, and accept stale members when they are needed to run.
+    pub force: bool,
+    /// Which superblock to use when a device carries both 0.90 and 1.x.
+    pub metadata: Option<Metadata>,
+    /// Only report (read-only): do not refuse a dirty degraded array, nothing is read
+    /// through it that matters and nothing is written.
+    pub report_only: bool,
+}
+
+/// Open the given paths and assemble them.
+pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array> {
+    let mut seen: Vec<((u64, u64), String)> = Vec::new();
+    let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
+    for p in paths {
+        let real: PathBuf = match p.to_str().and_then(crate::fault::parse_spec) {
+            Some(Ok((_, path))) => path,
+            _ => p.clone(),
+        };
+        let md = std::fs::metadata(&real)
+            .map_err(|e| EngineError::io(&p.display().to_string(), "looking up the member", e))?;
+        let id = if md.file_type().is_file() {
+            (md.dev(), md.ino())
+        } else {
+            (u64::MAX, md.rdev())
+        };
+        if let Some((_, other)) = seen.iter().find(|(i, _)| *i == id) {
+            return Err(EngineError::BadMember {
+                device: p.display().to_string(),
+                why: format!("is the same device as {other}; give each member once"),
+            });
+        }
+        seen.push((id, p.display().to_string()));
+        if let Some(spec) = p.to_str().and_then(crate::fault::parse_spec) {
+            let (rules, path) = spec.map_err(EngineError::Invalid)?;
+            let d = crate::fault::FaultDev::open(&path, rules, opts.writable).map_err(|e| {
+                EngineError::io(&path.display().to_string(), "opening the member", e)
+            })?;
+            devs.push(Arc::new(d));
+            continue;
+        }
+        let d = FileDev::open(p, opts.writable).map_err(|e| {
+            EngineError::io(
+                &p.display().to_string(),
+                if opts.writable {
+                    "opening the member for writing"
+                } else {
+                    "opening the member"
+                },
+                e,
+            )
+        })?;
+        devs.push(Arc::new(d));
+    }
+    assemble(devs, opts)
+}
+
+fn pick_super(dev: &dyn BlockDev, opts: &AssembleOptions) -> Result<Super> {
+    let p = probe(dev)?;
+    let mut found = p.found;
+    if let Some(m) = opts.metadata {
+        found.retain(|(s, _)| match (m, s) {
+            (Metadata::V090, Super::V090(_)) => true,
+            (Metadata::V1(_), Super::V1(_)) => s.metadata() == m,
+            _ => false,
+        });
+    }
+    if found.is_empty() {
+        let detail = if let Some((what, e)) = p.broken.first() {
+            format!("the {what} is damaged ({e}); if this device is a member, leave it out, start the array degraded and re-add it")
+        } else {
+            "no MD superblock found (looked for 1.2 at sector 8, 1.1 at sector 0, 1.0 and 0.90 at the end); check the device name".to_string()
+        };
+        return Err(EngineError::NoSuperblock {
+            device: dev.name().to_string(),
+            detail,
+        });
+    }
+    let has090 = found.iter().any(|(s, _)| matches!(s, Super::V090(_)));
+    let has1 = found.iter().any(|(s, _)| matches!(s, Super::V1(_)));
+    if has090 && has1 {
+        return Err(EngineError::BadMember {
+            device: dev.name().to_string(),
+            why: "carries both a 0.90 and a 1.x superblock; raidkit will not guess which one is current: choose the metadata version to use (0.90 or 1.x)".into(),
+        });
+    }
+    // Several 1.x variants: the one with the largest ctime (mdadm's rule).
+    found.sort_by_key(|(s, _)| std::cmp::Reverse(s.ctime()));
+    let (sb, ok) = found.swap_remove(0);
+    if !ok {
+        return Err(EngineError::NoSuperblock {
+            device: dev.name().to_string(),
+            detail: format!(
+                "the {} superblock has a bad checksum; if this device is a member, leave it out, start the array degraded and re-add it",
+                sb.metadata()
+            ),
+        });
+    }
+    // The device must hold everything the superblock describes (the kernel's rule).
+    let dev_sectors = dev.size_bytes() / 512;
+    if let Super::V1(v) = &sb {
+        let end = v.data_offset.saturating_add(v.data_size);
+        let fits = match v.minor() {
+            raidkit_format::v1::Minor::V0 => end <= v.super_offset,
+            _ => end <= dev_sectors,
+        };
+        if !fits {
+            return Err(EngineError::BadMember {
+                device: dev.name().to_string(),
+                why: format!(
+                    "is {dev_sectors} sectors long but its superblock says data runs to sector {end}: the device was truncated or is not the one the array was made on; leave it out (the array runs degraded if it can) or restore the device"
+                ),
+            });
+        }
+    }
+    Ok(sb)
+}
+
+/// Assemble the array formed by `devs`.
+pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<Array> {
+    if devs.is_empty() {
+        return Err(EngineError::Invalid("no members given".into()));
+    }
+    let mut sbs = Vec::with_capacity(devs.len());
+    for d in &devs {
+        sbs.push(pick_super(d.as_ref(), opts)?);
+    }
+    let mut census = Census::of(devs, sbs)?;
+    let mut roles = census.sort_roles()?;
+    census.take_stale(&mut roles, opts)?;
+    let level = census.level;
+    let raid_disks = census.fresh.raid_disks();
+    let missing: Vec<usize> = (0..raid_disks)
+        .filter(|&r| roles.slots[r].is_none())
+        .collect();
+    can_run(level, raid_disks, &missing, &census.fresh).map_err(|why| {
+        EngineError::NotEnoughMembers {
+            level: level.to_string(),
+            uuid: census.uuid_text.clone(),
+            why,
+        }
+    })?;
+    let fresh = &census.fresh;
+    let geo = Geometry::new(
+        level,
+        fresh.layout(),
+        fresh.chunk_sectors(),
+        raid_disks,
+        fresh.size_sectors(),
+        census.member_sectors(&roles.slots),
+    )?;
+    let (resync, forced_clean) = census.resync_state(&roles.slots, &missing, opts)?;
+    let members = census.members(&roles.slots)?;
+    let role_table = census.role_table(&roles);
+    let bitmap = census.bitmap(&roles.slots)?;
+    let Census {
+        devs,
+        sbs,
+        uuid,
+        max_events,
+        fresh,
+        ..
+    } = census;
+    let replacements: Vec<(usize, Member)> = roles
+        .replacing
+        .iter()
+        .map(|&(i, r)| {
+            let sb = &sbs[i];
+            let recovery = Some(sb.recovery_offset().unwrap_or(0));
+            (
+                r,
+                Member::new(devs[i].clone(), i, sb.data_offset(), recovery, Vec::new()),
+            )
+        })
+        .collect();
+    let meta = Meta {
+        sbs,
+        events: max_events,
+        dirty: false,
+        resync_from: resync,
+        roles: role_table,
+    };
+    let arr = Array::from_parts(
+        geo,
+        uuid,
+        fresh.name(),
+        fresh.metadata(),
+        devs,
+        members,
+        roles.spares,
+        opts.writable,
+        meta,
+        bitmap,
+        forced_clean,
+    );
+    for (r, m) in replacements {
+        arr.set_replacement(r, Some(Arc::new(m)));
+    }
+    // Where bad blocks exceed the redundancy the data is gone: reads there fail.
+    let lost = arr.derive_lost();
+    arr.add_lost(&lost);
+    Ok(arr)
+}
+
+/// What the given devices say about the array they form: one array, its freshest member
+/// and shape, checked.
+struct Census {
+    devs: Vec<Arc<dyn BlockDev>>,
+    sbs: Vec<Super>,
+    /// Sectors of each device.
+    dev_sectors: Vec<u64>,
+    uuid: [u8; 16],
+    /// The UUID in mdadm's text form.
+    uuid_text: String,
+    /// The highest event count of a member that is not a spare.
+    max_events: u64,
+    /// Index of the freshest member, and its superblock.
+    fresh_i: usize,
+    fresh: Super,
+    level: Level,
+}
+
+/// Which device is in which role.
+struct Roles {
+    /// Role slot → device index.
+    slots: Vec<Option<usize>>,
+    /// Device indices of spares.
+    spares: Vec<usize>,
+    /// Devices that believe they are active members but missed updates.
+    stale: Vec<usize>,
+    /// `(device index, role)` of replacements being built next to their member.
+    replacing: Vec<(usize, usize)>,
+}
+
+impl Census {
+    /// Check that the devices form one array of one shape, with features raidkit runs.
+    fn of(devs: Vec<Arc<dyn BlockDev>>, sbs: Vec<Super>) -> Result<Census> {
+        // One array only.
+        let uuid = sbs[0].uuid();
+        for (i, s) in sbs.iter().enumerate() {
+            if s.uuid() != uuid {
+                return Err(EngineError::BadMember {
+                    device: devs[i].name().to_string(),
+                    why: format!(
+                        "belongs to array {} ({}), not to array {} like {}; give the members of one array only",
+                        crate::sb::uuid_text(s.metadata(), &s.uuid()),
+                        s.name(),
+                        crate::sb::uuid_text(sbs[0].metadata(), &uuid),
+                        devs[0].name()
+                    ),
+                });
+            }
+        }
+        let uuid_s = crate::sb::uuid_text(sbs[0].metadata(), &uuid);
+        // Freshest non-spare member.
+        let max_events = sbs
+            .iter()
+            .filter(|s| !matches!(s.own_role(), Role::Spare))
+            .map(|s| s.events())
+            .max()
+            .ok_or_else(|| EngineError::NotEnoughMembers {
+                level: Level::md_name(sbs[0].level()),
+                uuid: uuid_s.clone(),
+                why: "every device given is a spare; give the active members".into(),
+            })?;
+        let fresh_i = sbs
+            .iter()
+            .position(|s| s.events() == max_events && !matches!(s.own_role(), Role::Spare))
+            .unwrap_or(0);
+        let fresh = sbs[fresh_i].clone();
+        for (i, s) in sbs.iter().enumerate() {
+            if s.level() != fresh.level()
+                || s.layout() != fresh.layout()
+                || s.chunk_sectors() != fresh.chunk_sectors()
+                || s.raid_disks() != fresh.raid_disks()
+            {
+                return Err(EngineError::BadMember {
+                    device: devs[i].name().to_string(),
+                    why: format!(
+                        "its superblock describes a different shape (level {}, layout {}, chunk {}, {} devices) than {} (level {}, layout {}, chunk {}, {} devices); leave the odd one out",
+                        s.level(), s.layout(), s.chunk_sectors(), s.raid_disks(), devs[fresh_i].name(),
+                        fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks()
+                    ),
+                });
+            }
+        }
+        let level = Level::from_md(fresh.level()).ok_or_else(|| EngineError::Unsupported {
+            uuid: uuid_s.clone(),
+            what: format!("level {}", fresh.level()),
+            advice: "raidkit handles linear, raid0, raid1, raid4, raid5, raid6 and raid10; multipath and faulty are legacy kernel personalities".into(),
+        })?;
+        if fresh.reshape_active() {
+            return Err(EngineError::Unsupported {
+                uuid: uuid_s,
+                what: "a reshape is in progress".into(),
+                advice:
+                    "let the kernel finish it (mdadm --assemble) before using raidkit on this array"
+                        .into(),
+            });
+        }
+        let fm = fresh.feature_map();
+        for (bit, what) in [
+            (feature::JOURNAL, "a write journal (raid5-cache)"),
+            (
+                feature::PPL | feature::MULTIPLE_PPLS,
+                "a partial parity log (PPL)",
+            ),
+            (feature::CLUSTERED, "clustered md"),
+        ] {
+            if fm & bit != 0 {
+                return Err(EngineError::Unsupported {
+                    uuid: uuid_s,
+                    what: format!("the array uses {what}"),
+                    advice: "raidkit does not handle this feature; assemble it with the kernel"
+                        .into(),
+                });
+            }
+        }
+        let dev_sectors = devs.iter().map(|d| d.size_bytes() / 512).collect();
+        Ok(Census {
+            devs,
+            sbs,
+            dev_sectors,
+            uuid,
+            uuid_text: uuid_s,
+            max_events,
+            fresh_i,
+            fresh,
+            level,
+        })
+    }
+
+    /// Put every device in its role, among the spares, the stale or the replacements.
+    fn sort_roles(&mut self) -> Result<Roles> {
+        let (devs, sbs, fresh) = (&self.devs, &mut self.sbs, &self.fresh);
+        let max_events = self.max_events;
+        let raid_disks = fresh.raid_disks();
+        let mut slots: Vec<Option<usize>> = vec![None; raid_disks];
+        let mut spares = Vec::new();
+        let mut stale = Vec::new();
+        let mut repl: Vec<(usize, usize)> = Vec::new();
+        for (i, s) in sbs.iter().enumerate() {
+            let ev = s.events();
+            let role = fresh.role_of(s.dev_number());
+            let own_spare = matches!(s.own_role(), Role::Spare);
+            if ev + 1 < max_events && !own_spare {
+                // It believes it is an active member, but it missed updates.
+                stale.push(i);
+                continue;
+            }
+            if ev > max_events || own_spare || matches!(role, Role::Spare) {
+                spares.push(i);
+                continue;
+            }
+            if s.feature_map() & feature::REPLACEMENT != 0 {
+                // A half-built replacement: not a data source; it keeps being built next to
+                // the member it replaces (or takes the role over if that one is gone).
+                match role {
+                    Role::Active(r) if r < raid_disks => repl.push((i, r)),
+                    _ => spares.push(i),
+                }
+                continue;
+            }
+            match role {
+                Role::Active(r) if r < raid_disks => {
+                    if let Some(j) = slots[r] {
+                        return Err(EngineError::BadMember {
+                            device: devs[i].name().to_string(),
+                            why: format!(
+                                "claims role {r}, which {} also claims (events {} and {}); remove the one that does not belong",
+                                devs[j].name(),
+                                ev,
+                                sbs[j].events()
+                            ),
+                        });
+                    }
+                    slots[r] = Some(i);
+                }
+                Role::Active(r) => {
+                    return Err(EngineError::BadMember {
+                        device: devs[i].name().to_string(),
+                        why: format!("claims role {r} but the array has only {raid_disks} devices"),
+                    })
+                }
+                Role::Faulty => {
+                    return Err(EngineError::BadMember {
+                        device: devs[i].name().to_string(),
+                        why: "the array recorded this member as faulty; leave it out (its data is out of date) and add it back as a new member".into(),
+                    })
+                }
+                Role::Journal => {
+                    return Err(EngineError::Unsupported {
+                        uuid: self.uuid_text.clone(),
+                        what: "a journal device".into(),
+                        advice: "assemble it with the kernel".into(),
+                    })
+                }
+                Role::Spare => spares.push(i),
+            }
+        }
+        // Replacements: next to their original, or in its place if it is gone (md then
+        // treats the replacement as an ordinary recovering member).
+        let mut replacing: Vec<(usize, usize)> = Vec::new();
+        for (i, r) in repl {
+            if slots[r].is_none() {
+                if let Super::V1(s) = &mut sbs[i] {
+                    s.feature_map &= !feature::REPLACEMENT;
+                }
+                slots[r] = Some(i);
+            } else if replacing.iter().any(|&(_, rr)| rr == r) {
+                spares.push(i);
+            } else {
+                replacing.push((i, r));
+            }
+        }
+        Ok(Roles {
+            slots,
+            spares,
+            stale,
+            replacing,
+        })
+    }
+
+    /// Members that missed updates: refused unless forced; when the array cannot run
+    /// without them, forced ones go back into their roles, newest first.
+    fn take_stale(&self, roles: &mut Roles, opts: &AssembleOptions) -> Result<()> {
+        if roles.stale.is_empty() {
+            return Ok(());
+        }
+        let (devs, sbs) = (&self.devs, &self.sbs);
+        let raid_disks = self.fresh.raid_disks();
+        let missing: Vec<usize> = (0..raid_disks)
+            .filter(|&r| roles.slots[r].is_none())
+            .collect();
+        let names: Vec<String> = roles
+            .stale
+            .iter()
+            .map(|&i| format!("{} (events {})", devs[i].name(), sbs[i].events()))
+            .collect();
+        let ok_without = can_run(self.level, raid_disks, &missing, &self.fresh).is_ok();
+        if !opts.force {
+            return Err(EngineError::BadMember {
+                device: names.join(", "),
+                why: format!(
+                    "out of date: the newest member has events {}, so this member missed writes and its data is stale. {}",
+                    self.max_events,
+                    if ok_without {
+                        "Leave it out to use the array degraded, then re-add it so it is rebuilt."
+                    } else {
+                        "Without it the array cannot run; forcing the assembly would use its old data anyway (possible corruption in recently written areas)."
+                    }
+                ),
+            });
+        }
+        if !ok_without {
+            let mut stale = roles.stale.clone();
+            stale.sort_by_key(|&i| std::cmp::Reverse(sbs[i].events()));
+            for i in stale {
+                if let Role::Active(r) = sbs[i].own_role() {
+                    if r < raid_disks && roles.slots[r].is_none() {
+                        roles.slots[r] = Some(i);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Data sectors of each role's member (linear and RAID0, whose members may differ);
+    /// empty for other levels.
+    fn member_sectors(&self, slots: &[Option<usize>]) -> Vec<u64> {
+        if !matches!(self.level, Level::Linear | Level::Raid0) {
+            return Vec::new();
+        }
+        slots
+            .iter()
+            .map(|s| {
+                s.map(|i| self.sbs[i].data_size(self.dev_sectors[i]))
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Where resync starts, and whether a dirty degraded array is started by force (then
+    /// marked clean on the first write, as md does).
+    fn resync_state(
+        &self,
+        slots: &[Option<usize>],
+        missing: &[usize],
+        opts: &AssembleOptions,
+    ) -> Result<(u64, bool)> {
+        let resync = if self.level.has_redundancy() {
+            self.fresh.resync_offset()
+        } else {
+            MAX_SECTOR
+        };
+        let recovering = slots
+            .iter()
+            .flatten()
+            .any(|&i| self.sbs[i].recovery_offset().is_some());
+        let degraded = !missing.is_empty() || recovering;
+        if self.level.has_parity() && degraded && resync != MAX_SECTOR {
+            let report_only = opts.report_only && !opts.writable;
+            if !opts.force && !report_only {
+                return Err(EngineError::DirtyDegraded {
+                    uuid: self.uuid_text.clone(),
+                    resync,
+                });
+            }
+            return Ok((MAX_SECTOR, true));
+        }
+        Ok((resync, false))
+    }
+
+    /// The members in their roles, with their bad-block logs.
+    fn members(&self, slots: &[Option<usize>]) -> Result<Vec<Option<Member>>> {
+        slots
+            .iter()
+            .map(|s| {
+                let Some(i) = *s else {
+                    return Ok(None);
+                };
+                let sb = &self.sbs[i];
+                let bad = load_bbl(self.devs[i].as_ref(), sb)?;
+                Ok(Some(Member::new(
+                    self.devs[i].clone(),
+                    i,
+                    sb.data_offset(),
+                    sb.recovery_offset(),
+                    bad,
+                )))
+            })
+            .collect()
+    }
+
+    /// The role table for later superblock writes: absent devices lose their role.
+    fn role_table(&self, roles: &Roles) -> Vec<u16> {
+        let sbs = &self.sbs;
+        let mut table: Vec<u16> = match &self.fresh {
+            Super::V1(s) => s.dev_roles.clone(),
+            Super::V090(_) => Vec::new(),
+        };
+        let present: Vec<usize> = roles
+            .slots
+            .iter()
+            .flatten()
+            .chain(roles.replacing.iter().map(|(i, _)| i))
+            .map(|&i| sbs[i].dev_number())
+            .collect();
+        for (j, r) in table.iter_mut().enumerate() {
+            if *r < 0xff00 && !present.contains(&j) {
+                *r = v1role::SPARE;
+            }
+        }
+        for &i in &roles.spares {
+            if let Some(r) = table.get_mut(sbs[i].dev_number()) {
+                *r = v1role::SPARE;
+            }
+        }
+        table
+    }
+
+    /// The write-intent bitmap, read from an in-sync member (dirty bits on a clean array
+    /// are harmless leftovers, cleared on the next clean mark).
+    fn bitmap(&self, slots: &[Option<usize>]) -> Result<Option<RunBitmap>> {
+        let (sbs, dev_sectors) = (&self.sbs, &self.dev_sectors);
+        if self
+            .fresh
+            .bitmap_sector(dev_sectors[self.fresh_i])
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let locs: Vec<Option<u64>> = sbs
+            .iter()
+            .zip(dev_sectors)
+            .map(|(s, &ds)| s.bitmap_sector(ds))
+            .collect();
+        let src = slots
+            .iter()
+            .flatten()
+            .copied()
+            .find(|&i| sbs[i].recovery_offset().is_none())
+            .unwrap_or(self.fresh_i);
+        let loc = locs[src].unwrap_or(0);
+        let bitmap = RunBitmap::load(
+            self.devs[src].as_ref(),
+            loc,
+            self.uuid,
+            self.max_events,
+            locs,
+        )?;
+        Ok(Some(bitmap))
+    }
+}
+
+/// A member's bad ranges from its on-disk bad-block log (empty without one).
+pub(crate) fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> {
+    let Some((sector, size, shift)) = sb.bblog() else {
+        return Ok(Vec::new());
+    };
+    if sb.feature_map() & feature::BAD_BLOCKS == 0 || size == 0 || size > 100 {
+        return Ok(Vec::new());
+    }
+    let mut buf = vec![0u8; (size * 512) as usize];
+    dev.read_at(&mut buf, sector * 512)
+        .map_err(|e| EngineError::io(dev.name(), "reading the bad-block log", e))?;
+    badblocks::parse(&buf, shift).map_err(|e| EngineError::NoSuperblock {
+        device: dev.name().to_string(),
+        detail: format!(
+            "the bad-block log is corrupt ({e}); assemble without this member and re-add it"
+        ),
+    })
+}
+
+/// Can the array run with these roles missing? Err explains which roles are needed.
+fn can_run(
+    level: Level,
+    n: usize,
+    missing: &[usize],
+    fresh: &Super,
+) -> std::result::Result<(), String> {
+    let list = |m: &[usize]| {
+        m.iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match level {
+        Level::Linear | Level::Raid0 if !missing.is_empty() => Err(format!(
+            "role(s) {} missing and {level} has no redundancy: every member is needed; give the device(s) that held role(s) {}",
+            list(missing),
+            list(missing)
+        )),
+        Level::Linear | Level::Raid0 => Ok(()),
+        Level::Raid1 if missing.len() >= n => {
+            Err("no member with data is present; give at least one mirror".into())
+        }
+        Level::Raid1 => Ok(()),
+        Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+            let tolerated = level.parity_blocks();
+            if missing.len() <= tolerated {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} of {n} members missing (roles {}), {level} survives at most {tolerated}; give more of the members",
+                    missing.len(),
+                    list(missing)
+                ))
+            }
+        }
+        Level::Raid10 => {
+            let geo = Geometry::new(
+                level,
+                fresh.layout(),
+                fresh.chunk_sectors(),
+                n,
+                fresh.size_sectors(),
+                Vec::new(),
+            )
+            .map_err(|e| e.to_string())?;
+            match geo.raid10_lost_copies(missing) {
+                Some(roles) => Err(format!(
+                    "every copy of some data is missing (roles {} all absent); give at least one of them",
+                    list(&roles)
+                )),
+                None => Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! Bringing an array into being: create a new one, or assemble an existing one from its
+//! members.
+
+pub mod assemble;
+pub mod create;
