@@ -6,12 +6,31 @@
 use std::path::Path;
 use std::process::Command;
 
+/// Where a distribution or a `make install` puts `libisal.so`.
+const LIB_DIRS: [&str; 5] = [
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/local/lib64",
+];
+
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(have_isal)");
     println!("cargo:rerun-if-env-changed=RAIDKIT_NO_ISAL");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     if std::env::var_os("RAIDKIT_NO_ISAL").is_some_and(|v| v != "0") {
         return;
+    }
+    // Probe again when the library appears or goes, so a build made before `libisal-dev`
+    // was installed does not keep the fallback for good: Debian's package database
+    // changes with every install, and an installed library changes when it is replaced.
+    // (Only existing paths: cargo treats a missing one as changed on every build.)
+    let watched = LIB_DIRS.iter().map(|dir| format!("{dir}/libisal.so"));
+    for path in watched.chain(["/var/lib/dpkg/status".to_string()]) {
+        if Path::new(&path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
     }
     if let Ok(out) = Command::new("pkg-config")
         .args(["--libs", "libisal"])
@@ -29,13 +48,7 @@ fn main() {
             return;
         }
     }
-    for dir in [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib64",
-        "/usr/lib",
-        "/usr/local/lib",
-        "/usr/local/lib64",
-    ] {
+    for dir in LIB_DIRS {
         if Path::new(dir).join("libisal.so").exists() {
             println!("cargo:rustc-link-search=native={dir}");
             println!("cargo:rustc-link-lib=isal");
