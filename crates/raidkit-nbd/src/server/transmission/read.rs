@@ -1,0 +1,184 @@
+//! Reading requests off the socket: waiting for one between requests (watching the stop
+//! flag and the idle timeout), then the header and a write's payload, validated before
+//! anything is allocated, with budget taken before the request is accepted.
+
+use super::flight::Cost;
+use super::Conn;
+use crate::proto::{self, errno, Cmd, Request};
+use crate::server::stream::{is_tick, InReader};
+use crate::util::drain;
+use std::io::{self, BufRead, BufReader, Read};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Oversized WRITE payloads up to this size are drained (and refused); larger ones close
+/// the connection.
+const WRITE_DRAIN_LIMIT: u32 = 64 << 20;
+/// Receive buffer of the request reader (many small request headers per `recv`).
+pub(super) const READ_BUF: usize = 256 << 10;
+
+/// The socket as read during transmission. `patient`: inside a request, the reader's
+/// ticks are retried (for at most `stall_limit`, when there is one); between requests
+/// they are reported, so the waiting worker can look at the stop flag.
+pub(super) struct Patient {
+    pub(super) inner: InReader,
+    pub(super) patient: bool,
+    pub(super) stall_limit: Option<Duration>,
+}
+
+impl Read for Patient {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut stalled: Option<Instant> = None;
+        loop {
+            match self.inner.read(buf) {
+                Err(e) if self.patient && is_tick(&e) => {
+                    let since = *stalled.get_or_insert_with(Instant::now);
+                    if self.stall_limit.is_some_and(|l| since.elapsed() > l) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "client stalled in the middle of a request",
+                        ));
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+/// The reading side of a connection, used by the worker whose turn it is.
+pub(super) struct ReadSide {
+    pub(super) reader: BufReader<Patient>,
+    /// No more requests are read (disconnect, error, shutdown, idle).
+    pub(super) done: bool,
+    /// When the last request arrived.
+    pub(super) last_request: Instant,
+}
+
+impl Conn {
+    /// Wait until a request starts to arrive. False: stop reading (shutdown, hang-up,
+    /// error, a dead connection, or idle past the idle timeout).
+    fn wait_request(&self, rd: &mut ReadSide) -> bool {
+        if !rd.reader.buffer().is_empty() {
+            return true;
+        }
+        rd.reader.get_mut().patient = false;
+        let ok = loop {
+            match rd.reader.fill_buf() {
+                Ok(b) => break !b.is_empty(),
+                Err(e) if is_tick(&e) => {
+                    if self.sh.stopping() || self.dead.load(Ordering::Relaxed) {
+                        break false;
+                    }
+                    let idle = self
+                        .sh
+                        .limits
+                        .idle_timeout
+                        .is_some_and(|t| rd.last_request.elapsed() > t);
+                    if idle && self.flight.held().requests == 0 {
+                        break false;
+                    }
+                }
+                Err(_) => break false,
+            }
+        };
+        rd.reader.get_mut().patient = true;
+        ok
+    }
+
+    /// Take the next request off the socket (its payload, for a write, into `buf`) with
+    /// the budget it holds. Requests refused at once are answered here. None: no more
+    /// requests.
+    pub(super) fn read_next(
+        &self,
+        rd: &mut ReadSide,
+        buf: &mut Vec<u8>,
+    ) -> Option<(Request, Cmd, Cost)> {
+        let give_up = || self.dead.load(Ordering::Relaxed);
+        loop {
+            if rd.done || give_up() || !self.wait_request(rd) {
+                return None;
+            }
+            let mut h = [0u8; proto::REQUEST_LEN];
+            rd.reader.read_exact(&mut h).ok()?;
+            let req = proto::parse_request(&h)?;
+            rd.last_request = Instant::now();
+            if req.typ == proto::CMD_WRITE {
+                match self.read_write(rd, &req, buf)? {
+                    Some(next) => return Some(next),
+                    None => continue,
+                }
+            }
+            match proto::validate(&req, &self.limits) {
+                Ok(Cmd::Disc) => return None,
+                Ok(cmd) => {
+                    let bytes = if cmd == Cmd::Read { req.len } else { 0 };
+                    let cost = Cost::request(u64::from(bytes));
+                    return self
+                        .flight
+                        .acquire(cost, give_up)
+                        .then_some((req, cmd, cost));
+                }
+                Err(r) => {
+                    let cost = Cost::request(0);
+                    if !self.flight.acquire(cost, give_up) {
+                        return None;
+                    }
+                    self.reply_error(req.cookie, r.errno, r.msg, None, cost);
+                }
+            }
+        }
+    }
+
+    /// A write's payload. Outer None: stop reading; inner None: the write was refused
+    /// (and answered), read on.
+    #[allow(clippy::option_option)]
+    fn read_write(
+        &self,
+        rd: &mut ReadSide,
+        req: &Request,
+        buf: &mut Vec<u8>,
+    ) -> Option<Option<(Request, Cmd, Cost)>> {
+        let give_up = || self.dead.load(Ordering::Relaxed);
+        if req.len > self.limits.max_payload {
+            if req.len > WRITE_DRAIN_LIMIT || drain(&mut rd.reader, u64::from(req.len)).is_err() {
+                return None;
+            }
+            let cost = Cost::request(0);
+            if !self.flight.acquire(cost, give_up) {
+                return None;
+            }
+            self.reply_error(
+                req.cookie,
+                errno::EINVAL,
+                "write length exceeds the advertised maximum block size",
+                None,
+                cost,
+            );
+            return Some(None);
+        }
+        let n = req.len as usize;
+        let cost = Cost::request(u64::from(req.len));
+        if !self.flight.acquire(cost, give_up) {
+            return None;
+        }
+        if buf.len() < n {
+            buf.resize(n, 0);
+        }
+        let got = match buf.get_mut(..n) {
+            Some(b) => rd.reader.read_exact(b),
+            None => Err(io::Error::other("buffer")),
+        };
+        if got.is_err() {
+            self.flight.release(cost);
+            return None;
+        }
+        match proto::validate(req, &self.limits) {
+            Ok(cmd) => Some(Some((*req, cmd, cost))),
+            Err(r) => {
+                self.reply_error(req.cookie, r.errno, r.msg, None, cost);
+                Some(None)
+            }
+        }
+    }
+}
