@@ -185,7 +185,7 @@ pub mod errno {
 }
 
 /// Big-endian u16 at `at` (0 if out of bounds; callers check lengths first).
-pub(crate) fn get16(b: &[u8], at: usize) -> u16 {
+pub fn get16(b: &[u8], at: usize) -> u16 {
     let mut a = [0u8; 2];
     if let Some(s) = b.get(at..at.saturating_add(2)) {
         a.copy_from_slice(s);
@@ -194,7 +194,7 @@ pub(crate) fn get16(b: &[u8], at: usize) -> u16 {
 }
 
 /// Big-endian u32 at `at` (0 if out of bounds; callers check lengths first).
-pub(crate) fn get32(b: &[u8], at: usize) -> u32 {
+pub fn get32(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
     if let Some(s) = b.get(at..at.saturating_add(4)) {
         a.copy_from_slice(s);
@@ -203,7 +203,7 @@ pub(crate) fn get32(b: &[u8], at: usize) -> u32 {
 }
 
 /// Big-endian u64 at `at` (0 if out of bounds; callers check lengths first).
-pub(crate) fn get64(b: &[u8], at: usize) -> u64 {
+pub fn get64(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     if let Some(s) = b.get(at..at.saturating_add(8)) {
         a.copy_from_slice(s);

@@ -71,6 +71,9 @@ pub struct ServerLimits {
     pub max_bytes_in_flight: u64,
     /// Requests in flight per connection (as above, counted).
     pub max_requests_in_flight: usize,
+    /// Worker threads across the server beyond each connection's first (a connection
+    /// starts more, up to [`ServerConfig::workers`], while it has requests waiting).
+    pub max_extra_workers: usize,
 }
 
 impl Default for ServerLimits {
@@ -83,6 +86,7 @@ impl Default for ServerLimits {
             idle_timeout: None,
             max_bytes_in_flight: 32 << 20,
             max_requests_in_flight: 64,
+            max_extra_workers: 256,
         }
     }
 }

@@ -27,7 +27,7 @@ use listener::Listener;
 use std::collections::HashMap;
 use std::net::Shutdown;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -74,6 +74,8 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     conns: Mutex<HashMap<u64, ConnEntry>>,
     admission: Arc<Admission>,
+    /// Worker threads beyond each connection's first, across the server.
+    extra_workers: AtomicUsize,
 }
 
 impl Shared {
@@ -91,10 +93,22 @@ impl Shared {
             stop: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
             admission: Arc::new(Admission::new(cfg.limits)),
+            extra_workers: AtomicUsize::new(0),
         }
     }
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+    /// Take a server-wide slot for one more worker thread.
+    pub(crate) fn take_worker_slot(&self) -> bool {
+        self.extra_workers
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.limits.max_extra_workers).then_some(n + 1)
+            })
+            .is_ok()
+    }
+    pub(crate) fn free_worker_slot(&self) {
+        self.extra_workers.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -145,7 +145,7 @@ impl Conn {
             if res.timed_out() && c.reading {
                 if c.alive > 1 && since.elapsed() >= RETIRE_AFTER {
                     c.waiting -= 1;
-                    c.alive -= 1;
+                    self.leave(&mut c);
                     return false;
                 }
                 since = Instant::now();
@@ -156,12 +156,23 @@ impl Conn {
         true
     }
 
+    /// A worker leaves; all but the last one held a server-wide worker slot.
+    fn leave(&self, c: &mut Crew) {
+        if c.alive > 1 {
+            self.sh.free_worker_slot();
+        }
+        c.alive -= 1;
+    }
+
     /// Give the read turn back. With `got_request`, start one more worker if nobody is
     /// waiting to read the next request (and the limit allows).
     fn give_turn(self: &Arc<Self>, got_request: bool) {
         let mut c = lock(&self.crew);
         c.reading = false;
-        let spawn = got_request && c.waiting == 0 && c.alive < self.max_workers;
+        let spawn = got_request
+            && c.waiting == 0
+            && c.alive < self.max_workers
+            && self.sh.take_worker_slot();
         if spawn {
             c.alive += 1;
         }
@@ -175,7 +186,7 @@ impl Conn {
                 .name("nbd-worker".into())
                 .spawn(move || me.work());
             if started.is_err() {
-                lock(&self.crew).alive -= 1;
+                self.leave(&mut lock(&self.crew));
             }
         }
     }
@@ -199,7 +210,7 @@ impl Conn {
             };
             self.give_turn(next.is_some());
             let Some((req, cmd, cost)) = next else {
-                lock(&self.crew).alive -= 1;
+                self.leave(&mut lock(&self.crew));
                 return;
             };
             self.execute(req, cmd, cost, &mut buf);
