@@ -174,7 +174,9 @@ fn status_kib(pid: u32, key: &str) -> u64 {
 }
 
 fn threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count()
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count()
 }
 
 // ------------------------------------------------------------------ a raw client
@@ -327,7 +329,10 @@ fn tcp_from(local: [u8; 4], to: &str) -> Conn {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         assert!(fd >= 0);
         let me = sa(local, 0);
-        assert_eq!(libc::bind(fd, (&me as *const libc::sockaddr_in).cast(), len), 0);
+        assert_eq!(
+            libc::bind(fd, (&me as *const libc::sockaddr_in).cast(), len),
+            0
+        );
         let peer = sa(to.ip().octets(), to.port());
         assert_eq!(
             libc::connect(fd, (&peer as *const libc::sockaddr_in).cast(), len),
@@ -403,7 +408,10 @@ fn read_flood_without_reading_replies_is_bounded() {
             peak < limit_kib && hwm < limit_kib,
             "server memory grew by {peak} KiB (peak {hwm} KiB) under a read flood"
         );
-        assert!(n < FLOOD, "the server kept reading a client that reads nothing");
+        assert!(
+            n < FLOOD,
+            "the server kept reading a client that reads nothing"
+        );
         // The connection still works once the client reads: the first replies are intact.
         s.set_timeout(Duration::from_secs(20));
         let (e, cookie, d) = s.simple_reply(65024);
@@ -462,7 +470,11 @@ fn slowloris_dropped_at_handshake_deadline() {
         let t = Instant::now();
         good.request(proto::CMD_READ, i, i * 4096, 4096);
         assert_eq!(good.simple_reply(4096).0, 0);
-        assert!(t.elapsed() < Duration::from_secs(2), "read took {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "read took {:?}",
+            t.elapsed()
+        );
         thread::sleep(Duration::from_millis(100));
     }
     let mut closed: Vec<Duration> = Vec::new();
@@ -475,8 +487,15 @@ fn slowloris_dropped_at_handshake_deadline() {
     stop.store(true, Ordering::Relaxed);
     closed.sort();
     eprintln!("slow clients dropped at {closed:?}");
-    let at_once = closed.iter().filter(|d| **d < Duration::from_millis(1500)).count();
-    assert_eq!(at_once, 40 - 16, "clients beyond the 16 handshake slots close at once");
+    let at_once = closed
+        .iter()
+        .filter(|d| **d < Duration::from_millis(1500))
+        .count();
+    assert_eq!(
+        at_once,
+        40 - 16,
+        "clients beyond the 16 handshake slots close at once"
+    );
     for d in &closed[at_once..] {
         assert!(
             *d >= Duration::from_millis(1900) && *d < Duration::from_secs(5),
@@ -533,13 +552,19 @@ fn many_connections_keep_threads_bounded() {
         thread::sleep(Duration::from_millis(100));
     };
     eprintln!("threads once idle: {settled}");
-    assert!(settled <= base + 64 + 2, "{settled} threads for 64 idle connections");
+    assert!(
+        settled <= base + 64 + 2,
+        "{settled} threads for 64 idle connections"
+    );
     // The idle ones beyond the limit were closed.
     let refused = idle
         .into_iter()
         .filter_map(|mut s| s.closed_within(Duration::from_millis(100)).then_some(()))
         .count();
-    assert!(refused >= 300 - 4 - 16, "only {refused} of 300 excess clients closed");
+    assert!(
+        refused >= 300 - 4 - 16,
+        "only {refused} of 300 excess clients closed"
+    );
     drop(busy);
 }
 
@@ -591,7 +616,11 @@ fn idle_timeout_closes_idle_clients() {
     assert_eq!(s.simple_reply(512).0, 0);
     let t = Instant::now();
     assert!(s.closed_within(Duration::from_secs(5)));
-    assert!(t.elapsed() >= Duration::from_millis(600), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        t.elapsed()
+    );
 }
 
 /// Under `umask 000` the socket was `srwxrwxrwx`: any local user could use the array.
@@ -628,7 +657,9 @@ fn in_process(tag: &str) -> (TempDir, PathBuf, raidkit_nbd::ShutdownHandle) {
         description: String::new(),
         backend: mem,
     }]);
-    let (h, _) = Server::bind(cfg, &Listen::Unix(sock.clone())).unwrap().spawn();
+    let (h, _) = Server::bind(cfg, &Listen::Unix(sock.clone()))
+        .unwrap()
+        .spawn();
     (dir, sock, h)
 }
 
@@ -653,9 +684,21 @@ fn malformed_options() {
         (proto::OPT_LIST, &b"junk"[..], proto::REP_ERR_INVALID),
         (proto::OPT_STARTTLS, &b"x"[..], proto::REP_ERR_INVALID),
         (proto::OPT_STARTTLS, &[][..], proto::REP_ERR_POLICY),
-        (proto::OPT_STRUCTURED_REPLY, &b"x"[..], proto::REP_ERR_INVALID),
-        (proto::OPT_INFO, &[0xff, 0xff, 0xff, 0xff, 0, 0][..], proto::REP_ERR_INVALID),
-        (proto::OPT_GO, &[0, 0, 0, 1, b'd', 0, 5, 0, 1][..], proto::REP_ERR_INVALID),
+        (
+            proto::OPT_STRUCTURED_REPLY,
+            &b"x"[..],
+            proto::REP_ERR_INVALID,
+        ),
+        (
+            proto::OPT_INFO,
+            &[0xff, 0xff, 0xff, 0xff, 0, 0][..],
+            proto::REP_ERR_INVALID,
+        ),
+        (
+            proto::OPT_GO,
+            &[0, 0, 0, 1, b'd', 0, 5, 0, 1][..],
+            proto::REP_ERR_INVALID,
+        ),
         (proto::OPT_GO, &[0, 0][..], proto::REP_ERR_INVALID),
     ] {
         c.opt(o, data);
@@ -712,19 +755,22 @@ fn malformed_options() {
     let mut c = unix(&p);
     c.hello();
     c.go(false);
-    c.write_all(&proto::encode_request(&Request {
-        flags: 0,
-        typ: proto::CMD_READ,
-        cookie: 1,
-        offset: 0,
-        len: 512,
-    })[..13])
-        .unwrap();
+    c.write_all(
+        &proto::encode_request(&Request {
+            flags: 0,
+            typ: proto::CMD_READ,
+            cookie: 1,
+            offset: 0,
+            len: 512,
+        })[..13],
+    )
+    .unwrap();
     drop(c);
     let mut c = unix(&p);
     c.hello();
     c.go(false);
-    c.write_all(b"\x25\x60\x95\x14 bad request magic......").unwrap();
+    c.write_all(b"\x25\x60\x95\x14 bad request magic......")
+        .unwrap();
     assert!(c.closed_within(Duration::from_secs(5)));
     let mut c = unix(&p);
     c.hello();
