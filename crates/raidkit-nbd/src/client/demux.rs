@@ -308,6 +308,13 @@ impl Inner {
         }
     }
 
+    /// The connection ends because of `e`'s reply: close it first (so the caller sees
+    /// it broken when it wakes), then fail `e` (out of the table, `kill` misses it).
+    fn fail(&self, e: &Entry, why: &Death) {
+        self.kill(why.clone());
+        e.slot.set(Err(why.error()));
+    }
+
     fn take_entry(&self, cookie: u64) -> Result<Entry, Death> {
         lock(&self.pending)
             .remove(&cookie)
@@ -318,7 +325,7 @@ impl Inner {
     fn read_for(&self, e: &Entry, buf: &mut [u8]) -> Result<(), Death> {
         self.wire.read_exact(buf, None).map_err(|err| {
             let why = closed(err);
-            e.slot.set(Err(why.error()));
+            self.fail(e, &why);
             why
         })
     }
@@ -331,7 +338,7 @@ impl Inner {
         bump(&self.counters.simple);
         if !e.covered.is_empty() || e.error.is_some() {
             let why = Death::Protocol(format!("simple reply after chunks for handle {}", r.cookie));
-            e.slot.set(Err(why.error()));
+            self.fail(&e, &why);
             return Err(why);
         }
         if r.errno != 0 {
@@ -358,7 +365,7 @@ impl Inner {
         }
         let mut e = self.take_entry(h.cookie)?;
         if let Err(why) = self.chunk_body(&h, &mut e) {
-            e.slot.set(Err(why.error()));
+            self.fail(&e, &why);
             return Err(why);
         }
         if !h.done() {
@@ -373,7 +380,7 @@ impl Inner {
                     "read reply done after {} of {total} bytes",
                     e.covered.total()
                 ));
-                e.slot.set(Err(why.error()));
+                self.fail(&e, &why);
                 return Err(why);
             }
             None => Ok(std::mem::take(&mut e.buf)),
@@ -390,7 +397,15 @@ impl Inner {
             proto::REPLY_TYPE_NONE if h.len != 0 => bad(format!("NONE chunk of length {}", h.len)),
             proto::REPLY_TYPE_NONE if !h.done() => bad("NONE chunk without the DONE flag".into()),
             proto::REPLY_TYPE_NONE => Ok(()),
-            proto::REPLY_TYPE_OFFSET_DATA if reads && h.len > 8 => {
+            proto::REPLY_TYPE_OFFSET_DATA if reads && h.len <= 8 => {
+                bad(format!("data chunk of length {}", h.len))
+            }
+            proto::REPLY_TYPE_OFFSET_DATA if reads && h.len - 8 > e.req.len => bad(format!(
+                "data chunk of {} bytes for a read of {}",
+                h.len - 8,
+                e.req.len
+            )),
+            proto::REPLY_TYPE_OFFSET_DATA if reads => {
                 let mut off = [0u8; 8];
                 self.read_for(e, &mut off)?;
                 let off = u64::from_be_bytes(off);
