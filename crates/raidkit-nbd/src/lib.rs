@@ -1,5 +1,6 @@
-//! `raidkit-nbd`: a Network Block Device server, independent of RAID.
+//! `raidkit-nbd`: a Network Block Device server and client, independent of RAID.
 //!
+//! Server ([`Server`]):
 //! * Fixed newstyle handshake with `NO_ZEROES`; options `GO`, `INFO` (export, name,
 //!   description, block size), `LIST`, `ABORT`, `EXPORT_NAME`, `STRUCTURED_REPLY`,
 //!   `STARTTLS` (X.509 or PSK, optionally required); anything else is `NBD_REP_ERR_UNSUP`.
@@ -7,11 +8,18 @@
 //!   DISC. Many requests in flight per connection: the connection's workers take turns
 //!   reading a request, each processes its own and writes the reply (replies possibly
 //!   out of order). Every request is bounds-checked.
-//! * Several named exports; listeners on a Unix socket or TCP (IPv4/IPv6).
+//! * Several named exports; listeners on a Unix socket (mode 0600, or 0660 for a group,
+//!   whatever the umask) or TCP (IPv4/IPv6).
+//! * Hostile clients are bounded ([`ServerLimits`]): bytes and requests in flight per
+//!   connection (a client that does not read its replies stops being read), connections
+//!   per server and per peer, handshakes at once and their deadline, worker threads.
 //! * Graceful shutdown ([`ShutdownHandle`]): stop accepting, finish in-flight requests,
 //!   flush every backend.
 //!
 //! Storage is supplied through the [`Backend`] trait; [`MemBackend`] is an in-memory one.
+//!
+//! Client ([`client::Client`]): NBD URIs, structured replies, TLS, requests from many
+//! threads, a deadline on every request. [`proto`] is the wire format both share.
 
 pub mod client;
 mod mem;

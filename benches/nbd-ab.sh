@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# A/B of two raidkit builds serving over NBD, interleaved in one run (A, B, A, B, ...),
+# through fio's nbd engine over a Unix socket; nbdkit's file plugin on one tmpfs file runs
+# in each round as the anchor. Prints the median of each cell and B/A.
+#   A=path/to/old/raidkit B=target/release/raidkit benches/nbd-ab.sh [ROUNDS] [SECONDS]
+# LEVELS="0 5" picks the RAID levels (4 tmpfs members, 512 KiB chunk, ~1 GiB of data).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS="${1:-3}"; RT="${2:-5}"
+A="${A:?set A=path to the baseline raidkit binary}"
+B="${B:-target/release/raidkit}"
+LEVELS="${LEVELS:-0 5}"
+W=$(mktemp -d /dev/shm/rk-ab.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null; sleep 0.5; rm -rf "$W"' EXIT
+jobs_spec=(
+  "seqwrite:--rw=write --bs=1M --iodepth=16"
+  "seqread:--rw=read --bs=1M --iodepth=16"
+  "randwrite:--rw=randwrite --bs=4k --iodepth=32"
+  "randread:--rw=randread --bs=4k --iodepth=32"
+)
+run_fio() { # socket export spec -> "MiB/s IOPS"
+  fio --name=b --ioengine=nbd --uri="nbd+unix:///$2?socket=$1" $3 \
+      --time_based --runtime="$RT" --ramp_time=1 --output-format=json --output="$W/fio.json" >/dev/null 2>&1
+  python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; r=j["read"]; w=j["write"]; d=r if r["io_bytes"]>0 else w; print("%.0f %.0f" % (d["bw_bytes"]/1048576, d["iops"]))' < "$W/fio.json"
+}
+wait_sock() { for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.1; done; echo "no socket $1" >&2; return 1; }
+truncate -s 1G "$W/one.img"
+nbdkit -U "$W/k.sock" --exit-with-parent -f file "$W/one.img" & wait_sock "$W/k.sock"
+for l in $LEVELS; do
+  per=$(( 1024 / 2 + 8 ))M
+  [ "$l" = 0 ] && per=$(( 1024 / 4 + 8 ))M
+  [ "$l" = 5 ] && per=$(( 1024 / 3 + 8 ))M
+  mkdir -p "$W/r$l"
+  "$B" create --level "$l" --raid-devices 4 --chunk 512K --size "$per" --assume-clean "$W/r$l"/m{0,1,2,3} >/dev/null
+done
+: > "$W/results"
+for round in $(seq "$ROUNDS"); do
+  for js in "${jobs_spec[@]}"; do
+    echo "nbdkit ${js%%:*} $(run_fio "$W/k.sock" "" "${js#*:}")" >> "$W/results"
+  done
+  for l in $LEVELS; do
+    for side in A B; do
+      bin=${!side}
+      "$bin" serve --socket "$W/s.sock" --export a "$W/r$l"/m{0,1,2,3} >/dev/null 2>&1 & wait_sock "$W/s.sock"
+      for js in "${jobs_spec[@]}"; do
+        echo "raid$l-$side ${js%%:*} $(run_fio "$W/s.sock" a "${js#*:}")" >> "$W/results"
+      done
+      kill %% 2>/dev/null || true; wait %% 2>/dev/null || true
+      for _ in $(seq 50); do [ -S "$W/s.sock" ] || break; sleep 0.1; done
+    done
+  done
+  echo "round $round done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+done
+python3 - "$W/results" "$LEVELS" <<'EOF'
+import sys, statistics
+rows = {}
+for line in open(sys.argv[1]):
+    t, job, bw, iops = line.split()
+    rows.setdefault((t, job), []).append(float(bw) if job.startswith("seq") else float(iops))
+jobs = ["seqwrite", "seqread", "randwrite", "randread"]
+print("| target | seq write 1M QD16 (MiB/s) | seq read 1M QD16 (MiB/s) | rand write 4K QD32 (IOPS) | rand read 4K QD32 (IOPS) |")
+print("|---|---|---|---|---|")
+med = {k: statistics.median(v) for k, v in rows.items()}
+targets = ["nbdkit"] + [f"raid{l}-{s}" for l in sys.argv[2].split() for s in "AB"]
+for t in targets:
+    cells = []
+    for j in jobs:
+        v = med[(t, j)]
+        if t.endswith("-B"):
+            a = med[(t[:-1] + "A", j)]
+            cells.append(f"{v:.0f} (B/A {v / a:.2f})")
+        else:
+            cells.append(f"{v:.0f}")
+    print(f"| {t} | " + " | ".join(cells) + " |")
+EOF
