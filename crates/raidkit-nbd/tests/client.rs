@@ -367,25 +367,7 @@ fn tls_psk_and_x509_with_our_server() {
         return;
     };
     let (cert, key) = (d.path().join("ca-cert.pem"), d.path().join("key.pem"));
-    let out = proc::run_system(
-        &openssl,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            key.to_str().unwrap(),
-            "-out",
-            cert.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success());
+    self_signed(&openssl, &cert, &key);
     let s = Ours::start(
         "tlsx",
         Some(TlsConfig::from_x509(&cert, &key).unwrap()),
@@ -411,7 +393,7 @@ fn tls_psk_and_x509_with_our_server() {
 // ------------------------------------------------------------------ other servers
 
 #[test]
-fn nbdkit_memory_sparse_reads_and_tls_psk() {
+fn nbdkit_memory_sparse_reads_and_tls() {
     let Some(k) = nbdkit("kmem", &["memory", "size=64M"]) else {
         return;
     };
@@ -444,6 +426,54 @@ fn nbdkit_memory_sparse_reads_and_tls_psk() {
     let c = connect(&uri);
     assert!(c.info().tls);
     round_trips(&c, 13);
+    drop((c, k));
+    // X.509 against nbdkit: a self-signed certificate as CA and server certificate.
+    let Some(openssl) = proc::system_tool("openssl", "x509") else {
+        return;
+    };
+    let certs = d.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    self_signed(
+        &openssl,
+        &certs.join("server-cert.pem"),
+        &certs.join("server-key.pem"),
+    );
+    std::fs::copy(certs.join("server-cert.pem"), certs.join("ca-cert.pem")).unwrap();
+    let arg = format!("--tls-certificates={}", certs.display());
+    let Some(k) = nbdkit("kx509", &["--tls=require", &arg, "memory", "size=16M"]) else {
+        return;
+    };
+    let uri = format!(
+        "nbds+unix:///?socket={}&tls-certificates={}&tls-hostname=localhost",
+        k.sock.display(),
+        certs.display()
+    );
+    let c = connect(&uri);
+    assert!(c.info().tls);
+    round_trips(&c, 14);
+}
+
+/// A self-signed certificate for `localhost` (good as its own CA).
+fn self_signed(openssl: &Path, cert: &Path, key: &Path) {
+    let out = proc::run_system(
+        openssl,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            key.to_str().unwrap(),
+            "-out",
+            cert.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success());
 }
 
 #[test]
