@@ -92,6 +92,37 @@ struct Counters {
     errors: AtomicU64,
 }
 
+/// Receive buffer: one `recv` brings many small replies.
+const RX_BUF: usize = 64 << 10;
+
+/// Bytes received and not yet consumed by the reader thread.
+struct Rx {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Rx {
+    /// Fill `out` from the buffer, then the socket (large remainders directly).
+    fn read_exact(&mut self, wire: &Wire, out: &mut [u8]) -> Result<(), WireError> {
+        let mut at = 0;
+        loop {
+            let n = (self.end - self.start).min(out.len() - at);
+            out[at..at + n].copy_from_slice(&self.buf[self.start..self.start + n]);
+            self.start += n;
+            at += n;
+            if at == out.len() {
+                return Ok(());
+            }
+            if out.len() - at >= self.buf.len() / 2 {
+                return wire.read_exact(&mut out[at..], None);
+            }
+            self.end = wire.read_some(&mut self.buf, None)?;
+            self.start = 0;
+        }
+    }
+}
+
 /// The writer lock: waiting for it has a deadline too.
 #[derive(Default)]
 struct WriterLock {
@@ -103,6 +134,8 @@ pub(crate) struct Inner {
     pub(crate) wire: Wire,
     structured: bool,
     pending: Mutex<HashMap<u64, Entry>>,
+    /// The reader thread's receive buffer.
+    rx: Mutex<Rx>,
     writer: WriterLock,
     next_cookie: AtomicU64,
     death: Mutex<Option<Death>>,
@@ -119,6 +152,11 @@ impl Inner {
             wire,
             structured,
             pending: Mutex::new(HashMap::new()),
+            rx: Mutex::new(Rx {
+                buf: vec![0u8; RX_BUF].into_boxed_slice(),
+                start: 0,
+                end: 0,
+            }),
             writer: WriterLock::default(),
             next_cookie: AtomicU64::new(1),
             death: Mutex::new(None),
@@ -289,11 +327,16 @@ impl Inner {
         }
     }
 
+    /// Read exactly `out.len()` bytes (the reader thread only).
+    fn recv(&self, out: &mut [u8]) -> Result<(), WireError> {
+        lock(&self.rx).read_exact(&self.wire, out)
+    }
+
     /// The reader thread: replies until the connection ends.
     pub(crate) fn read_replies(&self) {
         loop {
             let mut magic = [0u8; 4];
-            let r = match self.wire.read_exact(&mut magic, None) {
+            let r = match self.recv(&mut magic) {
                 Err(e) => Err(closed(e)),
                 Ok(()) => match proto::get32(&magic, 0) {
                     proto::SIMPLE_REPLY_MAGIC => self.simple_reply(),
@@ -323,7 +366,7 @@ impl Inner {
 
     /// Read into `buf` for `e`; a failure fails `e` too (it is out of the table).
     fn read_for(&self, e: &Entry, buf: &mut [u8]) -> Result<(), Death> {
-        self.wire.read_exact(buf, None).map_err(|err| {
+        self.recv(buf).map_err(|err| {
             let why = closed(err);
             self.fail(e, &why);
             why
@@ -332,7 +375,7 @@ impl Inner {
 
     fn simple_reply(&self) -> Result<(), Death> {
         let mut b = [0u8; 12];
-        self.wire.read_exact(&mut b, None).map_err(closed)?;
+        self.recv(&mut b).map_err(closed)?;
         let r = proto::parse_simple_reply(&b);
         let mut e = self.take_entry(r.cookie)?;
         bump(&self.counters.simple);
@@ -356,7 +399,7 @@ impl Inner {
 
     fn chunk(&self) -> Result<(), Death> {
         let mut b = [0u8; 16];
-        self.wire.read_exact(&mut b, None).map_err(closed)?;
+        self.recv(&mut b).map_err(closed)?;
         let h = proto::parse_chunk_header(&b);
         if !self.structured {
             return Err(Death::Protocol(
