@@ -13,9 +13,8 @@ use std::sync::Arc;
 
 fuzz_target!(|data: &[u8]| {
     let (&setting, rest) = data.split_first().unwrap_or((&0, &[]));
-    let mem: Arc<dyn Backend> = Arc::new(
-        MemBackend::new(1 << 20, setting & 1 != 0).with_block_sizes(512, 4096, 1 << 20),
-    );
+    let mem: Arc<dyn Backend> =
+        Arc::new(MemBackend::new(1 << 20, setting & 1 != 0).with_block_sizes(512, 4096, 1 << 20));
     let mut cfg = ServerConfig::new(vec![Export {
         name: "disk".into(),
         description: "fuzz".into(),
