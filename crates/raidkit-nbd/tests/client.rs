@@ -112,6 +112,19 @@ impl Ext {
     fn uri(&self, export: &str) -> String {
         format!("nbd+unix:///{export}?socket={}", self.sock.display())
     }
+    /// SIGSTOP, and wait until every thread is stopped (delivery is asynchronous).
+    fn stop(&self) {
+        self.signal(libc::SIGSTOP);
+        proc::wait_for("the server to stop", 20, || {
+            std::fs::read_dir(format!("/proc/{}/task", self.pid()))
+                .unwrap()
+                .all(|t| {
+                    let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap();
+                    // The state follows the parenthesised command name.
+                    stat.rsplit(") ").next().is_some_and(|r| r.starts_with('T'))
+                })
+        });
+    }
 }
 
 impl Drop for Ext {
@@ -621,7 +634,7 @@ fn stopped_server_never_blocks_past_the_deadline() {
     };
     let reader = connect(&k.uri(""));
     let writer = connect(&k.uri(""));
-    k.signal(libc::SIGSTOP);
+    k.stop();
     let d = Duration::from_millis(800);
     // A read gets no reply.
     let start = Instant::now();

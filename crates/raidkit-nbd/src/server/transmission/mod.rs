@@ -5,10 +5,13 @@
 //! No hand-off between threads, one reply write per request, and the buffered reader
 //! takes many small request headers with one `recv`.
 //!
-//! Workers are started as requests arrive (when the worker that just read one finds
-//! nobody waiting for the next turn) up to the configured number, and stop after a few
-//! idle seconds: an idle connection costs one thread. The last worker to leave closes
-//! the connection.
+//! The read turn is the read side's mutex (a waiting worker sleeps in `lock`; handing
+//! the turn over costs a futex call only when someone waits). Workers are started as
+//! requests arrive (when the worker that just read one finds nobody waiting for the
+//! next turn) up to the configured number. A worker holding the turn with no request for
+//! `RETIRE_AFTER` stops, unless it is the last one; the next waiting worker then takes
+//! the turn and, the connection still idle, stops after a tick: an idle connection costs
+//! one thread. The last worker to leave closes the connection.
 
 mod flight;
 mod read;
@@ -20,12 +23,12 @@ use super::Shared;
 use crate::proto::{self, Cmd, Limits, Request};
 use crate::util::lock;
 use flight::{Cost, Flight};
-use read::{Patient, ReadSide};
+use read::{Next, Patient, ReadSide};
 use reply::OutQueue;
 use std::io::{self, BufReader, Write};
 use std::net::Shutdown;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -33,25 +36,15 @@ use std::time::{Duration, Instant};
 const KEEP_BUF: usize = 4 << 20;
 /// Request buffers kept for reuse per connection.
 const KEEP_BUFS: usize = 16;
-/// A worker that has waited this long for its turn at the socket stops (unless it is
-/// the last one).
-const RETIRE_AFTER: Duration = Duration::from_secs(2);
-
-/// Whose turn it is to read, and how many workers there are.
-#[derive(Default)]
-struct Crew {
-    /// A worker holds the read turn.
-    reading: bool,
-    /// Workers waiting for the read turn.
-    waiting: usize,
-    /// Workers alive.
-    alive: usize,
-}
+/// A connection without a request for this long lets its extra workers stop.
+pub(super) const RETIRE_AFTER: Duration = Duration::from_secs(2);
 
 pub(crate) struct Conn {
     sh: Arc<Shared>,
-    crew: Mutex<Crew>,
-    turn_free: Condvar,
+    /// Workers alive.
+    alive: AtomicUsize,
+    /// Workers waiting for the read turn.
+    waiting: AtomicUsize,
     max_workers: usize,
     rd: Mutex<ReadSide>,
     out: Mutex<OutQueue>,
@@ -96,11 +89,8 @@ pub(crate) fn run(
     let lim = &sh.limits;
     let conn = Arc::new(Conn {
         sh: Arc::clone(sh),
-        crew: Mutex::new(Crew {
-            alive: 1,
-            ..Crew::default()
-        }),
-        turn_free: Condvar::new(),
+        alive: AtomicUsize::new(1),
+        waiting: AtomicUsize::new(0),
         max_workers: sh.workers,
         rd: Mutex::new(ReadSide {
             reader: BufReader::with_capacity(
@@ -130,90 +120,73 @@ pub(crate) fn run(
 }
 
 impl Conn {
-    /// Wait for the read turn. False: this worker retires (it waited `RETIRE_AFTER` and
-    /// is not the last one).
-    fn take_turn(&self) -> bool {
-        let mut c = lock(&self.crew);
-        c.waiting += 1;
-        let mut since = Instant::now();
-        while c.reading {
-            let (g, res) = self
-                .turn_free
-                .wait_timeout(c, RETIRE_AFTER)
-                .unwrap_or_else(|p| p.into_inner());
-            c = g;
-            if res.timed_out() && c.reading {
-                if c.alive > 1 && since.elapsed() >= RETIRE_AFTER {
-                    c.waiting -= 1;
-                    self.leave(&mut c);
-                    return false;
-                }
-                since = Instant::now();
+    /// A worker leaves, unless it is the last one (`only_extra`). True if it left; all but
+    /// the last one held a server-wide worker slot.
+    fn leave(&self, only_extra: bool) -> bool {
+        let left = self
+            .alive
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n > 1 || !only_extra).then(|| n - 1)
+            });
+        match left {
+            Ok(n) if n > 1 => {
+                self.sh.free_worker_slot();
+                true
             }
+            Ok(_) => true,
+            Err(_) => false,
         }
-        c.waiting -= 1;
-        c.reading = true;
-        true
     }
 
-    /// A worker leaves; all but the last one held a server-wide worker slot.
-    fn leave(&self, c: &mut Crew) {
-        if c.alive > 1 {
-            self.sh.free_worker_slot();
+    /// After reading a request: start one more worker if nobody waits for the next turn
+    /// (and the limits allow).
+    fn maybe_spawn(self: &Arc<Self>) {
+        if self.waiting.load(Ordering::Acquire) > 0
+            || self.alive.load(Ordering::Acquire) >= self.max_workers
+            || !self.sh.take_worker_slot()
+        {
+            return;
         }
-        c.alive -= 1;
-    }
-
-    /// Give the read turn back. With `got_request`, start one more worker if nobody is
-    /// waiting to read the next request (and the limit allows).
-    fn give_turn(self: &Arc<Self>, got_request: bool) {
-        let mut c = lock(&self.crew);
-        c.reading = false;
-        let spawn = got_request
-            && c.waiting == 0
-            && c.alive < self.max_workers
-            && self.sh.take_worker_slot();
-        if spawn {
-            c.alive += 1;
-        }
-        if c.waiting > 0 {
-            self.turn_free.notify_one();
-        }
-        drop(c);
-        if spawn {
-            let me = Arc::clone(self);
-            let started = thread::Builder::new()
-                .name("nbd-worker".into())
-                .spawn(move || me.work());
-            if started.is_err() {
-                self.leave(&mut lock(&self.crew));
-            }
+        self.alive.fetch_add(1, Ordering::AcqRel);
+        let me = Arc::clone(self);
+        let started = thread::Builder::new()
+            .name("nbd-worker".into())
+            .spawn(move || me.work());
+        if started.is_err() {
+            self.leave(false);
         }
     }
 
     /// A worker: read a request, process it, reply; until the read side is done.
     fn work(self: &Arc<Self>) {
         loop {
-            if !self.take_turn() {
-                // Retired: keep the pool as small as the crew.
-                lock(&self.pool).pop();
-                return;
-            }
             let mut buf = lock(&self.pool).pop().unwrap_or_default();
+            self.waiting.fetch_add(1, Ordering::AcqRel);
             let next = {
                 let mut rd = lock(&self.rd);
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
                 let next = self.read_next(&mut rd, &mut buf);
-                if next.is_none() {
+                if matches!(next, Next::Done) {
                     rd.done = true;
                 }
                 next
             };
-            self.give_turn(next.is_some());
-            let Some((req, cmd, cost)) = next else {
-                self.leave(&mut lock(&self.crew));
-                return;
-            };
-            self.execute(req, cmd, cost, &mut buf);
+            match next {
+                Next::Request(req, cmd, cost) => {
+                    self.maybe_spawn();
+                    self.execute(req, cmd, cost, &mut buf);
+                }
+                Next::Again => {}
+                Next::Retire => {
+                    // Keep the pool as small as the crew.
+                    lock(&self.pool).pop();
+                    return;
+                }
+                Next::Done => {
+                    self.leave(false);
+                    return;
+                }
+            }
             let mut pool = lock(&self.pool);
             if pool.len() < KEEP_BUFS && buf.capacity() > 0 && buf.capacity() <= KEEP_BUF {
                 pool.push(buf);

@@ -46,6 +46,25 @@ impl Read for Patient {
     }
 }
 
+/// What the worker whose turn it was takes away.
+pub(super) enum Next {
+    /// A request to process, with the budget it holds.
+    Request(Request, Cmd, Cost),
+    /// A request was refused and answered; read the next.
+    Again,
+    /// No more requests (disconnect, error, shutdown, idle timeout).
+    Done,
+    /// Nothing to do for a while: this worker stops (it was not the last).
+    Retire,
+}
+
+/// How waiting for a request ended.
+enum Wait {
+    Ready,
+    Stop,
+    Retire,
+}
+
 /// The reading side of a connection, used by the worker whose turn it is.
 pub(super) struct ReadSide {
     pub(super) reader: BufReader<Patient>,
@@ -56,97 +75,98 @@ pub(super) struct ReadSide {
 }
 
 impl Conn {
-    /// Wait until a request starts to arrive. False: stop reading (shutdown, hang-up,
-    /// error, a dead connection, or idle past the idle timeout).
-    fn wait_request(&self, rd: &mut ReadSide) -> bool {
+    /// Wait until a request starts to arrive: `Stop` on shutdown, hang-up, error, a
+    /// dead connection, or idle past the idle timeout; `Retire` if this worker is not
+    /// needed (no request for `RETIRE_AFTER`, and it was not the last).
+    fn wait_request(&self, rd: &mut ReadSide) -> Wait {
         if !rd.reader.buffer().is_empty() {
-            return true;
+            return Wait::Ready;
         }
         rd.reader.get_mut().patient = false;
-        let ok = loop {
+        let w = loop {
             match rd.reader.fill_buf() {
-                Ok(b) => break !b.is_empty(),
+                Ok([]) => break Wait::Stop,
+                Ok(_) => break Wait::Ready,
                 Err(e) if is_tick(&e) => {
                     if self.sh.stopping() || self.dead.load(Ordering::Relaxed) {
-                        break false;
+                        break Wait::Stop;
                     }
-                    let idle = self
-                        .sh
-                        .limits
-                        .idle_timeout
-                        .is_some_and(|t| rd.last_request.elapsed() > t);
+                    let quiet = rd.last_request.elapsed();
+                    let idle = self.sh.limits.idle_timeout.is_some_and(|t| quiet > t);
                     if idle && self.flight.held().requests == 0 {
-                        break false;
+                        break Wait::Stop;
+                    }
+                    if quiet > super::RETIRE_AFTER && self.leave(true) {
+                        break Wait::Retire;
                     }
                 }
-                Err(_) => break false,
+                Err(_) => break Wait::Stop,
             }
         };
         rd.reader.get_mut().patient = true;
-        ok
+        w
     }
 
     /// Take the next request off the socket (its payload, for a write, into `buf`) with
-    /// the budget it holds. Requests refused at once are answered here. None: no more
-    /// requests.
-    pub(super) fn read_next(
-        &self,
-        rd: &mut ReadSide,
-        buf: &mut Vec<u8>,
-    ) -> Option<(Request, Cmd, Cost)> {
+    /// the budget it holds. Requests refused at once are answered here.
+    pub(super) fn read_next(&self, rd: &mut ReadSide, buf: &mut Vec<u8>) -> Next {
+        if rd.done || self.dead.load(Ordering::Relaxed) {
+            return Next::Done;
+        }
+        match self.wait_request(rd) {
+            Wait::Ready => {}
+            Wait::Stop => return Next::Done,
+            Wait::Retire => return Next::Retire,
+        }
+        self.read_request(rd, buf)
+    }
+
+    /// Read the request that has started to arrive.
+    fn read_request(&self, rd: &mut ReadSide, buf: &mut Vec<u8>) -> Next {
         let give_up = || self.dead.load(Ordering::Relaxed);
-        loop {
-            if rd.done || give_up() || !self.wait_request(rd) {
-                return None;
-            }
-            let mut h = [0u8; proto::REQUEST_LEN];
-            rd.reader.read_exact(&mut h).ok()?;
-            let req = proto::parse_request(&h)?;
-            rd.last_request = Instant::now();
-            if req.typ == proto::CMD_WRITE {
-                match self.read_write(rd, &req, buf)? {
-                    Some(next) => return Some(next),
-                    None => continue,
+        let mut h = [0u8; proto::REQUEST_LEN];
+        if rd.reader.read_exact(&mut h).is_err() {
+            return Next::Done;
+        }
+        let Some(req) = proto::parse_request(&h) else {
+            return Next::Done;
+        };
+        rd.last_request = Instant::now();
+        if req.typ == proto::CMD_WRITE {
+            return self.read_write(rd, &req, buf);
+        }
+        match proto::validate(&req, &self.limits) {
+            Ok(Cmd::Disc) => Next::Done,
+            Ok(cmd) => {
+                let bytes = if cmd == Cmd::Read { req.len } else { 0 };
+                let cost = Cost::request(u64::from(bytes));
+                if self.flight.acquire(cost, give_up) {
+                    Next::Request(req, cmd, cost)
+                } else {
+                    Next::Done
                 }
             }
-            match proto::validate(&req, &self.limits) {
-                Ok(Cmd::Disc) => return None,
-                Ok(cmd) => {
-                    let bytes = if cmd == Cmd::Read { req.len } else { 0 };
-                    let cost = Cost::request(u64::from(bytes));
-                    return self
-                        .flight
-                        .acquire(cost, give_up)
-                        .then_some((req, cmd, cost));
+            Err(r) => {
+                let cost = Cost::request(0);
+                if !self.flight.acquire(cost, give_up) {
+                    return Next::Done;
                 }
-                Err(r) => {
-                    let cost = Cost::request(0);
-                    if !self.flight.acquire(cost, give_up) {
-                        return None;
-                    }
-                    self.reply_error(req.cookie, r.errno, r.msg, None, cost);
-                }
+                self.reply_error(req.cookie, r.errno, r.msg, None, cost);
+                Next::Again
             }
         }
     }
 
-    /// A write's payload. Outer None: stop reading; inner None: the write was refused
-    /// (and answered), read on.
-    #[allow(clippy::option_option)]
-    fn read_write(
-        &self,
-        rd: &mut ReadSide,
-        req: &Request,
-        buf: &mut Vec<u8>,
-    ) -> Option<Option<(Request, Cmd, Cost)>> {
+    /// A write's payload (refused and answered at once if it is too large or invalid).
+    fn read_write(&self, rd: &mut ReadSide, req: &Request, buf: &mut Vec<u8>) -> Next {
         let give_up = || self.dead.load(Ordering::Relaxed);
         if req.len > self.limits.max_payload {
             if req.len > WRITE_DRAIN_LIMIT || drain(&mut rd.reader, u64::from(req.len)).is_err() {
-                return None;
+                return Next::Done;
             }
             let cost = Cost::request(0);
             if !self.flight.acquire(cost, give_up) {
-                return None;
+                return Next::Done;
             }
             self.reply_error(
                 req.cookie,
@@ -155,12 +175,12 @@ impl Conn {
                 None,
                 cost,
             );
-            return Some(None);
+            return Next::Again;
         }
         let n = req.len as usize;
         let cost = Cost::request(u64::from(req.len));
         if !self.flight.acquire(cost, give_up) {
-            return None;
+            return Next::Done;
         }
         if buf.len() < n {
             buf.resize(n, 0);
@@ -171,13 +191,13 @@ impl Conn {
         };
         if got.is_err() {
             self.flight.release(cost);
-            return None;
+            return Next::Done;
         }
         match proto::validate(req, &self.limits) {
-            Ok(cmd) => Some(Some((*req, cmd, cost))),
+            Ok(cmd) => Next::Request(*req, cmd, cost),
             Err(r) => {
                 self.reply_error(req.cookie, r.errno, r.msg, None, cost);
-                Some(None)
+                Next::Again
             }
         }
     }
