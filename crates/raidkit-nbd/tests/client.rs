@@ -27,8 +27,11 @@ fn pattern(n: usize, seed: u32) -> Vec<u8> {
     proc::xorshift_bytes(n, seed)
 }
 
+/// Wait until a server listens on `p` (the file exists from `bind`, before `listen`).
 fn wait_socket(p: &Path) {
-    proc::wait_for(&format!("socket {}", p.display()), 20, || p.exists());
+    proc::wait_for(&format!("socket {}", p.display()), 20, || {
+        std::os::unix::net::UnixStream::connect(p).is_ok()
+    });
 }
 
 // ------------------------------------------------------------------ servers
@@ -141,15 +144,21 @@ fn nbdkit(tag: &str, args: &[&str]) -> Option<Ext> {
     let d = tempdir(tag);
     let dir = d.path().to_path_buf();
     let sock = dir.join("k.sock");
+    // nbdkit writes its pid file once it accepts connections.
+    let pidfile = dir.join("k.pid");
     let child = Command::new(bin)
         .arg("-U")
         .arg(&sock)
+        .arg("-P")
+        .arg(&pidfile)
         .args(["-f", "--exit-with-parent"])
         .args(args)
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    wait_socket(&sock);
+    proc::wait_for("nbdkit's pid file", 20, || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n'))
+    });
     Some(Ext {
         child,
         _dir: d,
