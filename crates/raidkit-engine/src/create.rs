@@ -15,6 +15,7 @@ use raidkit_format::v090::{self, disk_state, sb_state, DiskDescriptor, Superbloc
 use raidkit_format::v1::{self, feature, Minor, SuperblockV1};
 use raidkit_format::MAX_SECTOR;
 use raidkit_layout::{names, Geometry, Level};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -244,9 +245,11 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
                             "{name} does not exist; pass --size SIZE to create member files (sparse)"
                         )));
                     };
+                    // Members hold the array's data: readable by their owner only.
                     let f = std::fs::OpenOptions::new()
                         .write(true)
                         .create_new(true)
+                        .mode(0o600)
                         .open(p)
                         .map_err(|e| EngineError::io(&name, "creating the member file", e))?;
                     f.set_len(sz)

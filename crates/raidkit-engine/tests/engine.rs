@@ -1152,8 +1152,8 @@ fn supervisor_hot_spare_takes_over() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     sup.wait_idle();
-    assert!(!arr.is_degraded(), "{}", sup.status());
-    let kinds: Vec<String> = ev.try_iter().map(|e| e.kind).collect();
+    assert!(!arr.is_degraded(), "{:?}", sup.status());
+    let kinds: Vec<String> = ev.try_iter().map(|e| e.kind().to_string()).collect();
     for k in [
         "spare_added",
         "member_failed",
@@ -1166,8 +1166,8 @@ fn supervisor_hot_spare_takes_over() {
     }
     sup.remove(&ps[2].display().to_string()).unwrap();
     let st = sup.status();
-    assert_eq!(st["state"], "clean");
-    assert_eq!(st["members"].as_array().unwrap().len(), 4);
+    assert_eq!(st.state, "clean");
+    assert_eq!(st.members.len(), 4);
     sup.shutdown().unwrap();
     drop(sup);
     drop(arr);

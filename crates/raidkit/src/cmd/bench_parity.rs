@@ -19,7 +19,7 @@ pub enum BenchCmd {
     /// Parity kernel throughput (xor, pq, rec2, rec1q, rec1p) in and out of cache.
     Parity(BenchParityArgs),
     /// fio-style workloads on a file, a device or an array, with per-member IO shares.
-    Io(Box<crate::bench_io::BenchIoArgs>),
+    Io(Box<super::bench_io::BenchIoArgs>),
 }
 
 /// `raidkit bench parity`. Every option takes a comma-separated list (or may be
@@ -62,7 +62,7 @@ fn parse_op(s: &str) -> Result<Op, String> {
 pub fn cmd_bench(c: BenchCmd) -> Result<()> {
     match c {
         BenchCmd::Parity(a) => cmd_bench_parity(a),
-        BenchCmd::Io(a) => crate::bench_io::run(*a),
+        BenchCmd::Io(a) => super::bench_io::run(*a),
     }
 }
 
@@ -144,17 +144,24 @@ pub fn cmd_bench_parity(a: BenchParityArgs) -> Result<()> {
         bail!("--threads {t}: must be 1..=1024");
     }
     let tmax = threads.iter().copied().max().unwrap_or(1);
+    check_memory(&wss, &ks, &chunks, tmax)?;
     let time = Duration::from_millis(a.time_ms.max(3));
 
     if !a.json {
-        println!(
+        outln!(
             "raidkit bench parity: path {}, {ncpu} CPUs; GB/s = 10^9 data bytes (K x chunk per stripe) per second",
             path.name()
         );
-        println!("  wall: all threads together, wall clock; cpu: per CPU-second of each thread, summed (best of 3)");
-        println!(
+        outln!("  wall: all threads together, wall clock; cpu: per CPU-second of each thread, summed (best of 3)");
+        outln!(
             "{:<6} {:>5} {:>10} {:>11} {:>7} {:>9} {:>9}",
-            "op", "disks", "chunk", "working-set", "threads", "wall GB/s", "cpu GB/s"
+            "op",
+            "disks",
+            "chunk",
+            "working-set",
+            "threads",
+            "wall GB/s",
+            "cpu GB/s"
         );
     }
     let mut rows = Vec::new();
@@ -218,7 +225,42 @@ pub fn cmd_bench_parity(a: BenchParityArgs) -> Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(())
+}
+
+/// Bytes of memory the kernel says can be used without swapping (`MemAvailable`).
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Refuse a run whose stripes (each thread has its own) would take more than half the
+/// available memory, before allocating any.
+fn check_memory(wss: &[usize], ks: &[usize], chunks: &[usize], threads: usize) -> Result<()> {
+    let Some(avail) = available_memory() else {
+        return Ok(());
+    };
+    let widest = ks.iter().max().copied().unwrap_or(0) + 2;
+    let stripe = chunks
+        .iter()
+        .max()
+        .copied()
+        .unwrap_or(0)
+        .saturating_mul(widest);
+    for &ws in wss {
+        let need = (ws.max(stripe) as u64).saturating_mul(threads as u64);
+        if need > avail / 2 {
+            bail!(
+                "--working-set {} x {threads} thread(s) needs {}, more than half the available memory ({}); give a smaller --working-set (a bare number is KiB: 262144 = 256 MiB) or fewer --threads",
+                human(ws as u64),
+                human(need),
+                human(avail)
+            );
+        }
     }
     Ok(())
 }
@@ -243,7 +285,7 @@ fn print_row(r: &Row) {
     } else {
         size(r.ws)
     };
-    println!(
+    outln!(
         "{:<6} {:>5} {:>10} {:>11} {:>7} {:>9.2} {:>9.2}",
         r.op.name(),
         format!("{}+{}", r.k, if r.op == Op::Xor { 1 } else { 2 }),
