@@ -306,9 +306,13 @@ fn a_run_directory_of_another_user_is_refused() {
         .status()
         .unwrap();
     assert!(st.success());
-    let o = out(as_user(victim, victim, &[], &run)
-        .current_dir(d)
-        .args(["serve", "--socket", "nbd.sock", "a", "b"]));
+    // Bounded: a server that accepted the directory would serve until stopped.
+    let o = raidkit_testkit::proc::run_timeout(
+        as_user(victim, victim, &[], &run)
+            .current_dir(d)
+            .args(["serve", "--socket", "nbd.sock", "a", "b"]),
+        60,
+    );
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{}", text(&o));
     assert!(

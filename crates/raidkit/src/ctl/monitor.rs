@@ -61,8 +61,8 @@ fn print(a: &MonitorArgs, e: &Value) {
     }
 }
 
-/// `monitor --test`: one test event through every path (each tried as for real events),
-/// and a test event from every running array.
+/// `monitor --test`: one test event through every path (each tried once, so the answer
+/// comes now), and a test event from every running array.
 fn test(a: &MonitorArgs, paths: &[deliver::Path]) -> Result<()> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -70,11 +70,16 @@ fn test(a: &MonitorArgs, paths: &[deliver::Path]) -> Result<()> {
     let e = json!({"time": now, "array": "test", "kind": "test",
         "detail": {"note": "test event from `raidkit monitor --test`"}});
     print(a, &e);
-    let failed: Vec<String> = paths
-        .iter()
-        .filter(|p| !deliver::deliver(p, &e))
-        .map(|p| p.to_string())
-        .collect();
+    let mut failed = Vec::new();
+    for p in paths {
+        match deliver::attempt(p, &e) {
+            deliver::Outcome::Done => {}
+            deliver::Outcome::Retry(why) | deliver::Outcome::Fail(why) => {
+                eprintln!("raidkit monitor: {p}: {why}");
+                failed.push(p.to_string());
+            }
+        }
+    }
     for s in sockets()? {
         let _ = request(&s, &Request::TestEvent);
     }
