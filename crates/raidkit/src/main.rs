@@ -93,4 +93,26 @@ mod tests {
         let e = anyhow::anyhow!("inner").context("outer");
         assert_eq!(error_text(&e), "outer: inner");
     }
+
+    #[test]
+    fn long_number_lists_become_runs() {
+        use crate::out::summarise_numbers;
+        let roles: Vec<String> = (3..=65533).map(|r| r.to_string()).collect();
+        let msg = format!(
+            "role(s) {} missing; give role(s) {}",
+            roles.join(", "),
+            roles.join(", ")
+        );
+        let e = anyhow::anyhow!(msg);
+        assert_eq!(
+            error_text(&e),
+            "role(s) 3-65533 (65531 roles) missing; give role(s) 3-65533 (65531 roles)"
+        );
+        assert_eq!(
+            summarise_numbers("roles 1, 2 and 3, 4, 5"),
+            "roles 1, 2 and 3, 4, 5"
+        );
+        assert_eq!(summarise_numbers("at 4096, 8192: x"), "at 4096, 8192: x");
+        assert_eq!(summarise_numbers("ü 12, 13"), "ü 12, 13");
+    }
 }

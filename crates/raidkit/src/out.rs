@@ -82,10 +82,59 @@ pub fn note_out(args: std::fmt::Arguments<'_>) {
 pub fn error_text(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
-        let t = cause.to_string();
+        let t = summarise_numbers(&cause.to_string());
         if !t.is_empty() && !parts.iter().any(|p| p.contains(&t)) {
             parts.push(t);
         }
     }
     parts.join(": ")
+}
+
+/// Lists of this many numbers or more in a message are said as runs.
+const LONG_LIST: usize = 8;
+
+/// A message with every long `, `-separated list of numbers (roles, typically: an array
+/// with 65,534 slots can list 65,531 missing ones) said as runs, `3-65533 (65531 roles)`.
+pub fn summarise_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4096));
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (list, len) = number_list(rest);
+        if list.len() >= LONG_LIST {
+            out.push_str(&crate::units::role_list(&list));
+            rest = &rest[len..];
+            continue;
+        }
+        let skip = rest
+            .char_indices()
+            .skip(1)
+            .find(|&(i, c)| {
+                c.is_ascii_digit() && !rest[..i].ends_with(|p: char| p.is_ascii_digit())
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        out.push_str(&rest[..skip]);
+        rest = &rest[skip..];
+    }
+    out
+}
+
+/// The numbers `a, b, c` at the start of `s` and the bytes they take (none unless `s`
+/// starts with a digit).
+fn number_list(s: &str) -> (Vec<usize>, usize) {
+    let mut v = Vec::new();
+    let mut end = 0;
+    let mut pos = 0;
+    loop {
+        let digits = s[pos..].bytes().take_while(u8::is_ascii_digit).count();
+        let Ok(n) = s[pos..pos + digits].parse::<usize>() else {
+            break;
+        };
+        v.push(n);
+        end = pos + digits;
+        if !s[end..].starts_with(", ") {
+            break;
+        }
+        pos = end + 2;
+    }
+    (v, end)
 }
