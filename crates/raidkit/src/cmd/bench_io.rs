@@ -247,8 +247,14 @@ pub fn run(a: BenchIoArgs) -> Result<()> {
     let dir = match (&a.dir, &a.create) {
         (Some(d), _) => d.clone(),
         (None, Some(_)) => {
+            // A new private folder: one that exists (another user may have made it in the
+            // shared temp dir) is refused rather than used.
             let d = std::env::temp_dir().join(format!("raidkit-bench-{}", std::process::id()));
-            std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+            std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+                .create(&d)
+                .with_context(|| {
+                    format!("creating {} (give --dir DIR to use another)", d.display())
+                })?;
             _cleanup = TempDir(Some(d.clone()));
             d
         }

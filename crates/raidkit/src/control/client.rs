@@ -86,11 +86,16 @@ fn scan_dir(dir: &Path, scan: &mut Scan) -> Result<()> {
     Ok(())
 }
 
-/// Scan every run directory a command looks in.
+/// Scan every run directory a command looks in. An untrusted own run directory is an
+/// error; an untrusted root's one (looked at besides a user's own) is reported with the
+/// sockets this user may not use, and skipped.
 pub fn scan() -> Result<Scan> {
     let mut s = Scan::default();
-    for d in client_run_dirs() {
-        scan_dir(&d, &mut s)?;
+    for (i, d) in client_run_dirs().iter().enumerate() {
+        match scan_dir(d, &mut s) {
+            Err(e) if i > 0 => s.denied.push(format!("{e:#}")),
+            r => r?,
+        }
     }
     Ok(s)
 }
