@@ -363,6 +363,13 @@ impl Super {
             _ => n,
         }
     }
+    /// Set the component size (`size`, sectors; 0.90 stores KiB).
+    pub fn set_size_sectors(&mut self, sectors: u64) {
+        match self {
+            Super::V090(s) => s.size_kib = u32::try_from(sectors / 2).unwrap_or(u32::MAX),
+            Super::V1(s) => s.size = sectors,
+        }
+    }
     /// Set the level, layout, chunk (sectors) and device count (a takeover, or the shape
     /// at the start of a reshape).
     pub fn set_shape(&mut self, level: i32, layout: u32, chunk_sectors: u64, raid_disks: usize) {
@@ -378,6 +385,10 @@ impl Super {
                 s.layout = layout;
                 s.chunksize = u32::try_from(chunk_sectors).unwrap_or(u32::MAX);
                 s.raid_disks = raid_disks as u32;
+                if level != 0 {
+                    // The RAID0 layout bit means nothing at other levels (and fails there).
+                    s.feature_map &= !feature::RAID0_LAYOUT;
+                }
             }
         }
     }

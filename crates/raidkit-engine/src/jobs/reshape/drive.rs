@@ -141,8 +141,14 @@ pub fn reshape(
                 report("takeover", 1, 1);
             }
             Stage::Restripe { to } => {
-                let from = cur.geo.clone();
-                let room = cur.restripe_room(&from, to, req)?;
+                let mut from = cur.geo.clone();
+                let mut to = to.clone();
+                let room = cur.restripe_room(&from, &to, req)?;
+                if let Room::OffsetChange { size: Some(z), .. } = room {
+                    from = resized(&from, z)?;
+                    to = resized(&to, z)?;
+                }
+                let to = &to;
                 let file = match &room {
                     Room::Backup { file } => {
                         backup::create(std::path::Path::new(file))?;
@@ -172,6 +178,18 @@ pub fn reshape(
         })
     })?;
     Ok((cur, ReshapeEnd::Finished))
+}
+
+/// `g` with another component size.
+pub(crate) fn resized(g: &raidkit_layout::Geometry, dev_sectors: u64) -> Result<raidkit_layout::Geometry> {
+    Ok(raidkit_layout::Geometry::new(
+        g.level,
+        g.layout,
+        g.chunk_sectors,
+        g.raid_disks,
+        dev_sectors,
+        g.member_sectors.clone(),
+    )?)
 }
 
 /// Build the roles the new shape lacks from spares (a takeover's new parity, Q or

@@ -67,9 +67,9 @@ impl Array {
     pub(crate) fn write_restripe_start(&self, from: &Geometry, to: &Geometry, room: &Room) -> Result<()> {
         let plan = plan_restripe(from, to, self.old_offsets(from), room)?;
         let assign = self.assign_spares(from, to)?;
-        let change = match room {
-            Room::OffsetChange { change } => *change,
-            Room::Backup { .. } => 0,
+        let (change, size) = match room {
+            Room::OffsetChange { change, size } => (*change, *size),
+            Room::Backup { .. } => (0, None),
         };
         let info = ReshapeInfo {
             position: plan.start_position(),
@@ -88,6 +88,9 @@ impl Array {
         let (level, layout, chunk) = (from.level.to_md(), from.layout, from.chunk_sectors);
         self.write_superblocks(&mut meta, |sb| {
             sb.set_shape(level, layout, chunk, to.raid_disks);
+            if let Some(size) = size {
+                sb.set_size_sectors(size);
+            }
             sb.set_reshape(&info);
         })
     }
@@ -139,7 +142,20 @@ impl Array {
             }
         }
         let (level, layout, chunk, n) = (to.level.to_md(), to.layout, to.chunk_sectors, to.raid_disks);
-        self.write_superblocks(&mut meta, |sb| sb.set_shape(level, layout, chunk, n))
+        let size = match to.level {
+            raidkit_layout::Level::Raid0 => to.member_sectors.first().copied(),
+            _ => Some(to.dev_sectors),
+        };
+        let raid0 = to.level == raidkit_layout::Level::Raid0;
+        self.write_superblocks(&mut meta, |sb| {
+            sb.set_shape(level, layout, chunk, n);
+            match (size, &mut *sb) {
+                // md keeps a RAID0 member to the size it had in the old level.
+                (Some(z), Super::V1(s)) if raid0 => s.data_size = z,
+                (Some(z), _) => sb.set_size_sectors(z),
+                (None, _) => {}
+            }
+        })
     }
 }
 

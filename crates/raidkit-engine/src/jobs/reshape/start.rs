@@ -91,6 +91,10 @@ pub enum Room {
     OffsetChange {
         /// New data start minus old, sectors.
         change: i64,
+        /// The component size is reduced to this first (a shrink whose array size was
+        /// reduced: the room after the data grows by the difference).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        size: Option<u64>,
     },
     /// The data stays where it is; critical sections go to the backup file.
     Backup {
@@ -234,14 +238,20 @@ fn restripe_to(cur: &Geometry, w: Want) -> Result<Option<Stage>> {
 }
 
 fn takeover_to(cur: &Geometry, w: Want) -> Result<Stage> {
+    // Per-member data: RAID0 keeps it per member (single zone: all the same).
+    let dev = if cur.level == Level::Raid0 {
+        cur.used_dev_sectors(0)
+    } else {
+        cur.used_dev_sectors(0).max(cur.dev_sectors.min(cur.used_dev_sectors(0).max(1)))
+    };
     let to = Geometry::new(
         w.level,
         w.layout,
         w.chunk,
         w.n,
-        cur.dev_sectors,
+        dev,
         if w.level == Level::Raid0 {
-            vec![cur.used_dev_sectors(0); w.n]
+            vec![dev; w.n]
         } else {
             Vec::new()
         },
@@ -436,6 +446,7 @@ pub(crate) fn choose_room(
     new: &Geometry,
     rooms: &[Option<(u64, u64)>],
     backup_file: Option<&PathBuf>,
+    fit_sectors: Option<u64>,
 ) -> Result<Room> {
     let (need, dir) = min_change(old, new);
     let before = rooms.iter().map(|r| r.map_or(0, |r| r.0)).min().unwrap_or(0);
@@ -457,7 +468,18 @@ pub(crate) fn choose_room(
         _ => None,
     };
     if let Some(change) = change {
-        return Ok(Room::OffsetChange { change });
+        return Ok(Room::OffsetChange { change, size: None });
+    }
+    // A shrink whose array size was reduced needs less of each member: reduce the
+    // component size and the room after the data grows (mdadm does this for RAID10).
+    if let (1, Some(fit)) = (dir, fit_sectors) {
+        let spare = old.dev_sectors.saturating_sub(fit);
+        if after + spare >= need {
+            return Ok(Room::OffsetChange {
+                change: need as i64,
+                size: Some(fit),
+            });
+        }
     }
     if old.level == Level::Raid10 {
         return Err(invalid(format!(
@@ -485,7 +507,7 @@ pub(crate) fn plan_restripe(
     room: &Room,
 ) -> Result<Reshape> {
     let change = match room {
-        Room::OffsetChange { change } => *change,
+        Room::OffsetChange { change, .. } => *change,
         Room::Backup { .. } => 0,
     };
     let new_offsets: Vec<u64> = (0..new.raid_disks)
@@ -599,8 +621,13 @@ impl Array {
         for s in &st {
             if let Stage::Restripe { to } = s {
                 let r = self.restripe_room(&at, to, req)?;
-                let offs = self.old_offsets(&at);
-                let plan = plan_restripe(&at, to, offs, &r)?;
+                let (mut from, mut to) = (at.clone(), to.clone());
+                if let Room::OffsetChange { size: Some(z), .. } = r {
+                    from = super::drive::resized(&from, z)?;
+                    to = super::drive::resized(&to, z)?;
+                }
+                let offs = self.old_offsets(&from);
+                let plan = plan_restripe(&from, &to, offs, &r)?;
                 moved += plan.end_position().abs_diff(plan.start_position()) * SECTOR;
                 buffer = buffer.max(buffer_sectors(&plan) * SECTOR);
                 if room.is_none() {
@@ -690,7 +717,15 @@ impl Array {
                 })
             }))
             .collect();
-        choose_room(from, to, &rooms, req.backup_file.as_ref())
+        // What each member must keep when the array size was reduced for a shrink: the
+        // confirmed size over the new data members, in whole chunks of both shapes.
+        let fit = req.array_sectors.and_then(|a| {
+            let dd = to.data_width().max(1) as u64;
+            let c = from.chunk_sectors.max(to.chunk_sectors).max(1);
+            let f = a.div_ceil(dd).div_ceil(c) * c;
+            (f < from.dev_sectors && from.level.has_parity()).then_some(f)
+        });
+        choose_room(from, to, &rooms, req.backup_file.as_ref(), fit)
     }
 
     /// A restripe that ends with less room than the data needs must be confirmed with
