@@ -74,26 +74,28 @@ pub(crate) fn raw_read(
 }
 
 /// What the members hold for array sectors `[from, to)`: old copies against new copies
-/// (for [`Reshape::infer_progress`]). Sectors past the old array's end hold no data and
-/// are not compared.
+/// (for [`Reshape::infer_progress`]). Past the old array's end there is no old copy: the
+/// new one must read as zeros there (what a reshape writes).
 pub(crate) fn evidence(
     plan: &Reshape,
     from: u64,
     to: u64,
     dev_of: &dyn Fn(usize) -> Option<Arc<dyn BlockDev>>,
 ) -> Result<StepEvidence> {
-    let to = to.min(plan.old().array_sectors());
+    let old_end = plan.old().array_sectors();
     let mut blank = true;
-    let mut s = from;
     let mut a = Vec::new();
     let mut b = Vec::new();
+    let mut s = from;
     while s < to {
         let n = (to - s).min(2048);
         a.resize((n * SECTOR) as usize, 0);
         b.resize((n * SECTOR) as usize, 0);
-        if raw_read(plan, Side::Old, s, &mut a, dev_of).is_none()
-            || raw_read(plan, Side::New, s, &mut b, dev_of).is_none()
-        {
+        let old_n = old_end.saturating_sub(s).min(n);
+        a.fill(0);
+        let old_ok = old_n == 0
+            || raw_read(plan, Side::Old, s, &mut a[..(old_n * SECTOR) as usize], dev_of).is_some();
+        if !old_ok || raw_read(plan, Side::New, s, &mut b, dev_of).is_none() {
             return Ok(StepEvidence::Differ);
         }
         if a != b {
@@ -108,3 +110,4 @@ pub(crate) fn evidence(
         StepEvidence::Copied
     })
 }
+
