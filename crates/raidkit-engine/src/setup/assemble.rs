@@ -306,6 +306,10 @@ impl Census {
             .position(|s| s.events() == max_events && !matches!(s.own_role(), Role::Spare))
             .unwrap_or(0);
         let fresh = sbs[fresh_i].clone();
+        // A member one update behind across a reshape's start or end, or a takeover,
+        // holds the same data: bring its superblock up to date.
+        let mut sbs = sbs;
+        crate::setup::reshaping::reconcile(&fresh, &mut sbs);
         for (i, s) in sbs.iter().enumerate() {
             if s.level() != fresh.level()
                 || s.layout() != fresh.layout()

@@ -289,3 +289,62 @@ fn restore_backup(arr: &Array, route: &mut Route, path: &PathBuf, force: bool) -
     ));
     Ok(position)
 }
+
+/// Superblocks of members that missed the last update (events one behind the freshest)
+/// while the array changed shape — the start or the end of a reshape, or a takeover —
+/// are brought to the freshest one's shape (a crash between the superblock writes of one
+/// update leaves such members; they hold the same data). Others are left alone (the
+/// shape check refuses them).
+pub(crate) fn reconcile(fresh: &Super, sbs: &mut [Super]) {
+    let same = |s: &Super| {
+        (s.level(), s.layout(), s.chunk_sectors(), s.raid_disks(), s.reshape().is_some())
+            == (fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks(), fresh.reshape().is_some())
+    };
+    for sb in sbs.iter_mut() {
+        if sb.events().saturating_add(1) != fresh.events() || same(sb) {
+            continue;
+        }
+        match (sb.reshape(), fresh.reshape()) {
+            // The end: this member still records the reshape the others finished.
+            (Some(r), None)
+                if (r.new_level, r.new_layout, r.new_chunk_sectors, sb.raid_disks())
+                    == (fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks()) =>
+            {
+                sb.finish_reshape();
+            }
+            // The start: this member does not record the reshape yet.
+            (None, Some(f))
+                if (sb.level(), sb.layout(), sb.chunk_sectors())
+                    == (fresh.level(), fresh.layout(), fresh.chunk_sectors())
+                    && sb.raid_disks() as i64 == fresh.raid_disks() as i64 - i64::from(f.delta_disks) =>
+            {
+                sb.set_shape(fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks());
+                sb.set_reshape(&f);
+            }
+            // A takeover (no data moves): the new level, layout and count.
+            (None, None) if takeover_between(sb, fresh) => {
+                sb.set_shape(fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks());
+                sb.set_size_sectors(fresh.size_sectors());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Is `fresh`'s shape a takeover md makes from `old`'s?
+fn takeover_between(old: &Super, fresh: &Super) -> bool {
+    let g = |s: &Super, size: u64| {
+        let level = Level::from_md(s.level())?;
+        let ms = if level == Level::Raid0 {
+            vec![size; s.raid_disks()]
+        } else {
+            Vec::new()
+        };
+        Geometry::new(level, s.layout(), s.chunk_sectors(), s.raid_disks(), size, ms).ok()
+    };
+    let size = fresh.size_sectors().max(old.size_sectors());
+    match (g(old, size), g(fresh, size)) {
+        (Some(a), Some(b)) => raidkit_layout::reshape::takeover(&a, &b).is_ok(),
+        _ => false,
+    }
+}

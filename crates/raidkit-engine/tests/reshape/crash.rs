@@ -1,7 +1,9 @@
 //! Crashes at random moments of a reshape raidkit runs: every write after the crash is
 //! lost (the machine died), the array is assembled again from what the members hold and
 //! the reshape continued; the data is intact, redundancy checks clean and the shape is the
-//! new one. `RAIDKIT_RESHAPE_CRASHES=N` tries N moments per kind (default 4).
+//! new one. `RAIDKIT_RESHAPE_CRASHES=N` tries N moments spread over the run per kind
+//! (default 2), `RAIDKIT_RESHAPE_CRASH_EDGES=E` E more at each end (default 1): among the
+//! superblock writes that start and finish it.
 
 use crate::common::*;
 use raidkit_engine::assemble::{assemble, assemble_paths, AssembleOptions};
@@ -130,7 +132,15 @@ fn crashes() -> usize {
     std::env::var("RAIDKIT_RESHAPE_CRASHES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
+        .unwrap_or(2)
+}
+
+/// Crash points at each end of the run (`RAIDKIT_RESHAPE_CRASH_EDGES`, default 1).
+fn edges() -> i64 {
+    std::env::var("RAIDKIT_RESHAPE_CRASH_EDGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
 }
 
 fn crash_case(name: &str, m: &Made, req: Arc<Req>, backup: bool, want: Want) {
@@ -141,12 +151,19 @@ fn crash_case(name: &str, m: &Made, req: Arc<Req>, backup: bool, want: Want) {
     assert!(total > 10, "{name}: {total} writes");
     let k = crashes();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ total as u64;
-    for i in 0..k {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        // Spread over the run, jittered.
-        let point = ((total as u64 * i as u64) / k as u64 + seed % (total as u64 / k as u64).max(1)) as i64 + 1;
+    let mut points: Vec<i64> = (0..k)
+        .map(|i| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            // Spread over the run, jittered.
+            ((total as u64 * i as u64) / k as u64 + seed % (total as u64 / k as u64).max(1)) as i64 + 1
+        })
+        .collect();
+    // Among the superblock writes that start and finish it.
+    let edges = edges();
+    points.extend((1..=edges).map(|e| 2 + e * 2).chain((1..=edges).map(|e| total - e)));
+    for point in points {
         let dir = raidkit_testkit::tempdir::TempDir::new("rk-crash-at").unwrap();
         let (ms, xs) = copy(m, dir.path());
         let snap = raidkit_testkit::tempdir::TempDir::new("rk-crash-snap").unwrap();

@@ -6,3 +6,4 @@ mod common;
 mod kernel;
 mod crash;
 mod kinds;
+mod online;
