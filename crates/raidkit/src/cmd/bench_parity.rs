@@ -19,7 +19,7 @@ pub enum BenchCmd {
     /// Parity kernel throughput (xor, pq, rec2, rec1q, rec1p) in and out of cache.
     Parity(BenchParityArgs),
     /// fio-style workloads on a file, a device or an array, with per-member IO shares.
-    Io(Box<crate::bench_io::BenchIoArgs>),
+    Io(Box<super::bench_io::BenchIoArgs>),
 }
 
 /// `raidkit bench parity`. Every option takes a comma-separated list (or may be
@@ -62,7 +62,7 @@ fn parse_op(s: &str) -> Result<Op, String> {
 pub fn cmd_bench(c: BenchCmd) -> Result<()> {
     match c {
         BenchCmd::Parity(a) => cmd_bench_parity(a),
-        BenchCmd::Io(a) => crate::bench_io::run(*a),
+        BenchCmd::Io(a) => super::bench_io::run(*a),
     }
 }
 
@@ -91,35 +91,45 @@ struct Row {
     s: Sample,
 }
 
-/// Run `raidkit bench parity`.
-pub fn cmd_bench_parity(a: BenchParityArgs) -> Result<()> {
-    let path = match &a.implementation {
-        None => raidkit_parity::active(),
-        Some(n) => match raidkit_parity::with_impl(n) {
-            Some(p) => p,
-            None => {
-                let have: Vec<&str> = raidkit_parity::implementations()
-                    .iter()
-                    .map(|p| p.name())
-                    .collect();
-                bail!(
-                    "--impl {n}: unknown or not supported here (have: {})",
-                    have.join(", ")
-                )
-            }
-        },
+/// The kernel path asked for (`--impl`), or the automatic choice.
+fn kernel_path(a: &BenchParityArgs) -> Result<&'static raidkit_parity::Parity> {
+    let Some(n) = &a.implementation else {
+        return Ok(raidkit_parity::active());
     };
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match raidkit_parity::with_impl(n) {
+        Some(p) => Ok(p),
+        None => {
+            let have: Vec<&str> = raidkit_parity::implementations()
+                .iter()
+                .map(|p| p.name())
+                .collect();
+            bail!(
+                "--impl {n}: unknown or not supported here (have: {})",
+                have.join(", ")
+            )
+        }
+    }
+}
+
+/// What to measure: the product of these lists.
+struct Plan {
+    ops: Vec<Op>,
+    ks: Vec<usize>,
+    chunks: Vec<usize>,
+    wss: Vec<usize>,
+    threads: Vec<usize>,
+}
+
+/// The lists from the options (defaults where empty), checked, and checked against
+/// memory before anything is allocated.
+fn plan(a: &BenchParityArgs, ncpu: usize) -> Result<Plan> {
+    let or = |v: &Vec<usize>, d: Vec<usize>| if v.is_empty() { d } else { v.clone() };
     let ops = if a.op.is_empty() {
         Op::ALL.to_vec()
     } else {
         a.op.clone()
     };
-    let ks = if a.data_disks.is_empty() {
-        vec![4, 8, 12]
-    } else {
-        a.data_disks.clone()
-    };
+    let ks = or(&a.data_disks, vec![4, 8, 12]);
     if let Some(k) = ks.iter().find(|&&k| !(2..=MAX_DATA).contains(&k)) {
         bail!("--data-disks {k}: must be 2..={MAX_DATA}");
     }
@@ -131,49 +141,70 @@ pub fn cmd_bench_parity(a: BenchParityArgs) -> Result<()> {
         bail!("--chunk {c}: must be a multiple of 64 bytes, at most 1G");
     }
     let wss = sizes(&a.working_set, &[0, 256 << 20], "working-set")?;
-    let threads = if a.threads.is_empty() {
-        let mut t = vec![1];
-        if ncpu > 1 {
-            t.push(ncpu);
-        }
-        t
-    } else {
-        a.threads.clone()
-    };
+    let threads = or(&a.threads, if ncpu > 1 { vec![1, ncpu] } else { vec![1] });
     if let Some(t) = threads.iter().find(|&&t| t == 0 || t > 1024) {
         bail!("--threads {t}: must be 1..=1024");
     }
     let tmax = threads.iter().copied().max().unwrap_or(1);
-    let time = Duration::from_millis(a.time_ms.max(3));
+    check_memory(&wss, &ks, &chunks, tmax)?;
+    Ok(Plan {
+        ops,
+        ks,
+        chunks,
+        wss,
+        threads,
+    })
+}
 
+fn print_header(path: &raidkit_parity::Parity, ncpu: usize) {
+    outln!(
+        "raidkit bench parity: path {}, {ncpu} CPUs; GB/s = 10^9 data bytes (K x chunk per stripe) per second",
+        path.name()
+    );
+    outln!("  wall: all threads together, wall clock; cpu: per CPU-second of each thread, summed (best of 3)");
+    outln!(
+        "{:<6} {:>5} {:>10} {:>11} {:>7} {:>9} {:>9}",
+        "op",
+        "disks",
+        "chunk",
+        "working-set",
+        "threads",
+        "wall GB/s",
+        "cpu GB/s"
+    );
+}
+
+/// Each thread's stripes of one geometry, built in parallel.
+fn stripes(k: usize, chunk: usize, ws: usize, n: usize) -> Result<Vec<Mutex<Stripes>>> {
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n)
+            .map(|t| sc.spawn(move || Stripes::new(k, chunk, ws, 1 + t as u64)))
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().map(Mutex::new))
+            .collect::<std::result::Result<Vec<_>, _>>()
+    })
+    .map_err(|_| anyhow::anyhow!("stripe setup thread failed"))
+}
+
+/// Run `raidkit bench parity`.
+pub fn cmd_bench_parity(a: BenchParityArgs) -> Result<()> {
+    let path = kernel_path(&a)?;
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let p = plan(&a, ncpu)?;
+    let tmax = p.threads.iter().copied().max().unwrap_or(1);
+    let time = Duration::from_millis(a.time_ms.max(3));
     if !a.json {
-        println!(
-            "raidkit bench parity: path {}, {ncpu} CPUs; GB/s = 10^9 data bytes (K x chunk per stripe) per second",
-            path.name()
-        );
-        println!("  wall: all threads together, wall clock; cpu: per CPU-second of each thread, summed (best of 3)");
-        println!(
-            "{:<6} {:>5} {:>10} {:>11} {:>7} {:>9} {:>9}",
-            "op", "disks", "chunk", "working-set", "threads", "wall GB/s", "cpu GB/s"
-        );
+        print_header(path, ncpu);
     }
     let mut rows = Vec::new();
-    for &ws in &wss {
-        for &k in &ks {
-            for &chunk in &chunks {
-                // Each thread's stripes, built in parallel; shared by all ops and thread
-                // counts of this geometry.
-                let pool: Vec<Mutex<Stripes>> = std::thread::scope(|sc| {
-                    let hs: Vec<_> = (0..tmax)
-                        .map(|t| sc.spawn(move || Stripes::new(k, chunk, ws, 1 + t as u64)))
-                        .collect();
-                    hs.into_iter()
-                        .map(|h| h.join().map(Mutex::new))
-                        .collect::<std::result::Result<Vec<_>, _>>()
-                })
-                .map_err(|_| anyhow::anyhow!("stripe setup thread failed"))?;
-                for &op in &ops {
-                    for &t in &threads {
+    for &ws in &p.wss {
+        for &k in &p.ks {
+            for &chunk in &p.chunks {
+                // Shared by all ops and thread counts of this geometry.
+                let pool = stripes(k, chunk, ws, tmax)?;
+                for &op in &p.ops {
+                    for &t in &p.threads {
                         let s = measure(
                             t,
                             time / 3,
@@ -218,7 +249,42 @@ pub fn cmd_bench_parity(a: BenchParityArgs) -> Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(())
+}
+
+/// Bytes of memory the kernel says can be used without swapping (`MemAvailable`).
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Refuse a run whose stripes (each thread has its own) would take more than half the
+/// available memory, before allocating any.
+fn check_memory(wss: &[usize], ks: &[usize], chunks: &[usize], threads: usize) -> Result<()> {
+    let Some(avail) = available_memory() else {
+        return Ok(());
+    };
+    let widest = ks.iter().max().copied().unwrap_or(0) + 2;
+    let stripe = chunks
+        .iter()
+        .max()
+        .copied()
+        .unwrap_or(0)
+        .saturating_mul(widest);
+    for &ws in wss {
+        let need = (ws.max(stripe) as u64).saturating_mul(threads as u64);
+        if need > avail / 2 {
+            bail!(
+                "--working-set {} x {threads} thread(s) needs {}, more than half the available memory ({}); give a smaller --working-set (a bare number is KiB: 262144 = 256 MiB) or fewer --threads",
+                human(ws as u64),
+                human(need),
+                human(avail)
+            );
+        }
     }
     Ok(())
 }
@@ -243,7 +309,7 @@ fn print_row(r: &Row) {
     } else {
         size(r.ws)
     };
-    println!(
+    outln!(
         "{:<6} {:>5} {:>10} {:>11} {:>7} {:>9.2} {:>9.2}",
         r.op.name(),
         format!("{}+{}", r.k, if r.op == Op::Xor { 1 } else { 2 }),

@@ -1,143 +1,8 @@
-//! NBD wire constants and the pure (IO-free) parts of the protocol: request parsing,
-//! request validation and errno mapping. Everything here is total over its input: any
-//! byte sequence yields a value or an error, never a panic.
+//! Transmission requests: the header, its validation against an export, and the
+//! mapping of IO errors to NBD error values.
 
+use super::*;
 use std::io;
-
-/// `NBDMAGIC`, first 8 bytes the server sends.
-pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
-/// `IHAVEOPT`: newstyle magic, also prefixes every client option.
-pub const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
-/// Magic of every option reply.
-pub const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
-/// Magic of a transmission request.
-pub const REQUEST_MAGIC: u32 = 0x2560_9513;
-/// Magic of a simple reply.
-pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
-/// Magic of a structured reply chunk.
-pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
-
-/// Handshake flag: fixed newstyle.
-pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
-/// Handshake flag: the 124 zero bytes after `NBD_OPT_EXPORT_NAME` may be omitted.
-pub const FLAG_NO_ZEROES: u16 = 1 << 1;
-/// Client flag: fixed newstyle.
-pub const FLAG_C_FIXED_NEWSTYLE: u32 = 1 << 0;
-/// Client flag: no zeroes.
-pub const FLAG_C_NO_ZEROES: u32 = 1 << 1;
-
-/// Option: enter transmission (old way, cannot fail gracefully).
-pub const OPT_EXPORT_NAME: u32 = 1;
-/// Option: soft disconnect.
-pub const OPT_ABORT: u32 = 2;
-/// Option: list exports.
-pub const OPT_LIST: u32 = 3;
-/// Option: upgrade to TLS.
-pub const OPT_STARTTLS: u32 = 5;
-/// Option: describe an export.
-pub const OPT_INFO: u32 = 6;
-/// Option: describe an export and enter transmission.
-pub const OPT_GO: u32 = 7;
-/// Option: use structured replies.
-pub const OPT_STRUCTURED_REPLY: u32 = 8;
-
-/// Option reply: done.
-pub const REP_ACK: u32 = 1;
-/// Option reply: one export of `NBD_OPT_LIST`.
-pub const REP_SERVER: u32 = 2;
-/// Option reply: one info item of `NBD_OPT_INFO`/`NBD_OPT_GO`.
-pub const REP_INFO: u32 = 3;
-/// Option error: unknown option.
-pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
-/// Option error: forbidden by policy.
-pub const REP_ERR_POLICY: u32 = (1 << 31) + 2;
-/// Option error: syntactically invalid.
-pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
-/// Option error: TLS required first.
-pub const REP_ERR_TLS_REQD: u32 = (1 << 31) + 5;
-/// Option error: no such export.
-pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
-/// Option error: server shutting down.
-pub const REP_ERR_SHUTDOWN: u32 = (1 << 31) + 7;
-/// Option error: request too big.
-pub const REP_ERR_TOO_BIG: u32 = (1 << 31) + 9;
-
-/// Info: size and transmission flags.
-pub const INFO_EXPORT: u16 = 0;
-/// Info: export name.
-pub const INFO_NAME: u16 = 1;
-/// Info: export description.
-pub const INFO_DESCRIPTION: u16 = 2;
-/// Info: block size constraints.
-pub const INFO_BLOCK_SIZE: u16 = 3;
-
-/// Transmission flag: flags field is valid.
-pub const TF_HAS_FLAGS: u16 = 1 << 0;
-/// Transmission flag: export is read-only.
-pub const TF_READ_ONLY: u16 = 1 << 1;
-/// Transmission flag: `NBD_CMD_FLUSH` supported.
-pub const TF_SEND_FLUSH: u16 = 1 << 2;
-/// Transmission flag: `NBD_CMD_FLAG_FUA` supported.
-pub const TF_SEND_FUA: u16 = 1 << 3;
-/// Transmission flag: `NBD_CMD_TRIM` supported.
-pub const TF_SEND_TRIM: u16 = 1 << 5;
-/// Transmission flag: `NBD_CMD_WRITE_ZEROES` supported.
-pub const TF_SEND_WRITE_ZEROES: u16 = 1 << 6;
-/// Transmission flag: several connections share one cache (flush on one covers all).
-pub const TF_CAN_MULTI_CONN: u16 = 1 << 8;
-/// Transmission flag: `NBD_CMD_FLAG_FAST_ZERO` supported.
-pub const TF_SEND_FAST_ZERO: u16 = 1 << 11;
-
-/// Command: read.
-pub const CMD_READ: u16 = 0;
-/// Command: write (payload follows the header).
-pub const CMD_WRITE: u16 = 1;
-/// Command: disconnect.
-pub const CMD_DISC: u16 = 2;
-/// Command: flush.
-pub const CMD_FLUSH: u16 = 3;
-/// Command: trim (discard).
-pub const CMD_TRIM: u16 = 4;
-/// Command: write zeroes.
-pub const CMD_WRITE_ZEROES: u16 = 6;
-
-/// Command flag: force unit access.
-pub const CMD_FLAG_FUA: u16 = 1 << 0;
-/// Command flag: write zeroes must allocate.
-pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
-/// Command flag: fail write zeroes with `ENOTSUP` unless it is fast.
-pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
-
-/// Structured reply flag: last chunk.
-pub const REPLY_FLAG_DONE: u16 = 1 << 0;
-/// Chunk type: empty final chunk.
-pub const REPLY_TYPE_NONE: u16 = 0;
-/// Chunk type: data at an offset.
-pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
-/// Chunk type: error.
-pub const REPLY_TYPE_ERROR: u16 = (1 << 15) + 1;
-/// Chunk type: error at an offset.
-pub const REPLY_TYPE_ERROR_OFFSET: u16 = (1 << 15) + 2;
-
-/// NBD error values (they are the Linux errno values, but fixed by the protocol).
-pub mod errno {
-    /// Operation not permitted.
-    pub const EPERM: u32 = 1;
-    /// IO error.
-    pub const EIO: u32 = 5;
-    /// Out of memory.
-    pub const ENOMEM: u32 = 12;
-    /// Invalid argument.
-    pub const EINVAL: u32 = 22;
-    /// No space (write past the end).
-    pub const ENOSPC: u32 = 28;
-    /// Value too large.
-    pub const EOVERFLOW: u32 = 75;
-    /// Not supported (fast zero that would not be fast).
-    pub const ENOTSUP: u32 = 95;
-    /// Server shutting down.
-    pub const ESHUTDOWN: u32 = 108;
-}
 
 /// Size of a request header on the wire.
 pub const REQUEST_LEN: usize = 28;
@@ -157,40 +22,18 @@ pub struct Request {
     pub len: u32,
 }
 
-fn be16(b: &[u8], at: usize) -> u16 {
-    let mut a = [0u8; 2];
-    if let Some(s) = b.get(at..at + 2) {
-        a.copy_from_slice(s);
-    }
-    u16::from_be_bytes(a)
-}
-fn be32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        a.copy_from_slice(s);
-    }
-    u32::from_be_bytes(a)
-}
-fn be64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        a.copy_from_slice(s);
-    }
-    u64::from_be_bytes(a)
-}
-
 /// Parse a request header. `None` if the magic is wrong (the stream cannot be
 /// resynchronised: the connection must be closed).
 pub fn parse_request(h: &[u8; REQUEST_LEN]) -> Option<Request> {
-    if be32(h, 0) != REQUEST_MAGIC {
+    if get32(h, 0) != REQUEST_MAGIC {
         return None;
     }
     Some(Request {
-        flags: be16(h, 4),
-        typ: be16(h, 6),
-        cookie: be64(h, 8),
-        offset: be64(h, 16),
-        len: be32(h, 24),
+        flags: get16(h, 4),
+        typ: get16(h, 6),
+        cookie: get64(h, 8),
+        offset: get64(h, 16),
+        len: get32(h, 24),
     })
 }
 
@@ -341,15 +184,6 @@ pub fn errno_of(e: &io::Error) -> u32 {
         io::ErrorKind::StorageFull => errno::ENOSPC,
         _ => errno::EIO,
     }
-}
-
-/// Read a big-endian u16 at `at` (0 if out of bounds; callers check lengths first).
-pub(crate) fn get16(b: &[u8], at: usize) -> u16 {
-    be16(b, at)
-}
-/// Read a big-endian u32 at `at` (0 if out of bounds; callers check lengths first).
-pub(crate) fn get32(b: &[u8], at: usize) -> u32 {
-    be32(b, at)
 }
 
 #[cfg(test)]

@@ -81,9 +81,9 @@ pub fn run(a: ProbeArgs) -> Result<()> {
         .map_err(|e| anyhow!(e))?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", r.to_text());
+        out!("{}", r.to_text());
     }
     Ok(())
 }

@@ -62,7 +62,8 @@ pub struct BenchIoArgs {
     /// Stripe cache of a RAID4/5/6 target: entries (4 KiB per data member) or `auto`.
     #[arg(long, value_name = "ENTRIES|auto")]
     pub stripe_cache: Option<String>,
-    /// Upper bound of the automatic stripe cache, bytes (K/M/G).
+    /// Upper bound of the automatic stripe cache, bytes (K/M/G); not with a fixed
+    /// --stripe-cache (in a stripe_cache sweep it applies to the `auto` points).
     #[arg(long, value_name = "SIZE")]
     pub stripe_cache_max: Option<String>,
     /// Folder for --create members (default: a new folder in the temp dir, removed after).
@@ -154,8 +155,9 @@ impl Drop for TempDir {
     }
 }
 
-/// Apply --stripe-cache / --stripe-cache-max.
-fn configure_cache(a: &BenchIoArgs, t: &ArrayTarget) -> Result<()> {
+/// The stripe cache asked for: a fixed size in entries, and/or a bound of the automatic
+/// size; both at once is refused.
+fn cache_choice(a: &BenchIoArgs) -> Result<(Option<usize>, Option<u64>)> {
     let fixed =
         match a.stripe_cache.as_deref() {
             None => None,
@@ -165,6 +167,15 @@ fn configure_cache(a: &BenchIoArgs, t: &ArrayTarget) -> Result<()> {
             })?),
         };
     let max = a.stripe_cache_max.as_deref().map(size).transpose()?;
+    if let (Some(n), Some(_)) = (fixed, max) {
+        bail!("--stripe-cache {n} is a fixed size; --stripe-cache-max bounds the automatic size: give one of them (or --stripe-cache auto with --stripe-cache-max)");
+    }
+    Ok((fixed, max))
+}
+
+/// Apply --stripe-cache / --stripe-cache-max.
+fn configure_cache(a: &BenchIoArgs, t: &ArrayTarget) -> Result<()> {
+    let (fixed, max) = cache_choice(a)?;
     t.array()
         .configure_stripe_cache(max, fixed)
         .context("--stripe-cache")?;
@@ -227,12 +238,23 @@ pub fn run(a: BenchIoArgs) -> Result<()> {
     if a.create.is_none() && (a.chunk.is_some() || a.layout.is_some()) {
         bail!("--chunk and --layout are for --create");
     }
+    crate::cmd::check_members(&a.array)?;
+    cache_choice(&a)?;
+    if let Some(t) = &a.target {
+        crate::cmd::check_member(t)?;
+    }
     let _cleanup;
     let dir = match (&a.dir, &a.create) {
         (Some(d), _) => d.clone(),
         (None, Some(_)) => {
+            // A new private folder: one that exists (another user may have made it in the
+            // shared temp dir) is refused rather than used.
             let d = std::env::temp_dir().join(format!("raidkit-bench-{}", std::process::id()));
-            std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+            std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+                .create(&d)
+                .with_context(|| {
+                    format!("creating {} (give --dir DIR to use another)", d.display())
+                })?;
             _cleanup = TempDir(Some(d.clone()));
             d
         }
@@ -245,9 +267,9 @@ pub fn run(a: BenchIoArgs) -> Result<()> {
             plot_one(p, &r)?;
         }
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&r)?);
+            outln!("{}", serde_json::to_string_pretty(&r)?);
         } else {
-            print!("{}", r.to_text());
+            out!("{}", r.to_text());
         }
         return Ok(());
     };
@@ -270,7 +292,11 @@ pub fn run(a: BenchIoArgs) -> Result<()> {
             SweepParam::Chunk(v) => args.chunk = Some(format!("{}b", v[i])),
             SweepParam::Layout(v) => args.layout = Some(v[i].clone()),
             SweepParam::StripeCache(v) => {
-                args.stripe_cache = Some(v[i].map_or_else(|| "auto".into(), |n| n.to_string()))
+                args.stripe_cache = Some(v[i].map_or_else(|| "auto".into(), |n| n.to_string()));
+                if v[i].is_some() {
+                    // --stripe-cache-max bounds the automatic points only.
+                    args.stripe_cache_max = None;
+                }
             }
         }
         if !a.json {
@@ -290,9 +316,9 @@ pub fn run(a: BenchIoArgs) -> Result<()> {
         plot_sweep(p, &res)?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&res)?);
+        outln!("{}", serde_json::to_string_pretty(&res)?);
     } else {
-        print!("{}", res.to_text());
+        out!("{}", res.to_text());
     }
     Ok(())
 }

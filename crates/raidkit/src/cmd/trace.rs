@@ -14,7 +14,7 @@ pub enum TraceCmd {
     /// Summarise a blkparse text trace or a raidkit JSON-lines trace.
     Analyze(TraceAnalyzeArgs),
     /// Record every client request of a running array to a JSON-lines trace.
-    Record(crate::ctl_cmd::TraceRecordArgs),
+    Record(crate::ctl::trace::TraceRecordArgs),
 }
 
 /// `trace analyze`.
@@ -37,7 +37,7 @@ pub struct TraceAnalyzeArgs {
 pub fn run(cmd: TraceCmd) -> Result<()> {
     match cmd {
         TraceCmd::Analyze(a) => analyze_cmd(a),
-        TraceCmd::Record(a) => crate::ctl_cmd::cmd_trace_record(a),
+        TraceCmd::Record(a) => crate::ctl::trace::record(a),
     }
 }
 
@@ -89,9 +89,9 @@ fn analyze_cmd(a: TraceAnalyzeArgs) -> Result<()> {
         .map_err(|e| anyhow!(e))?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", r.to_text());
+        out!("{}", r.to_text());
     }
     Ok(())
 }
