@@ -18,6 +18,7 @@ use crate::array::lost::LostRanges;
 use crate::array::member::{MemberOp, Members};
 use crate::array::meta::{Meta, MetaState};
 use crate::array::stripe_lock::StripeLocks;
+use crate::dev::io::{self, IoOp, IoReq};
 use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
@@ -198,10 +199,36 @@ impl Array {
 
     /// Flush the members, then report a failure of writing held data since the last flush.
     pub(crate) fn flush_members(&self) -> Result<()> {
-        for m in self.slots().iter().flatten().filter(|m| !m.is_failed()) {
-            m.dev
-                .flush()
-                .map_err(|e| EngineError::io(m.dev.name(), "flushing", e))?;
+        // Every member's flush at once; one that misses its deadline is failed (the
+        // others hold the data).
+        let live: Vec<(usize, Arc<Member>)> = self
+            .slots()
+            .iter()
+            .enumerate()
+            .filter_map(|(r, m)| m.clone().filter(|m| !m.is_failed()).map(|m| (r, m)))
+            .collect();
+        let mut reqs: Vec<IoReq<'_>> = live
+            .iter()
+            .map(|(_, m)| {
+                IoReq::new(
+                    m.dev.as_ref(),
+                    0,
+                    IoOp::Flush,
+                    io::member_timeout(m.dev.as_ref()),
+                )
+            })
+            .collect();
+        io::run(&mut reqs, &mut |i| {
+            let _ = self.fail_member(live[i].0, "no answer to a flush within the member timeout");
+        });
+        let results: Vec<std::io::Result<()>> = reqs.iter_mut().map(IoReq::take_result).collect();
+        drop(reqs);
+        for ((role, m), r) in live.iter().zip(results) {
+            match r {
+                Ok(()) => {}
+                Err(e) if io::is_timeout(&e) => self.fail_member(*role, &format!("flush: {e}"))?,
+                Err(e) => return Err(EngineError::io(m.dev.name(), "flushing", e)),
+            }
         }
         if let Some(e) = self.cache.as_ref().and_then(|c| c.take_pending()) {
             return Err(e);
