@@ -279,7 +279,10 @@ fn grow_online(a: &GrowArgs, op: &str, speed: Option<u64>) -> Result<()> {
         }
         "pause" => "the reshape pauses at its next safe position (`--resume` to go on)".into(),
         "resume" => "the reshape goes on".into(),
-        _ => format!("speed limit {}/s", human(speed.unwrap_or(0))),
+        _ => match speed.unwrap_or(0) {
+            0 => "no speed limit".into(),
+            l => format!("speed limit {}/s", human(l)),
+        },
     };
     eprintln!("raidkit: {name}: {what}");
     Ok(())
@@ -577,9 +580,43 @@ fn plan_text(p: &ReshapePlan, speed: u64) -> String {
     if p.problems.is_empty() {
         outln("  checks:       healthy (not degraded, no lost ranges, no slow member)".into());
     } else {
-        for q in &p.problems {
-            outln(format!("  problem:      {q}"));
-        }
+        outln(format!(
+            "  checks:       {} problem(s): the reshape is refused without --force",
+            p.problems.len()
+        ));
     }
     t
+}
+
+/// mdadm `--detail`'s reshape lines for a reshape in progress (also `status`).
+pub fn reshape_detail_lines(r: &rs::ReshapeStatus) -> Vec<(&'static str, String)> {
+    let mut v = vec![(
+        "Reshape Status",
+        format!(
+            "{}% complete ({} of {} array sectors, {}{})",
+            r.done_sectors * 100 / r.total_sectors.max(1),
+            r.done_sectors,
+            r.total_sectors,
+            r.direction,
+            if r.moving { "" } else { ", stopped" }
+        ),
+    )];
+    if r.delta_disks != 0 {
+        v.push((
+            "Delta Devices",
+            format!(
+                "{}, ({}->{})",
+                r.delta_disks, r.old.raid_disks, r.new.raid_disks
+            ),
+        ));
+    }
+    v.push(("Reshape From", shape_text(&r.old)));
+    v.push(("Reshape To", shape_text(&r.new)));
+    if let Some(o) = r.offset_change {
+        v.push(("Offset Change", format!("{o} sectors")));
+    }
+    if let Some(f) = &r.backup_file {
+        v.push(("Backup File", f.clone()));
+    }
+    v
 }
