@@ -73,8 +73,13 @@ impl Supervisor {
         *job = Some(self.spawn_job("reshape", move |stop| {
             let opts = me.reshape_options(&stop, req.backup_file.clone());
             let arr = me.array.clone();
-            let r = rs::reshape(&arr, &req, &opts, &mut |p| me.progress(p.done, p.total))
-                .map(|(_, end)| end);
+            let mut seen = me.cur();
+            let r = rs::reshape(&arr, &req, &opts, &mut |p| {
+                me.follow(&mut seen);
+                me.progress(p.done, p.total)
+            })
+            .map(|(_, end)| end);
+            me.follow(&mut seen);
             me.reshape_done("reshape", r);
         })?);
         Ok(())
@@ -94,7 +99,12 @@ impl Supervisor {
         *job = Some(self.spawn_job("reshape", move |stop| {
             let opts = me.reshape_options(&stop, None);
             let arr = me.array.clone();
-            let r = rs::continue_reshape(&arr, &opts, &mut |p| me.progress(p.done, p.total));
+            let mut seen = me.cur();
+            let r = rs::continue_reshape(&arr, &opts, &mut |p| {
+                me.follow(&mut seen);
+                me.progress(p.done, p.total)
+            });
+            me.follow(&mut seen);
             me.reshape_done("reshape-continue", r);
         })?);
         Ok(())
@@ -120,13 +130,19 @@ impl Supervisor {
         self.reshape_paused.store(false, Ordering::Relaxed);
         // The turn itself may move data on to a position both shapes can record.
         let stop0 = Arc::new(AtomicBool::new(false));
-        let back = rs::revert(&self.array, &self.reshape_options(&stop0, None))?;
-        drop(back);
+        let mut seen = self.cur();
+        rs::revert(&self.array, &self.reshape_options(&stop0, None))?;
+        self.follow(&mut seen);
         let me = self.clone();
         *job = Some(self.spawn_job("reshape", move |stop| {
             let opts = me.reshape_options(&stop, None);
             let arr = me.array.clone();
-            let r = rs::continue_reshape(&arr, &opts, &mut |p| me.progress(p.done, p.total));
+            let mut seen = me.cur();
+            let r = rs::continue_reshape(&arr, &opts, &mut |p| {
+                me.follow(&mut seen);
+                me.progress(p.done, p.total)
+            });
+            me.follow(&mut seen);
             me.reshape_done("reshape-revert", r);
         })?);
         Ok(())
@@ -155,6 +171,16 @@ impl Supervisor {
             paused: self.reshape_paused.load(Ordering::Relaxed),
             running,
         })
+    }
+
+    /// After a reshape stage switched the array to its next geometry: relay the new
+    /// array's events too (member failures during and after the reshape).
+    fn follow(self: &Arc<Self>, seen: &mut Arc<crate::array::Array>) {
+        let now = self.cur();
+        if !Arc::ptr_eq(&now, seen) {
+            self.watch_events(&now);
+            *seen = now;
+        }
     }
 
     fn reshape_options(&self, stop: &Arc<AtomicBool>, backup: Option<PathBuf>) -> ReshapeOptions {

@@ -27,15 +27,16 @@ const GROW_HELP: &str = "\
 Examples:
   # plan, then add a fifth disk to a stopped 4-disk RAID6 (foreground, safe to kill)
   raidkit grow d0.img d1.img d2.img d3.img --add d4.img --raid-devices 5 --dry-run
-  raidkit grow d0.img d1.img d2.img d3.img --add d4.img --raid-devices 5
-  # finish a reshape found on the members (raidkit's, the kernel's or mdadm's)
+  raidkit grow d0.img d1.img d2.img d3.img --add d4.img --raid-devices 5 --speed-limit 20M
+  # after a kill: finish the reshape found on the members (raidkit's, the kernel's, mdadm's)
   raidkit grow --continue d0.img d1.img d2.img d3.img d4.img
-  # a served array: reshape in the background; slow it, pause it, or undo it
+  # a served array (raidkit serve --export md0 ...) reshapes in the background
+  raidkit grow md0 --speed-limit 20M          # limit it; changeable while it runs
   raidkit grow md0 --chunk 128K
-  raidkit grow md0 --speed-limit 20M
   raidkit grow md0 --pause
-  raidkit grow md0 --revert
-  # the write-intent bitmap
+  raidkit grow md0 --resume
+  raidkit grow md0 --revert                   # back to the old shape, from where it is
+  # the write-intent bitmap (once no reshape runs)
   raidkit grow md0 --bitmap internal
 ";
 
@@ -391,7 +392,8 @@ fn grow_offline(a: &GrowArgs, op: &str, speed: u64) -> Result<()> {
         shape_text(&plan.to)
     );
     let (cur, end) = rs::reshape(&arr, &req, &ro, &mut progress_bar())?;
-    finished(&cur, end, &a.targets)
+    let members: Vec<PathBuf> = a.targets.iter().chain(&a.add).cloned().collect();
+    finished(&cur, end, &members)
 }
 
 /// The refusal of an unhealthy array, each problem on a line of its own.

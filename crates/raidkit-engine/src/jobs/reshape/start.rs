@@ -656,6 +656,8 @@ impl Array {
         }
         let cur = self.geo.clone();
         let st = stages(&cur, req)?;
+        // A shrink is confirmed with the array size before anything else is worked out.
+        self.check_shrink(&cur, &st, req)?;
         let last = st.last().map(|s| s.to().clone()).unwrap_or(cur.clone());
         let mut moved = 0u64;
         let mut room = None;
@@ -679,7 +681,6 @@ impl Array {
             }
             at = s.to().clone();
         }
-        self.check_shrink(&cur, &st, req)?;
         let mut speeds = measure(self);
         if !slow_members(&speeds).is_empty() {
             // Confirm before refusing: a busy machine makes any member look slow once.
