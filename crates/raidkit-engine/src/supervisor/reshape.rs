@@ -113,6 +113,14 @@ impl Supervisor {
     /// Turn the reshape in progress around (whatever job moves it is stopped at a safe
     /// position first) and move the data back to the old shape, in the background.
     pub fn revert_reshape(self: &Arc<Self>) -> Result<()> {
+        // A reshape job just started may not have written its first superblocks yet.
+        let t0 = Instant::now();
+        while self.cur().reshape_status().is_none()
+            && self.reshape_job_running()
+            && t0.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         if self.cur().reshape_status().is_none() {
             return Err(
                 EngineError::Invalid("no reshape is in progress on this array".into()).into(),
@@ -151,7 +159,7 @@ impl Supervisor {
     /// Pause (true) or resume (false) the reshape; it rests at the next safe position,
     /// recorded on the members.
     pub fn pause_reshape(&self, paused: bool) -> Result<()> {
-        if self.cur().reshape_status().is_none() {
+        if self.cur().reshape_status().is_none() && !self.reshape_job_running() {
             return Err(
                 EngineError::Invalid("no reshape is in progress on this array".into()).into(),
             );
@@ -160,12 +168,17 @@ impl Supervisor {
         Ok(())
     }
 
+    /// A reshape job is running (it may still be starting).
+    fn reshape_job_running(&self) -> bool {
+        lock(&self.job)
+            .as_ref()
+            .is_some_and(|j| j.running() && j.status.action == "reshape")
+    }
+
     /// Where the reshape stands, if one is in progress.
     pub fn reshape_progress(&self) -> Option<ReshapeProgress> {
         let status = self.cur().reshape_status()?;
-        let running = lock(&self.job)
-            .as_ref()
-            .is_some_and(|j| j.running() && j.status.action == "reshape");
+        let running = self.reshape_job_running();
         Some(ReshapeProgress {
             status,
             paused: self.reshape_paused.load(Ordering::Relaxed),
