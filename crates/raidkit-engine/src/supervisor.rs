@@ -139,10 +139,18 @@ impl Supervisor {
             scrub_state: Mutex::new(None),
             reshape_paused: Arc::new(AtomicBool::new(false)),
         });
-        let rx = sup.array.subscribe();
-        let weak = Arc::downgrade(&sup);
+        sup.watch_events(&sup.array);
+        sup.start_needed_job();
+        sup
+    }
+
+    /// Relay the events of `arr` (the array, or the one a reshape switched to) to this
+    /// supervisor, on a thread of its own.
+    pub(crate) fn watch_events(self: &Arc<Self>, arr: &Arc<Array>) {
+        let rx = arr.subscribe();
+        let weak = Arc::downgrade(self);
         std::thread::Builder::new()
-            .name(format!("raidkit-events-{name}"))
+            .name(format!("raidkit-events-{}", self.name))
             .spawn(move || {
                 while let Ok(e) = rx.recv() {
                     let Some(s) = weak.upgrade() else { break };
@@ -150,8 +158,6 @@ impl Supervisor {
                 }
             })
             .ok();
-        sup.start_needed_job();
-        sup
     }
 
     fn start_needed_job(self: &Arc<Self>) {

@@ -140,6 +140,15 @@ impl Array {
     /// complete. Removing clears the superblock feature first (a later unclean stop then
     /// means a full resync, as with md).
     pub fn set_bitmap(&self, mode: BitmapMode) -> Result<BitmapChange> {
+        if let Some(next) = self.successor() {
+            return next.set_bitmap(mode);
+        }
+        if self.route().is_some() {
+            return Err(EngineError::Invalid(
+                "a reshape is in progress: change the bitmap once it has finished (md refuses too)"
+                    .into(),
+            ));
+        }
         if !self.writable {
             return Err(EngineError::Invalid(
                 "the array was assembled read-only; reassemble it for writing to change its bitmap"

@@ -73,8 +73,13 @@ impl Supervisor {
         *job = Some(self.spawn_job("reshape", move |stop| {
             let opts = me.reshape_options(&stop, req.backup_file.clone());
             let arr = me.array.clone();
-            let r = rs::reshape(&arr, &req, &opts, &mut |p| me.progress(p.done, p.total))
-                .map(|(_, end)| end);
+            let mut seen = me.cur();
+            let r = rs::reshape(&arr, &req, &opts, &mut |p| {
+                me.follow(&mut seen);
+                me.progress(p.done, p.total)
+            })
+            .map(|(_, end)| end);
+            me.follow(&mut seen);
             me.reshape_done("reshape", r);
         })?);
         Ok(())
@@ -94,7 +99,12 @@ impl Supervisor {
         *job = Some(self.spawn_job("reshape", move |stop| {
             let opts = me.reshape_options(&stop, None);
             let arr = me.array.clone();
-            let r = rs::continue_reshape(&arr, &opts, &mut |p| me.progress(p.done, p.total));
+            let mut seen = me.cur();
+            let r = rs::continue_reshape(&arr, &opts, &mut |p| {
+                me.follow(&mut seen);
+                me.progress(p.done, p.total)
+            });
+            me.follow(&mut seen);
             me.reshape_done("reshape-continue", r);
         })?);
         Ok(())
@@ -103,6 +113,14 @@ impl Supervisor {
     /// Turn the reshape in progress around (whatever job moves it is stopped at a safe
     /// position first) and move the data back to the old shape, in the background.
     pub fn revert_reshape(self: &Arc<Self>) -> Result<()> {
+        // A reshape job just started may not have written its first superblocks yet.
+        let t0 = Instant::now();
+        while self.cur().reshape_status().is_none()
+            && self.reshape_job_running()
+            && t0.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         if self.cur().reshape_status().is_none() {
             return Err(
                 EngineError::Invalid("no reshape is in progress on this array".into()).into(),
@@ -120,13 +138,19 @@ impl Supervisor {
         self.reshape_paused.store(false, Ordering::Relaxed);
         // The turn itself may move data on to a position both shapes can record.
         let stop0 = Arc::new(AtomicBool::new(false));
-        let back = rs::revert(&self.array, &self.reshape_options(&stop0, None))?;
-        drop(back);
+        let mut seen = self.cur();
+        rs::revert(&self.array, &self.reshape_options(&stop0, None))?;
+        self.follow(&mut seen);
         let me = self.clone();
         *job = Some(self.spawn_job("reshape", move |stop| {
             let opts = me.reshape_options(&stop, None);
             let arr = me.array.clone();
-            let r = rs::continue_reshape(&arr, &opts, &mut |p| me.progress(p.done, p.total));
+            let mut seen = me.cur();
+            let r = rs::continue_reshape(&arr, &opts, &mut |p| {
+                me.follow(&mut seen);
+                me.progress(p.done, p.total)
+            });
+            me.follow(&mut seen);
             me.reshape_done("reshape-revert", r);
         })?);
         Ok(())
@@ -135,7 +159,7 @@ impl Supervisor {
     /// Pause (true) or resume (false) the reshape; it rests at the next safe position,
     /// recorded on the members.
     pub fn pause_reshape(&self, paused: bool) -> Result<()> {
-        if self.cur().reshape_status().is_none() {
+        if self.cur().reshape_status().is_none() && !self.reshape_job_running() {
             return Err(
                 EngineError::Invalid("no reshape is in progress on this array".into()).into(),
             );
@@ -144,17 +168,32 @@ impl Supervisor {
         Ok(())
     }
 
+    /// A reshape job is running (it may still be starting).
+    fn reshape_job_running(&self) -> bool {
+        lock(&self.job)
+            .as_ref()
+            .is_some_and(|j| j.running() && j.status.action == "reshape")
+    }
+
     /// Where the reshape stands, if one is in progress.
     pub fn reshape_progress(&self) -> Option<ReshapeProgress> {
         let status = self.cur().reshape_status()?;
-        let running = lock(&self.job)
-            .as_ref()
-            .is_some_and(|j| j.running() && j.status.action == "reshape");
+        let running = self.reshape_job_running();
         Some(ReshapeProgress {
             status,
             paused: self.reshape_paused.load(Ordering::Relaxed),
             running,
         })
+    }
+
+    /// After a reshape stage switched the array to its next geometry: relay the new
+    /// array's events too (member failures during and after the reshape).
+    fn follow(self: &Arc<Self>, seen: &mut Arc<crate::array::Array>) {
+        let now = self.cur();
+        if !Arc::ptr_eq(&now, seen) {
+            self.watch_events(&now);
+            *seen = now;
+        }
     }
 
     fn reshape_options(&self, stop: &Arc<AtomicBool>, backup: Option<PathBuf>) -> ReshapeOptions {

@@ -13,7 +13,7 @@ use raidkit_layout::{names, Level};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -105,8 +105,8 @@ pub fn make(level: Level, layout: &str, n: usize, meta: &str, chunk_k: u64, extr
     }
 }
 
-pub fn open(p: impl AsRef<std::path::Path>) -> Arc<dyn BlockDev> {
-    Arc::new(FileDev::open(p.as_ref(), true).unwrap())
+pub fn open(p: &Path) -> Arc<dyn BlockDev> {
+    Arc::new(FileDev::open(p, true).unwrap())
 }
 
 /// The pattern up to `bytes` (or the array's end), zeros after.
@@ -188,5 +188,5 @@ pub fn run(name: &str, m: &Made, req: ReshapeRequest, want: Want) {
 }
 
 pub fn add(m: &Made) -> Vec<Arc<dyn BlockDev>> {
-    m.extra.iter().map(open).collect()
+    m.extra.iter().map(|p| open(p)).collect()
 }

@@ -116,7 +116,7 @@ fn recover(
         assert_eq!(end, ReshapeEnd::Finished, "{name}");
         return arr.current();
     }
-    let add: Vec<Arc<dyn BlockDev>> = new.iter().map(open).collect();
+    let add: Vec<Arc<dyn BlockDev>> = new.iter().map(|p| open(p)).collect();
     let r = req(add, backup.filter(|b| !b.exists()));
     match reshape(&arr, &r, &ReshapeOptions::default(), &mut |_| {}) {
         Ok((cur, end)) => {

@@ -190,6 +190,23 @@ pub(crate) struct ExportEntry {
     pub(crate) sizes: (u32, u32, u32),
 }
 
+impl ExportEntry {
+    /// The same export with another size (for connections made after it changed).
+    pub(crate) fn with_size(&self, size: u64) -> ExportEntry {
+        ExportEntry {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            backend: Arc::clone(&self.backend),
+            flags: self.flags,
+            limits: Limits {
+                size,
+                ..self.limits
+            },
+            sizes: self.sizes,
+        }
+    }
+}
+
 /// Make block sizes legal: minimum a power of two ≤ 64 KiB, preferred a power of two
 /// between minimum and maximum, maximum a multiple of the minimum ≤ the payload cap.
 pub(crate) fn legal_sizes((min, pref, max): (u32, u32, u32)) -> (u32, u32, u32) {

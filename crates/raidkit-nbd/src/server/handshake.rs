@@ -143,13 +143,18 @@ fn read_option_header(s: &mut dyn ReadWrite) -> io::Result<Option<(u32, u32)>> {
 }
 
 fn find_export(sh: &Shared, name: &[u8]) -> Option<Arc<ExportEntry>> {
-    if name.is_empty() {
-        return sh.exports.first().cloned();
+    let e = if name.is_empty() {
+        sh.exports.first()
+    } else {
+        sh.exports.iter().find(|e| e.name.as_bytes() == name)
+    }?;
+    // The size as the backend has it now: an array that grew (a reshape finished) is
+    // seen at its new size by every connection made afterwards.
+    let size = e.backend.size();
+    if size == e.limits.size {
+        return Some(Arc::clone(e));
     }
-    sh.exports
-        .iter()
-        .find(|e| e.name.as_bytes() == name)
-        .cloned()
+    Some(Arc::new(e.with_size(size)))
 }
 
 /// What to do after an option.

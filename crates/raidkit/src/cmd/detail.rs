@@ -44,6 +44,7 @@ pub fn detail_json(arr: &Array) -> Value {
         "missing_roles": missing,
         "bad_blocks": arr.bad_blocks(),
         "lost_ranges": arr.lost_ranges(),
+        "reshape": arr.reshape_status(),
     })
 }
 
@@ -80,6 +81,11 @@ pub fn run(a: DetailArgs) -> Result<()> {
     }
     outln!("{:>16} : {}", "Raid Devices", g.raid_disks);
     outln!("{:>16} : {}", "State", v["state"].as_str().unwrap_or(""));
+    if let Some(r) = arr.reshape_status() {
+        for (k, v) in crate::cmd::grow::reshape_detail_lines(&r) {
+            outln!("{k:>16} : {v}");
+        }
+    }
     outln!("{:>16} : {}", "Events", arr.events());
     outln!();
     outln!("    Role  State        Device");

@@ -18,6 +18,10 @@ pub struct ExamineArgs {
     /// JSON output: a list with one object per member.
     #[arg(long)]
     pub json: bool,
+    /// Also show the record of this reshape backup file (mdadm's `md_backup_data-1`):
+    /// which array it belongs to and which array sectors it holds.
+    #[arg(long, value_name = "FILE")]
+    pub backup_file: Option<PathBuf>,
     /// Devices or files.
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -84,6 +88,9 @@ pub fn run(a: ExamineArgs) -> Result<()> {
         for (p, err) in &errors {
             list.push(json!({"device": p.display().to_string(), "error": err}));
         }
+        if let Some(b) = &a.backup_file {
+            list.push(backup_json(b)?);
+        }
         outln!("{}", serde_json::to_string_pretty(&Value::Array(list))?);
     } else {
         for (e, size) in found.iter().zip(&sizes) {
@@ -91,6 +98,9 @@ pub fn run(a: ExamineArgs) -> Result<()> {
         }
         for (p, err) in &errors {
             outln!("{}:\n    {err}\n", p.display());
+        }
+        if let Some(b) = &a.backup_file {
+            out!("{}", backup_text(b)?);
         }
     }
     if !errors.is_empty() {
@@ -417,4 +427,53 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
         ),
     );
     format!("{head}{s}\n")
+}
+
+/// A backup file's record for `--json`: `{"backup_file": path, "record": null | {...}}`.
+fn backup_json(p: &Path) -> Result<Value> {
+    let rec = raidkit_engine::jobs::reshape::backup::read_record(p)?;
+    Ok(json!({
+        "backup_file": p.display().to_string(),
+        "record": rec.map(|r| json!({
+            "version": r.version,
+            "set_uuid": uuid::format(&r.set_uuid),
+            "mtime": r.mtime,
+            "sections": r.sections().iter().map(|s| json!({
+                "array_sector": s.array_sector,
+                "sectors": s.sectors,
+                "file_sector": s.dev_sector,
+            })).collect::<Vec<_>>(),
+        })),
+    }))
+}
+
+/// A backup file's record in mdadm's words.
+fn backup_text(p: &Path) -> Result<String> {
+    let rec = raidkit_engine::jobs::reshape::backup::read_record(p)?;
+    let mut s = format!("{}:\n", p.display());
+    let mut line = |k: &str, v: String| s.push_str(&format!("{k:>16} : {v}\n"));
+    match rec {
+        None => line(
+            "Backup File",
+            "empty (no critical section saved yet)".into(),
+        ),
+        Some(r) => {
+            line("Backup File", format!("md_backup_data-{}", r.version));
+            line("Set UUID", uuid::format(&r.set_uuid));
+            line("Update Time", fmt_time(r.mtime));
+            for sec in r.sections() {
+                line(
+                    "Section",
+                    format!(
+                        "array sectors {}..{} (at sector {} of the file)",
+                        sec.array_sector,
+                        sec.array_sector + sec.sectors,
+                        sec.dev_sector
+                    ),
+                );
+            }
+        }
+    }
+    s.push('\n');
+    Ok(s)
 }

@@ -27,15 +27,16 @@ const GROW_HELP: &str = "\
 Examples:
   # plan, then add a fifth disk to a stopped 4-disk RAID6 (foreground, safe to kill)
   raidkit grow d0.img d1.img d2.img d3.img --add d4.img --raid-devices 5 --dry-run
-  raidkit grow d0.img d1.img d2.img d3.img --add d4.img --raid-devices 5
-  # finish a reshape found on the members (raidkit's, the kernel's or mdadm's)
+  raidkit grow d0.img d1.img d2.img d3.img --add d4.img --raid-devices 5 --speed-limit 20M
+  # after a kill: finish the reshape found on the members (raidkit's, the kernel's, mdadm's)
   raidkit grow --continue d0.img d1.img d2.img d3.img d4.img
-  # a served array: reshape in the background; slow it, pause it, or undo it
+  # a served array (raidkit serve --export md0 ...) reshapes in the background
+  raidkit grow md0 --speed-limit 20M          # limit it; changeable while it runs
   raidkit grow md0 --chunk 128K
-  raidkit grow md0 --speed-limit 20M
   raidkit grow md0 --pause
-  raidkit grow md0 --revert
-  # the write-intent bitmap
+  raidkit grow md0 --resume
+  raidkit grow md0 --revert                   # back to the old shape, from where it is
+  # the write-intent bitmap (once no reshape runs)
   raidkit grow md0 --bitmap internal
 ";
 
@@ -279,7 +280,10 @@ fn grow_online(a: &GrowArgs, op: &str, speed: Option<u64>) -> Result<()> {
         }
         "pause" => "the reshape pauses at its next safe position (`--resume` to go on)".into(),
         "resume" => "the reshape goes on".into(),
-        _ => format!("speed limit {}/s", human(speed.unwrap_or(0))),
+        _ => match speed.unwrap_or(0) {
+            0 => "no speed limit".into(),
+            l => format!("speed limit {}/s", human(l)),
+        },
     };
     eprintln!("raidkit: {name}: {what}");
     Ok(())
@@ -388,7 +392,8 @@ fn grow_offline(a: &GrowArgs, op: &str, speed: u64) -> Result<()> {
         shape_text(&plan.to)
     );
     let (cur, end) = rs::reshape(&arr, &req, &ro, &mut progress_bar())?;
-    finished(&cur, end, &a.targets)
+    let members: Vec<PathBuf> = a.targets.iter().chain(&a.add).cloned().collect();
+    finished(&cur, end, &members)
 }
 
 /// The refusal of an unhealthy array, each problem on a line of its own.
@@ -577,9 +582,43 @@ fn plan_text(p: &ReshapePlan, speed: u64) -> String {
     if p.problems.is_empty() {
         outln("  checks:       healthy (not degraded, no lost ranges, no slow member)".into());
     } else {
-        for q in &p.problems {
-            outln(format!("  problem:      {q}"));
-        }
+        outln(format!(
+            "  checks:       {} problem(s): the reshape is refused without --force",
+            p.problems.len()
+        ));
     }
     t
+}
+
+/// mdadm `--detail`'s reshape lines for a reshape in progress (also `status`).
+pub fn reshape_detail_lines(r: &rs::ReshapeStatus) -> Vec<(&'static str, String)> {
+    let mut v = vec![(
+        "Reshape Status",
+        format!(
+            "{}% complete ({} of {} array sectors, {}{})",
+            r.done_sectors * 100 / r.total_sectors.max(1),
+            r.done_sectors,
+            r.total_sectors,
+            r.direction,
+            if r.moving { "" } else { ", stopped" }
+        ),
+    )];
+    if r.delta_disks != 0 {
+        v.push((
+            "Delta Devices",
+            format!(
+                "{}, ({}->{})",
+                r.delta_disks, r.old.raid_disks, r.new.raid_disks
+            ),
+        ));
+    }
+    v.push(("Reshape From", shape_text(&r.old)));
+    v.push(("Reshape To", shape_text(&r.new)));
+    if let Some(o) = r.offset_change {
+        v.push(("Offset Change", format!("{o} sectors")));
+    }
+    if let Some(f) = &r.backup_file {
+        v.push(("Backup File", f.clone()));
+    }
+    v
 }

@@ -115,6 +115,9 @@ fn print_array(s: &wire::Status) {
         );
     }
     print_job(&s.sync);
+    if let Some(r) = &s.reshape {
+        print_reshape(&s.name, r);
+    }
     if let Some(c) = &s.stripe_cache {
         super::stats::print_stripe_cache(c);
     }
@@ -136,6 +139,34 @@ fn print_job(job: &wire::Job) {
         job.eta_seconds
             .map(|s| format!("{}m{:02}s", s / 60, s % 60))
             .unwrap_or_else(|| "?".into())
+    );
+}
+
+/// The reshape in progress: from and to, and whether it moves (progress, speed and ETA
+/// are on the job line).
+fn print_reshape(name: &str, r: &wire::Reshape) {
+    let shape = |s: &wire::Shape| {
+        format!(
+            "{} {} devices {} {}K",
+            s.level,
+            s.raid_disks,
+            s.layout,
+            s.chunk_sectors / 2
+        )
+    };
+    let state = if r.paused {
+        format!("paused (`raidkit grow {name} --resume`)")
+    } else if r.running {
+        "running".into()
+    } else {
+        format!("stopped (`raidkit grow {name} --continue`)")
+    };
+    outln!(
+        "      reshape {} -> {}, {} {:.1}% done, {state}",
+        shape(&r.old),
+        shape(&r.new),
+        r.direction,
+        r.done_sectors as f64 * 100.0 / r.total_sectors.max(1) as f64
     );
 }
 

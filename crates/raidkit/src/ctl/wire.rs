@@ -26,6 +26,32 @@ pub struct Status {
     #[serde(default)]
     pub bad_blocks: Vec<BadBlocks>,
     pub stripe_cache: Option<StripeCache>,
+    /// The reshape in progress (the engine's status, see `grow`).
+    #[serde(default)]
+    pub reshape: Option<Reshape>,
+}
+
+/// A reshape in progress, as `status` prints it.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Reshape {
+    pub old: Shape,
+    pub new: Shape,
+    pub direction: String,
+    pub done_sectors: u64,
+    pub total_sectors: u64,
+    #[serde(default)]
+    pub paused: bool,
+    #[serde(default)]
+    pub running: bool,
+}
+
+/// One side of a reshape.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Shape {
+    pub level: String,
+    pub layout: String,
+    pub chunk_sectors: u64,
+    pub raid_disks: usize,
 }
 
 /// A member or spare.

@@ -118,6 +118,23 @@ fn record(path: &Path, f: &File, len: u64) -> Result<Option<BackupRecord>> {
     }
 }
 
+/// The record of the backup file at `path` (for `examine`): None while no section has
+/// been saved yet.
+pub fn read_record(path: &Path) -> Result<Option<BackupRecord>> {
+    let f = File::open(path).map_err(|e| io(path, "opening the backup file", e))?;
+    let len = f
+        .metadata()
+        .map_err(|e| io(path, "looking at the backup file", e))?
+        .len();
+    if len < RECORD_BYTES as u64 {
+        return Err(bad_backup(
+            path,
+            format!("{len} bytes is too short for a backup file"),
+        ));
+    }
+    record(path, &f, len)
+}
+
 /// The sections mdadm would still restore at the recorded `position`, read from the
 /// backup file at `path` (checked to belong to the array `uuid`, last updated at `utime`;
 /// `allow_old` accepts an old record, mdadm's `MDADM_GROW_ALLOW_OLD`). None if there is

@@ -591,9 +591,16 @@ pub(crate) fn problems(arr: &Array) -> Vec<String> {
     v
 }
 
-/// Measure each member's sequential read speed (bytes per second, 8 MiB from the middle
-/// of its data area, read in parallel).
+/// Measure each member's sequential read speed (bytes per second): 8 MiB from the middle
+/// of its data area, one member at a time (members read together would share CPU and
+/// bus, and the last one started would look slow), best of three rounds (one slow round
+/// is the machine's, not the member's). 0 for a member that fails to read.
 pub(crate) fn measure(arr: &Array) -> Vec<(String, u64)> {
+    measure_rounds(arr, 3)
+}
+
+/// [`measure`] with `rounds` rounds.
+fn measure_rounds(arr: &Array, rounds: usize) -> Vec<(String, u64)> {
     let members: Vec<_> = arr
         .slots()
         .iter()
@@ -601,32 +608,37 @@ pub(crate) fn measure(arr: &Array) -> Vec<(String, u64)> {
         .filter(|m| !m.is_failed())
         .cloned()
         .collect();
-    std::thread::scope(|sc| {
-        let hs: Vec<_> = members
-            .iter()
-            .map(|m| {
-                sc.spawn(move || {
-                    let dev_bytes = m.dev.size_bytes();
-                    let len: u64 = (8 << 20).min(dev_bytes / 4).max(4096) / 4096 * 4096;
-                    let at = (m.data_offset * SECTOR + dev_bytes) / 2 / 4096 * 4096;
-                    let at = at.min(dev_bytes.saturating_sub(len));
-                    let mut buf = vec![0u8; 1 << 20];
-                    let t0 = std::time::Instant::now();
-                    let mut done = 0u64;
-                    while done < len {
-                        let n = (len - done).min(buf.len() as u64) as usize;
-                        if m.dev.read_at(&mut buf[..n], at + done).is_err() {
-                            return (m.dev.name().to_string(), 0);
-                        }
-                        done += n as u64;
-                    }
-                    let secs = t0.elapsed().as_secs_f64().max(1e-6);
-                    (m.dev.name().to_string(), (done as f64 / secs) as u64)
-                })
-            })
-            .collect();
-        hs.into_iter().filter_map(|h| h.join().ok()).collect()
-    })
+    let mut best = vec![0u64; members.len()];
+    let mut failed = vec![false; members.len()];
+    let mut buf = vec![0u8; 1 << 20];
+    for _ in 0..rounds {
+        for (i, m) in members.iter().enumerate() {
+            if failed[i] {
+                continue;
+            }
+            let dev_bytes = m.dev.size_bytes();
+            let len: u64 = (8 << 20).min(dev_bytes / 4).max(4096) / 4096 * 4096;
+            let at = (m.data_offset * SECTOR + dev_bytes) / 2 / 4096 * 4096;
+            let at = at.min(dev_bytes.saturating_sub(len));
+            let t0 = std::time::Instant::now();
+            let mut done = 0u64;
+            while done < len {
+                let n = (len - done).min(buf.len() as u64) as usize;
+                if m.dev.read_at(&mut buf[..n], at + done).is_err() {
+                    failed[i] = true;
+                    break;
+                }
+                done += n as u64;
+            }
+            let secs = t0.elapsed().as_secs_f64().max(1e-6);
+            best[i] = best[i].max((done as f64 / secs) as u64);
+        }
+    }
+    members
+        .iter()
+        .zip(best.iter().zip(&failed))
+        .map(|(m, (&b, &f))| (m.dev.name().to_string(), if f { 0 } else { b }))
+        .collect()
 }
 
 impl Array {
@@ -644,6 +656,8 @@ impl Array {
         }
         let cur = self.geo.clone();
         let st = stages(&cur, req)?;
+        // A shrink is confirmed with the array size before anything else is worked out.
+        self.check_shrink(&cur, &st, req)?;
         let last = st.last().map(|s| s.to().clone()).unwrap_or(cur.clone());
         let mut moved = 0u64;
         let mut room = None;
@@ -667,19 +681,23 @@ impl Array {
             }
             at = s.to().clone();
         }
-        self.check_shrink(&cur, &st, req)?;
-        let speeds = measure(self);
+        let mut speeds = measure(self);
+        if !slow_members(&speeds).is_empty() {
+            // Confirm before refusing: a busy machine makes any member look slow once.
+            let again = measure_rounds(self, 8);
+            for (s, a) in speeds.iter_mut().zip(again) {
+                s.1 = s.1.max(a.1);
+            }
+        }
         let slowest = speeds.iter().map(|s| s.1).filter(|&s| s > 0).min();
         let mut problems = problems(self);
         if let Some(median) = median(&speeds) {
-            for (name, s) in &speeds {
-                if *s > 0 && s.saturating_mul(crate::array::slow::SLOW_FACTOR) < median {
-                    problems.push(format!(
-                        "{name} reads at {} MB/s, its peers at {} MB/s: a slow member drags the whole reshape; replace it first",
-                        s / 1_000_000,
-                        median / 1_000_000
-                    ));
-                }
+            for (name, s) in slow_members(&speeds) {
+                problems.push(format!(
+                    "{name} reads at {} MB/s, its peers at {} MB/s: a slow member drags the whole reshape; replace it first",
+                    s / 1_000_000,
+                    median / 1_000_000
+                ));
             }
         }
         let per_member = |g: &Geometry| g.data_disks().max(1) as u64;
@@ -807,6 +825,17 @@ impl Array {
             ))),
         }
     }
+}
+
+/// Members that read [`crate::array::slow::SLOW_FACTOR`] times slower than the median.
+fn slow_members(v: &[(String, u64)]) -> Vec<(String, u64)> {
+    let Some(median) = median(v) else {
+        return Vec::new();
+    };
+    v.iter()
+        .filter(|(_, s)| *s > 0 && s.saturating_mul(crate::array::slow::SLOW_FACTOR) < median)
+        .cloned()
+        .collect()
 }
 
 fn median(v: &[(String, u64)]) -> Option<u64> {

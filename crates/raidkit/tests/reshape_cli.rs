@@ -1,0 +1,468 @@
+//! The reshape CLI contract (issue 15): `grow MEMBER...` in the foreground (killed and
+//! continued, stopped by SIGTERM at a safe position), `grow --continue`, `--dry-run`'s
+//! plan and refusals, `grow NAME ...` on a served array (speed limit, pause, resume,
+//! revert; the export grows for new connections), the reshape fields of `examine`,
+//! `detail` and `status`, and the exact errors.
+
+use raidkit_testkit::proc::{self, wait_for};
+use raidkit_testkit::tempdir::TempDir;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
+
+fn run_dir(d: &Path) -> std::path::PathBuf {
+    d.join("run")
+}
+
+fn ok(d: &Path, args: &[&str]) -> String {
+    proc::bin_ok(RAIDKIT, d, Some(&run_dir(d)), args)
+}
+
+/// stderr of a command that must succeed.
+fn ok_err(d: &Path, args: &[&str]) -> String {
+    let o = proc::bin_in(RAIDKIT, d, Some(&run_dir(d)), args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn err(d: &Path, args: &[&str]) -> String {
+    proc::bin_err(RAIDKIT, d, Some(&run_dir(d)), args)
+}
+
+fn files(d: &Path, names: &[&str], bytes: u64) {
+    for n in names {
+        std::fs::File::create(d.join(n))
+            .unwrap()
+            .set_len(bytes)
+            .unwrap();
+    }
+}
+
+/// A RAID `level` over `members` (16 MiB each), 64K chunk, 1.2, filled with `bytes` of
+/// data (written to `data.in`).
+fn array(d: &Path, level: &str, members: &[&str], bytes: usize) -> Vec<u8> {
+    files(d, members, 16 << 20);
+    let n = members.len().to_string();
+    let mut args = vec![
+        "create",
+        "--level",
+        level,
+        "--raid-devices",
+        &n,
+        "--chunk",
+        "64",
+        "--name",
+        "rs",
+        "--homehost",
+        "none",
+    ];
+    args.extend_from_slice(members);
+    ok(d, &args);
+    let data = proc::xorshift_bytes(bytes, 4242);
+    std::fs::write(d.join("data.in"), &data).unwrap();
+    let mut args = vec!["import", "--input", "data.in"];
+    args.extend_from_slice(members);
+    ok(d, &args);
+    data
+}
+
+fn exported(d: &Path, members: &[&str]) -> Vec<u8> {
+    let mut args = vec!["export", "--output", "out.img"];
+    args.extend_from_slice(members);
+    ok(d, &args);
+    std::fs::read(d.join("out.img")).unwrap()
+}
+
+fn examine_json(d: &Path, member: &str) -> Value {
+    serde_json::from_str::<Value>(&ok(d, &["examine", "--json", member])).unwrap()[0].clone()
+}
+
+fn position(d: &Path, member: &str) -> Option<u64> {
+    let o = proc::bin_in(RAIDKIT, d, None, &["examine", "--json", member]);
+    let v: Value = serde_json::from_slice(&o.stdout).ok()?;
+    v[0]["reshape"]["position_sectors"].as_u64()
+}
+
+fn spawn(d: &Path, args: &[&str]) -> Child {
+    Command::new(RAIDKIT)
+        .current_dir(d)
+        .env("RAIDKIT_RUN_DIR", run_dir(d))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The help examples of `grow` as printed: the offline ones on a RAID6 (the grow killed
+/// with SIGKILL once a position is recorded, then continued), the online ones on a served
+/// array. Mid-reshape, examine/detail/export tell the truth.
+#[test]
+fn grow_help_examples_work() {
+    let t = TempDir::new("rk-reshape-cli").unwrap();
+    let d = t.path();
+    std::fs::create_dir(run_dir(d)).unwrap();
+    let help = ok(d, &["grow", "--help"]);
+    let cmds: Vec<Vec<String>> = help
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("raidkit grow "))
+        .map(|l| {
+            l.split('#')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .skip(1)
+                .map(String::from)
+                .collect()
+        })
+        .collect();
+    assert_eq!(cmds.len(), 9, "{help}");
+    let args = |i: usize| cmds[i].iter().map(String::as_str).collect::<Vec<_>>();
+    let old = ["d0.img", "d1.img", "d2.img", "d3.img"];
+    let all = ["d0.img", "d1.img", "d2.img", "d3.img", "d4.img"];
+    let data = array(d, "6", &old, 24 << 20);
+    files(d, &["d4.img"], 16 << 20);
+    // --dry-run: the plan, nothing written.
+    let before = std::fs::read(d.join("d0.img")).unwrap();
+    let plan = ok(d, &args(0));
+    assert!(plan.starts_with("reshape plan (nothing changed):\n  now:          raid6 4 devices left-symmetric 64K, 30.00 MiB (31457280 bytes)\n  after:        raid6 5 devices left-symmetric 64K, 45.00 MiB (47185920 bytes)\n  stage 1:      restripe to raid6 5 devices left-symmetric 64K\n"), "{plan}");
+    assert_eq!(
+        std::fs::read(d.join("d0.img")).unwrap(),
+        before,
+        "--dry-run wrote a member"
+    );
+    // The grow, killed once a position is recorded.
+    let mut c = spawn(d, &args(1));
+    wait_for("a recorded reshape position", 60, || {
+        position(d, "d0.img").is_some()
+    });
+    c.kill().unwrap();
+    assert!(!c.wait().unwrap().success());
+    let x = examine_json(d, "d0.img");
+    assert_eq!(x["reshape"]["delta_devices"], 1, "{x}");
+    assert_eq!(x["reshape"]["old_raid_disks"], 4, "{x}");
+    assert_eq!(x["reshape"]["new_level"], "raid6", "{x}");
+    assert_eq!(x["raid_disks"], 5, "{x}");
+    let pos = x["reshape"]["position_sectors"].as_u64().unwrap();
+    let new_offset = x["reshape"]["new_offset"].as_i64().unwrap();
+    let text = ok(d, &["examine", "d0.img"]);
+    for line in [
+        format!("   Reshape pos'n : {} ({})", pos / 2, human(pos * 512)),
+        "   Delta Devices : 1 (4->5)".to_string(),
+        format!("      New Offset : {new_offset} sectors"),
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    let detail = ok(d, &{
+        let mut a = vec!["detail"];
+        a.extend_from_slice(&all);
+        a
+    });
+    assert!(detail.contains("  Reshape Status : "), "{detail}");
+    assert!(
+        detail.contains("   Delta Devices : 1, (4->5)\n"),
+        "{detail}"
+    );
+    assert!(
+        exported(d, &all)[..data.len()] == data[..],
+        "export mid-reshape"
+    );
+    // --continue finishes it.
+    let e = ok_err(d, &args(2));
+    assert!(e.contains("raidkit: reshape finished: raid6 5 devices, left-symmetric, 64K chunk; array size 45.00 MiB (47185920 bytes)"), "{e}");
+    assert_eq!(position(d, "d0.img"), None);
+    let out = exported(d, &all);
+    assert!(out[..data.len()] == data[..] && out[data.len()..].iter().all(|&b| b == 0));
+    // Online: serve it as md0, then the examples in order.
+    let serve = proc::Stopping(
+        Command::new(RAIDKIT)
+            .current_dir(d)
+            .env("RAIDKIT_RUN_DIR", run_dir(d))
+            .args(["serve", "--socket", "s.sock", "--export", "md0"])
+            .args(all)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let status = || -> Value {
+        let v: Value = serde_json::from_str(&ok(d, &["status", "--json"])).unwrap();
+        v[0].clone()
+    };
+    wait_for("the control socket", 30, || {
+        proc::bin_in(RAIDKIT, d, Some(&run_dir(d)), &["status", "--json"])
+            .status
+            .success()
+            && !status().is_null()
+    });
+    assert_eq!(
+        ok_err(d, &args(3)),
+        "raidkit: md0: speed limit 20.00 MiB/s\n"
+    );
+    assert_eq!(
+        ok_err(d, &args(4)),
+        "raidkit: md0: reshape started in the background (progress in `raidkit status`)\n"
+    );
+    assert_eq!(
+        ok_err(d, &args(5)),
+        "raidkit: md0: the reshape pauses at its next safe position (`--resume` to go on)\n"
+    );
+    // The job may not have written its first superblocks yet: bounded wait.
+    wait_for("the paused reshape in status", 30, || {
+        status()["reshape"]["paused"] == true
+    });
+    let s = status();
+    assert_eq!(s["reshape"]["new"]["chunk_sectors"], 256, "{s}");
+    let text = ok(d, &["status"]);
+    assert!(text.contains("      reshape raid6 5 devices left-symmetric 64K -> raid6 5 devices left-symmetric 128K, "), "{text}");
+    assert!(
+        text.contains("paused (`raidkit grow md0 --resume`)"),
+        "{text}"
+    );
+    assert_eq!(ok_err(d, &args(6)), "raidkit: md0: the reshape goes on\n");
+    assert_eq!(ok_err(d, &args(7)), "raidkit: md0: the reshape is being turned back to the old shape (progress in `raidkit status`)\n");
+    wait_for("the revert to finish", 120, || {
+        let s = status();
+        s["reshape"].is_null() && s["sync"]["action"] == "idle"
+    });
+    let s = status();
+    assert_eq!(s["chunk_bytes"], 65536, "{s}");
+    assert_eq!(s["last_result"]["action"], "reshape-revert", "{s}");
+    assert_eq!(s["last_result"]["end"], "finished", "{s}");
+    ok_err(d, &args(8));
+    assert_eq!(status()["members"].as_array().unwrap().len(), 5);
+    let st = serve.stop();
+    assert!(st.is_some_and(|s| s.success()), "serve: {st:?}");
+    let out = exported(d, &all);
+    assert!(
+        out[..data.len()] == data[..],
+        "data after the online reshape and revert"
+    );
+    let e = ok(d, &{
+        let mut a = vec!["check"];
+        a.extend_from_slice(&all);
+        a
+    });
+    assert!(e.contains(": 0 mismatched range(s)"), "{e}");
+}
+
+fn human(b: u64) -> String {
+    // The same words `examine` uses (units.rs is private to the binary).
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", units[u])
+    }
+}
+
+/// `--dry-run` on a healthy array: the plan's fixed lines; on a degraded one: the
+/// refusal, exactly, unless --force; `--json` says the same.
+#[test]
+fn dry_run_plan_and_refusals() {
+    let t = TempDir::new("rk-reshape-plan").unwrap();
+    let d = t.path();
+    array(d, "5", &["a0", "a1", "a2"], 1 << 20);
+    files(d, &["a3"], 16 << 20);
+    let plan = ok(
+        d,
+        &[
+            "grow",
+            "--dry-run",
+            "--add",
+            "a3",
+            "--raid-devices",
+            "4",
+            "a0",
+            "a1",
+            "a2",
+        ],
+    );
+    let lines: Vec<&str> = plan.lines().collect();
+    assert_eq!(
+        &lines[..7],
+        &[
+            "reshape plan (nothing changed):",
+            "  now:          raid5 3 devices left-symmetric 64K, 30.00 MiB (31457280 bytes)",
+            "  after:        raid5 4 devices left-symmetric 64K, 45.00 MiB (47185920 bytes)",
+            "  stage 1:      restripe to raid5 4 devices left-symmetric 64K",
+            "  data moved:   45.00 MiB (47185920 bytes)",
+            "  room:         data offset moves 384 sectors down, into the room before the data on every member (no backup file)",
+            "  stripe cache: 31.88 MiB per batch (sized from the geometry)",
+        ],
+        "{plan}"
+    );
+    assert!(lines[7].starts_with("  member speed: "), "{plan}");
+    assert!(lines[8].starts_with("  estimate:     "), "{plan}");
+    assert_eq!(
+        lines[9],
+        "  checks:       healthy (not degraded, no lost ranges, no slow member)"
+    );
+    // Degraded: refused, each problem saying what to do.
+    let want = "raidkit: error: refusing to reshape:\n  - the array is degraded (roles [2] missing): a reshape reads every stripe, and one more failure during it loses data; add the missing members and let them rebuild first\n(--force reshapes anyway)\n";
+    let e = err(d, &["grow", "--dry-run", "--chunk", "128", "a0", "a1"]);
+    assert_eq!(e, want);
+    let e = err(d, &["grow", "--chunk", "128", "a0", "a1"]);
+    assert_eq!(e, want);
+    let plan = ok(
+        d,
+        &["grow", "--dry-run", "--force", "--chunk", "128", "a0", "a1"],
+    );
+    assert!(
+        plan.contains("  checks:       1 problem(s): the reshape is refused without --force\n"),
+        "{plan}"
+    );
+    let o = proc::bin_in(
+        RAIDKIT,
+        d,
+        None,
+        &["grow", "--dry-run", "--json", "--chunk", "128", "a0", "a1"],
+    );
+    assert!(!o.status.success());
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["refused"], true, "{v}");
+    assert_eq!(v["to"]["chunk_sectors"], 256, "{v}");
+    assert_eq!(v["problems"].as_array().unwrap().len(), 1, "{v}");
+}
+
+/// Exact errors of the contract's misuse.
+#[test]
+fn grow_errors() {
+    let t = TempDir::new("rk-reshape-err").unwrap();
+    let d = t.path();
+    array(d, "5", &["a0", "a1", "a2"], 1 << 20);
+    let m = ["a0", "a1", "a2"];
+    let e = |extra: &[&str]| {
+        let mut a = vec!["grow"];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&m);
+        err(d, &a)
+    };
+    assert_eq!(e(&[]), "raidkit: error: say what to change: --raid-devices, --add, --level, --layout, --chunk or --array-size (or --bitmap); --continue finishes a reshape found on the members\n");
+    assert_eq!(e(&["--pause"]), "raidkit: error: --pause steers the reshape of a running array: give its name (as in `raidkit status`); on a stopped array, finish it with --continue\n");
+    assert_eq!(
+        e(&["--continue"]),
+        "raidkit: error: no reshape is in progress on these members (nothing to continue)\n"
+    );
+    assert_eq!(
+        e(&["--continue", "--chunk", "128"]),
+        "raidkit: error: --continue steers the reshape in progress: give it without a new shape\n"
+    );
+    assert_eq!(
+        e(&["--bitmap", "internal", "--raid-devices", "4"]),
+        "raidkit: error: --bitmap is a change of its own: give it without reshape options\n"
+    );
+    let level = e(&["--level", "7"]);
+    assert!(level.starts_with("raidkit: error: --level: "), "{level}");
+    let shrink = e(&["--raid-devices", "2"]);
+    assert!(shrink.starts_with("raidkit: error: the reshaped array holds 15728640 bytes, less than the 31457280 it holds now: shrink what is on it (the filesystem) to fit first, then confirm the new size"), "{shrink}");
+    // Nothing was changed by the refusals.
+    assert!(examine_json(d, "a0")["reshape"].is_null());
+}
+
+/// SIGTERM stops a foreground reshape at a safe position and says how to go on.
+#[test]
+fn sigterm_stops_at_a_safe_position() {
+    let t = TempDir::new("rk-reshape-term").unwrap();
+    let d = t.path();
+    let data = array(d, "5", &["a0", "a1", "a2"], 20 << 20);
+    files(d, &["a3"], 16 << 20);
+    let c = spawn(
+        d,
+        &[
+            "grow",
+            "--speed-limit",
+            "8M",
+            "--add",
+            "a3",
+            "--raid-devices",
+            "4",
+            "a0",
+            "a1",
+            "a2",
+        ],
+    );
+    wait_for("a recorded reshape position", 60, || {
+        position(d, "a0").is_some()
+    });
+    proc::terminate(&c);
+    let o = c.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{e}");
+    let p = position(d, "a0").expect("stopped mid-reshape");
+    let want = format!("raidkit: reshape stopped at array sector {p} (recorded on the members); finish it with `raidkit grow --continue a0 a1 a2 a3` (or serve the array, or let the kernel)");
+    assert!(e.lines().any(|l| l == want), "missing {want:?} in\n{e}");
+    let all = ["a0", "a1", "a2", "a3"];
+    assert!(exported(d, &all)[..data.len()] == data[..]);
+    ok_err(d, &["grow", "--continue", "a0", "a1", "a2", "a3"]);
+    assert!(exported(d, &all)[..data.len()] == data[..]);
+}
+
+/// `grow NAME --add ... --raid-devices` on a served array: new NBD connections see the
+/// grown size once the reshape finishes; the data is all there after.
+#[test]
+fn online_grow_export_grows() {
+    use raidkit_nbd::client::{Client, ClientOptions};
+    let t = TempDir::new("rk-reshape-nbd").unwrap();
+    let d = t.path();
+    std::fs::create_dir(run_dir(d)).unwrap();
+    let data = array(d, "5", &["a0", "a1", "a2"], 8 << 20);
+    files(d, &["a3"], 16 << 20);
+    let serve = proc::Stopping(
+        Command::new(RAIDKIT)
+            .current_dir(d)
+            .env("RAIDKIT_RUN_DIR", run_dir(d))
+            .args([
+                "serve", "--socket", "s.sock", "--export", "vol", "a0", "a1", "a2",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let uri = format!("nbd+unix:///vol?socket={}", d.join("s.sock").display());
+    let size = || Client::connect(&uri, &ClientOptions::default()).map(|c| c.info().size);
+    wait_for("the NBD socket", 30, || size().is_ok());
+    let before = size().unwrap();
+    let status = || -> Value {
+        let o = proc::bin_in(RAIDKIT, d, Some(&run_dir(d)), &["status", "--json"]);
+        serde_json::from_slice::<Value>(&o.stdout)
+            .map(|v| v[0].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(status()["array_bytes"], before);
+    let e = ok_err(d, &["grow", "vol", "--add", "a3", "--raid-devices", "4"]);
+    assert_eq!(
+        e,
+        "raidkit: vol: reshape started in the background (progress in `raidkit status`)\n"
+    );
+    wait_for("the reshape to finish", 120, || {
+        let s = status();
+        s["reshape"].is_null() && s["last_result"]["end"] == "finished"
+    });
+    let after = size().unwrap();
+    assert_eq!(after, before / 2 * 3, "3 data members instead of 2");
+    assert_eq!(status()["array_bytes"], after);
+    assert_eq!(status()["raid_disks"], 4);
+    let st = serve.stop();
+    assert!(st.is_some_and(|s| s.success()), "serve: {st:?}");
+    let out = exported(d, &["a0", "a1", "a2", "a3"]);
+    assert_eq!(out.len() as u64, after);
+    assert!(out[..data.len()] == data[..]);
+}
