@@ -94,7 +94,14 @@ pub(crate) fn evidence(
         let old_n = old_end.saturating_sub(s).min(n);
         a.fill(0);
         let old_ok = old_n == 0
-            || raw_read(plan, Side::Old, s, &mut a[..(old_n * SECTOR) as usize], dev_of).is_some();
+            || raw_read(
+                plan,
+                Side::Old,
+                s,
+                &mut a[..(old_n * SECTOR) as usize],
+                dev_of,
+            )
+            .is_some();
         if !old_ok || raw_read(plan, Side::New, s, &mut b, dev_of).is_none() {
             return Ok(StepEvidence::Differ);
         }
@@ -110,4 +117,3 @@ pub(crate) fn evidence(
         StepEvidence::Copied
     })
 }
-

@@ -84,9 +84,9 @@ pub(crate) fn run(
     opts: &ReshapeOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ReshapeEnd> {
-    let r = arr.route().ok_or_else(|| {
-        EngineError::Invalid("no reshape is in progress on this array".into())
-    })?;
+    let r = arr
+        .route()
+        .ok_or_else(|| EngineError::Invalid("no reshape is in progress on this array".into()))?;
     if !arr.writable {
         return Err(EngineError::Invalid(
             "the array was assembled read-only; reassemble it for writing to continue the reshape"
@@ -204,13 +204,9 @@ impl<'a> Mover<'a> {
         self.last_checkpoint = Instant::now();
         let fwd = self.r.plan.direction() == Direction::Forwards;
         self.r.window.with(|st| {
-            let passed = st.backup.is_some_and(|(a, b)| {
-                if fwd {
-                    position >= b
-                } else {
-                    position <= a
-                }
-            });
+            let passed =
+                st.backup
+                    .is_some_and(|(a, b)| if fwd { position >= b } else { position <= a });
             if passed {
                 st.backup = None;
             }
