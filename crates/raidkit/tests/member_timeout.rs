@@ -37,8 +37,17 @@ fn a_member_that_turns_slow_is_failed_and_a_stop_does_not_wait_for_it() {
     raidkit_ok(
         dir,
         &[
-            "create", "--level", "1", "--raid-devices", "2", "--size", "16M", "--name", "vol",
-            "a", "b",
+            "create",
+            "--level",
+            "1",
+            "--raid-devices",
+            "2",
+            "--size",
+            "16M",
+            "--name",
+            "vol",
+            "a",
+            "b",
         ],
     );
     let sock = dir.join("vol.sock");
@@ -47,7 +56,13 @@ fn a_member_that_turns_slow_is_failed_and_a_stop_does_not_wait_for_it() {
     let mut cmd = Command::new(RAIDKIT);
     cmd.current_dir(dir)
         .env("RAIDKIT_MEMBER_TIMEOUT", "1s")
-        .args(["serve", "--socket", sock.to_str().unwrap(), "--export", "vol"])
+        .args([
+            "serve",
+            "--socket",
+            sock.to_str().unwrap(),
+            "--export",
+            "vol",
+        ])
         .args(["a", "fault:slow=20s@64:b"]);
     let mut s = Daemon::spawn(&mut cmd, |l| l.starts_with("raidkit: serving;"), 30);
     let uri = format!("nbd+unix:///vol?socket={}", sock.display());
@@ -77,7 +92,10 @@ fn a_member_that_turns_slow_is_failed_and_a_stop_does_not_wait_for_it() {
         "a graceful stop took {stopping:?}: {stderr}"
     );
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(stderr.contains("every array is flushed and clean"), "{stderr}");
+    assert!(
+        stderr.contains("every array is flushed and clean"),
+        "{stderr}"
+    );
     // The superblock on a says: clean, b faulty; a holds every write.
     let ex = raidkit_ok(dir, &["examine", "a"]);
     assert!(ex.contains("clean"), "{ex}");

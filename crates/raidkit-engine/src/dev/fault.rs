@@ -142,7 +142,8 @@ fn parse_rule(r: &str) -> Result<Rule, String> {
         return match v.split_once('@') {
             Some((d, n)) => Ok(Rule::SlowFrom(
                 duration(d)?,
-                n.parse().map_err(|_| format!("bad IO count {n:?} in slow=DUR@N"))?,
+                n.parse()
+                    .map_err(|_| format!("bad IO count {n:?} in slow=DUR@N"))?,
             )),
             None => Ok(Rule::Slow(duration(v)?)),
         };
