@@ -142,10 +142,11 @@ sync_() {
   read -r rawrw _ < <(fio_json both)
   rm -f "$d/spare"; truncate -s $((comp + 8))M "$d/spare"
   serve "$d" "${m[@]}"
-  "$RAIDKIT" manage s --fail "${m[3]}" >/dev/null
-  "$RAIDKIT" manage s --remove "${m[3]}" >/dev/null
+  local nm; nm=$(status_json | py "import json,sys; print(json.load(sys.stdin)[0][\"name\"])")
+  "$RAIDKIT" manage "$nm" --fail "${m[3]}" >/dev/null
+  "$RAIDKIT" manage "$nm" --remove "${m[3]}" >/dev/null
   t0=$(date +%s.%N)
-  "$RAIDKIT" manage s --add "$d/spare" >/dev/null
+  "$RAIDKIT" manage "$nm" --add "$d/spare" >/dev/null
   for _ in $(seq 3000); do
     status_json | py 'import json,sys; s=json.load(sys.stdin)[0]; sys.exit(0 if not s["degraded"] and s["sync"]["action"]=="idle" else 1)' && break
     sleep 0.05
