@@ -90,7 +90,7 @@ randwrite() {
   echo "|---|---|---|---|---|"
   for cfg in "raid5:5:4:4" "raid6:6:6:6"; do
     IFS=: read -r name lvl n div <<<"$cfg"
-    local d="$W/$name"; mkdir -p "$d"
+    local d="$W/rw-$name"; mkdir -p "$d"
     local m=() args=()
     for i in $(seq 0 $((n - 1))); do m+=("$d/m$i"); args+=(--name="m$i" --filename="$d/m$i"); done
     "$RAIDKIT" create --level "$lvl" --raid-devices "$n" --size 136M --assume-clean "${m[@]}" >/dev/null
