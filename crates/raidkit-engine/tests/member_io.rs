@@ -69,7 +69,9 @@ impl AsyncDev for GateDev {
                 .filter(|(io, _)| matches!(io.kind, AsyncKind::Read(_)))
                 .count();
             if reads > 0 && reads < held.len() {
-                self.gate.most_mixed.fetch_max(held.len(), Ordering::Relaxed);
+                self.gate
+                    .most_mixed
+                    .fetch_max(held.len(), Ordering::Relaxed);
             }
             for (io, inner) in held.drain(..) {
                 let r = serve(&io, inner.as_ref());

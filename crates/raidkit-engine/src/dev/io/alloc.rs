@@ -58,6 +58,9 @@ mod tests {
         assert!(v.iter().all(|&b| b == 7));
         drop(v);
         let w = vec![0u8; 3 << 20];
-        assert!(w.iter().all(|&b| b == 0), "calloc of reused heap memory is zeroed");
+        assert!(
+            w.iter().all(|&b| b == 0),
+            "calloc of reused heap memory is zeroed"
+        );
     }
 }
