@@ -13,7 +13,7 @@ use raidkit_layout::{names, Level};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -105,8 +105,8 @@ pub fn make(level: Level, layout: &str, n: usize, meta: &str, chunk_k: u64, extr
     }
 }
 
-pub fn open(p: &PathBuf) -> Arc<dyn BlockDev> {
-    Arc::new(FileDev::open(p, true).unwrap())
+pub fn open(p: impl AsRef<Path>) -> Arc<dyn BlockDev> {
+    Arc::new(FileDev::open(p.as_ref(), true).unwrap())
 }
 
 /// The pattern up to `bytes` (or the array's end), zeros after.

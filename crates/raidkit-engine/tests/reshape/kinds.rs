@@ -117,9 +117,9 @@ fn shrink_needs_the_array_size_first() {
         raid_disks: Some(4),
         ..Default::default()
     };
-    let e = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {})
-        .err()
-        .expect("a shrink without the array size is refused");
+    let Err(e) = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {}) else {
+        panic!("a shrink without the array size is refused");
+    };
     assert!(e.to_string().contains("confirm the new size"), "{e}");
     drop(arr);
     // The full new capacity: no room after the data, so the critical section at the end
@@ -131,9 +131,9 @@ fn shrink_needs_the_array_size_first() {
         array_sectors: Some(full / 512),
         ..Default::default()
     };
-    let e = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {})
-        .err()
-        .expect("no room after the data and no backup file");
+    let Err(e) = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {}) else {
+        panic!("no room after the data and no backup file");
+    };
     assert!(e.to_string().contains("backup file"), "{e}");
     drop(arr);
     let req = ReshapeRequest {
@@ -190,9 +190,9 @@ fn in_place_with_a_backup_file_on_090_and_10() {
             add: add(&m),
             ..Default::default()
         };
-        let e = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {})
-            .err()
-            .expect("no room and no backup file");
+        let Err(e) = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {}) else {
+            panic!("no room and no backup file");
+        };
         assert!(e.to_string().contains("backup file"), "{name}: {e}");
         drop(arr);
         let backup = m._dir.path().join("backup");
