@@ -104,6 +104,8 @@ impl Array {
         bitmap: Option<RunBitmap>,
         forced_clean: bool,
     ) -> Array {
+        // Large IO buffers from the heap, not a fresh mapping each (see dev::io::alloc).
+        crate::dev::io::alloc::tune();
         // RAID4/5/6 with chunks of whole 4 KiB pages have a stripe cache.
         let cached = geo.level.has_parity()
             && geo.chunk_sectors > 0

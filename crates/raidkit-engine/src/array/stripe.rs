@@ -22,6 +22,19 @@ pub(crate) struct StripeData {
 }
 
 impl StripeData {
+    /// [`StripeData::block_of`], taken out of the stripe (no copy).
+    pub(crate) fn into_block(self, layout: &StripeLayout, role: usize) -> Vec<u8> {
+        if role == layout.p {
+            self.p
+        } else if Some(role) == layout.q {
+            self.q.unwrap_or_default()
+        } else if let Some(k) = layout.data.iter().position(|&r| r == role) {
+            self.data.into_iter().nth(k).unwrap_or_default()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The block of `role` (a data block, P or Q; empty for a role not in the stripe, or
     /// Q when it was not read).
     pub(crate) fn block_of(&self, layout: &StripeLayout, role: usize) -> &[u8] {
@@ -62,6 +75,46 @@ impl Array {
         sectors: u64,
         need_parity: bool,
     ) -> Result<StripeData> {
+        self.read_stripe_with(stripe, layout, at, sectors, need_parity, Vec::new())
+            .0
+    }
+
+    /// [`Array::read_stripe`], with `others` (member IOs elsewhere: a rebuild's previous
+    /// block) submitted in the same batch; their outcomes in order (see
+    /// [`MemberOp::write_result`]).
+    pub(crate) fn read_stripe_with(
+        &self,
+        stripe: u64,
+        layout: &StripeLayout,
+        at: u64,
+        sectors: u64,
+        need_parity: bool,
+        others: Vec<MemberOp<'_>>,
+    ) -> (Result<StripeData>, Vec<Result<bool>>) {
+        let mut other_results = Vec::with_capacity(others.len());
+        let r = self.read_stripe_batch(
+            stripe,
+            layout,
+            at,
+            sectors,
+            need_parity,
+            others,
+            &mut other_results,
+        );
+        (r, other_results)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn read_stripe_batch(
+        &self,
+        stripe: u64,
+        layout: &StripeLayout,
+        at: u64,
+        sectors: u64,
+        need_parity: bool,
+        others: Vec<MemberOp<'_>>,
+        other_results: &mut Vec<Result<bool>>,
+    ) -> Result<StripeData> {
         let member_sector = stripe * self.geo.chunk_sectors + at;
         let len = (sectors * SECTOR) as usize;
         let mut data: Vec<Vec<u8>> = vec![vec![0u8; len]; layout.data.len()];
@@ -83,7 +136,10 @@ impl Array {
                     which.push(k);
                 }
             }
+            let reads = ops.len();
+            ops.extend(others);
             self.member_io(&mut ops);
+            other_results.extend(ops.drain(reads..).map(MemberOp::write_result));
             for (op, k) in ops.into_iter().zip(which) {
                 let data_block = k < layout.data.len();
                 match op.read_result() {

@@ -6,7 +6,8 @@
 //! * `eio@S-E` — reads and writes touching the range fail with EIO;
 //! * `reio@S-E` / `weio@S-E` — only reads / only writes fail;
 //! * `slow=DUR` — every IO takes this long in the device (`5ms`, `200us`, `1s`; a bare
-//!   number is milliseconds);
+//!   number is milliseconds); `slow=DUR@N` — from the N-th IO on (0-based; a device that
+//!   turns slow, or, with a DUR beyond the member timeout, stops answering in time);
 //! * `qd=N` — the device serves at most N IOs at a time; the others wait in arrival (FIFO)
 //!   order for a free slot, as in a device's hardware queue;
 //! * `bw=RATE` — the device transfers at most RATE bytes per second (`200M`, `1G`, `512K`;
@@ -56,6 +57,8 @@ pub enum Rule {
     },
     /// Every IO takes this latency in the device.
     Slow(Duration),
+    /// From this IO on (0-based count), every IO takes this much longer.
+    SlowFrom(Duration, u64),
     /// At most this many IOs in service at once; the rest wait in FIFO order.
     Qd(u32),
     /// Transfer bandwidth in bytes per second, one transfer at a time.
@@ -136,7 +139,14 @@ fn rate(s: &str) -> Result<u64, String> {
 
 fn parse_rule(r: &str) -> Result<Rule, String> {
     if let Some(v) = r.strip_prefix("slow=") {
-        return Ok(Rule::Slow(duration(v)?));
+        return match v.split_once('@') {
+            Some((d, n)) => Ok(Rule::SlowFrom(
+                duration(d)?,
+                n.parse()
+                    .map_err(|_| format!("bad IO count {n:?} in slow=DUR@N"))?,
+            )),
+            None => Ok(Rule::Slow(duration(v)?)),
+        };
     }
     if let Some(v) = r.strip_prefix("qd=") {
         return match v.parse::<u32>() {
@@ -362,7 +372,16 @@ impl AsyncDev for FaultDev {
             AsyncKind::Flush => return Started::Done(self.flush_inner(), None),
         };
         let off = io.offset;
-        let at = self.model.as_ref().map(|m| m.book(Instant::now(), len));
+        let now = Instant::now();
+        let mut at = self.model.as_ref().map(|m| m.book(now, len));
+        let n = self.ios.load(Ordering::Relaxed);
+        for rule in &self.rules {
+            if let Rule::SlowFrom(d, from) = *rule {
+                if n >= from {
+                    at = Some(at.unwrap_or(now) + d);
+                }
+            }
+        }
         let mut r = self.check(off, len, is_write);
         if r.is_ok() {
             let ran = if is_write {
@@ -450,6 +469,14 @@ mod tests {
             .unwrap()
             .unwrap_err()
             .contains("ends before"));
+        assert_eq!(
+            parse_spec("fault:slow=20s@64:x").unwrap().unwrap().0,
+            vec![Rule::SlowFrom(Duration::from_secs(20), 64)]
+        );
+        assert!(parse_spec("fault:slow=5ms@x:x")
+            .unwrap()
+            .unwrap_err()
+            .contains("bad IO count"));
         assert!(parse_spec("fault:slow=5h:x")
             .unwrap()
             .unwrap_err()

@@ -221,6 +221,55 @@ pub(crate) struct StripeCache {
     help_at: AtomicU64,
     /// A failure while writing out held data, reported by the next flush.
     pending: Mutex<Option<EngineError>>,
+    /// Wakes the write-back thread when a stripe starts waiting.
+    pub(crate) wake: Arc<Wake>,
+}
+
+/// How the write-back thread sleeps while nothing waits: on a condition variable that the
+/// first held write wakes, not by polling (it used to wake every `HOLD / 2`, 500 times a
+/// second, on an idle array).
+#[derive(Default)]
+pub(crate) struct Wake {
+    /// A stripe became dirty since the thread last looked.
+    dirtied: AtomicBool,
+    /// Passes the thread made (for tests).
+    pub(crate) passes: AtomicU64,
+    sleeping: AtomicBool,
+    lock: Mutex<()>,
+    cv: std::sync::Condvar,
+}
+
+impl Wake {
+    /// A stripe became dirty: wake the thread if it sleeps. With the fences, either the
+    /// thread sees `dirtied` before it sleeps, or this sees it sleeping (and the notify,
+    /// under the lock it waits with, reaches it).
+    fn dirtied(&self) {
+        self.dirtied.store(true, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) {
+            let _g = lock(&self.lock);
+            self.cv.notify_one();
+        }
+    }
+
+    /// The thread starts a pass: what is dirtied from now on wakes it.
+    pub(crate) fn looking(&self) {
+        self.passes.fetch_add(1, Ordering::Relaxed);
+        self.dirtied.store(false, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// The thread found nothing to do: sleep until a stripe is dirtied (since
+    /// [`Wake::looking`]) or for `at_most`.
+    pub(crate) fn idle(&self, at_most: Duration) {
+        let g = lock(&self.lock);
+        self.sleeping.store(true, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if !self.dirtied.load(Ordering::Relaxed) {
+            drop(crate::locks::wait_timeout(&self.cv, g, at_most));
+        }
+        self.sleeping.store(false, Ordering::Relaxed);
+    }
 }
 
 impl StripeCache {
@@ -276,6 +325,7 @@ impl StripeCache {
             tune_at: AtomicU64::new(0),
             help_at: AtomicU64::new(0),
             pending: Mutex::new(None),
+            wake: Arc::new(Wake::default()),
         };
         c.refresh_memory();
         c
@@ -369,6 +419,7 @@ impl StripeCache {
             entry.dirty_since.store(now, Ordering::Relaxed);
             self.dirty_stripes.fetch_add(1, Ordering::Relaxed);
             lock(self.shard(entry.stripe)).dirty.push_back(entry.stripe);
+            self.wake.dirtied();
         }
     }
 

@@ -16,6 +16,9 @@ use raidkit_layout::SECTOR;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// How long the write-back thread sleeps at most while nothing waits to be written.
+const IDLE_WAKE: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Array {
     /// Bound the stripe cache's memory (`max_bytes`) and/or force a fixed size in entries
     /// (one entry = one 4 KiB row: a page per data member). `None, None` = automatic,
@@ -70,14 +73,23 @@ impl Array {
             return;
         }
         let weak = Arc::downgrade(self);
+        let wake = Arc::clone(&cache.wake);
         let spawned = std::thread::Builder::new()
             .name("raidkit-writeback".into())
             .spawn(move || loop {
                 std::thread::sleep(crate::stripe_cache::HOLD / 2);
+                wake.looking();
                 let Some(a) = weak.upgrade() else {
                     break;
                 };
                 a.cache_background();
+                let busy = a.cache.as_ref().is_some_and(|c| c.has_dirty() || c.over());
+                // The array is not held while the thread sleeps: dropping it ends the
+                // thread at its next wake-up (at most a second later).
+                drop(a);
+                if !busy {
+                    wake.idle(IDLE_WAKE);
+                }
             });
         if spawned.is_err() {
             // No thread: keep writing through.
@@ -394,4 +406,52 @@ pub(crate) fn cache_complete(cache: &StripeCache, held: &EntryState) -> bool {
                 .is_some_and(|p| p.valid == 0xff)
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::create::{create, CreateOptions, MemberSpec};
+    use raidkit_layout::Level;
+    use raidkit_testkit::tempdir::TempDir;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// An idle array's write-back thread sleeps (it used to wake every 2 ms); a held
+    /// write wakes it and is written out within a bounded time.
+    #[test]
+    fn the_writeback_thread_sleeps_while_idle_and_wakes_for_a_held_write() {
+        let dir = TempDir::new("rk-wb").unwrap();
+        let ps = (0..3)
+            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
+            .collect();
+        let mut o = CreateOptions::new(Level::Raid5, ps);
+        o.create_size = Some(4 << 20);
+        o.assume_clean = true;
+        let arr = Arc::new(create(&o, &mut |_, _| {}).unwrap());
+        arr.start_writeback();
+        let cache = arr.cache.as_ref().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let before = cache.wake.passes.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(400));
+        let idle_passes = cache.wake.passes.load(Ordering::Relaxed) - before;
+        assert!(idle_passes <= 2, "{idle_passes} passes in 400 ms idle");
+        // A partial stripe write ending on a chunk boundary is held, then written out.
+        arr.force_stripe_cache_bypass(Some(false));
+        let chunk = arr.geo.chunk_sectors * 512;
+        arr.write(chunk - 4096, &[7u8; 4096]).unwrap();
+        let t0 = Instant::now();
+        while cache.has_dirty() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "a held write was not written out"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            t0.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
 }

@@ -27,6 +27,7 @@
 //! the memory back — for local devices the kernel's own timeouts bound that (SCSI and
 //! NVMe: 30 s).
 
+pub mod alloc;
 mod pool;
 mod uring;
 
@@ -306,6 +307,7 @@ pub fn is_timeout(e: &io::Error) -> bool {
 /// for (the kernel holds its memory); its result is then a timeout whatever the kernel
 /// says later.
 pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
+    alloc::tune();
     if reqs.is_empty() {
         return;
     }

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Issue 17's measurements, each against an anchor measured in the same run:
+#   qd1       QD1 1 MiB through NBD on modelled members (fault:slow=500us,qd=4,bw=100M):
+#             RAID0 (2 members), RAID10 n2 (4), RAID5 (3) reads against the data members'
+#             combined modelled bandwidth (2 × 100 MiB/s); RAID1 (2) writes against one
+#             member (100 MiB/s). The model books completions on a virtual clock, so its
+#             capacity is exact whatever the load; fio (nbd engine) is the client.
+#   randwrite RAID5 (4 members) / RAID6 (6 members) 4 KiB random writes on tmpfs, through
+#             the engine (`bench io --array`, iodepth = 2 × cores) and through NBD (fio,
+#             QD32), against the member-IO ceiling: fio's 4 KiB random IOPS on the same
+#             member files (one psync job per file, randrw 50/50 = the mix of a small
+#             parity write: as many reads as writes), divided by 4 (RAID5: 2 reads + 2
+#             writes) or 6 (RAID6: 3 + 3).
+#   sync      RAID5 over 4 tmpfs members: `raidkit check` (offline) against fio reading
+#             the same files sequentially (one job per file, 1 MiB), and a rebuild onto a
+#             spare (serve, manage --fail/--remove/--add, polled status) against fio with
+#             3 sequential readers and 1 sequential writer on the same files. Rates are
+#             member bytes moved per second (check: 4 × component; rebuild: 4 × component).
+#   qd        4 KiB random reads, one client at QD 1..32 and 1..8 clients at QD1: raidkit
+#             RAID0 over 4 tmpfs members against nbdkit (file plugin) on one tmpfs file and
+#             fio's io_uring engine on that raw file.
+# The other targets have their own scripts: benches/raid6-vs-raw.sh (RAID6 full-stripe
+# writes against raw), benches/nbd-vs-anchors.sh (NBD against nbdkit on tmpfs).
+#   benches/issue17.sh [SECTION...]   (default: qd1 randwrite sync qd)
+# RT=seconds per fio run (default 3). RAIDKIT=path picks the binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RT="${RT:-3}"
+RAIDKIT="$(realpath "${RAIDKIT:-target/release/raidkit}")"
+[ -x "$RAIDKIT" ] || cargo build --release -q -p raidkit
+W=$(mktemp -d /dev/shm/rk-i17.XXXXXX)
+export RAIDKIT_RUN_DIR="$W/run"
+mkdir -m 0700 "$RAIDKIT_RUN_DIR"
+trap 'kill $(jobs -p) 2>/dev/null; sleep 0.5; rm -rf "$W"' EXIT
+SECTIONS=("$@")
+[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(qd1 randwrite sync qd)
+MODEL="fault:slow=500us,qd=4,bw=100M"
+py() { python3 -c "$@"; }
+wait_sock() { for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done; echo "no socket $1" >&2; return 1; }
+fio_json() { # field(read|write|both) -> "MiB/s IOPS" of the json in $W/fio.json
+  py 'import json,sys
+j=json.load(open(sys.argv[1]))["jobs"]
+k=sys.argv[2]
+bw=sum((x["read"]["bw_bytes"] if k!="write" else 0)+(x["write"]["bw_bytes"] if k!="read" else 0) for x in j)
+io=sum((x["read"]["iops"] if k!="write" else 0)+(x["write"]["iops"] if k!="read" else 0) for x in j)
+print("%.1f %.0f" % (bw/1048576, io))' "$W/fio.json" "$1"
+}
+nbd_fio() { # socket export rw-field fio-args... -> "MiB/s IOPS"
+  local sock=$1 exp=$2 k=$3; shift 3
+  fio --name=b --ioengine=nbd --uri="nbd+unix:///$exp?socket=$sock" "$@" --time_based \
+      --runtime="$RT" --output-format=json --output="$W/fio.json" >/dev/null 2>&1
+  fio_json "$k"
+}
+serve() { # dir members... : serve the array of these members at dir/s.sock, SPID
+  local d=$1; shift
+  "$RAIDKIT" serve --socket "$d/s.sock" --export a "$@" >"$d/serve.log" 2>&1 &
+  SPID=$!
+  wait_sock "$d/s.sock"
+}
+unserve() { kill "$SPID" 2>/dev/null || true; wait "$SPID" 2>/dev/null || true; }
+echo "machine: $(nproc) cores, shared with other engineers' builds; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+qd1() {
+  echo
+  echo "### QD1 1 MiB through NBD, members modelled at 100 MiB/s ($MODEL)"
+  echo "| array | op | MiB/s | anchor MiB/s | ratio |"
+  echo "|---|---|---|---|---|"
+  for cfg in "raid0:0:2::read:200" "raid10-n2:10:4:--layout n2:read:200" \
+             "raid5:5:3::read:200" "raid1:1:2::write:100"; do
+    IFS=: read -r name lvl n extra op anchor <<<"$cfg"
+    local d="$W/$name"; mkdir -p "$d"
+    local m=() fm=()
+    for i in $(seq 0 $((n - 1))); do m+=("$d/m$i"); fm+=("$MODEL:$d/m$i"); done
+    # shellcheck disable=SC2086
+    "$RAIDKIT" create --level "$lvl" --raid-devices "$n" --size 160M --assume-clean \
+        $extra "${m[@]}" >/dev/null
+    for f in "${m[@]}"; do dd if=/dev/urandom of="$f" bs=1M seek=8 count=150 conv=notrunc status=none; done
+    serve "$d" "${fm[@]}"
+    read -r bw _ < <(nbd_fio "$d/s.sock" a "$op" --rw="$op" --bs=1M --iodepth=1 --size=128M)
+    unserve
+    echo "| $name ($n members) | $op | $bw | $anchor | $(py "print('%.2f' % ($bw / $anchor))")× |"
+  done
+}
+
+randwrite() {
+  local cores; cores=$(nproc)
+  echo
+  echo "### RAID5 / RAID6 4 KiB random writes against the member-IO ceiling (tmpfs)"
+  echo "| array | raw randrw IOPS (all members) | ceiling (/4 or /6) | engine IOPS (ratio) | NBD QD32 IOPS (ratio) |"
+  echo "|---|---|---|---|---|"
+  for cfg in "raid5:5:4:4" "raid6:6:6:6"; do
+    IFS=: read -r name lvl n div <<<"$cfg"
+    local d="$W/rw-$name"; mkdir -p "$d"
+    local m=() args=()
+    for i in $(seq 0 $((n - 1))); do m+=("$d/m$i"); args+=(--name="m$i" --filename="$d/m$i"); done
+    "$RAIDKIT" create --level "$lvl" --raid-devices "$n" --size 136M --assume-clean "${m[@]}" >/dev/null
+    for f in "${m[@]}"; do dd if=/dev/zero of="$f" bs=1M seek=8 count=128 conv=notrunc status=none; done
+    fio --rw=randrw --rwmixread=50 --bs=4k --ioengine=psync --offset=8M --size=128M \
+        --time_based --runtime="$RT" --group_reporting --output-format=json \
+        --output="$W/fio.json" "${args[@]}" >/dev/null 2>&1
+    read -r _ raw < <(fio_json both)
+    local ceil; ceil=$(py "print('%.0f' % ($raw / $div))")
+    local eng
+    eng=$("$RAIDKIT" bench io --array "${m[@]}" --force --rw randwrite --bs 4K \
+        --iodepth $((2 * cores)) --region 256M --runtime "${RT}s" --json \
+        | py 'import json,sys; print("%.0f" % json.load(sys.stdin)["iops"])')
+    serve "$d" "${m[@]}"
+    read -r _ nbd < <(nbd_fio "$d/s.sock" a write --rw=randwrite --bs=4k --iodepth=32 --size=256M)
+    unserve
+    echo "| $name ($n members) | $raw | $ceil | $eng ($(py "print('%.2f' % ($eng / $ceil))")×) | $nbd ($(py "print('%.2f' % ($nbd / $ceil))")×) |"
+  done
+}
+
+status_json() { "$RAIDKIT" status --json 2>/dev/null || echo '[]'; }
+sync_() {
+  echo
+  echo "### Rebuild and check against the members' raw sequential bandwidth (RAID5, 4 tmpfs members, 512 KiB chunk)"
+  local d="$W/sync"; mkdir -p "$d"
+  local m=("$d"/m0 "$d"/m1 "$d"/m2 "$d"/m3) comp=256
+  "$RAIDKIT" create --level 5 --raid-devices 4 --size $((comp + 8))M --name s "${m[@]}" >/dev/null
+  "$RAIDKIT" import --input <(head -c $((3 * comp))M /dev/urandom) "${m[@]}" >/dev/null
+  local args=()
+  for i in 0 1 2 3; do args+=(--name="m$i" --filename="${m[$i]}"); done
+  fio --rw=read --bs=1M --ioengine=psync --offset=8M --size=${comp}M --time_based \
+      --runtime="$RT" --group_reporting --output-format=json --output="$W/fio.json" \
+      "${args[@]}" >/dev/null 2>&1
+  read -r rawr _ < <(fio_json read)
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$RAIDKIT" check "${m[@]}" >/dev/null
+  t1=$(date +%s.%N)
+  local chk; chk=$(py "print('%.1f' % (4 * $comp / ($t1 - $t0)))")
+  echo "| job | raw MiB/s (same files) | raidkit member MiB/s | ratio |"
+  echo "|---|---|---|---|"
+  echo "| check (offline, 4 × ${comp} MiB read, ${t0%.*}→$(py "print('%.2f s' % ($t1 - $t0))")) | $rawr (4 readers) | $chk | $(py "print('%.2f' % ($chk / $rawr))")× |"
+  # Rebuild: 3 sequential readers and 1 sequential writer on the same files.
+  cp --sparse=always "$d/m3" "$d/spare"
+  fio --bs=1M --ioengine=psync --offset=8M --size=${comp}M --time_based --runtime="$RT" \
+      --group_reporting --output-format=json --output="$W/fio.json" \
+      --rw=read --name=r0 --filename="${m[0]}" --name=r1 --filename="${m[1]}" \
+      --name=r2 --filename="${m[2]}" --name=w --rw=write --filename="$d/spare" >/dev/null 2>&1
+  read -r rawrw _ < <(fio_json both)
+  rm -f "$d/spare"; truncate -s $((comp + 8))M "$d/spare"
+  serve "$d" "${m[@]}"
+  local nm; nm=$(status_json | py "import json,sys; print(json.load(sys.stdin)[0][\"name\"])")
+  "$RAIDKIT" manage "$nm" --fail "${m[3]}" >/dev/null
+  "$RAIDKIT" manage "$nm" --remove "${m[3]}" >/dev/null
+  t0=$(date +%s.%N)
+  "$RAIDKIT" manage "$nm" --add "$d/spare" >/dev/null
+  for _ in $(seq 3000); do
+    status_json | py 'import json,sys; s=json.load(sys.stdin)[0]; sys.exit(0 if not s["degraded"] and s["sync"]["action"]=="idle" else 1)' && break
+    sleep 0.05
+  done
+  t1=$(date +%s.%N)
+  unserve
+  local reb; reb=$(py "print('%.1f' % (4 * $comp / ($t1 - $t0)))")
+  echo "| rebuild onto a spare (3 × ${comp} MiB read, ${comp} MiB written, $(py "print('%.2f s' % ($t1 - $t0))"), polled every 50 ms) | $rawrw (3 readers + 1 writer) | $reb | $(py "print('%.2f' % ($reb / $rawrw))")× |"
+}
+
+qd() {
+  echo
+  echo "### 4 KiB random reads: QD 1→32 (one client) and 1→8 clients (QD1 each), IOPS"
+  local d="$W/qd"; mkdir -p "$d"
+  truncate -s 512M "$d/one.img"
+  dd if=/dev/urandom of="$d/one.img" bs=1M count=512 conv=notrunc status=none
+  "$RAIDKIT" create --level 0 --raid-devices 4 --size 136M --assume-clean "$d"/m{0,1,2,3} >/dev/null
+  for f in "$d"/m{0,1,2,3}; do dd if=/dev/urandom of="$f" bs=1M seek=8 count=128 conv=notrunc status=none; done
+  nbdkit -U "$d/k.sock" --exit-with-parent -f file "$d/one.img" & local KPID=$!
+  wait_sock "$d/k.sock"
+  serve "$d" "$d"/m{0,1,2,3}
+  echo "| load | raw file (io_uring) | nbdkit | raidkit RAID0 ×4 | raidkit / nbdkit |"
+  echo "|---|---|---|---|---|"
+  local row
+  for q in 1 2 4 8 16 32 c2 c4 c8; do
+    local extra label
+    if [[ $q == c* ]]; then
+      extra=(--iodepth=1 --numjobs="${q#c}" --group_reporting); label="${q#c} clients × QD1"
+    else
+      extra=(--iodepth="$q"); label="1 client × QD$q"
+    fi
+    fio --name=raw --filename="$d/one.img" --ioengine=io_uring --rw=randread --bs=4k \
+        --size=512M "${extra[@]}" --time_based --runtime="$RT" --output-format=json \
+        --output="$W/fio.json" >/dev/null 2>&1
+    read -r _ raw < <(fio_json read)
+    read -r _ kit < <(nbd_fio "$d/k.sock" "" read --rw=randread --bs=4k --size=512M "${extra[@]}")
+    read -r _ rk < <(nbd_fio "$d/s.sock" a read --rw=randread --bs=4k --size=512M "${extra[@]}")
+    echo "| $label | $raw | $kit | $rk | $(py "print('%.2f' % ($rk / $kit))")× |"
+  done
+  unserve
+  kill "$KPID" 2>/dev/null || true
+}
+
+for s in "${SECTIONS[@]}"; do
+  case $s in
+    qd1) qd1 ;;
+    randwrite) randwrite ;;
+    sync) sync_ ;;
+    qd) qd ;;
+    *) echo "unknown section $s" >&2; exit 2 ;;
+  esac
+done
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
