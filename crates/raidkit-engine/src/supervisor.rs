@@ -19,7 +19,7 @@ pub use status::{
 };
 
 use crate::array::{lock, Array, ArrayEvent};
-use crate::dev::{BlockDev, FileDev};
+
 use crate::error::EngineError;
 use crate::rebuild::{rebuild, RebuildOptions};
 use crate::sync::{run_opts, SyncMode, SyncOptions, SyncReport};
@@ -585,10 +585,8 @@ impl Supervisor {
         if let Some(n) = spare {
             return Ok(n);
         }
-        let dev: Arc<dyn BlockDev> = Arc::new(
-            FileDev::open(p, true)
-                .map_err(|e| EngineError::io(&ps, "opening the replacement", e))?,
-        );
+        let dev = crate::dev::open_member(p, true)
+            .map_err(|e| EngineError::io(&ps, "opening the replacement", e))?;
         let n = dev.name().to_string();
         self.array.add_spare(dev, force)?;
         Ok(n)
@@ -716,9 +714,9 @@ impl Supervisor {
 
     /// Add a device as a spare; if a role is missing, recovery onto it starts.
     pub fn add(self: &Arc<Self>, path: &Path, force: bool) -> Result<()> {
-        let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(path, true).map_err(|e| {
+        let dev = crate::dev::open_member(path, true).map_err(|e| {
             EngineError::io(&path.display().to_string(), "opening the new member", e)
-        })?);
+        })?;
         self.array.add_spare(dev, force)?;
         if !self.array.missing_roles().is_empty() {
             self.sync_action("recover")?;
@@ -728,10 +726,9 @@ impl Supervisor {
 
     /// Re-add a member that left (bitmap-guided when possible), in the background.
     pub fn re_add(self: &Arc<Self>, path: &Path) -> Result<()> {
-        let dev: Arc<dyn BlockDev> =
-            Arc::new(FileDev::open(path, true).map_err(|e| {
-                EngineError::io(&path.display().to_string(), "opening the member", e)
-            })?);
+        let dev = crate::dev::open_member(path, true).map_err(|e| {
+            EngineError::io(&path.display().to_string(), "opening the member", e)
+        })?;
         let mut job = lock(&self.job);
         self.busy(&job)?;
         let me = self.clone();

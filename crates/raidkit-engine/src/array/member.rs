@@ -574,7 +574,7 @@ impl Array {
                 Ok(true)
             }
             Err(e) => {
-                if io::is_timeout(&e) {
+                if io::is_gone(&e) {
                     let _ = self.fail_member(role, &format!("read: {e}"));
                 }
                 Err(EngineError::io(m.dev.name(), "reading member data", e))
@@ -603,9 +603,9 @@ impl Array {
                 }
                 Ok(true)
             }
-            // A member that does not answer is failed (no bad block: the whole member
-            // is gone, not a sector).
-            Err(e) if io::is_timeout(&e) => {
+            // A member that does not answer, or whose connection is lost, is failed (no
+            // bad block: the whole member is gone, not a sector).
+            Err(e) if io::is_gone(&e) => {
                 self.fail_member(role, &format!("write: {e}"))?;
                 Ok(false)
             }
