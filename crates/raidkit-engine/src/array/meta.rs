@@ -287,6 +287,14 @@ impl Array {
     /// consistent) and clear the bitmap if the array is not degraded — what md does after
     /// writes go idle, and on a clean stop.
     pub fn mark_clean(&self) -> Result<()> {
+        match self.enter() {
+            Ok(_in) => self.mark_clean_inner(),
+            Err(next) => next.mark_clean(),
+        }
+    }
+
+    /// [`Array::mark_clean`] of this array (no successor, caller holds the array).
+    pub(crate) fn mark_clean_inner(&self) -> Result<()> {
         if !self.writable {
             return Ok(());
         }

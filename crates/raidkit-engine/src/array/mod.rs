@@ -37,6 +37,7 @@ pub(crate) mod meta;
 pub(crate) mod mirror;
 pub(crate) mod parity_write;
 pub(crate) mod replacement;
+pub mod reshape;
 pub(crate) mod scratch;
 pub mod slow;
 pub(crate) mod stripe;
@@ -84,6 +85,8 @@ pub struct Array {
     pub(crate) cache: Option<StripeCache>,
     /// The optional checksum sidecar (see [`crate::checksums`]).
     checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
+    /// A reshape in progress: the route by position, or the successor ([`reshape`]).
+    pub(crate) reshape: reshape::ReshapeSlot,
 }
 
 impl Array {
@@ -120,12 +123,18 @@ impl Array {
             io: crate::iostats::IoStats::default(),
             cache,
             checksums: std::sync::OnceLock::new(),
+            reshape: reshape::ReshapeSlot::default(),
         }
     }
 
     /// Attach a checksum sidecar: from now on every write updates it and scrubs use it for
     /// verdicts. Fails if one is attached already.
     pub fn attach_checksums(&self, cs: Arc<crate::checksums::Checksums>) -> Result<()> {
+        if self.route().is_some() {
+            return Err(EngineError::Invalid(
+                "the array is being reshaped: the checksum sidecar covers a fixed array size; attach it after the reshape (and recompute it)".into(),
+            ));
+        }
         self.checksums.set(cs).map_err(|_| {
             EngineError::Invalid("a checksum sidecar is already attached to this array".into())
         })
@@ -136,14 +145,21 @@ impl Array {
         self.checksums.get()
     }
 
-    /// The array's geometry.
+    /// The array's geometry (while reshaping: the new one; see
+    /// [`Array::reshape_status`]).
     pub fn geometry(&self) -> &Geometry {
-        &self.geo
+        match self.successor() {
+            Some(s) => s.geometry(),
+            None => &self.geo,
+        }
     }
 
-    /// Size in bytes.
+    /// Size in bytes (while reshaping: the smaller of the two geometries, as md shows).
     pub fn size_bytes(&self) -> u64 {
-        self.geo.array_sectors() * SECTOR
+        if let Some(s) = self.successor() {
+            return s.size_bytes();
+        }
+        self.routed_sectors().unwrap_or_else(|| self.geo.array_sectors()) * SECTOR
     }
 
     /// Array UUID.
@@ -178,6 +194,10 @@ impl Array {
 
     /// Flush every member's completed writes to stable storage.
     pub fn flush(&self) -> Result<()> {
+        let _in = match self.enter() {
+            Ok(g) => g,
+            Err(next) => return next.flush(),
+        };
         let t0 = std::time::Instant::now();
         let r = self.flush_inner();
         self.io
@@ -246,6 +266,10 @@ impl Array {
 
     /// Read `buf.len()` bytes at byte `offset` (any alignment).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let _in = match self.enter() {
+            Ok(g) => g,
+            Err(next) => return next.read(offset, buf),
+        };
         let t0 = std::time::Instant::now();
         let r = self.read_inner(offset, buf);
         self.io.record(
@@ -280,6 +304,10 @@ impl Array {
     /// Write `buf` at byte `offset` (any alignment; partial sectors are read-modify-written).
     /// Safe to call from many threads at once; writes to the same stripe are serialized.
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        let _in = match self.enter() {
+            Ok(g) => g,
+            Err(next) => return next.write(offset, buf),
+        };
         let t0 = std::time::Instant::now();
         let r = self.write_inner(offset, buf).and_then(|()| {
             self.written_over_lost(offset, buf.len() as u64);
@@ -322,6 +350,14 @@ impl Array {
     /// at once (see `read_serial`); on mirrors spread over the members holding copies
     /// (see `read_mirrored`).
     pub fn read_sectors(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        if let Some(r) = self.route() {
+            return self.read_routed(&r, s, buf);
+        }
+        self.read_sectors_plain(s, buf)
+    }
+
+    /// [`Array::read_sectors`] through this array's own geometry.
+    pub(crate) fn read_sectors_plain(&self, s: u64, buf: &mut [u8]) -> Result<()> {
         if self.geo.level.mirrors() {
             return self.read_mirrored(s, buf);
         }
@@ -429,6 +465,9 @@ impl Array {
 
     /// Write whole sectors starting at array sector `s`.
     pub fn write_sectors(&self, s: u64, buf: &[u8]) -> Result<()> {
+        if let Some(r) = self.route() {
+            return self.write_routed(&r, s, buf);
+        }
         let _gate = self.write_gate();
         self.ensure_dirty()?;
         match self.checksums() {
