@@ -726,9 +726,8 @@ impl Supervisor {
 
     /// Re-add a member that left (bitmap-guided when possible), in the background.
     pub fn re_add(self: &Arc<Self>, path: &Path) -> Result<()> {
-        let dev = crate::dev::open_member(path, true).map_err(|e| {
-            EngineError::io(&path.display().to_string(), "opening the member", e)
-        })?;
+        let dev = crate::dev::open_member(path, true)
+            .map_err(|e| EngineError::io(&path.display().to_string(), "opening the member", e))?;
         let mut job = lock(&self.job);
         self.busy(&job)?;
         let me = self.clone();

@@ -374,6 +374,7 @@ impl ArrayTarget {
                 force,
                 metadata: None,
                 report_only: false,
+                backup_file: None,
             },
         )?;
         let array = Arc::new(array);

@@ -73,6 +73,7 @@ pub fn assemble(spec: &ArraySpec) -> Result<Array> {
         force: spec.force,
         metadata: spec.metadata,
         report_only: false,
+        backup_file: None,
     };
     let arr = crate::cmd::assemble(&spec.members, &opts)?;
     // Attach the sidecar before anything writes superblocks, so it follows the event count.

@@ -159,7 +159,9 @@ impl Array {
         if let Some(s) = self.successor() {
             return s.size_bytes();
         }
-        self.routed_sectors().unwrap_or_else(|| self.geo.array_sectors()) * SECTOR
+        self.routed_sectors()
+            .unwrap_or_else(|| self.geo.array_sectors())
+            * SECTOR
     }
 
     /// Array UUID.

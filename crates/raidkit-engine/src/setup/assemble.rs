@@ -138,8 +138,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     census.take_stale(&mut roles, opts)?;
     let level = census.level;
     let raid_disks = census.fresh.raid_disks();
-    let reshaping =
-        Reshaping::of(&census.fresh, &census.sbs, &roles.slots, &census.uuid_text)?;
+    let reshaping = Reshaping::of(&census.fresh, &census.sbs, &roles.slots, &census.uuid_text)?;
     let missing: Vec<usize> = (0..roles.slots.len())
         .filter(|&r| roles.slots[r].is_none())
         .collect();

@@ -36,8 +36,7 @@ fn unsupported(uuid: &str, why: String) -> EngineError {
     EngineError::Unsupported {
         uuid: uuid.to_string(),
         what: format!("the reshape recorded in the superblocks cannot be followed: {why}"),
-        advice: "assemble it with the kernel (mdadm --assemble), or check the members given"
-            .into(),
+        advice: "assemble it with the kernel (mdadm --assemble), or check the members given".into(),
     }
 }
 
@@ -58,9 +57,7 @@ impl Reshaping {
             .ok()
             .filter(|&k| k > 0)
             .ok_or_else(|| unsupported(uuid, format!("delta_disks {}", info.delta_disks)))?;
-        let lv = |l: i32| {
-            Level::from_md(l).ok_or_else(|| unsupported(uuid, format!("level {l}")))
-        };
+        let lv = |l: i32| Level::from_md(l).ok_or_else(|| unsupported(uuid, format!("level {l}")));
         let size = fresh.size_sectors();
         let old = Geometry::new(
             lv(fresh.level())?,
@@ -145,7 +142,13 @@ impl Reshaping {
                 } else {
                     m.recovery()
                 };
-                Some(Member::new(m.dev.clone(), m.index, off, recovery, m.bad_ranges()))
+                Some(Member::new(
+                    m.dev.clone(),
+                    m.index,
+                    off,
+                    recovery,
+                    m.bad_ranges(),
+                ))
             })
             .collect()
     }
@@ -153,7 +156,12 @@ impl Reshaping {
     /// Install the reshape on `arr` (built on the new geometry): the old geometry's view,
     /// the window at the recorded position, the real progress if md moved further than it
     /// recorded, and mdadm's backup file.
-    pub(crate) fn install(self, arr: &Array, backup_file: Option<PathBuf>, force: bool) -> Result<()> {
+    pub(crate) fn install(
+        self,
+        arr: &Array,
+        backup_file: Option<PathBuf>,
+        force: bool,
+    ) -> Result<()> {
         let old = self.old_view(arr);
         let recorded = self.info.position;
         let mut route = Route {
@@ -183,14 +191,13 @@ impl Reshaping {
                 });
             }
         }
-        let dev_of = |r: usize| -> Option<Arc<dyn BlockDev>> {
-            arr.member(r)
-                .map(|m| m.dev.clone())
-        };
+        let dev_of =
+            |r: usize| -> Option<Arc<dyn BlockDev>> { arr.member(r).map(|m| m.dev.clone()) };
         let progress = route
             .plan
             .infer_progress(position, INFER_STEPS, |f, t| {
-                evidence(&route.plan, f, t, &dev_of).unwrap_or(raidkit_layout::reshape::StepEvidence::Differ)
+                evidence(&route.plan, f, t, &dev_of)
+                    .unwrap_or(raidkit_layout::reshape::StepEvidence::Differ)
             })
             .map_err(|e| unsupported(&arr.uuid_text(), e.to_string()))?;
         if progress != position {
@@ -297,8 +304,19 @@ fn restore_backup(arr: &Array, route: &mut Route, path: &PathBuf, force: bool) -
 /// shape check refuses them).
 pub(crate) fn reconcile(fresh: &Super, sbs: &mut [Super]) {
     let same = |s: &Super| {
-        (s.level(), s.layout(), s.chunk_sectors(), s.raid_disks(), s.reshape().is_some())
-            == (fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks(), fresh.reshape().is_some())
+        (
+            s.level(),
+            s.layout(),
+            s.chunk_sectors(),
+            s.raid_disks(),
+            s.reshape().is_some(),
+        ) == (
+            fresh.level(),
+            fresh.layout(),
+            fresh.chunk_sectors(),
+            fresh.raid_disks(),
+            fresh.reshape().is_some(),
+        )
     };
     for sb in sbs.iter_mut() {
         if sb.events().saturating_add(1) != fresh.events() || same(sb) {
@@ -307,8 +325,17 @@ pub(crate) fn reconcile(fresh: &Super, sbs: &mut [Super]) {
         match (sb.reshape(), fresh.reshape()) {
             // The end: this member still records the reshape the others finished.
             (Some(r), None)
-                if (r.new_level, r.new_layout, r.new_chunk_sectors, sb.raid_disks())
-                    == (fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks()) =>
+                if (
+                    r.new_level,
+                    r.new_layout,
+                    r.new_chunk_sectors,
+                    sb.raid_disks(),
+                ) == (
+                    fresh.level(),
+                    fresh.layout(),
+                    fresh.chunk_sectors(),
+                    fresh.raid_disks(),
+                ) =>
             {
                 sb.finish_reshape();
             }
@@ -316,14 +343,25 @@ pub(crate) fn reconcile(fresh: &Super, sbs: &mut [Super]) {
             (None, Some(f))
                 if (sb.level(), sb.layout(), sb.chunk_sectors())
                     == (fresh.level(), fresh.layout(), fresh.chunk_sectors())
-                    && sb.raid_disks() as i64 == fresh.raid_disks() as i64 - i64::from(f.delta_disks) =>
+                    && sb.raid_disks() as i64
+                        == fresh.raid_disks() as i64 - i64::from(f.delta_disks) =>
             {
-                sb.set_shape(fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks());
+                sb.set_shape(
+                    fresh.level(),
+                    fresh.layout(),
+                    fresh.chunk_sectors(),
+                    fresh.raid_disks(),
+                );
                 sb.set_reshape(&f);
             }
             // A takeover (no data moves): the new level, layout and count.
             (None, None) if takeover_between(sb, fresh) => {
-                sb.set_shape(fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks());
+                sb.set_shape(
+                    fresh.level(),
+                    fresh.layout(),
+                    fresh.chunk_sectors(),
+                    fresh.raid_disks(),
+                );
                 sb.set_size_sectors(fresh.size_sectors());
             }
             _ => {}
@@ -340,7 +378,15 @@ fn takeover_between(old: &Super, fresh: &Super) -> bool {
         } else {
             Vec::new()
         };
-        Geometry::new(level, s.layout(), s.chunk_sectors(), s.raid_disks(), size, ms).ok()
+        Geometry::new(
+            level,
+            s.layout(),
+            s.chunk_sectors(),
+            s.raid_disks(),
+            size,
+            ms,
+        )
+        .ok()
     };
     let size = fresh.size_sectors().max(old.size_sectors());
     match (g(old, size), g(fresh, size)) {

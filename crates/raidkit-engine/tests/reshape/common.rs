@@ -5,9 +5,7 @@
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::{create, CreateOptions, MemberSpec};
-use raidkit_engine::jobs::reshape::{
-    reshape, ReshapeEnd, ReshapeOptions, ReshapeRequest,
-};
+use raidkit_engine::jobs::reshape::{reshape, ReshapeEnd, ReshapeOptions, ReshapeRequest};
 use raidkit_engine::sb::Metadata;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, BlockDev, FileDev};
@@ -67,7 +65,9 @@ pub struct Made {
 
 pub fn make(level: Level, layout: &str, n: usize, meta: &str, chunk_k: u64, extra: usize) -> Made {
     let dir = TempDir::new("rk-reshape").unwrap();
-    let ps: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("m{i}.img"))).collect();
+    let ps: Vec<PathBuf> = (0..n)
+        .map(|i| dir.path().join(format!("m{i}.img")))
+        .collect();
     let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
     o.layout = Some(names::parse_layout(level, layout).unwrap());
     if level != Level::Raid1 {
@@ -164,7 +164,12 @@ pub fn run(name: &str, m: &Made, req: ReshapeRequest, want: Want) {
     assert!(arr.reshape_status().is_none(), "{name}");
     let g = arr.geometry();
     assert_eq!(
-        (g.level, g.raid_disks, names::layout_name(g.level, g.layout), g.chunk_sectors),
+        (
+            g.level,
+            g.raid_disks,
+            names::layout_name(g.level, g.layout),
+            g.chunk_sectors
+        ),
         (
             want.level,
             want.n,
@@ -185,4 +190,3 @@ pub fn run(name: &str, m: &Made, req: ReshapeRequest, want: Want) {
 pub fn add(m: &Made) -> Vec<Arc<dyn BlockDev>> {
     m.extra.iter().map(open).collect()
 }
-

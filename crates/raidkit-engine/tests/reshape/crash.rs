@@ -99,7 +99,8 @@ fn recover(
         ..Default::default()
     };
     let arr = Arc::new(
-        assemble_paths(&all, &o).unwrap_or_else(|e| panic!("{name}: assembly after the crash: {e}")),
+        assemble_paths(&all, &o)
+            .unwrap_or_else(|e| panic!("{name}: assembly after the crash: {e}")),
     );
     if let Some(st) = arr.reshape_status() {
         eprintln!(
@@ -147,7 +148,14 @@ fn crash_case(name: &str, m: &Made, req: Arc<Req>, backup: bool, want: Want) {
     let scratch = raidkit_testkit::tempdir::TempDir::new("rk-crash").unwrap();
     let bk = |d: &Path| backup.then(|| d.join("backup"));
     let (ms, xs) = copy(m, scratch.path());
-    let total = run_until(&ms, &xs, i64::MAX / 4, req.clone(), bk(scratch.path()), None);
+    let total = run_until(
+        &ms,
+        &xs,
+        i64::MAX / 4,
+        req.clone(),
+        bk(scratch.path()),
+        None,
+    );
     assert!(total > 10, "{name}: {total} writes");
     let k = crashes();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ total as u64;
@@ -157,19 +165,33 @@ fn crash_case(name: &str, m: &Made, req: Arc<Req>, backup: bool, want: Want) {
             seed ^= seed >> 7;
             seed ^= seed << 17;
             // Spread over the run, jittered.
-            ((total as u64 * i as u64) / k as u64 + seed % (total as u64 / k as u64).max(1)) as i64 + 1
+            ((total as u64 * i as u64) / k as u64 + seed % (total as u64 / k as u64).max(1)) as i64
+                + 1
         })
         .collect();
     // Among the superblock writes that start and finish it.
     let edges = edges();
-    points.extend((1..=edges).map(|e| 2 + e * 2).chain((1..=edges).map(|e| total - e)));
+    points.extend(
+        (1..=edges)
+            .map(|e| 2 + e * 2)
+            .chain((1..=edges).map(|e| total - e)),
+    );
     for point in points {
         let dir = raidkit_testkit::tempdir::TempDir::new("rk-crash-at").unwrap();
         let (ms, xs) = copy(m, dir.path());
         let snap = raidkit_testkit::tempdir::TempDir::new("rk-crash-snap").unwrap();
-        run_until(&ms, &xs, point, req.clone(), bk(dir.path()), Some(snap.path()));
+        run_until(
+            &ms,
+            &xs,
+            point,
+            req.clone(),
+            bk(dir.path()),
+            Some(snap.path()),
+        );
         let at = |ps: &[PathBuf]| -> Vec<PathBuf> {
-            ps.iter().map(|p| snap.path().join(p.file_name().unwrap())).collect()
+            ps.iter()
+                .map(|p| snap.path().join(p.file_name().unwrap()))
+                .collect()
         };
         let what = format!("{name}, crash after {point} of {total} writes");
         let arr = recover(&what, &at(&ms), &at(&xs), req.clone(), bk(snap.path()));
@@ -193,41 +215,86 @@ fn crashes_at_random_moments_are_continued() {
     crash_case(
         "raid5 4->5",
         &m,
-        Arc::new(|add, _| ReshapeRequest { raid_disks: Some(5), add, ..Default::default() }),
+        Arc::new(|add, _| ReshapeRequest {
+            raid_disks: Some(5),
+            add,
+            ..Default::default()
+        }),
         false,
-        Want { level: Level::Raid5, n: 5, layout: "left-symmetric", chunk_k: 64 },
+        Want {
+            level: Level::Raid5,
+            n: 5,
+            layout: "left-symmetric",
+            chunk_k: 64,
+        },
     );
     let m = make(Level::Raid5, "left-symmetric", 5, "1.2", 64, 0);
     crash_case(
         "raid5 chunk 64K->128K",
         &m,
-        Arc::new(|_, _| ReshapeRequest { chunk_sectors: Some(256), ..Default::default() }),
+        Arc::new(|_, _| ReshapeRequest {
+            chunk_sectors: Some(256),
+            ..Default::default()
+        }),
         false,
-        Want { level: Level::Raid5, n: 5, layout: "left-symmetric", chunk_k: 128 },
+        Want {
+            level: Level::Raid5,
+            n: 5,
+            layout: "left-symmetric",
+            chunk_k: 128,
+        },
     );
     let m = make(Level::Raid6, "left-symmetric", 4, "1.2", 64, 1);
     crash_case(
         "raid6 4->5",
         &m,
-        Arc::new(|add, _| ReshapeRequest { raid_disks: Some(5), add, ..Default::default() }),
+        Arc::new(|add, _| ReshapeRequest {
+            raid_disks: Some(5),
+            add,
+            ..Default::default()
+        }),
         false,
-        Want { level: Level::Raid6, n: 5, layout: "left-symmetric", chunk_k: 64 },
+        Want {
+            level: Level::Raid6,
+            n: 5,
+            layout: "left-symmetric",
+            chunk_k: 64,
+        },
     );
     let m = make(Level::Raid10, "n2", 4, "1.2", 64, 1);
     crash_case(
         "raid10 4->5",
         &m,
-        Arc::new(|add, _| ReshapeRequest { raid_disks: Some(5), add, ..Default::default() }),
+        Arc::new(|add, _| ReshapeRequest {
+            raid_disks: Some(5),
+            add,
+            ..Default::default()
+        }),
         false,
-        Want { level: Level::Raid10, n: 5, layout: "n2", chunk_k: 64 },
+        Want {
+            level: Level::Raid10,
+            n: 5,
+            layout: "n2",
+            chunk_k: 64,
+        },
     );
     let m = make(Level::Raid5, "left-symmetric", 3, "0.90", 64, 1);
     crash_case(
         "0.90 raid5 3->4 backup",
         &m,
-        Arc::new(|add, b| ReshapeRequest { raid_disks: Some(4), add, backup_file: b, ..Default::default() }),
+        Arc::new(|add, b| ReshapeRequest {
+            raid_disks: Some(4),
+            add,
+            backup_file: b,
+            ..Default::default()
+        }),
         true,
-        Want { level: Level::Raid5, n: 4, layout: "left-symmetric", chunk_k: 64 },
+        Want {
+            level: Level::Raid5,
+            n: 4,
+            layout: "left-symmetric",
+            chunk_k: 64,
+        },
     );
     let m = make(Level::Raid5, "left-symmetric", 5, "1.2", 64, 0);
     let full = m.bytes / 4 * 3 / 512;
@@ -241,6 +308,11 @@ fn crashes_at_random_moments_are_continued() {
             ..Default::default()
         }),
         true,
-        Want { level: Level::Raid5, n: 4, layout: "left-symmetric", chunk_k: 64 },
+        Want {
+            level: Level::Raid5,
+            n: 4,
+            layout: "left-symmetric",
+            chunk_k: 64,
+        },
     );
 }

@@ -113,7 +113,9 @@ fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
         );
         // The stale records of Linux 6.1 are found and said so.
         assert_eq!(
-            st.notes.iter().any(|n| n.starts_with("WARNING") && n.contains("stale")),
+            st.notes
+                .iter()
+                .any(|n| n.starts_with("WARNING") && n.contains("stale")),
             f.kernel_bad,
             "{}: {:?}",
             f.name,
@@ -139,11 +141,20 @@ fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
         let new = st.new.clone();
         drop(arr);
         let arr = assemble_paths(&f.members, &rw).unwrap();
-        assert!(arr.reshape_status().is_none(), "{}: reshape still recorded", f.name);
+        assert!(
+            arr.reshape_status().is_none(),
+            "{}: reshape still recorded",
+            f.name
+        );
         let g = arr.geometry();
         assert_eq!(
             (g.level.to_string(), g.raid_disks, g.layout, g.chunk_sectors),
-            (new.level.clone(), new.raid_disks, new.layout_value, new.chunk_sectors),
+            (
+                new.level.clone(),
+                new.raid_disks,
+                new.layout_value,
+                new.chunk_sectors
+            ),
             "{}",
             f.name
         );

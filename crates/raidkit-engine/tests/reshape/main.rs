@@ -3,7 +3,7 @@
 //! reverting.
 
 mod common;
-mod kernel;
 mod crash;
+mod kernel;
 mod kinds;
 mod online;

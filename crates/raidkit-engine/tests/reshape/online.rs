@@ -87,8 +87,15 @@ impl Client {
     /// Stop; returns the model and how many IOs each thread did.
     fn finish(self) -> (Vec<u8>, Vec<u64>) {
         self.stop.store(true, Ordering::Relaxed);
-        let n = self.handles.into_iter().map(|h| h.join().unwrap()).collect();
-        (Arc::try_unwrap(self.model).unwrap().into_inner().unwrap(), n)
+        let n = self
+            .handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        (
+            Arc::try_unwrap(self.model).unwrap().into_inner().unwrap(),
+            n,
+        )
     }
 }
 
@@ -104,10 +111,50 @@ fn check_model(name: &str, arr: &Array, model: &[u8]) {
 #[test]
 fn client_io_during_reshapes() {
     for (name, level, layout, n, add_n, req) in [
-        ("raid5 4->5", Level::Raid5, "left-symmetric", 4usize, 1usize, ReshapeRequest { raid_disks: Some(5), ..Default::default() }),
-        ("raid6 4->5", Level::Raid6, "left-symmetric", 4, 1, ReshapeRequest { raid_disks: Some(5), ..Default::default() }),
-        ("raid5 chunk", Level::Raid5, "left-symmetric", 4, 0, ReshapeRequest { chunk_sectors: Some(256), ..Default::default() }),
-        ("raid10 4->5", Level::Raid10, "n2", 4, 1, ReshapeRequest { raid_disks: Some(5), ..Default::default() }),
+        (
+            "raid5 4->5",
+            Level::Raid5,
+            "left-symmetric",
+            4usize,
+            1usize,
+            ReshapeRequest {
+                raid_disks: Some(5),
+                ..Default::default()
+            },
+        ),
+        (
+            "raid6 4->5",
+            Level::Raid6,
+            "left-symmetric",
+            4,
+            1,
+            ReshapeRequest {
+                raid_disks: Some(5),
+                ..Default::default()
+            },
+        ),
+        (
+            "raid5 chunk",
+            Level::Raid5,
+            "left-symmetric",
+            4,
+            0,
+            ReshapeRequest {
+                chunk_sectors: Some(256),
+                ..Default::default()
+            },
+        ),
+        (
+            "raid10 4->5",
+            Level::Raid10,
+            "n2",
+            4,
+            1,
+            ReshapeRequest {
+                raid_disks: Some(5),
+                ..Default::default()
+            },
+        ),
     ] {
         let m = make(level, layout, n, "1.2", 64, add_n);
         let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());
@@ -119,8 +166,12 @@ fn client_io_during_reshapes() {
             checkpoint_every: std::time::Duration::from_millis(50),
             ..Default::default()
         };
-        let req = ReshapeRequest { add: add(&m), ..req };
-        let (cur, end) = reshape(&arr, &req, &opts, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let req = ReshapeRequest {
+            add: add(&m),
+            ..req
+        };
+        let (cur, end) =
+            reshape(&arr, &req, &opts, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(end, ReshapeEnd::Finished);
         let (model, ios) = client.finish();
         assert!(ios.iter().all(|&k| k > 10), "{name}: client IOs {ios:?}");
@@ -140,9 +191,36 @@ fn client_io_during_reshapes() {
 fn revert_at_random_points() {
     let mut seed = 0xfeed_beefu64;
     for (name, level, layout, n, req) in [
-        ("raid5 4->5", Level::Raid5, "left-symmetric", 4usize, ReshapeRequest { raid_disks: Some(5), ..Default::default() }),
-        ("raid5 ls->la", Level::Raid5, "left-symmetric", 4, ReshapeRequest { layout: Some(names::parse_layout(Level::Raid5, "left-asymmetric").unwrap()), ..Default::default() }),
-        ("raid6 chunk", Level::Raid6, "left-symmetric", 5, ReshapeRequest { chunk_sectors: Some(256), ..Default::default() }),
+        (
+            "raid5 4->5",
+            Level::Raid5,
+            "left-symmetric",
+            4usize,
+            ReshapeRequest {
+                raid_disks: Some(5),
+                ..Default::default()
+            },
+        ),
+        (
+            "raid5 ls->la",
+            Level::Raid5,
+            "left-symmetric",
+            4,
+            ReshapeRequest {
+                layout: Some(names::parse_layout(Level::Raid5, "left-asymmetric").unwrap()),
+                ..Default::default()
+            },
+        ),
+        (
+            "raid6 chunk",
+            Level::Raid6,
+            "left-symmetric",
+            5,
+            ReshapeRequest {
+                chunk_sectors: Some(256),
+                ..Default::default()
+            },
+        ),
     ] {
         for _ in 0..3 {
             let add_n = usize::from(req.raid_disks.is_some());
@@ -156,16 +234,29 @@ fn revert_at_random_points() {
                 stop_at: Some(at),
                 ..Default::default()
             };
-            let r = ReshapeRequest { add: add(&m), ..req.clone() };
+            let r = ReshapeRequest {
+                add: add(&m),
+                ..req.clone()
+            };
             let (cur, end) = reshape(&arr, &r, &opts, &mut |_| {}).unwrap();
             let what = format!("{name}, reverted at {at}: {end:?}");
-            let back = revert(&cur, &ReshapeOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let back =
+                revert(&cur, &ReshapeOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
             let end = continue_reshape(&back, &ReshapeOptions::default(), &mut |_| {}).unwrap();
             assert_eq!(end, ReshapeEnd::Finished, "{what}");
             let (model, _) = client.finish();
             let last = arr.current();
             let g = last.geometry();
-            assert_eq!((g.level, g.raid_disks, names::layout_name(g.level, g.layout), g.chunk_sectors), (level, n, layout.to_string(), 128), "{what}");
+            assert_eq!(
+                (
+                    g.level,
+                    g.raid_disks,
+                    names::layout_name(g.level, g.layout),
+                    g.chunk_sectors
+                ),
+                (level, n, layout.to_string(), 128),
+                "{what}"
+            );
             check_model(&what, &last, &model);
             clean_check(&what, &last);
         }

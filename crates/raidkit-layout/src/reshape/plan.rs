@@ -99,7 +99,11 @@ type Pieces = Vec<(u64, u64)>;
 
 /// Is `[a, b)` wholly inside the union of `pieces`?
 fn covered(pieces: &Pieces, a: u64, b: u64) -> bool {
-    let mut v: Pieces = pieces.iter().copied().filter(|&(lo, hi)| lo < b && a < hi).collect();
+    let mut v: Pieces = pieces
+        .iter()
+        .copied()
+        .filter(|&(lo, hi)| lo < b && a < hi)
+        .collect();
     v.sort_unstable();
     let mut at = a;
     for (lo, hi) in v {

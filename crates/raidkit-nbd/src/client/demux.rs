@@ -312,7 +312,13 @@ impl Inner {
             }
             return Ok(slot);
         }
-        let delivered = |e: ClientError| if is_async { Ok(Arc::clone(&slot)) } else { Err(e) };
+        let delivered = |e: ClientError| {
+            if is_async {
+                Ok(Arc::clone(&slot))
+            } else {
+                Err(e)
+            }
+        };
         if let Err(e) = self.take_writer(until, what, after) {
             return delivered(e);
         }

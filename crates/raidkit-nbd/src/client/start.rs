@@ -166,9 +166,9 @@ impl Client {
             };
             let j = Arc::clone(&join);
             let on_done: Completion = Box::new(move |r| j.piece_done(rel, r));
-            if let Err(e) = self
-                .inner
-                .submit_with(req, payload, d.at, what, d.allowed, Some(on_done))
+            if let Err(e) =
+                self.inner
+                    .submit_with(req, payload, d.at, what, d.allowed, Some(on_done))
             {
                 if k == 0 {
                     // Nothing was sent: the caller hears it from the error, not `done`.

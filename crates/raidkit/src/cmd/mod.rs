@@ -64,6 +64,7 @@ pub fn asm_opts(a: &AssembleArgs, writable: bool) -> Result<AssembleOptions> {
         force: a.force,
         metadata: a.metadata.as_deref().map(parse_metadata).transpose()?,
         report_only: false,
+        backup_file: None,
     })
 }
 

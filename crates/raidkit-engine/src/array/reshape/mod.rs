@@ -270,9 +270,11 @@ impl Array {
         while at < e {
             let (side, mut n) = side_run(&r.plan, at, e, progress);
             let piece = &mut buf[((at - s) * SECTOR) as usize..];
-            if let Some(o) = r.overlay.iter().find(|o| {
-                o.start <= at && at < o.start + o.data.len() as u64 / SECTOR
-            }) {
+            if let Some(o) = r
+                .overlay
+                .iter()
+                .find(|o| o.start <= at && at < o.start + o.data.len() as u64 / SECTOR)
+            {
                 let o_end = o.start + o.data.len() as u64 / SECTOR;
                 n = n.min(o_end - at);
                 let from = ((at - o.start) * SECTOR) as usize;
@@ -281,7 +283,13 @@ impl Array {
                 at += n;
                 continue;
             }
-            if let Some(next) = r.overlay.iter().map(|o| o.start).filter(|&st| st > at).min() {
+            if let Some(next) = r
+                .overlay
+                .iter()
+                .map(|o| o.start)
+                .filter(|&st| st > at)
+                .min()
+            {
                 n = n.min(next - at);
             }
             let piece = &mut piece[..(n * SECTOR) as usize];
@@ -320,8 +328,8 @@ impl Array {
             let (side, n) = side_run(&r.plan, at, e, progress);
             let piece = &buf[((at - s) * SECTOR) as usize..((at - s + n) * SECTOR) as usize];
             match side {
-                Side::New => self.write_split(at, piece)?,
-                Side::Old => r.old.write_split(at, piece)?,
+                Side::New => self.write_serial(at, piece)?,
+                Side::Old => r.old.write_serial(at, piece)?,
             }
             at += n;
         }

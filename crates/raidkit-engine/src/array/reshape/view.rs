@@ -14,7 +14,7 @@ impl Array {
     /// A view of `devs` through `geo`: `members` in their roles (with this geometry's
     /// data starts), no spares, no stripe cache, no superblocks, no bitmap. It never
     /// writes metadata (it is not writable as an array: the array it belongs to writes
-    /// through [`Array::write_split`]); a member it fails is only marked failed, and the
+    /// through [`Array::write_serial`]); a member it fails is only marked failed, and the
     /// array it belongs to records that ([`Array::sync_failures`]).
     pub(crate) fn view(
         geo: Geometry,
@@ -94,7 +94,14 @@ pub(crate) fn evidence(
         let old_n = old_end.saturating_sub(s).min(n);
         a.fill(0);
         let old_ok = old_n == 0
-            || raw_read(plan, Side::Old, s, &mut a[..(old_n * SECTOR) as usize], dev_of).is_some();
+            || raw_read(
+                plan,
+                Side::Old,
+                s,
+                &mut a[..(old_n * SECTOR) as usize],
+                dev_of,
+            )
+            .is_some();
         if !old_ok || raw_read(plan, Side::New, s, &mut b, dev_of).is_none() {
             return Ok(StepEvidence::Differ);
         }
@@ -110,4 +117,3 @@ pub(crate) fn evidence(
         StepEvidence::Copied
     })
 }
-

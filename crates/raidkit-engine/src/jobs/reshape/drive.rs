@@ -156,7 +156,9 @@ pub fn reshape(
                     }
                     Room::OffsetChange { .. } => None,
                 };
-                cur = switch(&cur, file.clone(), |a| a.write_restripe_start(&from, to, &room))?;
+                cur = switch(&cur, file.clone(), |a| {
+                    a.write_restripe_start(&from, to, &room)
+                })?;
                 let o = ReshapeOptions {
                     backup_file: file.or_else(|| opts.backup_file.clone()),
                     ..opts.clone()
@@ -181,7 +183,10 @@ pub fn reshape(
 }
 
 /// `g` with another component size.
-pub(crate) fn resized(g: &raidkit_layout::Geometry, dev_sectors: u64) -> Result<raidkit_layout::Geometry> {
+pub(crate) fn resized(
+    g: &raidkit_layout::Geometry,
+    dev_sectors: u64,
+) -> Result<raidkit_layout::Geometry> {
     Ok(raidkit_layout::Geometry::new(
         g.level,
         g.layout,
@@ -194,7 +199,11 @@ pub(crate) fn resized(g: &raidkit_layout::Geometry, dev_sectors: u64) -> Result<
 
 /// Build the roles the new shape lacks from spares (a takeover's new parity, Q or
 /// mirrors), as md recovers onto spares.
-fn rebuild_missing(cur: &Array, opts: &ReshapeOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+fn rebuild_missing(
+    cur: &Array,
+    opts: &ReshapeOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<()> {
     if !cur.geo.level.has_redundancy() || cur.missing_roles().is_empty() || cur.spare_count() == 0 {
         return Ok(());
     }
@@ -258,8 +267,9 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
             continue;
         }
         // Go on to the next position both shapes can record.
-        let target = next_common(&r.plan, &back, p)
-            .ok_or_else(|| invalid("the reshape is too far on to turn around: let it finish, then reshape back"))?;
+        let target = next_common(&r.plan, &back, p).ok_or_else(|| {
+            invalid("the reshape is too far on to turn around: let it finish, then reshape back")
+        })?;
         let o = ReshapeOptions {
             stop_at: Some(target),
             ..opts.clone()
@@ -324,4 +334,3 @@ fn next_common(fwd: &Reshape, back: &Reshape, p: u64) -> Option<u64> {
     };
     back.position_valid(t).then_some(t)
 }
-

@@ -89,7 +89,14 @@ fn recount_090_spares(s: &mut raidkit_format::v090::SuperblockV090) {
 /// geometry becomes the old one and the other way round, the data starts too, and the
 /// direction flips. 0.90 records no direction flag, so only a reshape that changes the
 /// member count can be reverted there.
-pub(crate) fn reverted(sb: &mut Super, info: &ReshapeInfo, old_level: i32, old_layout: u32, old_chunk: u64, old_n: usize) -> Result<()> {
+pub(crate) fn reverted(
+    sb: &mut Super,
+    info: &ReshapeInfo,
+    old_level: i32,
+    old_layout: u32,
+    old_chunk: u64,
+    old_n: usize,
+) -> Result<()> {
     let delta = -info.delta_disks;
     if matches!(sb, Super::V090(_)) && delta == 0 {
         return Err(EngineError::Invalid(
@@ -111,7 +118,12 @@ pub(crate) fn reverted(sb: &mut Super, info: &ReshapeInfo, old_level: i32, old_l
         s.data_offset = s.data_offset.saturating_add_signed(o);
         s.data_size = s.data_size.saturating_add_signed(-o);
     }
-    sb.set_shape(info.new_level, info.new_layout, info.new_chunk_sectors, old_n);
+    sb.set_shape(
+        info.new_level,
+        info.new_layout,
+        info.new_chunk_sectors,
+        old_n,
+    );
     sb.set_reshape(&back);
     Ok(())
 }

@@ -84,9 +84,9 @@ pub(crate) fn run(
     opts: &ReshapeOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ReshapeEnd> {
-    let r = arr.route().ok_or_else(|| {
-        EngineError::Invalid("no reshape is in progress on this array".into())
-    })?;
+    let r = arr
+        .route()
+        .ok_or_else(|| EngineError::Invalid("no reshape is in progress on this array".into()))?;
     if !arr.writable {
         return Err(EngineError::Invalid(
             "the array was assembled read-only; reassemble it for writing to continue the reshape"
@@ -204,13 +204,9 @@ impl<'a> Mover<'a> {
         self.last_checkpoint = Instant::now();
         let fwd = self.r.plan.direction() == Direction::Forwards;
         self.r.window.with(|st| {
-            let passed = st.backup.is_some_and(|(a, b)| {
-                if fwd {
-                    position >= b
-                } else {
-                    position <= a
-                }
-            });
+            let passed =
+                st.backup
+                    .is_some_and(|(a, b)| if fwd { position >= b } else { position <= a });
             if passed {
                 st.backup = None;
             }
@@ -238,7 +234,7 @@ impl<'a> Mover<'a> {
         self.r.window.begin_move(b.lo, b.hi);
         let res = self.read_old(b.lo, b.hi).and_then(|()| {
             let _gate = self.arr.write_gate();
-            self.arr.write_split(b.lo, &self.buf)
+            self.arr.write_serial(b.lo, &self.buf)
         });
         self.r
             .window
@@ -282,7 +278,7 @@ impl<'a> Mover<'a> {
         self.arr.read_sectors_plain(lo, &mut self.buf)?;
         {
             let _gate = self.arr.write_gate();
-            self.arr.write_split(lo, &self.buf)?;
+            self.arr.write_serial(lo, &self.buf)?;
         }
         self.checkpoint(p)
     }

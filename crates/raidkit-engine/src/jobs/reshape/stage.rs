@@ -36,7 +36,11 @@ impl Array {
         let mut out = Vec::new();
         let mut empty = Vec::new();
         for role in 0..to.raid_disks {
-            let present = slots.get(role).cloned().flatten().is_some_and(|m| !m.is_failed());
+            let present = slots
+                .get(role)
+                .cloned()
+                .flatten()
+                .is_some_and(|m| !m.is_failed());
             if present {
                 continue;
             }
@@ -64,7 +68,12 @@ impl Array {
 
     /// Write the superblocks that start a restripe of this array (geometry `from`) to
     /// `to`, moving the data per `room`.
-    pub(crate) fn write_restripe_start(&self, from: &Geometry, to: &Geometry, room: &Room) -> Result<()> {
+    pub(crate) fn write_restripe_start(
+        &self,
+        from: &Geometry,
+        to: &Geometry,
+        room: &Room,
+    ) -> Result<()> {
         let plan = plan_restripe(from, to, self.old_offsets(from), room)?;
         let assign = self.assign_spares(from, to)?;
         let (change, size) = match room {
@@ -137,11 +146,20 @@ impl Array {
         let live = self.live_devices();
         for &(dev, role) in &role_of {
             match role {
-                Some(role) => give_role(&mut meta, &live, &Assign { dev, role, built: false }),
+                Some(role) => give_role(
+                    &mut meta,
+                    &live,
+                    &Assign {
+                        dev,
+                        role,
+                        built: false,
+                    },
+                ),
                 None => make_spare(&mut meta, &live, dev),
             }
         }
-        let (level, layout, chunk, n) = (to.level.to_md(), to.layout, to.chunk_sectors, to.raid_disks);
+        let (level, layout, chunk, n) =
+            (to.level.to_md(), to.layout, to.chunk_sectors, to.raid_disks);
         let size = match to.level {
             raidkit_layout::Level::Raid0 => to.member_sectors.first().copied(),
             _ => Some(to.dev_sectors),
@@ -178,7 +196,10 @@ fn give_role(meta: &mut crate::array::meta::Meta, live: &[usize], a: &Assign) {
         return;
     }
     let was_spare = match &meta.sbs[a.dev] {
-        Super::V090(s) => s.disks.get(devnum).is_some_and(|d| d.state & disk_state::ACTIVE == 0),
+        Super::V090(s) => s
+            .disks
+            .get(devnum)
+            .is_some_and(|d| d.state & disk_state::ACTIVE == 0),
         Super::V1(_) => false,
     };
     for &i in live.iter().chain(std::iter::once(&a.dev)) {

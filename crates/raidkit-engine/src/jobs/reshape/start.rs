@@ -48,7 +48,14 @@ impl std::fmt::Debug for ReshapeRequest {
             .field("layout", &self.layout)
             .field("chunk_sectors", &self.chunk_sectors)
             .field("array_sectors", &self.array_sectors)
-            .field("add", &self.add.iter().map(|d| d.name().to_string()).collect::<Vec<_>>())
+            .field(
+                "add",
+                &self
+                    .add
+                    .iter()
+                    .map(|d| d.name().to_string())
+                    .collect::<Vec<_>>(),
+            )
             .field("backup_file", &self.backup_file)
             .field("force", &self.force)
             .finish()
@@ -242,7 +249,8 @@ fn takeover_to(cur: &Geometry, w: Want) -> Result<Stage> {
     let dev = if cur.level == Level::Raid0 {
         cur.used_dev_sectors(0)
     } else {
-        cur.used_dev_sectors(0).max(cur.dev_sectors.min(cur.used_dev_sectors(0).max(1)))
+        cur.used_dev_sectors(0)
+            .max(cur.dev_sectors.min(cur.used_dev_sectors(0).max(1)))
     };
     let to = Geometry::new(
         w.level,
@@ -379,7 +387,10 @@ pub(crate) fn room(sb: &Super, dev_sectors: u64) -> Option<(u64, u64)> {
     let size = s.size;
     let doff = s.data_offset;
     let bblog = (s.bblog_offset != 0 && s.bblog_size != 0)
-        .then(|| so.checked_add_signed(i64::from(s.bblog_offset)).map(|b| (b, b + u64::from(s.bblog_size))))
+        .then(|| {
+            so.checked_add_signed(i64::from(s.bblog_offset))
+                .map(|b| (b, b + u64::from(s.bblog_size)))
+        })
         .flatten();
     if doff < so {
         // 1.0: metadata after the data.
@@ -449,8 +460,16 @@ pub(crate) fn choose_room(
     fit_sectors: Option<u64>,
 ) -> Result<Room> {
     let (need, dir) = min_change(old, new);
-    let before = rooms.iter().map(|r| r.map_or(0, |r| r.0)).min().unwrap_or(0);
-    let after = rooms.iter().map(|r| r.map_or(0, |r| r.1)).min().unwrap_or(0);
+    let before = rooms
+        .iter()
+        .map(|r| r.map_or(0, |r| r.0))
+        .min()
+        .unwrap_or(0);
+    let after = rooms
+        .iter()
+        .map(|r| r.map_or(0, |r| r.1))
+        .min()
+        .unwrap_or(0);
     let align = old.chunk_sectors.max(new.chunk_sectors).max(8);
     let pick = |avail: u64| -> u64 {
         // mdadm takes the minimum for a change of member count; for the same count it
@@ -512,7 +531,11 @@ pub(crate) fn plan_restripe(
     };
     let new_offsets: Vec<u64> = (0..new.raid_disks)
         .map(|r| {
-            let o = old_offsets.get(r).or(old_offsets.first()).copied().unwrap_or(0);
+            let o = old_offsets
+                .get(r)
+                .or(old_offsets.first())
+                .copied()
+                .unwrap_or(0);
             o.saturating_add_signed(change)
         })
         .collect();
@@ -571,7 +594,13 @@ pub(crate) fn problems(arr: &Array) -> Vec<String> {
 /// Measure each member's sequential read speed (bytes per second, 8 MiB from the middle
 /// of its data area, read in parallel).
 pub(crate) fn measure(arr: &Array) -> Vec<(String, u64)> {
-    let members: Vec<_> = arr.slots().iter().flatten().filter(|m| !m.is_failed()).cloned().collect();
+    let members: Vec<_> = arr
+        .slots()
+        .iter()
+        .flatten()
+        .filter(|m| !m.is_failed())
+        .cloned()
+        .collect();
     std::thread::scope(|sc| {
         let hs: Vec<_> = members
             .iter()
@@ -609,7 +638,9 @@ impl Array {
             return s.plan_reshape(req);
         }
         if self.route().is_some() {
-            return Err(invalid("a reshape is already in progress on this array; continue it (or revert it) first"));
+            return Err(invalid(
+                "a reshape is already in progress on this array; continue it (or revert it) first",
+            ));
         }
         let cur = self.geo.clone();
         let st = stages(&cur, req)?;
@@ -668,7 +699,9 @@ impl Array {
                     },
                     to: crate::array::reshape::ShapeInfo::of(s.to()),
                     build_roles: match s {
-                        Stage::Takeover { sources, .. } => (0..sources.len()).filter(|&r| sources[r].is_empty()).collect(),
+                        Stage::Takeover { sources, .. } => (0..sources.len())
+                            .filter(|&r| sources[r].is_empty())
+                            .collect(),
                         Stage::Restripe { .. } => Vec::new(),
                     },
                 })
@@ -687,15 +720,31 @@ impl Array {
     /// Each role's data start (the array's members; a missing role gets the first one's).
     pub(crate) fn old_offsets(&self, g: &Geometry) -> Vec<u64> {
         let slots = self.slots();
-        let first = slots.iter().flatten().map(|m| m.data_offset).next().unwrap_or(0);
+        let first = slots
+            .iter()
+            .flatten()
+            .map(|m| m.data_offset)
+            .next()
+            .unwrap_or(0);
         (0..g.raid_disks)
-            .map(|r| slots.get(r).cloned().flatten().map_or(first, |m| m.data_offset))
+            .map(|r| {
+                slots
+                    .get(r)
+                    .cloned()
+                    .flatten()
+                    .map_or(first, |m| m.data_offset)
+            })
             .collect()
     }
 
     /// Where a restripe from `from` to `to` puts its data on this array's members (and
     /// the spares it will take for new roles).
-    pub(crate) fn restripe_room(&self, from: &Geometry, to: &Geometry, req: &ReshapeRequest) -> Result<Room> {
+    pub(crate) fn restripe_room(
+        &self,
+        from: &Geometry,
+        to: &Geometry,
+        req: &ReshapeRequest,
+    ) -> Result<Room> {
         let meta = lock(&self.meta.sb);
         let devs = self.devs();
         let live = self.live_devices();
@@ -730,8 +779,17 @@ impl Array {
 
     /// A restripe that ends with less room than the data needs must be confirmed with
     /// the array size (mdadm's rule: `--array-size` first).
-    pub(crate) fn check_shrink(&self, cur: &Geometry, st: &[Stage], req: &ReshapeRequest) -> Result<()> {
-        let min_after = st.iter().map(|s| s.to().array_sectors()).min().unwrap_or(u64::MAX);
+    pub(crate) fn check_shrink(
+        &self,
+        cur: &Geometry,
+        st: &[Stage],
+        req: &ReshapeRequest,
+    ) -> Result<()> {
+        let min_after = st
+            .iter()
+            .map(|s| s.to().array_sectors())
+            .min()
+            .unwrap_or(u64::MAX);
         let now = cur.array_sectors();
         if min_after >= now {
             return Ok(());

@@ -10,7 +10,7 @@ mod write;
 
 use crate::array::Array;
 use crate::assemble::{assemble, AssembleOptions};
-use crate::dev::{BlockDev, FileDev};
+use crate::dev::BlockDev;
 use crate::error::{EngineError, Found, Result};
 use crate::sb::{probe, Metadata};
 use crate::sync::{self, SyncMode};
