@@ -768,9 +768,11 @@ impl Supervisor {
         *job = Some(self.spawn_job("recovery", move |stop| {
             let opts = me.rebuild_options(&stop);
             let t0 = Instant::now();
-            let r = me.array.re_add_with(dev, discard_its_changes, &opts, &mut |d, t| {
-                me.progress(d, t)
-            });
+            let r = me
+                .array
+                .re_add_with(dev, discard_its_changes, &opts, &mut |d, t| {
+                    me.progress(d, t)
+                });
             let (v, copied, error) = match r {
                 Ok(rep) => {
                     let _ = me.array.mark_clean();

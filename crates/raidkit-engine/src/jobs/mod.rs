@@ -7,6 +7,6 @@ pub mod grow;
 pub mod members;
 pub mod rebuild;
 pub mod replace;
-pub(crate) mod returning;
 pub mod reshape;
+pub(crate) mod returning;
 pub mod sync;

@@ -73,7 +73,11 @@ impl Supervisor {
         };
         let slots = self.array.slots();
         let m = slots.get(*role)?.as_ref()?;
-        m.dev.network()?;
+        // Its connection goes at once (requests still in flight on it fail now): only a
+        // new connection and a catch-up make it whole again.
+        m.dev
+            .network()?
+            .disconnect("failed by the array; a new connection and a catch-up follow");
         Some(Event::MemberDisconnected {
             role: *role,
             device: device.clone(),
