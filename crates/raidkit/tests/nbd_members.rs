@@ -177,9 +177,7 @@ fn data_area(p: &Path) -> Vec<u8> {
 
 /// A RAID1 of `local.img` and `remote.img` behind nbdkit; returns (dir, nbdkit, URI).
 fn setup(tag: &str) -> Option<(TempDir, PathBuf, Killing, String)> {
-    let Some(nbdkit_bin) = proc::system_tool("nbdkit", "nbd_members") else {
-        return None;
-    };
+    let nbdkit_bin = proc::system_tool("nbdkit", "nbd_members")?;
     let td = TempDir::new(&format!("rk-netmem-{tag}")).unwrap();
     let d = td.path().to_path_buf();
     for f in ["local.img", "remote.img"] {

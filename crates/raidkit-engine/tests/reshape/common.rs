@@ -105,6 +105,7 @@ pub fn make(level: Level, layout: &str, n: usize, meta: &str, chunk_k: u64, extr
     }
 }
 
+#[allow(clippy::ptr_arg)] // used as `.map(open)` over `&PathBuf`s
 pub fn open(p: &PathBuf) -> Arc<dyn BlockDev> {
     Arc::new(FileDev::open(p, true).unwrap())
 }
