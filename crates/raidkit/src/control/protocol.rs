@@ -98,7 +98,7 @@ pub enum ManageOp {
         member: PathBuf,
         /// Take it back even if it changed while it was away (split brain, or newer than
         /// the array): it is rebuilt in full and its own changes are lost.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         discard_its_changes: bool,
     },
     /// Hot-replace an active member.
