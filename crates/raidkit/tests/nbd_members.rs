@@ -224,6 +224,11 @@ fn black_holed_remote_is_failed_at_its_deadline_and_stop_does_not_wait() {
     assert_eq!(st["link"]["state"], "connected", "{st}");
     let c = client(d);
     write_flush(&c, 0, &proc::xorshift_bytes(MIB as usize, 1));
+    let text = ok(d, &["status"]);
+    assert!(
+        text.contains(&format!("{uri}: connected for")) && text.contains("latency"),
+        "{text}"
+    );
 
     remote.signal("STOP");
     let data = proc::xorshift_bytes(MIB as usize, 2);
@@ -238,6 +243,8 @@ fn black_holed_remote_is_failed_at_its_deadline_and_stop_does_not_wait() {
     let ev = wait_event(d, "member_disconnected", 10);
     let st = member(d, 1);
     assert_eq!(st["link"]["state"], "disconnected", "{st}");
+    let text = ok(d, &["status"]);
+    assert!(text.contains(&format!("{uri}: disconnected for")), "{text}");
     assert_eq!(ev["role"], 1, "{ev}");
     // Later writes do not wait at all on the failed member.
     let took = write_flush(&c, 8 * MIB, &data);
