@@ -104,7 +104,10 @@ fn nbdkit(nbdkit: &Path, d: &Path, sock: &Path, file: &str, log: &str) -> Killin
         .spawn()
         .expect("start nbdkit");
     let k = Killing(Some(c));
-    proc::wait_for("nbdkit's socket", 20, || sock.exists());
+    // Until it accepts (the socket file exists from bind(), before listen()).
+    proc::wait_for("nbdkit's socket", 20, || {
+        std::os::unix::net::UnixStream::connect(sock).is_ok()
+    });
     k
 }
 
