@@ -9,7 +9,7 @@
 #          (synchronous mirroring: a write is acknowledged once both copies have it)
 #   read   sequential 1 MiB reads, QD4, of what was written; the bytes each member read
 #          come from raidkit's member counters (status --json)
-#   return the remote killed, SIZE/256 MiB (at least 1 MiB) written at spread offsets, the remote
+#   return the remote killed, CHANGED_MIB (default 1) MiB written at spread offsets, the remote
 #          restarted: time from its restart to in sync, and the bytes copied to it
 # RAIDKIT=path picks the binary.
 set -euo pipefail
@@ -95,7 +95,7 @@ for r in $(seq "$ROUNDS"); do
   python3 -c "print('$r read - $local_r $raid_r', '-', f'{$raid_r/$local_r:.2f}', '$reads')"
   # Return: the remote killed, writes spread over the array, the remote restarted.
   stop_nbdkit -KILL
-  n=$(( SIZE / 256 > 1 ? SIZE / 256 : 1 ))
+  n="${CHANGED_MIB:-1}"
   for i in $(seq 0 $((n - 1))); do
     fio --name=d --ioengine=nbd --uri="$URI_A" --rw=write --bs=1M --size=1M \
       --offset=$(( (i * SIZE / n) << 20 )) --end_fsync=1 >/dev/null 2>&1
