@@ -1,9 +1,10 @@
 //! Network members come back by themselves: a failed network member is reconnected with
 //! back-off, and when the same member (array UUID, role, and a history that did not move
 //! on without us) answers again, it is re-added with a catch-up of only the bitmap's dirty
-//! regions. A member that changed while it was away (split brain, or newer than us) is
-//! refused once, with an event saying what happened and which side to keep; it is then
-//! left alone until the administrator re-adds it.
+//! regions. A member that changed while it was away (split brain, or newer than us), or
+//! is not that member any more (a blank disk, another array's), is refused once, with an
+//! event saying what happened (and which side to keep); it is then left alone until the
+//! administrator re-adds or replaces it.
 //!
 //! A failed member's old connection is always dropped first: writes it acknowledged but
 //! had not made durable may be gone, so only a new connection and a catch-up make it whole.
@@ -154,9 +155,17 @@ impl Supervisor {
         });
         match self.re_add_dev(Arc::clone(dev), false) {
             Ok(()) => {}
-            Err(super::SupervisorError::Engine(EngineError::Diverged { why, .. })) => {
+            // Changed while away, or not this member any more (another array's disk, a
+            // blank one, its role taken): the administrator decides; not retried.
+            Err(super::SupervisorError::Engine(
+                e @ (EngineError::Diverged { .. } | EngineError::Invalid(_)),
+            )) => {
                 a.refused = true;
-                net.disconnect("refused: it changed while it was away");
+                net.disconnect("not re-added");
+                let why = match e {
+                    EngineError::Diverged { why, .. } => why,
+                    other => other.to_string(),
+                };
                 self.emit(Event::MemberRefused {
                     role,
                     device: dev.name().to_string(),
