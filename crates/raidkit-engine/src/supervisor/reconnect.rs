@@ -72,7 +72,8 @@ impl Supervisor {
         else {
             return None;
         };
-        let slots = self.array.slots();
+        let cur = self.cur();
+        let slots = cur.slots();
         let m = slots.get(*role)?.as_ref()?;
         // Its connection goes at once (requests still in flight on it fail now): only a
         // new connection and a catch-up make it whole again.
@@ -88,7 +89,7 @@ impl Supervisor {
 
     /// Start the reconnector thread (once; it ends with the supervisor or at shutdown).
     pub(super) fn start_reconnector(self: &Arc<Self>) {
-        if !self.array.is_writable() || self.reconnecting.swap(true, Ordering::AcqRel) {
+        if !self.cur().is_writable() || self.reconnecting.swap(true, Ordering::AcqRel) {
             return;
         }
         let weak = Arc::downgrade(self);
@@ -114,7 +115,7 @@ impl Supervisor {
     /// when its back-off has passed, and re-add it once connected.
     fn reconnect_pass(self: &Arc<Self>, away: &mut HashMap<usize, Away>) {
         let failed: Vec<(usize, Arc<dyn BlockDev>)> = self
-            .array
+            .cur()
             .slots()
             .iter()
             .enumerate()
