@@ -70,6 +70,16 @@ pub enum EngineError {
     /// Geometry rejected by the layout library.
     #[error("invalid array geometry: {0}")]
     Geometry(#[from] raidkit_layout::LayoutError),
+    /// A member coming back changed while it was away (it ran without this array: its
+    /// events are newer, or both sides ran degraded — split brain): taking it back with a
+    /// catch-up would mix two histories. Nothing was written.
+    #[error("not re-adding {device}: {why}")]
+    Diverged {
+        /// Device name.
+        device: String,
+        /// What happened, and which side to keep.
+        why: String,
+    },
     /// Refused to write to something that does not look like ours.
     #[error("refusing to use {device}: {why}")]
     Refused {

@@ -8,6 +8,7 @@
 mod error;
 mod event;
 mod idle;
+mod reconnect;
 mod reshape;
 mod state_file;
 mod status;
@@ -21,7 +22,7 @@ pub use status::{
 };
 
 use crate::array::{lock, Array, ArrayEvent};
-use crate::dev::{BlockDev, FileDev};
+
 use crate::error::EngineError;
 use crate::rebuild::{rebuild, RebuildOptions};
 use crate::sync::{run_opts, SyncMode, SyncOptions, SyncReport};
@@ -65,6 +66,8 @@ pub struct Supervisor {
     events: Mutex<Events>,
     last_result: Mutex<Option<JobResult>>,
     shutting_down: AtomicBool,
+    /// The thread that brings failed network members back is running.
+    reconnecting: AtomicBool,
     /// Where a stopped check/repair records its resume position (see
     /// [`Supervisor::set_scrub_state_file`]).
     scrub_state: Mutex<Option<PathBuf>>,
@@ -136,6 +139,7 @@ impl Supervisor {
             events: Mutex::new(Events::default()),
             last_result: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
+            reconnecting: AtomicBool::new(false),
             scrub_state: Mutex::new(None),
             reshape_paused: Arc::new(AtomicBool::new(false)),
         });
@@ -235,7 +239,12 @@ impl Supervisor {
 
     fn on_array_event(self: &Arc<Self>, e: ArrayEvent) {
         let failed = matches!(e, ArrayEvent::MemberFailed { .. });
+        let network = self.network_member_failed(&e);
         self.emit(Event::Array(e));
+        if let Some(ev) = network {
+            self.emit(ev);
+            self.start_reconnector();
+        }
         if failed {
             if self.cur().is_degraded() {
                 self.emit_degraded();
@@ -599,10 +608,8 @@ impl Supervisor {
         if let Some(n) = spare {
             return Ok(n);
         }
-        let dev: Arc<dyn BlockDev> = Arc::new(
-            FileDev::open(p, true)
-                .map_err(|e| EngineError::io(&ps, "opening the replacement", e))?,
-        );
+        let dev = crate::dev::open_member(p, true)
+            .map_err(|e| EngineError::io(&ps, "opening the replacement", e))?;
         let n = dev.name().to_string();
         self.cur().add_spare(dev, force)?;
         Ok(n)
@@ -731,9 +738,9 @@ impl Supervisor {
 
     /// Add a device as a spare; if a role is missing, recovery onto it starts.
     pub fn add(self: &Arc<Self>, path: &Path, force: bool) -> Result<()> {
-        let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(path, true).map_err(|e| {
+        let dev = crate::dev::open_member(path, true).map_err(|e| {
             EngineError::io(&path.display().to_string(), "opening the new member", e)
-        })?);
+        })?;
         self.cur().add_spare(dev, force)?;
         if !self.cur().missing_roles().is_empty() {
             self.sync_action("recover")?;
@@ -741,29 +748,70 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Re-add a member that left (bitmap-guided when possible), in the background.
-    pub fn re_add(self: &Arc<Self>, path: &Path) -> Result<()> {
-        let dev: Arc<dyn BlockDev> =
-            Arc::new(FileDev::open(path, true).map_err(|e| {
-                EngineError::io(&path.display().to_string(), "opening the member", e)
-            })?);
+    /// Re-add a member that left (bitmap-guided when possible), in the background. One
+    /// that changed while it was away (split brain, or newer than this array) is refused
+    /// unless `discard_its_changes` (then it is rebuilt in full from this array).
+    pub fn re_add(self: &Arc<Self>, path: &Path, discard_its_changes: bool) -> Result<()> {
+        let dev = crate::dev::open_member(path, true)
+            .map_err(|e| EngineError::io(&path.display().to_string(), "opening the member", e))?;
+        self.re_add_dev(dev, discard_its_changes)
+    }
+
+    /// [`Supervisor::re_add`] of an open device: checked now (nothing written if it is
+    /// refused), caught up in the background.
+    fn re_add_dev(
+        self: &Arc<Self>,
+        dev: Arc<dyn crate::dev::BlockDev>,
+        discard_its_changes: bool,
+    ) -> Result<()> {
         let mut job = lock(&self.job);
         self.busy(&job)?;
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(EngineError::Invalid("the array is stopping".into()).into());
+        }
+        let (sb, role) = self
+            .array
+            .returning_member(dev.as_ref(), discard_its_changes)?;
+        let guided = self.cur().guided_catch_up(&sb, discard_its_changes);
+        let device = dev.name().to_string();
+        self.emit(Event::ResyncStarted {
+            role,
+            device: device.clone(),
+            bitmap_guided: guided,
+        });
         let me = self.clone();
         *job = Some(self.spawn_job("recovery", move |stop| {
             let opts = me.rebuild_options(&stop);
-            let v = match me.cur().re_add(dev, &opts, &mut |d, t| me.progress(d, t)) {
+            let t0 = Instant::now();
+            let r = me
+                .cur()
+                .re_add_with(dev, discard_its_changes, &opts, &mut |d, t| {
+                    me.progress(d, t)
+                });
+            let (v, copied, error) = match r {
                 Ok(rep) => {
                     let _ = me.cur().mark_clean();
-                    JobResult::Rebuild(RebuildResult {
+                    let sectors = rep.sectors;
+                    let v = JobResult::Rebuild(RebuildResult {
                         action: "re-add".into(),
                         roles: rep.roles,
-                        sectors: Some(rep.sectors),
+                        sectors: Some(sectors),
                         lost: rep.lost,
-                    })
+                    });
+                    (v, sectors * 512, None)
                 }
-                Err(e) => JobResult::failed("re-add", e),
+                Err(e) => {
+                    let msg = e.to_string();
+                    (JobResult::failed("re-add", e), 0, Some(msg))
+                }
             };
+            me.emit(Event::ResyncFinished {
+                role,
+                device,
+                bytes_copied: copied,
+                millis: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+                error,
+            });
             me.emit(Event::RebuildFinished(v.clone()));
             *lock(&me.last_result) = Some(v);
             me.set_idle();

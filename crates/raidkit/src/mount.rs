@@ -54,6 +54,8 @@ pub struct MountArgs {
     pub checksums: Option<PathBuf>,
     #[command(flatten)]
     pub control: ControlArgs,
+    #[command(flatten)]
+    pub member: crate::online::MemberArgs,
     /// Member devices or files, in any order.
     #[arg(required = true, num_args = 1.., value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -70,6 +72,7 @@ pub fn run(a: MountArgs) -> Result<()> {
     // Before assembling (and maybe resyncing), so a typo fails fast.
     raidkit_fuse::check_mountpoint(&a.mountpoint)?;
     crate::control::prepare_run_dir()?;
+    a.member.apply();
     let spec = ArraySpec {
         members: a.members.clone(),
         read_only: a.read_only,

@@ -43,6 +43,34 @@ impl ControlArgs {
     }
 }
 
+/// Member options shared by `serve` and `mount`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MemberArgs {
+    /// Deadline of every member IO (e.g. `5s`, `500ms`): a member that has not answered
+    /// by then is failed and the IO completes on the other copies (default: 5 s for
+    /// network members, 30 s for local ones; RAIDKIT_MEMBER_TIMEOUT in the environment).
+    #[arg(long, value_name = "DURATION", value_parser = parse_member_timeout)]
+    pub member_timeout: Option<std::time::Duration>,
+}
+
+fn parse_member_timeout(v: &str) -> Result<std::time::Duration, String> {
+    let d = raidkit_engine::dev::fault::duration(v)
+        .map_err(|e| format!("{e} (a duration such as 5s or 500ms)"))?;
+    if d.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    Ok(d)
+}
+
+impl MemberArgs {
+    /// Apply the options (process-wide), before any member is opened.
+    pub fn apply(&self) {
+        if self.member_timeout.is_some() {
+            raidkit_engine::dev::io::set_member_timeout(self.member_timeout);
+        }
+    }
+}
+
 /// One array to bring online.
 #[derive(Clone, Debug, Default)]
 pub struct ArraySpec {

@@ -282,6 +282,10 @@ pub struct MemberInfo {
     pub role: Option<usize>,
     /// `in_sync`, `recovering`, `failed`, `replacement` (being built for the role), `spare`.
     pub state: String,
+    /// A network member's link: connected / connecting / disconnected since when, request
+    /// latency (absent for local members).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<crate::dev::nbd::LinkStatus>,
 }
 
 impl Array {
@@ -360,6 +364,7 @@ impl Array {
                     device: m.dev.name().to_string(),
                     role: Some(r),
                     state: state.into(),
+                    link: m.dev.network().map(|n| n.link_status()),
                 });
             }
         }
@@ -369,6 +374,7 @@ impl Array {
                     device: m.dev.name().to_string(),
                     role: Some(r),
                     state: "replacement".into(),
+                    link: m.dev.network().map(|n| n.link_status()),
                 });
             }
         }
@@ -378,6 +384,7 @@ impl Array {
                 device: devs[i].name().to_string(),
                 role: None,
                 state: "spare".into(),
+                link: devs[i].network().map(|n| n.link_status()),
             });
         }
         v
@@ -574,7 +581,7 @@ impl Array {
                 Ok(true)
             }
             Err(e) => {
-                if io::is_timeout(&e) {
+                if io::is_gone(&e) {
                     let _ = self.fail_member(role, &format!("read: {e}"));
                 }
                 Err(EngineError::io(m.dev.name(), "reading member data", e))
@@ -603,9 +610,9 @@ impl Array {
                 }
                 Ok(true)
             }
-            // A member that does not answer is failed (no bad block: the whole member
-            // is gone, not a sector).
-            Err(e) if io::is_timeout(&e) => {
+            // A member that does not answer, or whose connection is lost, is failed (no
+            // bad block: the whole member is gone, not a sector).
+            Err(e) if io::is_gone(&e) => {
                 self.fail_member(role, &format!("write: {e}"))?;
                 Ok(false)
             }

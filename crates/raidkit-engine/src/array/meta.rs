@@ -331,14 +331,47 @@ impl Array {
     }
 
     pub(crate) fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        if let Some(bm) = self.bm().as_ref() {
-            let mut b = lock(bm);
-            if b.mark(start, n) {
-                let live = self.live_devices();
-                b.write_bits(&self.devs(), &live)?;
+        let gone = match self.bm().as_ref() {
+            Some(bm) => {
+                let mut b = lock(bm);
+                if !b.mark(start, n) {
+                    return Ok(());
+                }
+                self.write_bits_live(&b)?
+            }
+            None => return Ok(()),
+        };
+        // Failed once the bitmap lock is dropped (failing writes superblocks): the bits
+        // are on every other member.
+        for (index, why) in gone {
+            let role = self
+                .slots()
+                .iter()
+                .position(|m| m.as_ref().is_some_and(|m| m.index == index));
+            if let Some(role) = role {
+                self.fail_member(role, &format!("bitmap: {why}"))?;
             }
         }
         Ok(())
+    }
+
+    /// Write the bitmap to every live member; one that is gone (no answer by its
+    /// deadline, connection lost) is skipped and returned (device index, why) for the
+    /// caller to fail, unless no member took the bits.
+    fn write_bits_live(&self, b: &crate::bitmap::RunBitmap) -> Result<Vec<(usize, String)>> {
+        let live = self.live_devices();
+        let devs = self.devs();
+        let mut gone = Vec::new();
+        for &i in &live {
+            match b.write_bits_to(devs[i].as_ref(), i) {
+                Ok(()) => {}
+                Err(e) if is_gone(&e) && gone.len() + 1 < live.len() => {
+                    gone.push((i, e.to_string()));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(gone)
     }
 
     pub(crate) fn set_resync_done(&self) {
@@ -379,4 +412,9 @@ pub(crate) fn update_090_counts(s: &mut v090::SuperblockV090, missing: &[usize])
     if let Some(d) = s.disks.get(s.this_disk.number as usize) {
         s.this_disk = *d;
     }
+}
+
+/// Is this the error of a member that is gone as a whole (see [`crate::dev::io::is_gone`])?
+fn is_gone(e: &EngineError) -> bool {
+    matches!(e, EngineError::Io { source, .. } if crate::dev::io::is_gone(source))
 }

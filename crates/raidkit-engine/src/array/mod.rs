@@ -250,7 +250,7 @@ impl Array {
         for ((role, m), r) in live.iter().zip(results) {
             match r {
                 Ok(()) => {}
-                Err(e) if io::is_timeout(&e) => self.fail_member(*role, &format!("flush: {e}"))?,
+                Err(e) if io::is_gone(&e) => self.fail_member(*role, &format!("flush: {e}"))?,
                 Err(e) => return Err(EngineError::io(m.dev.name(), "flushing", e)),
             }
         }

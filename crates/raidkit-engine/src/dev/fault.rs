@@ -427,6 +427,12 @@ impl BlockDev for FaultDev {
     fn submission(&self) -> Submission<'_> {
         Submission::Async(self)
     }
+    fn default_timeout(&self) -> Option<Duration> {
+        self.inner.default_timeout()
+    }
+    fn network(&self) -> Option<&crate::dev::nbd::NbdDev> {
+        self.inner.network()
+    }
 }
 
 #[cfg(test)]

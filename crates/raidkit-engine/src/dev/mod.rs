@@ -1,8 +1,11 @@
-//! Member devices: plain files and block devices, accessed with positioned IO; [`io`]:
-//! the member IO layer (batches, io_uring or IO threads, deadlines).
+//! Member devices: plain files and block devices, accessed with positioned IO; network
+//! members ([`nbd`]: NBD exports); [`io`]: the member IO layer (batches, io_uring or IO
+//! threads, deadlines). [`open_member`] is the one place a member named by the user is
+//! opened.
 
 pub mod fault;
 pub mod io;
+pub mod nbd;
 
 use std::fs::{File, OpenOptions};
 use std::io as stdio;
@@ -49,6 +52,50 @@ pub trait BlockDev: Send + Sync {
     fn default_timeout(&self) -> Option<std::time::Duration> {
         None
     }
+    /// The network member behind this device, if it is one (its link: state, reconnect).
+    fn network(&self) -> Option<&nbd::NbdDev> {
+        None
+    }
+}
+
+/// Open a member as the user named it — the one place this is done: an NBD URI (a
+/// network member, [`nbd::NbdDev`]), a fault-injection spec (`fault:RULES:MEMBER`, see
+/// [`fault`]; MEMBER is any of these), or the path of a file or block device. With
+/// `write` the member is opened for writing (and claimed, see [`FileDev::open`]).
+pub fn open_member(spec: &Path, write: bool) -> stdio::Result<std::sync::Arc<dyn BlockDev>> {
+    open_boxed(spec, write).map(std::sync::Arc::from)
+}
+
+fn open_boxed(spec: &Path, write: bool) -> stdio::Result<Box<dyn BlockDev>> {
+    let text = spec.to_str();
+    if let Some(parsed) = text.and_then(fault::parse_spec) {
+        let (rules, inner) =
+            parsed.map_err(|e| stdio::Error::new(stdio::ErrorKind::InvalidInput, e))?;
+        let inner = open_boxed(&inner, write)?;
+        return Ok(Box::new(fault::FaultDev::new(inner, rules)));
+    }
+    if let Some(uri) = text.filter(|t| nbd::is_nbd_uri(t)) {
+        return Ok(Box::new(nbd::NbdDev::open(uri, write)?));
+    }
+    Ok(Box::new(FileDev::open(spec, write)?))
+}
+
+/// What makes two member names the same device: a file's `(st_dev, st_ino)`, a block
+/// device's number, or an NBD URI as written.
+pub fn identity(spec: &Path) -> stdio::Result<String> {
+    let text = spec.to_str().unwrap_or_default();
+    if let Some(Ok((_, inner))) = fault::parse_spec(text) {
+        return identity(&inner);
+    }
+    if nbd::is_nbd_uri(text) {
+        return Ok(text.to_string());
+    }
+    let md = std::fs::metadata(spec)?;
+    Ok(if md.file_type().is_file() {
+        format!("file {}:{}", md.dev(), md.ino())
+    } else {
+        format!("device {}", md.rdev())
+    })
 }
 
 /// Check that `[offset, offset + len)` lies within a device of `size` bytes.

@@ -8,4 +8,5 @@ pub mod members;
 pub mod rebuild;
 pub mod replace;
 pub mod reshape;
+pub(crate) mod returning;
 pub mod sync;

@@ -412,9 +412,24 @@ impl Array {
     /// Re-add a member that left the array (md's `--re-add`). If the write-intent bitmap
     /// still covers every write it missed (its events ≥ the bitmap's `events_cleared`),
     /// only the dirty regions are resynced; otherwise it is rebuilt in full.
+    /// A member that changed while it was away (split brain, or newer than us) is refused
+    /// ([`EngineError::Diverged`]); see [`Array::re_add_with`].
     pub fn re_add(
         &self,
         dev: Arc<dyn BlockDev>,
+        opts: &RebuildOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<RebuildReport> {
+        self.re_add_with(dev, false, opts, progress)
+    }
+
+    /// [`Array::re_add`]; with `discard_its_changes` a member that changed while it was
+    /// away is taken back anyway, rebuilt in full from this array (whatever it wrote on
+    /// its own is lost: the admin chose this side).
+    pub fn re_add_with(
+        &self,
+        dev: Arc<dyn BlockDev>,
+        discard_its_changes: bool,
         opts: &RebuildOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<RebuildReport> {
@@ -423,36 +438,13 @@ impl Array {
                 "the array was assembled read-only".into(),
             ));
         }
-        let name = dev.name().to_string();
-        let found = crate::sb::probe(dev.as_ref())?;
-        let Some((sb, true)) = found.found.into_iter().find(|(s, _)| s.uuid() == self.uuid) else {
-            return Err(EngineError::Invalid(format!(
-                "{name} carries no valid superblock of this array; add it as a new member instead"
-            )));
+        let (sb, role) = self.returning_member(dev.as_ref(), discard_its_changes)?;
+        // Which regions did it miss? (None: all of them.)
+        let guided = if self.guided_catch_up(&sb, discard_its_changes) {
+            self.bm().as_ref().map(|bm| lock(bm).dirty())
+        } else {
+            None
         };
-        let crate::sb::Role::Active(role) = sb.own_role() else {
-            return Err(EngineError::Invalid(format!(
-                "{name} was not an active member; add it as a new member instead"
-            )));
-        };
-        if self.member(role).is_some() {
-            return Err(EngineError::Invalid(format!(
-                "role {role} of {name} is occupied by a working member; nothing to re-add"
-            )));
-        }
-        // Which regions did it miss?
-        let (guided, cleared) = match self.bm().as_ref() {
-            Some(bm) => {
-                let b = lock(bm);
-                if sb.events() >= b.sb.events_cleared {
-                    (Some(b.dirty()), b.sb.events_cleared)
-                } else {
-                    (None, b.sb.events_cleared)
-                }
-            }
-            None => (None, 0),
-        };
-        let _ = cleared;
         // Register it in its old role, unreadable until resynced.
         let idx = self.add_device(dev.clone());
         let m = {

@@ -152,15 +152,20 @@ impl RunBitmap {
     /// Write superblock and bits to every live device and flush them (see
     /// [`RunBitmap::write_header`]).
     pub fn write_bits(&self, devs: &[Arc<dyn BlockDev>], live: &[usize]) -> Result<()> {
-        let mut buf = self.sb.encode();
-        buf.extend_from_slice(&self.bits);
         for &i in live {
-            if let Some(Some(loc)) = self.locs.get(i) {
-                let d = devs[i].as_ref();
-                write_region(d, loc * 512, &buf)?;
-                d.flush()
-                    .map_err(|e| EngineError::io(d.name(), "flushing the bitmap", e))?;
-            }
+            self.write_bits_to(devs[i].as_ref(), i)?;
+        }
+        Ok(())
+    }
+
+    /// Write superblock and bits to one device (index `i`) and flush it.
+    pub fn write_bits_to(&self, d: &dyn BlockDev, i: usize) -> Result<()> {
+        if let Some(Some(loc)) = self.locs.get(i) {
+            let mut buf = self.sb.encode();
+            buf.extend_from_slice(&self.bits);
+            write_region(d, loc * 512, &buf)?;
+            d.flush()
+                .map_err(|e| EngineError::io(d.name(), "flushing the bitmap", e))?;
         }
         Ok(())
     }

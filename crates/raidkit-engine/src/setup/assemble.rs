@@ -4,7 +4,7 @@
 use crate::array::meta::Meta;
 use crate::array::{Array, Member};
 use crate::bitmap::RunBitmap;
-use crate::dev::{BlockDev, FileDev};
+use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
 use crate::sb::{probe, Metadata, Role, Super};
 use crate::setup::reshaping::Reshaping;
@@ -12,7 +12,6 @@ use raidkit_format::badblocks;
 use raidkit_format::v1::{feature, role as v1role};
 use raidkit_format::MAX_SECTOR;
 use raidkit_layout::{Geometry, Level};
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -32,40 +31,25 @@ pub struct AssembleOptions {
     pub backup_file: Option<PathBuf>,
 }
 
-/// Open the given paths and assemble them.
+/// Open the given members (paths, NBD URIs, fault specs: see
+/// [`crate::dev::open_member`]) and assemble them.
 pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array> {
-    let mut seen: Vec<((u64, u64), String)> = Vec::new();
+    let mut seen: Vec<(String, String)> = Vec::new();
     let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
     for p in paths {
-        let real: PathBuf = match p.to_str().and_then(crate::fault::parse_spec) {
-            Some(Ok((_, path))) => path,
-            _ => p.clone(),
-        };
-        let md = std::fs::metadata(&real)
-            .map_err(|e| EngineError::io(&p.display().to_string(), "looking up the member", e))?;
-        let id = if md.file_type().is_file() {
-            (md.dev(), md.ino())
-        } else {
-            (u64::MAX, md.rdev())
-        };
+        let name = p.display().to_string();
+        let id = crate::dev::identity(p)
+            .map_err(|e| EngineError::io(&name, "looking up the member", e))?;
         if let Some((_, other)) = seen.iter().find(|(i, _)| *i == id) {
             return Err(EngineError::BadMember {
-                device: p.display().to_string(),
+                device: name,
                 why: format!("is the same device as {other}; give each member once"),
             });
         }
-        seen.push((id, p.display().to_string()));
-        if let Some(spec) = p.to_str().and_then(crate::fault::parse_spec) {
-            let (rules, path) = spec.map_err(EngineError::Invalid)?;
-            let d = crate::fault::FaultDev::open(&path, rules, opts.writable).map_err(|e| {
-                EngineError::io(&path.display().to_string(), "opening the member", e)
-            })?;
-            devs.push(Arc::new(d));
-            continue;
-        }
-        let d = FileDev::open(p, opts.writable).map_err(|e| {
+        seen.push((id, name.clone()));
+        let d = crate::dev::open_member(p, opts.writable).map_err(|e| {
             EngineError::io(
-                &p.display().to_string(),
+                &name,
                 if opts.writable {
                     "opening the member for writing"
                 } else {
@@ -74,7 +58,7 @@ pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array
                 e,
             )
         })?;
-        devs.push(Arc::new(d));
+        devs.push(d);
     }
     assemble(devs, opts)
 }

@@ -76,6 +76,57 @@ pub enum Event {
         /// Why.
         error: String,
     },
+    /// A network member's connection was lost or it missed a deadline: it is failed and
+    /// will be reconnected (with back-off) and re-added when it is back.
+    MemberDisconnected {
+        /// Its role.
+        role: usize,
+        /// The member (its URI).
+        device: String,
+        /// Why it was failed.
+        reason: String,
+    },
+    /// A failed network member answers again (the same export); its re-add follows.
+    MemberReconnected {
+        /// Its role.
+        role: usize,
+        /// The member (its URI).
+        device: String,
+        /// Connection attempts it took.
+        attempts: u64,
+    },
+    /// A member that came back was not re-added: it changed while it was away (split
+    /// brain, or newer than this array). `why` says what happened and which side to keep.
+    MemberRefused {
+        /// Its role.
+        role: usize,
+        /// The member.
+        device: String,
+        /// What happened and what to do.
+        why: String,
+    },
+    /// A returning member's catch-up started.
+    ResyncStarted {
+        /// Its role.
+        role: usize,
+        /// The member.
+        device: String,
+        /// Only the write-intent bitmap's dirty regions are copied (else: everything).
+        bitmap_guided: bool,
+    },
+    /// A returning member's catch-up ended.
+    ResyncFinished {
+        /// Its role.
+        role: usize,
+        /// The member.
+        device: String,
+        /// Bytes copied onto it.
+        bytes_copied: u64,
+        /// How long it took, milliseconds.
+        millis: u64,
+        /// Why it failed, if it did.
+        error: Option<String>,
+    },
     /// A test event, from a frontend (`note` is its text).
     Test {
         /// One sentence.
@@ -101,6 +152,11 @@ impl Event {
             Event::Bitmap(c) if c.bitmap => "bitmap_added",
             Event::Bitmap(_) => "bitmap_removed",
             Event::StateFileError { .. } => "state_file_error",
+            Event::MemberDisconnected { .. } => "member_disconnected",
+            Event::MemberReconnected { .. } => "member_reconnected",
+            Event::MemberRefused { .. } => "member_refused",
+            Event::ResyncStarted { .. } => "resync_started",
+            Event::ResyncFinished { .. } => "resync_finished",
             Event::Test { .. } => "test",
         }
     }

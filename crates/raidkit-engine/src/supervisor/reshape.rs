@@ -6,7 +6,7 @@
 
 use super::{lock, Event, JobResult, JobStatus, Result, Supervisor};
 use crate::array::reshape::ReshapeStatus;
-use crate::dev::{BlockDev, FileDev};
+use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::jobs::reshape::{self as rs, ReshapeEnd, ReshapeOptions, ReshapePlan, ReshapeRequest};
 use serde::Serialize;
@@ -54,9 +54,9 @@ impl Supervisor {
         paths
             .iter()
             .map(|p| -> Result<Arc<dyn BlockDev>> {
-                Ok(Arc::new(FileDev::open(p, true).map_err(|e| {
-                    EngineError::io(&p.display().to_string(), "opening the new member", e)
-                })?))
+                crate::dev::open_member(p, true).map_err(|e| {
+                    EngineError::io(&p.display().to_string(), "opening the new member", e).into()
+                })
             })
             .collect()
     }

@@ -42,14 +42,34 @@ impl Death {
     }
 }
 
-/// Where a request's reply lands.
+/// What an asynchronous request calls when it ends, from whichever thread ends it (the
+/// reader thread, or the one that closes the connection): the data of a read (empty for
+/// other requests), or the error.
+pub type Completion = Box<dyn FnOnce(Result<Vec<u8>, ClientError>) + Send>;
+
+/// Where a request's reply lands: in the slot for a waiter, or handed to its completion.
 pub(crate) struct Slot {
     result: Mutex<Option<Result<Vec<u8>, ClientError>>>,
     ready: Condvar,
+    on_done: Mutex<Option<Completion>>,
 }
 
 impl Slot {
+    fn new(on_done: Option<Completion>) -> Slot {
+        Slot {
+            result: Mutex::new(None),
+            ready: Condvar::new(),
+            on_done: Mutex::new(on_done),
+        }
+    }
+
     fn set(&self, r: Result<Vec<u8>, ClientError>) {
+        let done = lock(&self.on_done).take();
+        if let Some(done) = done {
+            // Called outside every lock of the connection: it may submit again.
+            done(r);
+            return;
+        }
         let mut g = lock(&self.result);
         if g.is_none() {
             *g = Some(r);
@@ -239,23 +259,38 @@ impl Inner {
     /// `what` names it in errors; `after` is the time it was given.
     pub(crate) fn submit(
         &self,
-        mut req: Request,
+        req: Request,
         payload: &[u8],
         until: Instant,
         what: &str,
         after: Duration,
     ) -> Result<Arc<Slot>, ClientError> {
+        self.submit_with(req, payload, until, what, after, None)
+    }
+
+    /// [`Inner::submit`] whose reply goes to `on_done` instead of the slot. If this
+    /// returns an error, `on_done` has not been called and never will be, unless the
+    /// request was already in the table: then the connection is dead and `on_done` got
+    /// that error.
+    pub(crate) fn submit_with(
+        &self,
+        mut req: Request,
+        payload: &[u8],
+        until: Instant,
+        what: &str,
+        after: Duration,
+        on_done: Option<Completion>,
+    ) -> Result<Arc<Slot>, ClientError> {
         if let Some(e) = self.death() {
             return Err(e);
         }
         req.cookie = self.next_cookie.fetch_add(1, Ordering::Relaxed);
-        let slot = Arc::new(Slot {
-            result: Mutex::new(None),
-            ready: Condvar::new(),
-        });
+        let is_async = on_done.is_some();
+        let slot = Arc::new(Slot::new(on_done));
         let reads = req.typ == proto::CMD_READ;
+        let cookie = req.cookie;
         lock(&self.pending).insert(
-            req.cookie,
+            cookie,
             Entry {
                 req,
                 buf: if reads {
@@ -268,7 +303,25 @@ impl Inner {
                 slot: Arc::clone(&slot),
             },
         );
-        self.take_writer(until, what, after)?;
+        // A connection that died before the entry went in will never fail it: take it
+        // back. From here on, every error kills the connection, which fails the entry
+        // (an asynchronous request then has its answer through its completion).
+        if let Some(e) = self.death() {
+            if lock(&self.pending).remove(&cookie).is_some() || !is_async {
+                return Err(e);
+            }
+            return Ok(slot);
+        }
+        let delivered = |e: ClientError| {
+            if is_async {
+                Ok(Arc::clone(&slot))
+            } else {
+                Err(e)
+            }
+        };
+        if let Err(e) = self.take_writer(until, what, after) {
+            return delivered(e);
+        }
         let mut head = proto::encode_request(&req).to_vec();
         let small = payload.len() <= 64 << 10;
         if small {
@@ -282,12 +335,19 @@ impl Inner {
         bump(&self.counters.requests);
         match r {
             Ok(()) => Ok(slot),
-            Err(WireError::Timeout) => Err(self.timeout(what.to_string(), after)),
+            Err(WireError::Timeout) => delivered(self.timeout(what.to_string(), after)),
             Err(WireError::Closed(m)) => {
                 self.kill(Death::Closed(m));
-                Err(self.death().unwrap_or_else(|| Death::ByUser.error()))
+                delivered(self.death().unwrap_or_else(|| Death::ByUser.error()))
             }
         }
+    }
+
+    /// Close the connection because a request got no answer in time (a caller that
+    /// keeps its own deadlines, for asynchronous requests): every request in flight
+    /// fails at once.
+    pub(crate) fn expire(&self, what: String, after: Duration) {
+        self.kill(Death::Timeout { what, after });
     }
 
     /// Send `NBD_CMD_DISC` (it has no reply).

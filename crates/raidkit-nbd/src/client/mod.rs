@@ -19,18 +19,24 @@
 //! [`ClientError::Disconnected`]; so do later calls. Reconnecting is the caller's job:
 //! [`Client::connect`] again (it is cheap: one socket and a handshake).
 //!
+//! Asynchronous requests ([`Client::start_read`], [`Client::start_write`],
+//! [`Client::start_flush`]) are answered through a [`Completion`] instead; their caller
+//! keeps the deadlines and calls [`Client::expire`] when one passes.
+//!
 //! Layers: [`uri`] (NBD URIs), `wire` (the non-blocking socket, plain or TLS),
-//! `connect` (socket and handshake), `demux` (requests in flight, the reader thread).
+//! `connect` (socket and handshake), `demux` (requests in flight, the reader thread),
+//! `start` (asynchronous requests).
 
 mod connect;
 mod coverage;
 mod demux;
 mod error;
+mod start;
 mod tls;
 pub mod uri;
 mod wire;
 
-pub use demux::ClientStats;
+pub use demux::{ClientStats, Completion};
 pub use error::ClientError;
 pub use tls::ClientTls;
 pub use uri::{Endpoint, NbdUri};

@@ -3,7 +3,6 @@
 use crate::units::human;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use raidkit_engine::dev::{BlockDev, FileDev};
 use raidkit_engine::sb::{probe, Role, Super};
 use raidkit_format::v090::SuperblockV090;
 use raidkit_format::v1::SuperblockV1;
@@ -135,8 +134,9 @@ fn array_bytes(e: &Examined, found: &[Examined]) -> Option<u64> {
 
 fn examine_one(p: &Path) -> Result<Vec<Examined>> {
     super::check_member(p)?;
-    let d = FileDev::open(p, false).with_context(|| format!("opening {}", p.display()))?;
-    let pr = probe(&d)?;
+    let d = raidkit_engine::dev::open_member(p, false)
+        .with_context(|| format!("opening {}", p.display()))?;
+    let pr = probe(d.as_ref())?;
     if pr.found.is_empty() {
         if let Some((what, e)) = pr.broken.first() {
             bail!("{what} present but unreadable: {e}");

@@ -11,7 +11,7 @@ use crate::control::protocol::{Request, ReshapeSpec};
 use crate::units::{human, parse_size};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use raidkit_engine::dev::{BlockDev, FileDev};
+use raidkit_engine::dev::BlockDev;
 use raidkit_engine::jobs::reshape::{
     self as rs, ReshapeEnd, ReshapeOptions, ReshapePlan, ReshapeRequest, Room,
 };
@@ -370,9 +370,8 @@ fn grow_offline(a: &GrowArgs, op: &str, speed: u64) -> Result<()> {
         spec.add
             .iter()
             .map(|p| -> Result<Arc<dyn BlockDev>> {
-                Ok(Arc::new(
-                    FileDev::open(p, false).with_context(|| format!("opening {}", p.display()))?,
-                ))
+                raidkit_engine::dev::open_member(p, false)
+                    .with_context(|| format!("opening {}", p.display()))
             })
             .collect::<Result<_>>()?
     } else {

@@ -225,6 +225,12 @@ pub fn check_path(peer: &Peer, path: &Path, create: bool) -> Result<(), String> 
             "permission denied: {who} could not {what}, so the server will not do it on their behalf"
         ))
     };
+    if let Some(uri) = path
+        .to_str()
+        .filter(|t| raidkit_engine::dev::nbd::is_nbd_uri(t))
+    {
+        return check_nbd_uri(peer, uri);
+    }
     let (canon, exists) = match std::fs::canonicalize(path) {
         Ok(c) => (c, true),
         Err(_) if create => {
@@ -281,6 +287,37 @@ pub fn check_path(peer: &Peer, path: &Path, create: bool) -> Result<(), String> 
                 "reading and writing"
             }
         ));
+    }
+    Ok(())
+}
+
+/// A network member: the peer must be able to reach the server itself (connect to a
+/// Unix socket: write permission on it and search on its directories) and read the TLS
+/// files the URI names. A TCP server is reachable by every local user anyway.
+fn check_nbd_uri(peer: &Peer, uri: &str) -> Result<(), String> {
+    let u = raidkit_nbd::client::NbdUri::parse(uri).map_err(|e| format!("{uri}: {e}"))?;
+    let who = super::user_name(peer.uid);
+    let mut needs: Vec<(PathBuf, u32, &str)> = Vec::new();
+    if let raidkit_nbd::client::Endpoint::Unix(sock) = &u.endpoint {
+        needs.push((sock.clone(), W, "connect to"));
+    }
+    if let Some(f) = &u.tls_psk_file {
+        needs.push((f.clone(), R, "read"));
+    }
+    for (p, want, what) in needs {
+        let ok = std::fs::canonicalize(&p).is_ok_and(|c| {
+            c.ancestors()
+                .skip(1)
+                .all(|d| std::fs::metadata(d).is_ok_and(|md| permits(peer, &md, X)))
+                && std::fs::metadata(&c).is_ok_and(|md| permits(peer, &md, want))
+                && !has_acl(&c)
+        });
+        if !ok {
+            return Err(format!(
+                "permission denied: {who} could not {what} {}, so the server will not do it on their behalf",
+                p.display()
+            ));
+        }
     }
     Ok(())
 }

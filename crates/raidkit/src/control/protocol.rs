@@ -133,6 +133,10 @@ pub enum ManageOp {
     ReAdd {
         /// The member.
         member: PathBuf,
+        /// Take it back even if it changed while it was away (split brain, or newer than
+        /// the array): it is rebuilt in full and its own changes are lost.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        discard_its_changes: bool,
     },
     /// Hot-replace an active member.
     Replace {
@@ -162,7 +166,7 @@ impl Request {
     pub fn paths(&self) -> Vec<(&PathBuf, bool)> {
         match self {
             Request::Manage { op, .. } => match op {
-                ManageOp::Add { member } | ManageOp::ReAdd { member } => vec![(member, false)],
+                ManageOp::Add { member } | ManageOp::ReAdd { member, .. } => vec![(member, false)],
                 ManageOp::Replace {
                     with: Some(with), ..
                 } => vec![(with, false)],
@@ -190,6 +194,7 @@ mod tests {
             array: "a".into(),
             op: ManageOp::ReAdd {
                 member: "/d/b".into(),
+                discard_its_changes: false,
             },
             force: false,
         };

@@ -8,6 +8,7 @@ use super::protocol::{ManageOp, Request};
 use anyhow::{anyhow, bail, Context, Result};
 use raidkit_engine::grow::BitmapMode;
 use raidkit_engine::supervisor::{ActionOptions, Event, MonitorEvent, Supervisor, SupervisorError};
+use raidkit_engine::EngineError;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -284,10 +285,19 @@ fn manage(s: &Arc<Supervisor>, op: &ManageOp, force: bool) -> Result<Value> {
         ManageOp::Fail { member } => s.fail(&name(member)),
         ManageOp::Remove { member } => s.remove(&name(member)),
         ManageOp::Add { member } => s.add(member, force),
-        ManageOp::ReAdd { member } => s.re_add(member),
+        ManageOp::ReAdd {
+            member,
+            discard_its_changes,
+        } => s.re_add(member, *discard_its_changes),
         ManageOp::Replace { member, with } => s.replace(&name(member), with.as_deref(), force),
     }
-    .map_err(word)?;
+    .map_err(|e| match &e {
+        SupervisorError::Engine(EngineError::Diverged { device, .. }) => anyhow!(
+            "{e}\n(to keep this array's data: raidkit manage {} --re-add '{device}' --discard-its-changes)",
+            s.name()
+        ),
+        _ => word(e),
+    })?;
     Ok(json!({}))
 }
 

@@ -27,6 +27,11 @@ pub struct ManageArgs {
     /// Re-add a member that left; only regions written meanwhile are resynced when the bitmap allows.
     #[arg(long = "re-add", value_name = "MEMBER", group = "op")]
     pub re_add: Option<PathBuf>,
+    /// With --re-add: take the member back even though it changed while it was away
+    /// (split brain: both sides ran degraded and wrote; or it is newer than the array).
+    /// This array's data is kept; the member is rebuilt in full and its changes are lost.
+    #[arg(long, requires = "re_add")]
+    pub discard_its_changes: bool,
     /// Hot-replace an active member: its role is copied onto a spare while it stays active,
     /// then it is marked faulty and removed.
     #[arg(long, value_name = "MEMBER", group = "op")]
@@ -126,6 +131,7 @@ fn manage_op(a: &ManageArgs) -> Result<ManageOp> {
     } else if let Some(m) = &a.re_add {
         ManageOp::ReAdd {
             member: resolved(m),
+            discard_its_changes: a.discard_its_changes,
         }
     } else if let Some(m) = &a.replace {
         ManageOp::Replace {
@@ -168,7 +174,7 @@ pub fn manage(a: ManageArgs) -> Result<()> {
         ManageOp::Fail { member }
         | ManageOp::Remove { member }
         | ManageOp::Add { member }
-        | ManageOp::ReAdd { member } => {
+        | ManageOp::ReAdd { member, .. } => {
             let verb = match &op {
                 ManageOp::Fail { .. } => "fail",
                 ManageOp::Remove { .. } => "remove",

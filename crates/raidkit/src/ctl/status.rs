@@ -45,6 +45,26 @@ pub fn run(a: StatusArgs) -> Result<()> {
     Ok(())
 }
 
+/// A network member's link, one line: state, since when, latency or the last error.
+fn link_line(device: &str, l: &wire::Link) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let ago = now.saturating_sub(l.since);
+    let tls = if l.tls { ", TLS" } else { "" };
+    match l.state.as_str() {
+        "connected" => format!(
+            "{device}: connected for {ago} s{tls}, latency {:.1} ms",
+            l.latency_us as f64 / 1000.0
+        ),
+        state => format!(
+            "{device}: {state} for {ago} s ({} failed attempt(s)): {}",
+            l.failed_attempts,
+            l.error.as_deref().unwrap_or("-")
+        ),
+    }
+}
+
 /// One array, mdstat-like.
 fn print_array(s: &wire::Status) {
     let members: Vec<String> = s
@@ -91,6 +111,11 @@ fn print_array(s: &wire::Status) {
         map,
         s.state
     );
+    for m in &s.members {
+        if let Some(l) = &m.link {
+            outln!("      {}", link_line(&m.device, l));
+        }
+    }
     for (l, what) in [
         (&s.lost_ranges, "LOST (reads fail)"),
         (&s.lost_zeroed_ranges, "lost, now zeros"),

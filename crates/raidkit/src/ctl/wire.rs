@@ -60,6 +60,20 @@ pub struct Member {
     pub device: String,
     pub role: Option<usize>,
     pub state: String,
+    /// A network member's link.
+    #[serde(default)]
+    pub link: Option<Link>,
+}
+
+/// A network member's link.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Link {
+    pub state: String,
+    pub since: u64,
+    pub error: Option<String>,
+    pub failed_attempts: u64,
+    pub latency_us: u64,
+    pub tls: bool,
 }
 
 /// The current background job.

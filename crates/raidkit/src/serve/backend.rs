@@ -42,6 +42,7 @@ fn io_err(e: EngineError) -> io::Error {
 fn block_sizes(arr: &Array, members: &[PathBuf]) -> (u32, u32, u32) {
     let min = members
         .iter()
+        .filter(|p| !raidkit_engine::dev::nbd::is_nbd_uri(&p.to_string_lossy()))
         .filter_map(|p| FileDev::open(p, false).ok())
         .map(|d| d.logical_block_size())
         .max()

@@ -87,6 +87,8 @@ pub struct ServeArgs {
     pub backup_file: Option<PathBuf>,
     #[command(flatten)]
     pub control: ControlArgs,
+    #[command(flatten)]
+    pub member: online::MemberArgs,
     /// Members of the array, in any order.
     #[arg(value_name = "MEMBER", required_unless_present = "config")]
     pub members: Vec<PathBuf>,
@@ -271,6 +273,7 @@ fn open_export(a: &ServeArgs, e: &ArrayEntry) -> Result<(Served, Export)> {
 pub fn run(a: ServeArgs) -> Result<()> {
     // First, so that nothing starts when the run directory cannot be trusted.
     crate::control::prepare_run_dir()?;
+    a.member.apply();
     let (file, list) = entries(&a)?;
     let tls = tls_choice(&a, &file)?;
     // Assemble everything first, so that nothing is served if one array cannot start.

@@ -302,6 +302,12 @@ pub fn is_timeout(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::TimedOut
 }
 
+/// Does this error mean the whole member is gone (no answer in time, or a network
+/// member's connection lost), not a bad sector?
+pub fn is_gone(e: &io::Error) -> bool {
+    is_timeout(e) || e.kind() == io::ErrorKind::NotConnected
+}
+
 /// Run every IO of the batch at once and wait for all of them (each until its deadline).
 /// `on_late(i)` is called at the deadline of an IO `i` that the batch must still wait
 /// for (the kernel holds its memory); its result is then a timeout whatever the kernel

@@ -10,7 +10,7 @@ mod write;
 
 use crate::array::Array;
 use crate::assemble::{assemble, AssembleOptions};
-use crate::dev::{BlockDev, FileDev};
+use crate::dev::BlockDev;
 use crate::error::{EngineError, Found, Remedy, Result};
 use crate::sb::{probe, Metadata};
 use crate::sync::{self, SyncMode};
@@ -321,7 +321,8 @@ fn open_members(opts: &CreateOptions) -> Result<Vec<Option<Arc<dyn BlockDev>>>> 
             continue;
         };
         let name = p.display().to_string();
-        let created = if !p.exists() {
+        let network = crate::dev::nbd::is_nbd_uri(&name);
+        let created = if !network && !p.exists() {
             let Some(sz) = opts.create_size else {
                 return Err(EngineError::Request {
                     why: format!("{name} does not exist"),
@@ -341,17 +342,25 @@ fn open_members(opts: &CreateOptions) -> Result<Vec<Option<Arc<dyn BlockDev>>>> 
         } else {
             false
         };
-        let d = FileDev::open(p, true)
+        let d = crate::dev::open_member(p, true)
             .map_err(|e| EngineError::io(&name, "opening the member for writing", e))?;
         if !created {
-            check_blank(&d, opts.force)?;
+            check_blank(d.as_ref(), opts.force)?;
         }
-        devs.push(Some(Arc::new(d)));
+        devs.push(Some(d));
     }
+    let ids: Vec<Option<String>> = opts
+        .members
+        .iter()
+        .map(|m| match m {
+            MemberSpec::Path(p) => crate::dev::identity(p).ok(),
+            _ => None,
+        })
+        .collect();
     for (i, a) in devs.iter().enumerate() {
-        for b in devs.iter().skip(i + 1) {
-            if let (Some(a), Some(b)) = (a, b) {
-                if a.name() == b.name() {
+        for (j, b) in devs.iter().enumerate().skip(i + 1) {
+            if let (Some(a), Some(_)) = (a, b) {
+                if ids[i].is_some() && ids[i] == ids[j] {
                     return Err(EngineError::Invalid(format!("{} is given twice", a.name())));
                 }
             }

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Network members (issue #16): a RAID1 of a local file and a remote nbdkit export (file
+# plugin, Unix socket), served by raidkit over NBD and driven by fio (ioengine=nbd).
+# Anchors, in the same run: the remote export alone (fio straight at nbdkit) and the local
+# file alone (a 1-member RAID1 served the same way). Every file is on /dev/shm.
+#   benches/netmem.sh [SIZE_MIB] [ROUNDS]      (default 256 MiB written per run, 2 rounds)
+# Tests:
+#   write  sequential 1 MiB writes, QD4, a flush after every 16 writes and at the end
+#          (synchronous mirroring: a write is acknowledged once both copies have it)
+#   read   sequential 1 MiB reads, QD4, of what was written; the bytes each member read
+#          come from raidkit's member counters (status --json)
+#   return the remote killed, CHANGED_MIB (default 1) MiB written at spread offsets, the remote
+#          restarted: time from its restart to in sync, and the bytes copied to it
+# RAIDKIT=path picks the binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZE="${1:-256}"
+ROUNDS="${2:-2}"
+RAIDKIT="${RAIDKIT:-target/release/raidkit}"
+[ -x "$RAIDKIT" ] || cargo build --release -q -p raidkit
+RAIDKIT="$(realpath "$RAIDKIT")"
+W=$(mktemp -d /dev/shm/rk-netmem.XXXXXX)
+export RAIDKIT_RUN_DIR="$W/run"
+SERVER=
+NBDKIT=
+cleanup() {
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null || true
+  [ -n "$NBDKIT" ] && kill "$NBDKIT" 2>/dev/null || true
+  sleep 0.3
+  cat "$W/fio.err" 2>/dev/null; rm -rf "$W"
+}
+trap cleanup EXIT
+MEMBER_MIB=$((SIZE + 64))
+
+# Until a connection is accepted (the file exists from bind(), before listen()).
+wait_sock() {
+  for _ in $(seq 200); do
+    python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "no server on $1" >&2; return 1
+}
+
+start_nbdkit() { # start_nbdkit FILE
+  rm -f "$W/r.sock"
+  nbdkit -f -U "$W/r.sock" file "$1" >/dev/null 2>&1 &
+  NBDKIT=$!
+  wait_sock "$W/r.sock"
+}
+
+start_server() { # start_server MEMBER...
+  "$RAIDKIT" serve --socket "$W/a.sock" --export a "$@" >/dev/null 2>"$W/serve.log" &
+  SERVER=$!
+  wait_sock "$W/a.sock"
+  for _ in $(seq 200); do "$RAIDKIT" status --json >/dev/null 2>&1 && return 0; sleep 0.05; done
+}
+
+stop_server() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=; }
+stop_nbdkit() { kill "${1:--TERM}" "$NBDKIT"; wait "$NBDKIT" 2>/dev/null || true; NBDKIT=; }
+
+fio_mibs() { # fio_mibs URI RW: MiB/s
+  fio --name=t --ioengine=nbd --uri="$1" --rw="$2" --bs=1M --iodepth=4 --size="${SIZE}M" \
+    --fsync=16 --end_fsync=1 --output-format=json 2>"$W/fio.err" |
+    python3 -c "import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index('{'):])['jobs'][0]; k='$2'.replace('rand',''); k='write' if 'write' in k else 'read'; print(f\"{j[k]['bw_bytes']/1048576:.1f}\")"
+}
+
+member_reads() { # bytes read per role, from status
+  "$RAIDKIT" status --json | python3 -c "import json,sys; a=json.load(sys.stdin)[0]; print(' '.join(f\"{m['role']}:{m['read_bytes']>>20}MiB\" for m in a['io']))"
+}
+
+fresh() { rm -f "$W"/*.img; truncate -s "${MEMBER_MIB}M" "$W/local.img" "$W/remote.img"; }
+URI_R="nbd+unix:///?socket=$W/r.sock"
+URI_A="nbd+unix:///a?socket=$W/a.sock"
+
+echo "round test anchor_remote anchor_local raid1 ratio_vs_remote ratio_vs_local member_reads"
+for r in $(seq "$ROUNDS"); do
+  fresh
+  start_nbdkit "$W/remote.img"
+  remote_w=$(fio_mibs "$URI_R" write)
+  stop_nbdkit
+  fresh
+  "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk 1M "$W/local.img" >/dev/null
+  start_server "$W/local.img"
+  local_w=$(fio_mibs "$URI_A" write)
+  local_r=$(fio_mibs "$URI_A" read)
+  stop_server
+  fresh
+  start_nbdkit "$W/remote.img"
+  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk 1M --assume-clean "$W/local.img" "$URI_R" >/dev/null
+  start_server "$W/local.img" "$URI_R"
+  raid_w=$(fio_mibs "$URI_A" write)
+  raid_r=$(fio_mibs "$URI_A" read)
+  reads=$(member_reads)
+  python3 -c "print('$r write $remote_w $local_w $raid_w', f'{$raid_w/$remote_w:.2f}', f'{$raid_w/$local_w:.2f}', '-')"
+  python3 -c "print('$r read - $local_r $raid_r', '-', f'{$raid_r/$local_r:.2f}', '$reads')"
+  # Return: the remote killed, writes spread over the array, the remote restarted.
+  stop_nbdkit -KILL
+  n="${CHANGED_MIB:-1}"
+  for i in $(seq 0 $((n - 1))); do
+    fio --name=d --ioengine=nbd --uri="$URI_A" --rw=write --bs=1M --size=1M \
+      --offset=$(( (i * SIZE / n) << 20 )) --end_fsync=1 >/dev/null 2>&1
+  done
+  t0=$(date +%s.%N)
+  start_nbdkit "$W/remote.img"
+  for _ in $(seq 1200); do grep -q "resync_finished" "$W/serve.log" && break; sleep 0.05; done
+  t1=$(date +%s.%N)
+  copied=$(grep -o '"bytes_copied":[0-9]*' "$W/serve.log" | tail -1 | cut -d: -f2)
+  python3 -c "print('$r return', '-', '-', f'{$t1-$t0:.2f}s', '-', '-', 'copied=${copied}B changed=${n}MiB')"
+  stop_server
+  stop_nbdkit -KILL
+done
