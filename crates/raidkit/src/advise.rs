@@ -4,7 +4,7 @@
 use crate::units::parse_size;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
+use raidkit_engine::assemble::AssembleOptions;
 use raidkit_layout::Level;
 use raidkit_tools::advise::{advise, geometry_from_spec, AdviseInput, Fs};
 use std::path::PathBuf;
@@ -52,7 +52,8 @@ pub fn run(a: AdviseArgs) -> Result<()> {
             metadata: None,
             report_only: true,
         };
-        let arr = assemble_paths(&a.members, &opts).context("reading the array's geometry")?;
+        let arr = crate::cmd::assemble_noted(&a.members, &opts)
+            .context("reading the array's geometry")?;
         (arr.geometry().clone(), Some(arr.size_bytes()))
     } else {
         let level = Level::parse(

@@ -90,6 +90,16 @@ fn asm_opts(a: &AssembleArgs, writable: bool) -> Result<AssembleOptions> {
 
 // ---------------------------------------------------------------- create
 
+/// Assemble, then tell the admin what the assembly worked around (a damaged bitmap
+/// ignored...): the array runs, but not as its metadata says.
+pub fn assemble_noted(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array> {
+    let arr = assemble_paths(paths, opts)?;
+    for n in arr.assembly_notes() {
+        eprintln!("raidkit: warning: {n}");
+    }
+    Ok(arr)
+}
+
 fn cmd_create(a: CreateArgs) -> Result<()> {
     let level = Level::parse(&a.level)?;
     let mut members = Vec::new();
@@ -536,13 +546,18 @@ fn detail_json(arr: &Array) -> Value {
         "missing_roles": missing,
         "bad_blocks": arr.bad_blocks(),
         "lost_ranges": arr.lost_ranges(),
+        "notes": arr.assembly_notes().iter().map(|n| {
+            let mut v = serde_json::to_value(n).unwrap_or(Value::Null);
+            v["message"] = Value::String(n.to_string());
+            v
+        }).collect::<Vec<_>>(),
     })
 }
 
 fn cmd_detail(a: DetailArgs) -> Result<()> {
     let mut o = asm_opts(&a.asm, false)?;
     o.report_only = true;
-    let arr = assemble_paths(&a.asm.members, &o)?;
+    let arr = assemble_noted(&a.asm.members, &o)?;
     let v = detail_json(&arr);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -602,7 +617,7 @@ fn io_chunk(arr: &Array) -> usize {
 }
 
 fn cmd_export(a: ExportArgs) -> Result<()> {
-    let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, false)?)?;
+    let arr = assemble_noted(&a.asm.members, &asm_opts(&a.asm, false)?)?;
     let mut out: Box<dyn Write> = if a.output == "-" {
         Box::new(std::io::BufWriter::with_capacity(
             1 << 20,
@@ -660,7 +675,7 @@ fn cmd_import(a: ImportArgs) -> Result<()> {
             .filter(|m| m.is_file())
             .map(|m| m.len())
     };
-    let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, true)?)?;
+    let arr = assemble_noted(&a.asm.members, &asm_opts(&a.asm, true)?)?;
     if let Some(p) = &a.checksums {
         attach_sidecar(&arr, p)?;
     }
@@ -745,7 +760,7 @@ fn cmd_repair(a: RepairArgs) -> Result<()> {
         bail!("--update {what} works on the whole array and does not use --from, --to or --checksums; drop them");
     }
     // The engine code of `manage --update no-bbl`, on an array assembled here.
-    let arr = assemble_paths(&a.scrub.asm.members, &asm_opts(&a.scrub.asm, true)?)?;
+    let arr = assemble_noted(&a.scrub.asm.members, &asm_opts(&a.scrub.asm, true)?)?;
     let r = arr.remove_bbl(a.zero_lost)?;
     arr.stop()?;
     if a.scrub.json {
@@ -790,7 +805,7 @@ fn parse_offset(s: &Option<String>, what: &str) -> Result<Option<u64>> {
 
 fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
     let writable = mode == SyncMode::Repair;
-    let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, writable)?)?;
+    let arr = assemble_noted(&a.asm.members, &asm_opts(&a.asm, writable)?)?;
     let with_sidecar = match &a.checksums {
         Some(p) => attach_sidecar(&arr, p)?,
         None => false,
@@ -890,7 +905,7 @@ fn cmd_scrub(a: ScrubArgs, mode: SyncMode) -> Result<()> {
 // ---------------------------------------------------------------- checksums
 
 fn cmd_checksums_init(a: ChecksumsArgs) -> Result<()> {
-    let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, false)?)?;
+    let arr = assemble_noted(&a.asm.members, &asm_opts(&a.asm, false)?)?;
     if arr.needs_resync() {
         bail!("the array was not stopped cleanly, so its redundancy may disagree; run `raidkit repair` (or serve it until it is clean) first, then `checksums init`");
     }
@@ -934,7 +949,7 @@ fn cmd_checksums_init(a: ChecksumsArgs) -> Result<()> {
 }
 
 fn cmd_checksums_status(a: ChecksumsArgs) -> Result<()> {
-    let arr = assemble_paths(&a.asm.members, &asm_opts(&a.asm, false)?)?;
+    let arr = assemble_noted(&a.asm.members, &asm_opts(&a.asm, false)?)?;
     let r = Checksums::open(&a.checksums, &arr);
     let (usable, info, why) = match r {
         Ok(cs) => (true, Some(cs.info()), None),
@@ -1071,7 +1086,7 @@ fn demo_build(members: &[PathBuf], size: u64, size_text: &str) -> Result<()> {
                 .filter(|(i, _)| *i != a1 && *i != b1)
                 .map(|(_, p)| p.clone())
                 .collect();
-            let arr = assemble_paths(&sub, &AssembleOptions::default())?;
+            let arr = assemble_noted(&sub, &AssembleOptions::default())?;
             let mut back = vec![0u8; total as usize];
             arr.read(0, &mut back)?;
             if back != data {
@@ -1081,7 +1096,7 @@ fn demo_build(members: &[PathBuf], size: u64, size_text: &str) -> Result<()> {
         }
     }
     println!("read back identical with every pair of members missing ({checked} combinations)");
-    let arr = assemble_paths(members, &AssembleOptions::default())?;
+    let arr = assemble_noted(members, &AssembleOptions::default())?;
     let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {})?;
     println!("check: {} mismatches", rep.mismatches.len());
     Ok(())

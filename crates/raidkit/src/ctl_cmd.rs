@@ -355,7 +355,7 @@ pub fn cmd_grow(a: GrowArgs) -> Result<()> {
                 .transpose()?,
             ..Default::default()
         };
-        let arr = raidkit_engine::assemble_paths(&a.targets, &opts)?;
+        let arr = crate::cmd::assemble_noted(&a.targets, &opts)?;
         let r = arr.set_bitmap(mode);
         let stop = arr.stop();
         let ch = r?;

@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
+use raidkit_engine::assemble::AssembleOptions;
 use raidkit_engine::sb::Metadata;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_fuse::signals::{block_stop_signals, stop_on_signals, StopEvent};
@@ -88,7 +88,7 @@ pub fn cmd_mount(a: MountArgs) -> Result<()> {
         metadata,
         report_only: false,
     };
-    let arr = assemble_paths(&a.members, &opts)?;
+    let arr = crate::cmd::assemble_noted(&a.members, &opts)?;
     // Attach the sidecar before anything writes superblocks, so it follows the event count.
     if let Some(p) = &a.checksums {
         if crate::cmd::attach_sidecar(&arr, p)? {

@@ -15,7 +15,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use raidkit_engine::sync::{self, SyncMode};
-use raidkit_engine::{assemble_paths, Array, AssembleOptions, BlockDev, EngineError, FileDev};
+use raidkit_engine::{Array, AssembleOptions, BlockDev, EngineError, FileDev};
 use raidkit_layout::Level;
 use raidkit_nbd::{Backend, Export, Listen, Server, ServerConfig, TlsConfig};
 use std::collections::HashMap;
@@ -461,7 +461,7 @@ fn open_array(spec: &ArraySpec) -> Result<(Arc<Array>, ArrayBackend)> {
         metadata: None,
         report_only: false,
     };
-    let arr = assemble_paths(&spec.members, &opts)?;
+    let arr = crate::cmd::assemble_noted(&spec.members, &opts)?;
     // Attach the sidecar before anything writes superblocks, so it follows the event count.
     if let Some(p) = &spec.checksums {
         if crate::cmd::attach_sidecar(&arr, p)? {

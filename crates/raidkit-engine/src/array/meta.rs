@@ -89,7 +89,8 @@ impl Array {
         meta: &mut Meta,
         mut f: impl FnMut(&mut Super),
     ) -> Result<()> {
-        let events = meta.events + 1;
+        // md never lets the counter wrap (it stays at its maximum): neither do we.
+        let events = meta.events.saturating_add(1);
         let t = crate::util::now();
         let live = self.live_devices();
         let roles = meta.roles.clone();
@@ -221,7 +222,7 @@ impl Array {
             let mut b = lock(bm);
             if !degraded && resync == MAX_SECTOR {
                 b.clear_all();
-                b.sb.events_cleared = meta.events + 1;
+                b.sb.events_cleared = meta.events.saturating_add(1);
                 let live = self.live_devices();
                 b.write_bits(&self.devs(), &live)?;
             }

@@ -44,7 +44,7 @@ pub(crate) mod stripe;
 pub(crate) mod stripe_lock;
 
 pub use crate::array::cache::StripeCacheStats;
-pub use crate::array::events::ArrayEvent;
+pub use crate::array::events::{ArrayEvent, AssemblyNote};
 pub use crate::array::member::{
     Member, MemberInfo, MemberIo, MemberStats, MAX_CORRECTED_READ_ERRORS,
 };
@@ -75,6 +75,8 @@ pub struct Array {
     pub(crate) cache: Option<StripeCache>,
     /// The optional checksum sidecar (see [`crate::checksums`]).
     checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
+    /// What the assembly worked around ([`events::AssemblyNote`]).
+    pub(crate) notes: Vec<crate::array::events::AssemblyNote>,
 }
 
 impl Array {
@@ -111,6 +113,7 @@ impl Array {
             io: crate::iostats::IoStats::default(),
             cache,
             checksums: std::sync::OnceLock::new(),
+            notes: Vec::new(),
         }
     }
 

@@ -366,6 +366,8 @@ impl Array {
                 "{name} carries no valid superblock of this array; add it as a new member instead"
             )));
         };
+        // Nothing it says is used before it is checked against the device.
+        let areas = crate::assemble::checked_areas(dev.as_ref(), &sb)?;
         let crate::sb::Role::Active(role) = sb.own_role() else {
             return Err(EngineError::Invalid(format!(
                 "{name} was not an active member; add it as a new member instead"
@@ -413,12 +415,12 @@ impl Array {
                 if b.locs.len() <= idx {
                     b.locs.resize(idx + 1, None);
                 }
-                b.locs[idx] = meta.sbs[idx].bitmap_sector(dev.size_bytes() / 512);
+                b.locs[idx] = areas.bitmap_start;
             }
             let data_offset = meta.sbs[idx].data_offset();
             // The member's own bad-block log stays with it (those sectors still hold no
             // valid data); nothing is copied from the other members.
-            let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx])?;
+            let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx], areas.bblog)?;
             let m = Arc::new(Member::new(dev.clone(), idx, data_offset, Some(0), bad));
             self.set_slot(role, Some(m.clone()));
             self.write_superblocks(&mut meta, |_| {})?;
