@@ -14,7 +14,10 @@
 //!   latency and transfers are serialized over the whole device;
 //! * `vanish@N` — after N IOs every IO fails with ENODEV (the device disappeared);
 //! * `torn@S` — a write covering sector S writes only the part before S, then fails EIO;
-//! * `lie@S-E` — reads of the range silently return flipped bytes (a lying member).
+//! * `lie@S-E` — reads of the range silently return flipped bytes (a lying member);
+//! * `feio` — every flush fails with EIO (writes reach the device but never become
+//!   durable: a remote member that stopped answering flushes); `feio@N` — flushes fail
+//!   from the N-th one on (counting from 1), the ones before succeed.
 //!
 //! ## Device model (`slow`, `qd`, `bw`)
 //! Together the three rules model a device's speed the way a real drive behaves: an IO
@@ -67,6 +70,8 @@ pub enum Rule {
         /// Last sector (inclusive).
         end: u64,
     },
+    /// Flushes fail with EIO from the n-th one on (counting from 1).
+    Feio(u64),
 }
 
 /// Parse `fault:RULES:PATH`. Returns None if `spec` does not start with `fault:`.
@@ -130,6 +135,9 @@ fn rate(s: &str) -> Result<u64, String> {
 }
 
 fn parse_rule(r: &str) -> Result<Rule, String> {
+    if r == "feio" {
+        return Ok(Rule::Feio(1));
+    }
     if let Some(v) = r.strip_prefix("slow=") {
         return Ok(Rule::Slow(duration(v)?));
     }
@@ -147,7 +155,7 @@ fn parse_rule(r: &str) -> Result<Rule, String> {
     }
     let (name, arg) = r.split_once('@').ok_or_else(|| {
         format!(
-            "unknown fault rule {r:?} (eio@, reio@, weio@, slow=, qd=, bw=, vanish@, torn@, lie@)"
+            "unknown fault rule {r:?} (eio@, reio@, weio@, feio, feio@, slow=, qd=, bw=, vanish@, torn@, lie@)"
         )
     })?;
     match name {
@@ -170,8 +178,14 @@ fn parse_rule(r: &str) -> Result<Rule, String> {
         "torn" => Ok(Rule::Torn(
             arg.parse().map_err(|_| format!("bad sector {arg:?}"))?,
         )),
+        "feio" => match arg.parse::<u64>() {
+            Ok(0) | Err(_) => Err(format!(
+                "bad flush number {arg:?} in feio@ (flushes count from 1)"
+            )),
+            Ok(n) => Ok(Rule::Feio(n)),
+        },
         _ => Err(format!(
-            "unknown fault rule {name:?} (eio, reio, weio, slow, qd, bw, vanish, torn, lie)"
+            "unknown fault rule {name:?} (eio, reio, weio, feio, slow, qd, bw, vanish, torn, lie)"
         )),
     }
 }
@@ -279,6 +293,8 @@ pub struct FaultDev {
     rules: Vec<Rule>,
     model: Option<DeviceModel>,
     ios: AtomicU64,
+    /// Flushes asked for so far.
+    flushes: AtomicU64,
     name: String,
 }
 
@@ -291,6 +307,7 @@ impl FaultDev {
             model: DeviceModel::from_rules(&rules),
             rules,
             ios: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
             name,
         }
     }
@@ -372,12 +389,20 @@ impl BlockDev for FaultDev {
         })
     }
     fn flush(&self) -> io::Result<()> {
+        let n = self.flushes.fetch_add(1, Ordering::Relaxed) + 1;
         if self
             .rules
             .iter()
             .any(|r| matches!(*r, Rule::Vanish(a) if self.ios.load(Ordering::Relaxed) >= a))
         {
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        }
+        if self
+            .rules
+            .iter()
+            .any(|r| matches!(*r, Rule::Feio(from) if n >= from))
+        {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         self.inner.flush()
     }
@@ -442,6 +467,30 @@ mod tests {
     }
 
     #[test]
+    fn flush_errors_from_the_nth_flush() {
+        let (r, _) = parse_spec("fault:feio,feio@3:/x").unwrap().unwrap();
+        assert_eq!(r, vec![Rule::Feio(1), Rule::Feio(3)]);
+        assert_eq!(
+            parse_spec("fault:feio@0:/x").unwrap().unwrap_err(),
+            r#""fault:feio@0:/x": bad flush number "0" in feio@ (flushes count from 1)"#
+        );
+        let f = FaultDev::new(
+            Box::new(crate::dev::MemDev::new("m", 4096)),
+            vec![Rule::Feio(3)],
+        );
+        assert!(f.flush().is_ok());
+        assert!(f.flush().is_ok());
+        for _ in 0..3 {
+            assert_eq!(f.flush().unwrap_err().raw_os_error(), Some(libc::EIO));
+        }
+        // Writes and reads still work: only durability is lost.
+        f.write_at(&[7u8; 512], 0).unwrap();
+        let mut b = [0u8; 512];
+        f.read_at(&mut b, 0).unwrap();
+        assert_eq!(b, [7u8; 512]);
+    }
+
+    #[test]
     fn parses_device_model_rules_and_rejects_bad_ones() {
         let (r, _) = parse_spec("fault:slow=100us,qd=4,bw=200M:/x")
             .unwrap()
@@ -484,7 +533,7 @@ mod tests {
         );
         assert_eq!(
             err("fault:qd:/x"),
-            r#""fault:qd:/x": unknown fault rule "qd" (eio@, reio@, weio@, slow=, qd=, bw=, vanish@, torn@, lie@)"#
+            r#""fault:qd:/x": unknown fault rule "qd" (eio@, reio@, weio@, feio, feio@, slow=, qd=, bw=, vanish@, torn@, lie@)"#
         );
         assert!(DeviceModel::from_rules(&[Rule::Torn(3)]).is_none());
     }
