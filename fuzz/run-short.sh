@@ -9,7 +9,7 @@ set -euo pipefail
 SECS="${1:-15}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-TARGETS=(sb_v1 sb_v090 bitmap_sb badblocks members reshape)
+TARGETS=(sb_v1 sb_v090 bitmap_sb badblocks members reshape nbd_server)
 export RUSTUP_TOOLCHAIN="${RUSTUP_TOOLCHAIN:-stable}"
 
 fallback() {

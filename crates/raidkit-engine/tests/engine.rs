@@ -1152,7 +1152,7 @@ fn supervisor_hot_spare_takes_over() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     sup.wait_idle();
-    assert!(!arr.is_degraded(), "{}", sup.status());
+    assert!(!arr.is_degraded(), "{:?}", sup.status());
     let expected = [
         "spare_added",
         "member_failed",
@@ -1168,7 +1168,7 @@ fn supervisor_hot_spare_takes_over() {
     while !expected.iter().all(|k| kinds.iter().any(|x| x == k)) {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match ev.recv_timeout(left) {
-            Ok(e) => kinds.push(e.kind),
+            Ok(e) => kinds.push(e.kind().to_string()),
             Err(_) => break,
         }
     }
@@ -1177,8 +1177,8 @@ fn supervisor_hot_spare_takes_over() {
     }
     sup.remove(&ps[2].display().to_string()).unwrap();
     let st = sup.status();
-    assert_eq!(st["state"], "clean");
-    assert_eq!(st["members"].as_array().unwrap().len(), 4);
+    assert_eq!(st.state, "clean");
+    assert_eq!(st.members.len(), 4);
     sup.shutdown().unwrap();
     drop(sup);
     drop(arr);

@@ -44,8 +44,9 @@ pub use state::Stats;
 
 use fs::ArrayFs;
 use fuser::{Config, MountOption, Session};
+use raidkit_engine::supervisor::{IdleClean, WriteActivity};
 use raidkit_engine::Array;
-use state::{Cleaner, Shared};
+use state::Shared;
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -64,12 +65,17 @@ pub struct MountConfig {
     pub direct_io: bool,
     /// Request threads (at least 1).
     pub threads: usize,
-    /// Write idleness after which the array is marked clean (md's `safe_mode_delay`).
+    /// Write idleness after which the array is marked clean (md's `safe_mode_delay`),
+    /// by the mount's own timer (without [`MountConfig::activity`]).
     pub idle_clean: Duration,
+    /// The write activity of an idle-clean timer the caller runs for this array
+    /// ([`raidkit_engine::supervisor::IdleClean`]); the mount then runs none of its own.
+    pub activity: Option<Arc<WriteActivity>>,
 }
 
 impl MountConfig {
-    /// Defaults: read-write, page cache, 4 threads, clean after 1 s without writes.
+    /// Defaults: read-write, page cache, 4 threads, clean after 1 s without writes (own
+    /// timer).
     pub fn new(file_name: &str) -> MountConfig {
         MountConfig {
             file_name: file_name.to_string(),
@@ -77,6 +83,7 @@ impl MountConfig {
             direct_io: false,
             threads: 4,
             idle_clean: Duration::from_secs(1),
+            activity: None,
         }
     }
 }
@@ -148,7 +155,8 @@ pub struct Mounted {
     session: Session<ArrayFs>,
     shared: Arc<Shared>,
     mountpoint: PathBuf,
-    idle_clean: Duration,
+    /// The idle-clean delay of the mount's own timer; None when the caller runs one.
+    own_idle_clean: Option<Duration>,
     stop: StopHandle,
 }
 
@@ -171,6 +179,10 @@ impl StopHandle {
             return Ok(());
         }
         let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EPERM) {
+            // Not root: the mount was made by the setuid fusermount3, which unmounts it.
+            return self.fusermount_unmount();
+        }
         match err.raw_os_error() {
             Some(libc::EBUSY) => Err(FuseError::Busy {
                 path: self.mountpoint.clone(),
@@ -187,6 +199,36 @@ impl StopHandle {
     /// The mount point (canonical path).
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
+    }
+
+    /// Unmount with `fusermount3 -u` (for a mount made without root).
+    fn fusermount_unmount(&self) -> Result<(), FuseError> {
+        let out = std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg("--")
+            .arg(&self.mountpoint)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| FuseError::Unmount {
+                path: self.mountpoint.clone(),
+                source: e,
+            })?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&out.stderr);
+        if text.contains("busy") {
+            return Err(FuseError::Busy {
+                path: self.mountpoint.clone(),
+            });
+        }
+        if text.contains("not found in") || text.contains("not mounted") {
+            return Ok(());
+        }
+        Err(FuseError::Unmount {
+            path: self.mountpoint.clone(),
+            source: std::io::Error::other(format!("fusermount3 -u: {}", text.trim())),
+        })
     }
 }
 
@@ -212,6 +254,7 @@ pub fn mount(
         OsString::from(&cfg.file_name),
         read_only,
         cfg.direct_io,
+        cfg.activity.clone().unwrap_or_default(),
     ));
     let mut options = vec![
         // "raidkit:<uuid>" in /proc/mounts; the UUID text has no commas.
@@ -246,7 +289,7 @@ pub fn mount(
             c_mountpoint: Arc::new(c_mountpoint),
         },
         mountpoint: canonical,
-        idle_clean: cfg.idle_clean,
+        own_idle_clean: cfg.activity.is_none().then_some(cfg.idle_clean),
     })
 }
 
@@ -278,18 +321,22 @@ impl Mounted {
         let Mounted {
             session,
             shared,
-            idle_clean,
+            own_idle_clean,
             ..
         } = self;
-        let mut cleaner = if shared.read_only {
-            None
-        } else {
-            Some(
-                Cleaner::spawn(shared.clone(), idle_clean).map_err(|e| FuseError::Os {
+        let mut cleaner = match own_idle_clean.filter(|_| !shared.read_only) {
+            None => None,
+            Some(idle) => Some(
+                IdleClean::spawn(
+                    vec![(shared.array.clone(), shared.activity.clone())],
+                    idle,
+                    |_, e| state::note(format_args!("marking the array clean failed: {e}")),
+                )
+                .map_err(|e| FuseError::Os {
                     what: "starting the idle-clean thread",
                     source: e,
                 })?,
-            )
+            ),
         };
         let served = session.run();
         if let Some(c) = cleaner.as_mut() {

@@ -1,11 +1,11 @@
-//! State shared by the request threads, the idle cleaner and the stop handle.
+//! State shared by the request threads and the stop handle.
 
+use raidkit_engine::supervisor::WriteActivity;
 use raidkit_engine::{Array, EngineError};
 use std::ffi::OsString;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Errors printed in full before further ones are only counted.
 const MAX_REPORTED_ERRORS: u64 = 20;
@@ -49,18 +49,14 @@ pub(crate) struct Shared {
     pub(crate) uid: u32,
     pub(crate) gid: u32,
     pub(crate) started: SystemTime,
-    epoch: Instant,
     /// Nanoseconds since the Unix epoch of the last completed write (0: none yet).
     mtime_ns: AtomicU64,
-    /// Milliseconds since `epoch` of the last completed write.
-    last_write_ms: AtomicU64,
-    /// Writes since the array was last marked clean.
-    dirty: AtomicBool,
+    /// Write activity, for the idle-clean timer (the caller's or the mount's own).
+    pub(crate) activity: Arc<WriteActivity>,
     /// Writes since the members were last flushed.
     unflushed: AtomicBool,
     bytes_written: AtomicU64,
     writes: AtomicU64,
-    idle_clean_marks: AtomicU64,
     io_errors: AtomicU64,
 }
 
@@ -70,6 +66,7 @@ impl Shared {
         file_name: OsString,
         read_only: bool,
         direct_io: bool,
+        activity: Arc<WriteActivity>,
     ) -> Shared {
         // SAFETY: geteuid/getegid have no preconditions and cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -82,14 +79,11 @@ impl Shared {
             uid,
             gid,
             started: SystemTime::now(),
-            epoch: Instant::now(),
             mtime_ns: AtomicU64::new(0),
-            last_write_ms: AtomicU64::new(0),
-            dirty: AtomicBool::new(false),
+            activity,
             unflushed: AtomicBool::new(false),
             bytes_written: AtomicU64::new(0),
             writes: AtomicU64::new(0),
-            idle_clean_marks: AtomicU64::new(0),
             io_errors: AtomicU64::new(0),
         }
     }
@@ -105,12 +99,8 @@ impl Shared {
     /// Write through to the array and record the activity for the idle cleaner.
     pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<(), EngineError> {
         self.array.write(offset, data)?;
-        // Flags are set after the write completed: a cleaner that saw them clear either
-        // ran before this write (and will run again) or waited for it in mark_clean.
-        let now_ms = self.epoch.elapsed().as_millis() as u64;
-        self.last_write_ms.store(now_ms, Ordering::Release);
+        self.activity.wrote();
         self.unflushed.store(true, Ordering::Release);
-        self.dirty.store(true, Ordering::Release);
         if let Ok(d) = SystemTime::now().duration_since(UNIX_EPOCH) {
             self.mtime_ns.store(d.as_nanos() as u64, Ordering::Relaxed);
         }
@@ -167,29 +157,6 @@ impl Shared {
         Ok(())
     }
 
-    /// Mark the array clean if it was written since the last time and has been idle for
-    /// `idle`. Returns true if it marked.
-    fn clean_if_idle(&self, idle: Duration) -> Result<bool, EngineError> {
-        if !self.dirty.load(Ordering::Acquire) {
-            return Ok(false);
-        }
-        let now_ms = self.epoch.elapsed().as_millis() as u64;
-        let last = self.last_write_ms.load(Ordering::Acquire);
-        if now_ms.saturating_sub(last) < idle.as_millis() as u64 {
-            return Ok(false);
-        }
-        self.dirty.store(false, Ordering::Release);
-        // mark_clean flushes every member first.
-        self.unflushed.store(false, Ordering::Release);
-        if let Err(e) = self.array.mark_clean() {
-            self.dirty.store(true, Ordering::Release);
-            self.unflushed.store(true, Ordering::Release);
-            return Err(e);
-        }
-        self.idle_clean_marks.fetch_add(1, Ordering::Relaxed);
-        Ok(true)
-    }
-
     /// Print an IO error on stderr (the first few in full, then only counted).
     pub(crate) fn report(&self, what: &str, offset: u64, len: u64, e: &EngineError) {
         let n = self.io_errors.fetch_add(1, Ordering::Relaxed) + 1;
@@ -208,67 +175,8 @@ impl Shared {
         Stats {
             bytes_written: self.bytes_written.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
-            idle_clean_marks: self.idle_clean_marks.load(Ordering::Relaxed),
+            idle_clean_marks: self.activity.clean_marks(),
             io_errors: self.io_errors.load(Ordering::Relaxed),
         }
-    }
-}
-
-/// The thread that marks the array clean after writes go idle, like md's
-/// `safe_mode_delay`.
-pub(crate) struct Cleaner {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Cleaner {
-    pub(crate) fn spawn(shared: Arc<Shared>, idle: Duration) -> std::io::Result<Cleaner> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let st = stop.clone();
-        let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_millis(250));
-        let thread = std::thread::Builder::new()
-            .name("raidkit-idle-clean".into())
-            .spawn(move || {
-                let (lock, cv) = &*st;
-                let mut stopped = match lock.lock() {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
-                while !*stopped {
-                    stopped = match cv.wait_timeout(stopped, tick) {
-                        Ok((g, _)) => g,
-                        Err(p) => p.into_inner().0,
-                    };
-                    if *stopped {
-                        break;
-                    }
-                    if let Err(e) = shared.clean_if_idle(idle) {
-                        note(format_args!("marking the array clean failed: {e}"));
-                    }
-                }
-            })?;
-        Ok(Cleaner {
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// Stop the thread and wait for it.
-    pub(crate) fn stop(&mut self) {
-        let (lock, cv) = &*self.stop;
-        match lock.lock() {
-            Ok(mut g) => *g = true,
-            Err(p) => *p.into_inner() = true,
-        }
-        cv.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Cleaner {
-    fn drop(&mut self) {
-        self.stop();
     }
 }

@@ -374,6 +374,7 @@ impl ArrayTarget {
                 force,
                 metadata: None,
                 report_only: false,
+                ..Default::default()
             },
         )?;
         let array = Arc::new(array);

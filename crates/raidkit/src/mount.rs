@@ -2,11 +2,10 @@
 //! `losetup`, `mkfs` and `mount` work without an NBD driver. Thin: the FUSE side is
 //! `raidkit-fuse`.
 
+use crate::cmd::parse_metadata;
+use crate::online::{self, note, ArraySpec, ControlArgs, Online, Served};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use raidkit_engine::assemble::AssembleOptions;
-use raidkit_engine::sb::Metadata;
-use raidkit_engine::sync::{self, SyncMode};
 use raidkit_fuse::signals::{block_stop_signals, stop_on_signals, StopEvent};
 use raidkit_fuse::{FuseError, MountConfig};
 use std::io::Write;
@@ -53,6 +52,8 @@ pub struct MountArgs {
     /// kept up to date by every write, used by scrub verdicts.
     #[arg(long, value_name = "PATH")]
     pub checksums: Option<PathBuf>,
+    #[command(flatten)]
+    pub control: ControlArgs,
     /// Member devices or files, in any order.
     #[arg(required = true, num_args = 1.., value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -61,116 +62,76 @@ pub struct MountArgs {
     pub mountpoint: PathBuf,
 }
 
-/// One line on stderr. Errors are ignored: after SIGHUP the terminal may be gone, and
-/// the array must still be stopped cleanly.
-fn note(args: std::fmt::Arguments<'_>) {
-    let _ = writeln!(std::io::stderr(), "raidkit: {args}");
-}
-
 /// Run `raidkit mount` in the foreground until SIGINT/SIGTERM/SIGHUP or `umount`.
-pub fn cmd_mount(a: MountArgs) -> Result<()> {
+pub fn run(a: MountArgs) -> Result<()> {
     if let Some(n) = &a.name {
         raidkit_fuse::check_file_name(n).context("--name")?;
     }
     // Before assembling (and maybe resyncing), so a typo fails fast.
     raidkit_fuse::check_mountpoint(&a.mountpoint)?;
-    let metadata = a
-        .metadata
-        .as_deref()
-        .map(|s| {
-            Metadata::parse(s)
-                .ok_or_else(|| anyhow!("unknown metadata version {s:?}: use 0.90, 1.0, 1.1 or 1.2"))
-        })
-        .transpose()?;
-    let opts = AssembleOptions {
-        writable: !a.read_only,
+    crate::control::prepare_run_dir()?;
+    let spec = ArraySpec {
+        members: a.members.clone(),
+        read_only: a.read_only,
         force: a.force,
-        metadata,
-        report_only: false,
+        metadata: a.metadata.as_deref().map(parse_metadata).transpose()?,
+        checksums: a.checksums.clone(),
     };
-    let arr = crate::cmd::assemble_noted(&a.members, &opts)?;
-    // Attach the sidecar before anything writes superblocks, so it follows the event count.
-    if let Some(p) = &a.checksums {
-        if crate::cmd::attach_sidecar(&arr, p)? {
-            note(format_args!(
-                "array {}: checksum sidecar {}",
-                arr.uuid_text(),
-                p.display()
-            ));
-        }
-    }
-
-    if !a.read_only && arr.needs_resync() {
-        eprintln!(
-            "raidkit: array {} was not stopped cleanly: resyncing before accepting writes",
-            arr.uuid_text()
-        );
-        let mut last_pct = u64::MAX;
-        let rep = sync::run(&arr, SyncMode::Resync, false, &mut |done, total| {
-            let pct = (done * 100).checked_div(total).unwrap_or(100);
-            if pct / 10 != last_pct / 10 {
-                last_pct = pct;
-                eprintln!("raidkit: resync {pct}%");
-            }
-        })?;
-        eprintln!(
-            "raidkit: resync done: {} sectors checked{}, {} rewritten",
-            rep.sectors_done,
-            if arr.has_bitmap() {
-                " (only the regions the write-intent bitmap marked dirty)"
-            } else {
-                " (no bitmap: the whole array)"
-            },
-            rep.sectors_written
-        );
-    }
-
+    let arr = online::assemble(&spec)?;
     let file_name = a
         .name
         .clone()
         .unwrap_or_else(|| raidkit_fuse::default_file_name(arr.name()));
-    let mut cfg = MountConfig::new(&file_name);
-    cfg.read_only = a.read_only;
-    cfg.direct_io = a.direct_io;
-    cfg.threads = usize::from(a.threads);
     let summary = format!(
         "{} {} ({})",
         arr.level(),
         arr.uuid_text(),
         crate::units::human(arr.size_bytes())
     );
-
     // Before any thread exists, so only the signal thread ever sees these signals.
     let signals = block_stop_signals()?;
-    let arr = Arc::new(arr);
-    if !a.read_only {
-        // Partial stripes wait briefly for the rest of their stripe; fsync writes them out.
-        arr.start_writeback();
-    }
-    // Background work, member management and events, reachable via `raidkit status`.
-    let sup = raidkit_engine::supervisor::Supervisor::start(
-        &crate::control::short_name(arr.name()),
-        arr.clone(),
-    );
-    let _control = match crate::control::start(vec![sup.clone()]) {
-        Ok(c) => {
-            eprintln!(
-                "raidkit: control socket {} (raidkit status / manage / sync-action / monitor)",
-                c.path().display()
-            );
-            Some(c)
-        }
-        Err(e) => {
-            note(format_args!(
-                "no control socket ({e:#}); `raidkit status` will not see this array"
-            ));
-            None
-        }
-    };
-    let mounted = raidkit_fuse::mount(arr.clone(), &a.mountpoint, &cfg)?;
-    let file = mounted.file_path();
+    let name = crate::control::short_name(arr.name());
+    let online = Online::start(vec![Served::new(name, arr)], a.control.access())?;
+    let served = &online.served()[0];
+    let mut cfg = MountConfig::new(&file_name);
+    cfg.read_only = a.read_only;
+    cfg.direct_io = a.direct_io;
+    cfg.threads = usize::from(a.threads);
+    cfg.activity = Some(Arc::clone(&served.activity));
+    let mounted = raidkit_fuse::mount(Arc::clone(&served.array), &a.mountpoint, &cfg)?;
     let mp = mounted.mountpoint().to_path_buf();
-    // Ignore stdout errors (closed pipe): the mount must run and stop cleanly anyway.
+    print_mounted(&summary, &mounted);
+    stop_on_signals(signals, mounted.stop_handle(), |ev: &StopEvent| {
+        match &ev.result {
+            Ok(()) => note(format_args!("{}: unmounting", ev.name)),
+            Err(e @ FuseError::Busy { .. }) => note(format_args!("{}: not stopping: {e}", ev.name)),
+            Err(e) => note(format_args!("{}: {e}", ev.name)),
+        }
+    })?;
+    let stats = mounted.run()?;
+    online.shutdown()?;
+    if cfg.read_only {
+        note(format_args!("unmounted {}", mp.display()));
+    } else {
+        note(format_args!(
+            "unmounted {}; {} written, members flushed, array marked clean",
+            mp.display(),
+            crate::units::human(stats.bytes_written)
+        ));
+    }
+    if stats.io_errors > 0 {
+        return Err(anyhow!(
+            "{} request(s) failed with an IO error while mounted (see above)",
+            stats.io_errors
+        ));
+    }
+    Ok(())
+}
+
+/// Tell the user where the file is and how to stop. Errors on stdout (a closed pipe) are
+/// ignored: the mount must run and stop cleanly anyway.
+fn print_mounted(summary: &str, mounted: &raidkit_fuse::Mounted) {
+    let file = mounted.file_path();
     let _ = (|| -> std::io::Result<()> {
         let mut out = std::io::stdout().lock();
         writeln!(
@@ -192,33 +153,8 @@ pub fn cmd_mount(a: MountArgs) -> Result<()> {
             out,
             "  stop: Ctrl-C, kill -TERM {}, or umount {} (losetup -d first)",
             std::process::id(),
-            mp.display()
+            mounted.mountpoint().display()
         )?;
         out.flush()
     })();
-    stop_on_signals(signals, mounted.stop_handle(), |ev: &StopEvent| {
-        match &ev.result {
-            Ok(()) => note(format_args!("{}: unmounting", ev.name)),
-            Err(e @ FuseError::Busy { .. }) => note(format_args!("{}: not stopping: {e}", ev.name)),
-            Err(e) => note(format_args!("{}: {e}", ev.name)),
-        }
-    })?;
-    let stats = mounted.run()?;
-    sup.shutdown()?;
-    if cfg.read_only {
-        note(format_args!("unmounted {}", mp.display()));
-    } else {
-        note(format_args!(
-            "unmounted {}; {} written, members flushed, array marked clean",
-            mp.display(),
-            crate::units::human(stats.bytes_written)
-        ));
-    }
-    if stats.io_errors > 0 {
-        return Err(anyhow!(
-            "{} request(s) failed with an IO error while mounted (see above)",
-            stats.io_errors
-        ));
-    }
-    Ok(())
 }

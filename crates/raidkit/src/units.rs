@@ -53,6 +53,43 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
+/// Runs of numbers beyond which [`role_list`] only counts.
+const MAX_RUNS: usize = 16;
+
+/// A list of roles as runs: `0, 2, 5-9`, at most 16 runs then `... (N roles)`; with the
+/// count when it is not obvious (`3-65533 (65531 roles)`).
+pub fn role_list(roles: &[usize]) -> String {
+    let mut sorted = roles.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &r in &sorted {
+        match runs.last_mut() {
+            Some((_, hi)) if *hi + 1 == r => *hi = r,
+            _ => runs.push((r, r)),
+        }
+    }
+    let text: Vec<String> = runs
+        .iter()
+        .take(MAX_RUNS)
+        .map(|&(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        })
+        .collect();
+    let mut s = text.join(", ");
+    if runs.len() > MAX_RUNS {
+        s.push_str(", ...");
+    }
+    if sorted.len() > 2 && sorted.len() != text.len() {
+        s.push_str(&format!(" ({} roles)", sorted.len()));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +110,18 @@ mod tests {
             .contains("too large"));
         assert_eq!(human(1536), "1.50 KiB");
         assert_eq!(human(100), "100 B");
+    }
+
+    #[test]
+    fn role_lists_are_runs() {
+        assert_eq!(role_list(&[]), "");
+        assert_eq!(role_list(&[2]), "2");
+        assert_eq!(role_list(&[0, 2]), "0, 2");
+        assert_eq!(role_list(&[5, 0, 6, 7]), "0, 5-7 (4 roles)");
+        let many: Vec<usize> = (3..=65533).collect();
+        assert_eq!(role_list(&many), "3-65533 (65531 roles)");
+        let sparse: Vec<usize> = (0..1000).map(|i| i * 2).collect();
+        let t = role_list(&sparse);
+        assert!(t.ends_with(", ... (1000 roles)") && t.len() < 120, "{t}");
     }
 }

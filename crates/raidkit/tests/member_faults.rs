@@ -28,7 +28,9 @@ fn serve(d: &Path, members: &[&str]) -> (Daemon, String) {
     std::fs::create_dir_all(d.join("run")).unwrap();
     ok(
         d,
-        &["create", "-l", "1", "-n", "2", "-z", "32M", "--name", "vol", "a", "b"],
+        &[
+            "create", "-l", "1", "-n", "2", "-z", "32M", "--name", "vol", "a", "b",
+        ],
     );
     let sock = d.join("vol.sock");
     let mut cmd = Command::new(RAIDKIT);
@@ -91,15 +93,24 @@ fn a_leg_whose_flushes_fail_is_failed_and_writes_go_on() {
     let (code, err) = s.stop("TERM");
     assert_eq!(code, Some(0), "{err}");
     // Failed once, logged once.
-    assert_eq!(err.matches("raidkit[vol]: member_failed").count(), 1, "{err}");
-    assert!(err.contains("\"reason\":\"flush failed: Input/output error"), "{err}");
+    assert_eq!(
+        err.matches("raidkit[vol]: member_failed").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("\"reason\":\"flush failed: Input/output error"),
+        "{err}"
+    );
     // a holds every write and records b as gone (mdadm's "A.").
     let ex = ok(d, &["examine", "--json", "a"]);
     assert!(ex.contains("\"array_state\": \"A.\""), "{ex}");
     ok(d, &["export", "--output", "x.img", "a"]);
     let x = std::fs::read(d.join("x.img")).unwrap();
     for i in 0..11usize {
-        assert!(x[i << 20..(i << 20) + 65536].iter().all(|&b| b == 0x10 + i as u8));
+        assert!(x[i << 20..(i << 20) + 65536]
+            .iter()
+            .all(|&b| b == 0x10 + i as u8));
     }
 }
 
@@ -138,7 +149,11 @@ fn when_both_legs_fail_the_same_write_the_last_copy_is_kept() {
         .map(|m| m["state"].as_str().unwrap())
         .collect();
     assert_eq!(states, ["failed", "in_sync"], "{st}");
-    assert_eq!(st["lost_ranges"], serde_json::json!([[1 << 20, 4096]]), "{st}");
+    assert_eq!(
+        st["lost_ranges"],
+        serde_json::json!([[1 << 20, 4096]]),
+        "{st}"
+    );
     let (code, err) = s.stop("TERM");
     assert_eq!(code, Some(0), "{err}");
 }

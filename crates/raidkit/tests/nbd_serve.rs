@@ -363,7 +363,10 @@ fn unclean_stop_is_resynced_and_read_only_serves() {
     let mut s = serve(dir, &["--socket", ss, "a", "b", "c", "d"]);
     let (code, err) = s.stop("INT");
     assert_eq!(code, Some(0));
-    assert!(err.contains("not stopped cleanly; resyncing"), "{err}");
+    assert!(
+        err.contains("was not stopped cleanly: resyncing before accepting writes"),
+        "{err}"
+    );
     assert_eq!(states(dir, &M), vec!["clean"; 4]);
     assert!(export(dir, &M)[12288..12288 + 65536]
         .iter()

@@ -17,6 +17,7 @@ use crate::sync::{self, SyncMode};
 use crate::util::random_uuid;
 use raidkit_format::v1::Minor;
 use raidkit_layout::{names, Geometry, Level};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -206,7 +207,7 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
             writable: true,
             force: false,
             metadata: Some(opts.metadata),
-            report_only: false,
+            ..Default::default()
         },
     )?;
     if !opts.assume_clean && redundant {
@@ -321,9 +322,11 @@ fn open_members(opts: &CreateOptions) -> Result<Vec<Option<Arc<dyn BlockDev>>>> 
                     "{name} does not exist; pass --size SIZE to create member files (sparse)"
                 )));
             };
+            // Members hold the array's data: readable by their owner only.
             let f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
                 .open(p)
                 .map_err(|e| EngineError::io(&name, "creating the member file", e))?;
             f.set_len(sz)

@@ -1,0 +1,263 @@
+//! The client's socket: non-blocking, plain or TLS, where every read and write has a
+//! deadline (or watches for the connection being closed) and never blocks past it —
+//! a black-holed or stopped server costs a caller its deadline, no more.
+
+use crate::util::{lock, poll_in, poll_out};
+use openssl::ssl::{ErrorCode, SslStream};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How often a wait without a deadline looks at the closed flag.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Why an IO did not complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WireError {
+    /// The deadline passed.
+    Timeout,
+    /// The connection ended (EOF, reset, TLS error) or was closed by this side.
+    Closed(String),
+}
+
+/// A connected socket in non-blocking mode.
+pub(crate) enum Sock {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Sock {
+    pub(crate) fn fd(&self) -> RawFd {
+        match self {
+            Sock::Unix(s) => s.as_raw_fd(),
+            Sock::Tcp(s) => s.as_raw_fd(),
+        }
+    }
+    fn try_clone(&self) -> io::Result<Sock> {
+        Ok(match self {
+            Sock::Unix(s) => Sock::Unix(s.try_clone()?),
+            Sock::Tcp(s) => Sock::Tcp(s.try_clone()?),
+        })
+    }
+    fn shutdown(&self) {
+        let _ = match self {
+            Sock::Unix(s) => s.shutdown(Shutdown::Both),
+            Sock::Tcp(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl Read for Sock {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => s.read(b),
+            Sock::Tcp(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Sock {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => s.write(b),
+            Sock::Tcp(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What a non-blocking step needs before it can go on.
+pub(crate) enum Want {
+    Read,
+    Write,
+}
+
+type Step<T> = Result<Result<T, Want>, WireError>;
+
+fn io_step<T>(r: io::Result<T>, want: Want) -> Step<T> {
+    match r {
+        Ok(v) => Ok(Ok(v)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Err(want)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(Err(want)),
+        Err(e) => Err(WireError::Closed(e.to_string())),
+    }
+}
+
+fn ssl_step<T>(r: Result<T, openssl::ssl::Error>) -> Step<T> {
+    match r {
+        Ok(v) => Ok(Ok(v)),
+        Err(e) => match e.code() {
+            ErrorCode::WANT_READ => Ok(Err(Want::Read)),
+            ErrorCode::WANT_WRITE => Ok(Err(Want::Write)),
+            ErrorCode::ZERO_RETURN => Err(WireError::Closed("the server closed TLS".into())),
+            ErrorCode::SYSCALL => match e.io_error() {
+                Some(io) if io.kind() == io::ErrorKind::WouldBlock => Ok(Err(Want::Read)),
+                Some(io) => Err(WireError::Closed(io.to_string())),
+                None => Err(WireError::Closed("connection closed".into())),
+            },
+            _ => Err(WireError::Closed(format!("TLS: {e}"))),
+        },
+    }
+}
+
+/// The connection: a socket, and the TLS session over it once STARTTLS is done.
+pub(crate) struct Wire {
+    sock: Sock,
+    tls: Option<Mutex<SslStream<Sock>>>,
+    closed: AtomicBool,
+}
+
+impl Wire {
+    /// Take a connected socket (it is made non-blocking).
+    pub(crate) fn new(sock: Sock) -> io::Result<Wire> {
+        match &sock {
+            Sock::Unix(s) => s.set_nonblocking(true)?,
+            Sock::Tcp(s) => {
+                s.set_nonblocking(true)?;
+                let _ = s.set_nodelay(true);
+            }
+        }
+        Ok(Wire {
+            sock,
+            tls: None,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// A second handle to the socket, for a TLS session to own.
+    pub(crate) fn raw_clone(&self) -> io::Result<Sock> {
+        self.sock.try_clone()
+    }
+
+    /// From now on, data goes through this TLS session.
+    pub(crate) fn set_tls(&mut self, s: SslStream<Sock>) {
+        self.tls = Some(Mutex::new(s));
+    }
+
+    /// Close the connection: every wait in progress returns `Closed` promptly.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.sock.shutdown();
+    }
+
+    /// Wait for the socket as `want` says, until `until` (or a tick, without one).
+    pub(crate) fn wait(&self, want: Want, until: Option<Instant>) -> Result<(), WireError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(WireError::Closed("connection closed".into()));
+        }
+        let left = match until {
+            Some(at) => {
+                let left = at.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(WireError::Timeout);
+                }
+                left.min(TICK)
+            }
+            None => TICK,
+        };
+        match want {
+            Want::Read => poll_in(self.sock.fd(), left),
+            Want::Write => poll_out(self.sock.fd(), left),
+        };
+        Ok(())
+    }
+
+    /// Read some bytes (at least one). EOF is `Closed`.
+    pub(crate) fn read_some(
+        &self,
+        buf: &mut [u8],
+        until: Option<Instant>,
+    ) -> Result<usize, WireError> {
+        loop {
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(WireError::Closed("connection closed".into()));
+            }
+            let step = match &self.tls {
+                None => io_step((&self.sock).read_nb(buf), Want::Read)?,
+                Some(t) => ssl_step(lock(t).ssl_read(buf))?,
+            };
+            match step {
+                Ok(0) => return Err(WireError::Closed("the server closed the connection".into())),
+                Ok(n) => return Ok(n),
+                Err(want) => self.wait(want, until)?,
+            }
+        }
+    }
+
+    /// Read exactly `buf.len()` bytes.
+    pub(crate) fn read_exact(
+        &self,
+        buf: &mut [u8],
+        until: Option<Instant>,
+    ) -> Result<(), WireError> {
+        let mut at = 0;
+        while at < buf.len() {
+            at += self.read_some(&mut buf[at..], until)?;
+        }
+        Ok(())
+    }
+
+    /// Write all of `buf`.
+    pub(crate) fn write_all(&self, buf: &[u8], until: Option<Instant>) -> Result<(), WireError> {
+        let mut at = 0;
+        while at < buf.len() {
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(WireError::Closed("connection closed".into()));
+            }
+            let rest = &buf[at..];
+            let step = match &self.tls {
+                None => io_step((&self.sock).write_nb(rest), Want::Write)?,
+                Some(t) => ssl_step(lock(t).ssl_write(rest))?,
+            };
+            match step {
+                Ok(0) => return Err(WireError::Closed("write returned 0".into())),
+                Ok(n) => at += n,
+                Err(want) => self.wait(want, until)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Send TLS close_notify (best effort, never waits).
+    pub(crate) fn tls_shutdown(&self) {
+        if let Some(t) = &self.tls {
+            let _ = lock(t).shutdown();
+        }
+    }
+}
+
+/// Reads and writes on a shared socket reference.
+trait SockIo {
+    fn read_nb(self, b: &mut [u8]) -> io::Result<usize>;
+    fn write_nb(self, b: &[u8]) -> io::Result<usize>;
+}
+
+impl SockIo for &Sock {
+    fn read_nb(self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => (&*s).read(b),
+            Sock::Tcp(s) => (&*s).read(b),
+        }
+    }
+    fn write_nb(self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => (&*s).write(b),
+            Sock::Tcp(s) => (&*s).write(b),
+        }
+    }
+}
+
+/// Drive a non-blocking TLS handshake step: map its error to what to wait for.
+pub(crate) fn handshake_want(e: &openssl::ssl::Error) -> Option<Want> {
+    match e.code() {
+        ErrorCode::WANT_READ => Some(Want::Read),
+        ErrorCode::WANT_WRITE => Some(Want::Write),
+        _ => None,
+    }
+}

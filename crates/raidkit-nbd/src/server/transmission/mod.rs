@@ -1,0 +1,271 @@
+//! The transmission phase.
+//!
+//! nbdkit's model: every worker of a connection takes its turn at the socket to read one
+//! request header and payload, then processes the request and writes the reply itself.
+//! No hand-off between threads, one reply write per request, and the buffered reader
+//! takes many small request headers with one `recv`.
+//!
+//! The read turn is the read side's mutex (a waiting worker sleeps in `lock`; handing
+//! the turn over costs a futex call only when someone waits). Workers are started as
+//! requests arrive (when the worker that just read one finds nobody waiting for the
+//! next turn) up to the configured number. A worker holding the turn with no request for
+//! `RETIRE_AFTER` stops, unless it is the last one; the next waiting worker then takes
+//! the turn and, the connection still idle, stops after a tick: an idle connection costs
+//! one thread. The last worker to leave closes the connection.
+
+mod flight;
+mod read;
+mod reply;
+
+use super::config::ExportEntry;
+use super::stream::{SharedTls, Sock, Transport};
+use super::Shared;
+use crate::proto::{self, Cmd, Limits, Request};
+use crate::util::lock;
+use flight::{Cost, Flight};
+use read::{Next, Patient, ReadSide};
+use reply::OutQueue;
+use std::io::{self, BufReader, Write};
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Largest request buffer kept for reuse.
+const KEEP_BUF: usize = 4 << 20;
+/// Request buffers kept for reuse per connection.
+const KEEP_BUFS: usize = 16;
+/// A connection without a request for this long lets its extra workers stop.
+pub(super) const RETIRE_AFTER: Duration = Duration::from_secs(2);
+
+pub(crate) struct Conn {
+    sh: Arc<Shared>,
+    /// Workers alive.
+    alive: AtomicUsize,
+    /// Workers waiting for the read turn.
+    waiting: AtomicUsize,
+    max_workers: usize,
+    rd: Mutex<ReadSide>,
+    out: Mutex<OutQueue>,
+    writer: Mutex<Box<dyn Write + Send>>,
+    flight: Flight,
+    structured: bool,
+    export: Arc<ExportEntry>,
+    limits: Limits,
+    /// Request buffers, reused last-in first-out so the ones in use stay in cache
+    /// (whichever worker takes the next request).
+    pool: Mutex<Vec<Vec<u8>>>,
+    dead: AtomicBool,
+    closer: Option<Sock>,
+    tls: Option<SharedTls>,
+    /// Dropped with the connection: its admission slots and registration.
+    _guards: Box<dyn Send + Sync>,
+}
+
+impl Drop for Conn {
+    /// The last worker is gone: close the TLS session and the socket.
+    fn drop(&mut self) {
+        if let Some(t) = &self.tls {
+            let _ = lock(t).shutdown();
+        }
+        if let Some(c) = &self.closer {
+            c.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Serve requests until the client leaves, the connection breaks or the server stops.
+/// Returns once this thread's work is done; other workers may still be finishing, and
+/// the last one closes the connection and drops `guards`.
+pub(crate) fn run(
+    sh: &Arc<Shared>,
+    t: Transport,
+    export: Arc<ExportEntry>,
+    structured: bool,
+    guards: Box<dyn Send + Sync>,
+) {
+    let limits = export.limits;
+    let lim = &sh.limits;
+    let conn = Arc::new(Conn {
+        sh: Arc::clone(sh),
+        alive: AtomicUsize::new(1),
+        waiting: AtomicUsize::new(0),
+        max_workers: sh.workers,
+        rd: Mutex::new(ReadSide {
+            reader: BufReader::with_capacity(
+                read::READ_BUF,
+                Patient {
+                    inner: t.reader,
+                    patient: true,
+                    stall_limit: lim.idle_timeout,
+                },
+            ),
+            done: false,
+            last_request: Instant::now(),
+        }),
+        out: Mutex::new(OutQueue::default()),
+        writer: Mutex::new(t.writer),
+        flight: Flight::new(lim.max_requests_in_flight, lim.max_bytes_in_flight),
+        structured,
+        export,
+        limits,
+        pool: Mutex::new(Vec::new()),
+        dead: AtomicBool::new(false),
+        closer: t.closer,
+        tls: t.tls,
+        _guards: guards,
+    });
+    conn.work();
+}
+
+impl Conn {
+    /// A worker leaves, unless it is the last one (`only_extra`). True if it left; all but
+    /// the last one held a server-wide worker slot.
+    fn leave(&self, only_extra: bool) -> bool {
+        let left = self
+            .alive
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n > 1 || !only_extra).then(|| n - 1)
+            });
+        match left {
+            Ok(n) if n > 1 => {
+                self.sh.free_worker_slot();
+                true
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// After reading a request: start one more worker if nobody waits for the next turn
+    /// (and the limits allow).
+    fn maybe_spawn(self: &Arc<Self>) {
+        if self.waiting.load(Ordering::Acquire) > 0
+            || self.alive.load(Ordering::Acquire) >= self.max_workers
+            || !self.sh.take_worker_slot()
+        {
+            return;
+        }
+        self.alive.fetch_add(1, Ordering::AcqRel);
+        let me = Arc::clone(self);
+        let started = thread::Builder::new()
+            .name("nbd-worker".into())
+            .spawn(move || me.work());
+        if started.is_err() {
+            self.leave(false);
+        }
+    }
+
+    /// A worker: read a request, process it, reply; until the read side is done.
+    fn work(self: &Arc<Self>) {
+        loop {
+            let mut buf = lock(&self.pool).pop().unwrap_or_default();
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+            let next = {
+                let mut rd = lock(&self.rd);
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                let next = self.read_next(&mut rd, &mut buf);
+                if matches!(next, Next::Done) {
+                    rd.done = true;
+                }
+                next
+            };
+            match next {
+                Next::Request(req, cmd, cost) => {
+                    self.maybe_spawn();
+                    self.execute(req, cmd, cost, &mut buf);
+                }
+                Next::Again => {}
+                Next::Retire => {
+                    // Keep the pool as small as the crew.
+                    lock(&self.pool).pop();
+                    return;
+                }
+                Next::Done => {
+                    self.leave(false);
+                    return;
+                }
+            }
+            let mut pool = lock(&self.pool);
+            if pool.len() < KEEP_BUFS && buf.capacity() > 0 && buf.capacity() <= KEEP_BUF {
+                pool.push(buf);
+            }
+        }
+    }
+
+    fn execute(&self, req: Request, cmd: Cmd, cost: Cost, buf: &mut Vec<u8>) {
+        let b = &self.export.backend;
+        let Request {
+            cookie,
+            offset,
+            len,
+            ..
+        } = req;
+        let n = len as usize;
+        let then_flush =
+            |r: io::Result<()>, fua: bool| r.and_then(|_| if fua { b.flush() } else { Ok(()) });
+        let res = match cmd {
+            Cmd::Read => return self.read(cookie, offset, n, buf, cost),
+            Cmd::Write { fua } => match buf.get(..n) {
+                Some(_) if n == 0 => Ok(()),
+                Some(data) => b.write(offset, data, fua),
+                None => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+            },
+            Cmd::Flush => b.flush(),
+            Cmd::Trim { .. } | Cmd::WriteZeroes { .. } if n == 0 => Ok(()),
+            Cmd::Trim { fua } => then_flush(b.trim(offset, u64::from(len)), fua),
+            Cmd::WriteZeroes { fua, no_hole } => {
+                then_flush(b.write_zeroes(offset, u64::from(len), no_hole), fua)
+            }
+            Cmd::Disc => Ok(()),
+        };
+        match res {
+            Ok(()) => self.reply_ok(cookie, cost),
+            Err(e) => self.reply_error(cookie, proto::errno_of(&e), &e.to_string(), None, cost),
+        }
+    }
+
+    /// Read into `buf` after room for the reply header, so header and data go out with
+    /// one write.
+    fn read(&self, cookie: u64, offset: u64, n: usize, buf: &mut Vec<u8>, cost: Cost) {
+        let hdr = if self.structured {
+            proto::CHUNK_HEADER_LEN + 8
+        } else {
+            proto::SIMPLE_REPLY_LEN
+        };
+        if n == 0 {
+            if self.structured {
+                let h =
+                    proto::chunk_header(proto::REPLY_FLAG_DONE, proto::REPLY_TYPE_NONE, cookie, 0);
+                self.send(&h, cost);
+            } else {
+                self.reply_ok(cookie, cost);
+            }
+            return;
+        }
+        if buf.len() < hdr + n {
+            buf.resize(hdr + n, 0);
+        }
+        let res = match buf.get_mut(hdr..hdr + n) {
+            Some(data) => self.export.backend.read(offset, data),
+            None => Err(io::Error::from_raw_os_error(libc::ENOMEM)),
+        };
+        if let Err(e) = res {
+            let msg = e.to_string();
+            return self.reply_error(cookie, proto::errno_of(&e), &msg, Some(offset), cost);
+        }
+        if self.structured {
+            let typ = proto::REPLY_TYPE_OFFSET_DATA;
+            let h = proto::chunk_header(proto::REPLY_FLAG_DONE, typ, cookie, (8 + n) as u32);
+            buf[..20].copy_from_slice(&h);
+            buf[20..28].copy_from_slice(&offset.to_be_bytes());
+        } else {
+            buf[..16].copy_from_slice(&proto::simple_reply(0, cookie));
+        }
+        match buf.get(..hdr + n) {
+            Some(all) => self.send(all, cost),
+            None => self.flight.release(cost),
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Reading requests off the socket: waiting for one between requests (watching the stop
+//! flag and the idle timeout), then the header and a write's payload, validated before
+//! anything is allocated, with budget taken before the request is accepted.
+
+use super::flight::Cost;
+use super::Conn;
+use crate::proto::{self, errno, Cmd, Request};
+use crate::server::stream::{is_tick, InReader};
+use crate::util::drain;
+use std::io::{self, BufRead, BufReader, Read};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Oversized WRITE payloads up to this size are drained (and refused); larger ones close
+/// the connection.
+const WRITE_DRAIN_LIMIT: u32 = 64 << 20;
+/// Receive buffer of the request reader (many small request headers per `recv`).
+pub(super) const READ_BUF: usize = 256 << 10;
+
+/// The socket as read during transmission. `patient`: inside a request, the reader's
+/// ticks are retried (for at most `stall_limit`, when there is one); between requests
+/// they are reported, so the waiting worker can look at the stop flag.
+pub(super) struct Patient {
+    pub(super) inner: InReader,
+    pub(super) patient: bool,
+    pub(super) stall_limit: Option<Duration>,
+}
+
+impl Read for Patient {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut stalled: Option<Instant> = None;
+        loop {
+            match self.inner.read(buf) {
+                Err(e) if self.patient && is_tick(&e) => {
+                    let since = *stalled.get_or_insert_with(Instant::now);
+                    if self.stall_limit.is_some_and(|l| since.elapsed() > l) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "client stalled in the middle of a request",
+                        ));
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+/// What the worker whose turn it was takes away.
+pub(super) enum Next {
+    /// A request to process, with the budget it holds.
+    Request(Request, Cmd, Cost),
+    /// A request was refused and answered; read the next.
+    Again,
+    /// No more requests (disconnect, error, shutdown, idle timeout).
+    Done,
+    /// Nothing to do for a while: this worker stops (it was not the last).
+    Retire,
+}
+
+/// How waiting for a request ended.
+enum Wait {
+    Ready,
+    Stop,
+    Retire,
+}
+
+/// The reading side of a connection, used by the worker whose turn it is.
+pub(super) struct ReadSide {
+    pub(super) reader: BufReader<Patient>,
+    /// No more requests are read (disconnect, error, shutdown, idle).
+    pub(super) done: bool,
+    /// When the last request arrived.
+    pub(super) last_request: Instant,
+}
+
+impl Conn {
+    /// Wait until a request starts to arrive: `Stop` on shutdown, hang-up, error, a
+    /// dead connection, or idle past the idle timeout; `Retire` if this worker is not
+    /// needed (no request for `RETIRE_AFTER`, and it was not the last).
+    fn wait_request(&self, rd: &mut ReadSide) -> Wait {
+        if !rd.reader.buffer().is_empty() {
+            return Wait::Ready;
+        }
+        rd.reader.get_mut().patient = false;
+        let w = loop {
+            match rd.reader.fill_buf() {
+                Ok([]) => break Wait::Stop,
+                Ok(_) => break Wait::Ready,
+                Err(e) if is_tick(&e) => {
+                    if self.sh.stopping() || self.dead.load(Ordering::Relaxed) {
+                        break Wait::Stop;
+                    }
+                    let quiet = rd.last_request.elapsed();
+                    let idle = self.sh.limits.idle_timeout.is_some_and(|t| quiet > t);
+                    if idle && self.flight.held().requests == 0 {
+                        break Wait::Stop;
+                    }
+                    if quiet > super::RETIRE_AFTER && self.leave(true) {
+                        break Wait::Retire;
+                    }
+                }
+                Err(_) => break Wait::Stop,
+            }
+        };
+        rd.reader.get_mut().patient = true;
+        w
+    }
+
+    /// Take the next request off the socket (its payload, for a write, into `buf`) with
+    /// the budget it holds. Requests refused at once are answered here.
+    pub(super) fn read_next(&self, rd: &mut ReadSide, buf: &mut Vec<u8>) -> Next {
+        if rd.done || self.dead.load(Ordering::Relaxed) {
+            return Next::Done;
+        }
+        match self.wait_request(rd) {
+            Wait::Ready => {}
+            Wait::Stop => return Next::Done,
+            Wait::Retire => return Next::Retire,
+        }
+        self.read_request(rd, buf)
+    }
+
+    /// Read the request that has started to arrive.
+    fn read_request(&self, rd: &mut ReadSide, buf: &mut Vec<u8>) -> Next {
+        let give_up = || self.dead.load(Ordering::Relaxed);
+        let mut h = [0u8; proto::REQUEST_LEN];
+        if rd.reader.read_exact(&mut h).is_err() {
+            return Next::Done;
+        }
+        let Some(req) = proto::parse_request(&h) else {
+            return Next::Done;
+        };
+        rd.last_request = Instant::now();
+        if req.typ == proto::CMD_WRITE {
+            return self.read_write(rd, &req, buf);
+        }
+        match proto::validate(&req, &self.limits) {
+            Ok(Cmd::Disc) => Next::Done,
+            Ok(cmd) => {
+                let bytes = if cmd == Cmd::Read { req.len } else { 0 };
+                let cost = Cost::request(u64::from(bytes));
+                if self.flight.acquire(cost, give_up) {
+                    Next::Request(req, cmd, cost)
+                } else {
+                    Next::Done
+                }
+            }
+            Err(r) => {
+                let cost = Cost::request(0);
+                if !self.flight.acquire(cost, give_up) {
+                    return Next::Done;
+                }
+                self.reply_error(req.cookie, r.errno, r.msg, None, cost);
+                Next::Again
+            }
+        }
+    }
+
+    /// A write's payload (refused and answered at once if it is too large or invalid).
+    fn read_write(&self, rd: &mut ReadSide, req: &Request, buf: &mut Vec<u8>) -> Next {
+        let give_up = || self.dead.load(Ordering::Relaxed);
+        if req.len > self.limits.max_payload {
+            if req.len > WRITE_DRAIN_LIMIT || drain(&mut rd.reader, u64::from(req.len)).is_err() {
+                return Next::Done;
+            }
+            let cost = Cost::request(0);
+            if !self.flight.acquire(cost, give_up) {
+                return Next::Done;
+            }
+            self.reply_error(
+                req.cookie,
+                errno::EINVAL,
+                "write length exceeds the advertised maximum block size",
+                None,
+                cost,
+            );
+            return Next::Again;
+        }
+        let n = req.len as usize;
+        let cost = Cost::request(u64::from(req.len));
+        if !self.flight.acquire(cost, give_up) {
+            return Next::Done;
+        }
+        if buf.len() < n {
+            buf.resize(n, 0);
+        }
+        let got = match buf.get_mut(..n) {
+            Some(b) => rd.reader.read_exact(b),
+            None => Err(io::Error::other("buffer")),
+        };
+        if got.is_err() {
+            self.flight.release(cost);
+            return Next::Done;
+        }
+        match proto::validate(req, &self.limits) {
+            Ok(cmd) => Next::Request(*req, cmd, cost),
+            Err(r) => {
+                self.reply_error(req.cookie, r.errno, r.msg, None, cost);
+                Next::Again
+            }
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! `raidkit examine`: every superblock found on each device, like `mdadm --examine`.
+
+use crate::units::human;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use raidkit_engine::dev::{BlockDev, FileDev};
+use raidkit_engine::sb::{probe, Role, Super};
+use raidkit_format::v090::SuperblockV090;
+use raidkit_format::v1::SuperblockV1;
+use raidkit_format::{uuid, MAX_SECTOR};
+use raidkit_layout::{names, Geometry, Level};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// `examine`.
+#[derive(Args, Debug)]
+pub struct ExamineArgs {
+    /// JSON output: a list with one object per member.
+    #[arg(long)]
+    pub json: bool,
+    /// Devices or files.
+    #[arg(required = true, value_name = "MEMBER")]
+    pub members: Vec<PathBuf>,
+}
+
+/// A level number as its name (`raid5`), or `level N` for one raidkit does not know.
+pub fn level_text(l: i32) -> String {
+    Level::from_md(l)
+        .map(|l| l.to_string())
+        .unwrap_or_else(|| format!("level {l}"))
+}
+fn layout_text(sb: &Super) -> String {
+    match Level::from_md(sb.level()) {
+        Some(l) => names::layout_name(l, sb.layout()),
+        None => format!("{}", sb.layout()),
+    }
+}
+
+fn role_json(r: Role) -> Value {
+    match r {
+        Role::Active(n) => json!(n),
+        Role::Spare => json!("spare"),
+        Role::Faulty => json!("faulty"),
+        Role::Journal => json!("journal"),
+    }
+}
+
+fn geometry_of(sb: &Super, member_sectors: Vec<u64>) -> Option<Geometry> {
+    let level = Level::from_md(sb.level())?;
+    Geometry::new(
+        level,
+        sb.layout(),
+        sb.chunk_sectors(),
+        sb.raid_disks(),
+        sb.size_sectors(),
+        member_sectors,
+    )
+    .ok()
+}
+
+struct Examined {
+    path: PathBuf,
+    dev_sectors: u64,
+    sb: Super,
+    ok: bool,
+}
+
+/// Run `examine`.
+pub fn run(a: ExamineArgs) -> Result<()> {
+    let mut found: Vec<Examined> = Vec::new();
+    let mut errors: Vec<(PathBuf, String)> = Vec::new();
+    for p in &a.members {
+        match examine_one(p) {
+            Ok(mut v) => found.append(&mut v),
+            Err(e) => errors.push((p.clone(), crate::out::error_text(&e))),
+        }
+    }
+    let sizes: Vec<Option<u64>> = found.iter().map(|e| array_bytes(e, &found)).collect();
+    if a.json {
+        let mut list = Vec::new();
+        for (e, size) in found.iter().zip(&sizes) {
+            list.push(examine_json(e, *size));
+        }
+        for (p, err) in &errors {
+            list.push(json!({"device": p.display().to_string(), "error": err}));
+        }
+        outln!("{}", serde_json::to_string_pretty(&Value::Array(list))?);
+    } else {
+        for (e, size) in found.iter().zip(&sizes) {
+            out!("{}", examine_text(e, *size));
+        }
+        for (p, err) in &errors {
+            outln!("{}:\n    {err}\n", p.display());
+        }
+    }
+    if !errors.is_empty() {
+        bail!(
+            "{} of {} device(s) have no usable MD superblock",
+            errors.len(),
+            a.members.len()
+        );
+    }
+    Ok(())
+}
+
+/// The array size a member's superblock implies; linear and RAID0 need every member's
+/// data size, so those come from the other examined members of the same array.
+fn array_bytes(e: &Examined, found: &[Examined]) -> Option<u64> {
+    let level = Level::from_md(e.sb.level())?;
+    let ms = if matches!(level, Level::Linear | Level::Raid0) {
+        let mut v = vec![None; e.sb.raid_disks()];
+        for o in found.iter().filter(|o| o.sb.uuid() == e.sb.uuid()) {
+            if let Role::Active(r) = o.sb.own_role() {
+                if let Some(slot) = v.get_mut(r) {
+                    *slot = Some(o.sb.data_size(o.dev_sectors));
+                }
+            }
+        }
+        v.into_iter().collect::<Option<Vec<u64>>>()?
+    } else {
+        Vec::new()
+    };
+    geometry_of(&e.sb, ms).map(|g| g.array_sectors() * 512)
+}
+
+fn examine_one(p: &Path) -> Result<Vec<Examined>> {
+    super::check_member(p)?;
+    let d = FileDev::open(p, false).with_context(|| format!("opening {}", p.display()))?;
+    let pr = probe(&d)?;
+    if pr.found.is_empty() {
+        if let Some((what, e)) = pr.broken.first() {
+            bail!("{what} present but unreadable: {e}");
+        }
+        bail!("no MD superblock (looked for 1.2 at sector 8, 1.1 at 0, 1.0 and 0.90 at the end)");
+    }
+    Ok(pr
+        .found
+        .into_iter()
+        .map(|(sb, ok)| Examined {
+            path: p.to_path_buf(),
+            dev_sectors: d.size_bytes() / 512,
+            sb,
+            ok,
+        })
+        .collect())
+}
+
+fn array_state(sb: &Super) -> String {
+    let n = sb.raid_disks();
+    let mut counts = vec![0u32; n];
+    match sb {
+        Super::V1(s) => {
+            for &r in &s.dev_roles {
+                if (r as usize) < n {
+                    counts[r as usize] += 1;
+                }
+            }
+        }
+        Super::V090(s) => {
+            for i in 0..s.disks.len() {
+                if let Role::Active(r) = sb.role_of(i) {
+                    if r < n {
+                        counts[r] += 1;
+                    }
+                }
+            }
+        }
+    }
+    counts
+        .iter()
+        .map(|&c| match c {
+            0 => '.',
+            1 => 'A',
+            2 => 'R',
+            _ => '?',
+        })
+        .collect()
+}
+
+/// The superblock's checksum as written (computed by the format crate over its encoding).
+fn checksum_of(sb: &Super) -> u32 {
+    match sb {
+        Super::V1(s) => SuperblockV1::checksum(&s.encode()).unwrap_or(0),
+        Super::V090(s) => SuperblockV090::checksum(&s.encode()).unwrap_or(0),
+    }
+}
+
+fn examine_json(e: &Examined, array_bytes: Option<u64>) -> Value {
+    let sb = &e.sb;
+    let mut v = json!({
+        "device": e.path.display().to_string(),
+        "metadata": sb.metadata().as_str(),
+        "feature_map": sb.feature_map(),
+        "uuid": raidkit_engine::sb::uuid_text(sb.metadata(), &sb.uuid()),
+        "name": sb.name(),
+        "ctime": sb.ctime(),
+        "utime": sb.utime(),
+        "level": level_text(sb.level()),
+        "layout": layout_text(sb),
+        "layout_value": sb.layout(),
+        "chunk_bytes": sb.chunk_sectors() * 512,
+        "raid_disks": sb.raid_disks(),
+        "size_sectors": sb.size_sectors(),
+        "role": role_json(sb.own_role()),
+        "dev_number": sb.dev_number(),
+        "events": sb.events(),
+        "data_offset": sb.data_offset(),
+        "data_size": sb.data_size(e.dev_sectors),
+        "super_offset": sb.super_offset(e.dev_sectors),
+        "state": if sb.resync_offset() == MAX_SECTOR { "clean" } else { "active" },
+        "resync_offset": if sb.resync_offset() == MAX_SECTOR { Value::Null } else { json!(sb.resync_offset()) },
+        "recovery_offset": sb.recovery_offset(),
+        "bitmap_sector": sb.bitmap_sector(e.dev_sectors),
+        "bad_block_log": sb.bblog().map(|(s, n, sh)| json!({"sector": s, "sectors": n, "shift": sh})),
+        "array_state": array_state(sb),
+        "checksum": format!("{:08x}", checksum_of(sb)),
+        "checksum_ok": e.ok,
+        "array_bytes": array_bytes,
+    });
+    if let Super::V1(s) = sb {
+        v["device_uuid"] = json!(uuid::format(&s.device_uuid));
+    }
+    v
+}
+
+fn fmt_time(t: u64) -> String {
+    // UTC, like `date -u`: YYYY-MM-DD HH:MM:SS
+    let days = t / 86400;
+    let secs = t % 86400;
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z.rem_euclid(146097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
+    let sb = &e.sb;
+    let mut s = String::new();
+    let mut line = |k: &str, v: String| s.push_str(&format!("{k:>16} : {v}\n"));
+    let head = format!("{}:\n", e.path.display());
+    line("Magic", "a92b4efc".into());
+    line("Version", sb.metadata().as_str().into());
+    line("Feature Map", format!("{:#x}", sb.feature_map()));
+    line(
+        "Array UUID",
+        raidkit_engine::sb::uuid_text(sb.metadata(), &sb.uuid()),
+    );
+    if !sb.name().is_empty() {
+        line("Name", sb.name());
+    }
+    line("Creation Time", fmt_time(sb.ctime()));
+    line("Raid Level", level_text(sb.level()));
+    line("Raid Devices", sb.raid_disks().to_string());
+    line(
+        "Avail Dev Size",
+        format!(
+            "{} sectors ({})",
+            sb.data_size(e.dev_sectors),
+            human(sb.data_size(e.dev_sectors) * 512)
+        ),
+    );
+    if let Some(b) = array_bytes {
+        line("Array Size", format!("{} KiB ({})", b / 1024, human(b)));
+    }
+    if sb.size_sectors() != 0 {
+        line(
+            "Used Dev Size",
+            format!(
+                "{} sectors ({})",
+                sb.size_sectors(),
+                human(sb.size_sectors() * 512)
+            ),
+        );
+    }
+    line("Data Offset", format!("{} sectors", sb.data_offset()));
+    line(
+        "Super Offset",
+        format!("{} sectors", sb.super_offset(e.dev_sectors)),
+    );
+    if let Some(r) = sb.recovery_offset() {
+        line("Recovery Offset", format!("{r} sectors"));
+    }
+    line(
+        "State",
+        if sb.resync_offset() == MAX_SECTOR {
+            "clean".into()
+        } else {
+            format!("active (resync from sector {})", sb.resync_offset())
+        },
+    );
+    if let Super::V1(v) = sb {
+        line("Device UUID", uuid::format(&v.device_uuid));
+    }
+    if let Some(b) = sb.bitmap_sector(e.dev_sectors) {
+        line("Internal Bitmap", format!("at sector {b}"));
+    }
+    if let Some((o, n, _)) = sb.bblog() {
+        line(
+            "Bad Block Log",
+            format!("{} entries available at sector {o}", n * 64),
+        );
+    }
+    line("Update Time", fmt_time(sb.utime()));
+    line(
+        "Checksum",
+        format!(
+            "{:08x} - {}",
+            checksum_of(sb),
+            if e.ok { "correct" } else { "WRONG" }
+        ),
+    );
+    line("Events", sb.events().to_string());
+    if let Some(l) = Level::from_md(sb.level()) {
+        if l.has_parity() || l == Level::Raid10 || l == Level::Raid0 {
+            line("Layout", layout_text(sb));
+        }
+        if l.uses_chunk() {
+            line("Chunk Size", format!("{}K", sb.chunk_sectors() / 2));
+        }
+    }
+    line(
+        "Device Role",
+        match sb.own_role() {
+            Role::Active(n) => format!("Active device {n}"),
+            Role::Spare => "spare".into(),
+            Role::Faulty => "faulty".into(),
+            Role::Journal => "journal".into(),
+        },
+    );
+    line(
+        "Array State",
+        format!(
+            "{} ('A' == active, '.' == missing, 'R' == replacing)",
+            array_state(sb)
+        ),
+    );
+    format!("{head}{s}\n")
+}

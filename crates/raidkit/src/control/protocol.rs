@@ -1,0 +1,163 @@
+//! The control protocol: one JSON request line from the client, one JSON reply line from
+//! the server (`{"ok": true, ...}` or `{"ok": false, "error": "..."}`); after the reply to
+//! `monitor`, one JSON line per event until the client goes away.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case")]
+pub enum Request {
+    /// Every array's status.
+    Status,
+    /// Change an array's members or metadata.
+    Manage {
+        /// Array name.
+        array: String,
+        /// What to do.
+        #[serde(flatten)]
+        op: ManageOp,
+        /// Overwrite a device that holds data; remove bad-block logs even if data is lost.
+        #[serde(default)]
+        force: bool,
+    },
+    /// Add or remove the write-intent bitmap.
+    Grow {
+        /// Array name.
+        array: String,
+        /// `internal` or `none`.
+        bitmap: String,
+        /// Bytes per bitmap bit.
+        bitmap_chunk: Option<u64>,
+    },
+    /// Start or stop background work; change the speed limit.
+    SyncAction {
+        /// Array name.
+        array: String,
+        /// check, repair, resync, recover or idle.
+        action: Option<String>,
+        /// Bytes per second (0 = unlimited).
+        speed_limit: Option<u64>,
+        /// Window start, array bytes.
+        from: Option<u64>,
+        /// Window end, array bytes (exclusive).
+        to: Option<u64>,
+        /// Continue the last stopped check/repair.
+        #[serde(default)]
+        resume: bool,
+    },
+    /// Live IO statistics (one array, or all with an empty name).
+    Stats {
+        /// Array name, or empty for all.
+        #[serde(default)]
+        array: String,
+    },
+    /// Record client requests into a file.
+    TraceStart {
+        /// Array name.
+        array: String,
+        /// The trace file (absolute).
+        file: PathBuf,
+        /// Stop after this long.
+        seconds: Option<u64>,
+    },
+    /// Stop recording.
+    TraceStop {
+        /// Array name.
+        array: String,
+    },
+    /// Send a test event through every monitor.
+    TestEvent,
+    /// Stream every event after the reply.
+    Monitor,
+}
+
+/// What `manage` does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum ManageOp {
+    /// Mark a member failed.
+    Fail {
+        /// The member.
+        member: PathBuf,
+    },
+    /// Remove a failed member or a spare.
+    Remove {
+        /// The member.
+        member: PathBuf,
+    },
+    /// Add a device as a spare.
+    Add {
+        /// The device.
+        member: PathBuf,
+    },
+    /// Re-add a member that left.
+    ReAdd {
+        /// The member.
+        member: PathBuf,
+    },
+    /// Hot-replace an active member.
+    Replace {
+        /// The member.
+        member: PathBuf,
+        /// The device to copy onto.
+        with: Option<PathBuf>,
+    },
+    /// Change metadata (`no-bbl`).
+    Update {
+        /// What.
+        value: String,
+    },
+}
+
+impl Request {
+    /// True for requests that only read (allowed to the socket group's members).
+    pub fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            Request::Status | Request::Stats { .. } | Request::Monitor
+        )
+    }
+
+    /// The paths the server would open or create for this request, each with whether it
+    /// is created (a trace file) rather than opened read-write (a member).
+    pub fn paths(&self) -> Vec<(&PathBuf, bool)> {
+        match self {
+            Request::Manage { op, .. } => match op {
+                ManageOp::Add { member } | ManageOp::ReAdd { member } => vec![(member, false)],
+                ManageOp::Replace {
+                    with: Some(with), ..
+                } => vec![(with, false)],
+                _ => Vec::new(),
+            },
+            Request::TraceStart { file, .. } => vec![(file, true)],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_form() {
+        let r = Request::Manage {
+            array: "a".into(),
+            op: ManageOp::ReAdd {
+                member: "/d/b".into(),
+            },
+            force: false,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"cmd": "manage", "array": "a", "op": "re-add", "member": "/d/b", "force": false})
+        );
+        assert_eq!(serde_json::from_value::<Request>(v).unwrap(), r);
+        let s: Request = serde_json::from_str(r#"{"cmd":"status"}"#).unwrap();
+        assert_eq!(s, Request::Status);
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"nope"}"#).is_err());
+    }
+}

@@ -1,0 +1,337 @@
+//! The control socket's server: one thread accepting connections, one thread per
+//! connection; each connection carries one request (and, for `monitor`, the event stream
+//! that follows). Replies are the supervisors' typed status, serialized; refusals are
+//! worded here (the engine names no commands).
+
+use super::peer::{self, Peer, Policy};
+use super::protocol::{ManageOp, Request};
+use anyhow::{anyhow, bail, Context, Result};
+use raidkit_engine::grow::BitmapMode;
+use raidkit_engine::supervisor::{ActionOptions, Event, MonitorEvent, Supervisor, SupervisorError};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A running control server; removes its socket when dropped.
+pub struct ControlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl ControlServer {
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Who may use the control socket besides root and the server's user.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SocketAccess {
+    /// Members of this group may read (`--socket-group`); the socket is then mode 0660
+    /// with this group, else 0600.
+    pub group: Option<u32>,
+}
+
+/// Largest request line read.
+const MAX_REQUEST_BYTES: u64 = 64 << 10;
+/// Time a client has to send its request.
+const REQUEST_TIME: Duration = Duration::from_secs(10);
+/// Connections served at once (monitors stay connected); more are refused.
+const MAX_CONNECTIONS: usize = 64;
+
+/// Bind the socket in `dir` and give it its mode and group.
+fn bind(dir: &Path, access: SocketAccess) -> Result<(PathBuf, UnixListener)> {
+    let path = dir.join(format!("{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let l = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+    // The mode is set on the path right after bind, whatever the umask; a client that
+    // connects in between is still checked by its credentials (see `peer`).
+    let mode = if access.group.is_some() { 0o660 } else { 0o600 };
+    if let Some(g) = access.group {
+        std::os::unix::fs::chown(&path, None, Some(g)).with_context(|| {
+            format!(
+                "giving {} to group {} (--socket-group)",
+                path.display(),
+                peer::group_name(g)
+            )
+        })?;
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))?;
+    Ok((path, l))
+}
+
+/// Start the control socket for the arrays this process serves, in the run directory
+/// (which must have been checked with [`super::prepare_run_dir`]).
+pub fn start(
+    dir: &Path,
+    sups: Vec<Arc<Supervisor>>,
+    access: SocketAccess,
+) -> Result<ControlServer> {
+    let (path, l) = bind(dir, access)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let ctx = Arc::new(Ctx {
+        sups,
+        policy: Policy {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            owner: unsafe { libc::geteuid() },
+            group: access.group,
+        },
+        live: AtomicUsize::new(0),
+    });
+    std::thread::Builder::new()
+        .name("raidkit-control".into())
+        .spawn(move || {
+            for conn in l.incoming() {
+                if st.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                accept(conn, &ctx);
+            }
+        })
+        .context("starting the control thread")?;
+    Ok(ControlServer { path, stop })
+}
+
+/// What every connection thread shares.
+struct Ctx {
+    sups: Vec<Arc<Supervisor>>,
+    policy: Policy,
+    live: AtomicUsize,
+}
+
+/// Serve one connection on its own thread, within the connection bound.
+fn accept(mut conn: UnixStream, ctx: &Arc<Ctx>) {
+    if ctx.live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+        ctx.live.fetch_sub(1, Ordering::AcqRel);
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+        let _ = writeln!(
+            conn,
+            "{}",
+            json!({"ok": false, "error": "the server has too many control connections; try again"})
+        );
+        return;
+    }
+    let c = Arc::clone(ctx);
+    let spawned = std::thread::Builder::new()
+        .name("raidkit-control-conn".into())
+        .spawn(move || {
+            let _ = handle(conn, &c);
+            c.live.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        ctx.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn find<'a>(sups: &'a [Arc<Supervisor>], name: &str) -> Result<&'a Arc<Supervisor>> {
+    sups.iter().find(|s| s.name() == name).ok_or_else(|| {
+        anyhow!(
+            "no array named {name:?} here (serving: {})",
+            sups.iter()
+                .map(|s| s.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// A supervisor's refusal in the CLI's words: what is wrong and which command helps.
+fn word(e: SupervisorError) -> anyhow::Error {
+    let text = match &e {
+        SupervisorError::Busy { array, .. } => {
+            format!("{e}; wait for it, or stop it with `raidkit sync-action {array} idle` first")
+        }
+        SupervisorError::WindowNeedsScrub(a) => {
+            format!("--from/--to/--resume apply to check and repair, not {a}")
+        }
+        SupervisorError::WindowAndResume => {
+            "give either a window (--from/--to) or --resume, not both".into()
+        }
+        SupervisorError::EmptyWindow { .. } => {
+            format!("{e}; give --from below --to and inside the array")
+        }
+        SupervisorError::NothingToResume { array } => {
+            format!("{e}; start one with `raidkit sync-action {array} check`")
+        }
+        SupervisorError::ResumeOtherArray { .. } => format!("{e}; start a new check"),
+        _ => e.to_string(),
+    };
+    anyhow!(text)
+}
+
+/// Read the request and decide whether this peer may make it.
+fn admit(conn: &UnixStream, ctx: &Ctx) -> Result<Request> {
+    let peer = Peer::of(conn).context("asking the kernel who the client is")?;
+    conn.set_read_timeout(Some(REQUEST_TIME))?;
+    let mut line = String::new();
+    BufReader::new(conn.try_clone()?)
+        .take(MAX_REQUEST_BYTES)
+        .read_line(&mut line)?;
+    conn.set_read_timeout(None)?;
+    let req = serde_json::from_str::<Request>(&line).map_err(|e| anyhow!("bad request: {e}"))?;
+    ctx.policy
+        .allow(&peer, req.is_read_only())
+        .map_err(|e| anyhow!(e))?;
+    for (path, create) in req.paths() {
+        peer::check_path(&peer, path, create).map_err(|e| anyhow!(e))?;
+    }
+    Ok(req)
+}
+
+fn handle(conn: UnixStream, ctx: &Ctx) -> Result<()> {
+    let mut w = conn.try_clone()?;
+    let reply = admit(&conn, ctx).and_then(|r| dispatch(&r, &ctx.sups).map(|v| (r, v)));
+    match reply {
+        Ok((req, mut v)) => {
+            v["ok"] = json!(true);
+            writeln!(w, "{v}")?;
+            if req == Request::Monitor {
+                stream_events(&mut w, &ctx.sups)?;
+            }
+        }
+        Err(e) => writeln!(w, "{}", json!({"ok": false, "error": format!("{e:#}")}))?,
+    }
+    Ok(())
+}
+
+/// Carry out one request; the reply's fields (without `ok`).
+fn dispatch(req: &Request, sups: &[Arc<Supervisor>]) -> Result<Value> {
+    match req {
+        Request::Status => Ok(json!({
+            "pid": std::process::id(),
+            "arrays": sups.iter().map(|s| s.status()).collect::<Vec<_>>(),
+        })),
+        Request::Manage { array, op, force } => manage(find(sups, array)?, op, *force),
+        Request::Grow {
+            array,
+            bitmap,
+            bitmap_chunk,
+        } => {
+            let mode = match bitmap.as_str() {
+                "internal" => BitmapMode::Internal {
+                    chunk_bytes: *bitmap_chunk,
+                },
+                "none" => BitmapMode::None,
+                other => bail!("--bitmap must be internal or none, not {other:?}"),
+            };
+            let change = find(sups, array)?.set_bitmap(mode).map_err(word)?;
+            Ok(json!({ "change": change }))
+        }
+        Request::SyncAction { .. } => sync_action(sups, req),
+        Request::Stats { array } => Ok(json!({"arrays": sups
+            .iter()
+            .filter(|s| array.is_empty() || s.name() == array)
+            .map(|s| s.stats())
+            .collect::<Vec<_>>()})),
+        Request::TraceStart {
+            array,
+            file,
+            seconds,
+        } => {
+            let s = find(sups, array)?;
+            s.array()
+                .io
+                .start_trace(file, s.name(), *seconds)
+                .with_context(|| format!("creating {}", file.display()))?;
+            Ok(json!({}))
+        }
+        Request::TraceStop { array } => {
+            Ok(json!({"was_running": find(sups, array)?.array().io.stop_trace()}))
+        }
+        Request::TestEvent => {
+            for s in sups {
+                s.emit(Event::Test {
+                    note: "test event from `raidkit monitor --test`".into(),
+                });
+            }
+            Ok(json!({}))
+        }
+        Request::Monitor => Ok(json!({})),
+    }
+}
+
+fn manage(s: &Arc<Supervisor>, op: &ManageOp, force: bool) -> Result<Value> {
+    let name = |p: &PathBuf| p.display().to_string();
+    match op {
+        ManageOp::Update { value } => {
+            if value != "no-bbl" {
+                bail!("unknown --update {value:?} (known: no-bbl)");
+            }
+            return Ok(serde_json::to_value(s.remove_bbl(force).map_err(word)?)?);
+        }
+        ManageOp::Fail { member } => s.fail(&name(member)),
+        ManageOp::Remove { member } => s.remove(&name(member)),
+        ManageOp::Add { member } => s.add(member, force),
+        ManageOp::ReAdd { member } => s.re_add(member),
+        ManageOp::Replace { member, with } => s.replace(&name(member), with.as_deref(), force),
+    }
+    .map_err(word)?;
+    Ok(json!({}))
+}
+
+fn sync_action(sups: &[Arc<Supervisor>], req: &Request) -> Result<Value> {
+    let Request::SyncAction {
+        array,
+        action,
+        speed_limit,
+        from,
+        to,
+        resume,
+    } = req
+    else {
+        bail!("not a sync-action request");
+    };
+    let s = find(sups, array)?;
+    if let Some(l) = speed_limit {
+        s.set_speed_limit(*l);
+    }
+    if let Some(a) = action {
+        let o = ActionOptions {
+            window: (from.is_some() || to.is_some())
+                .then(|| (from.unwrap_or(0), to.unwrap_or(u64::MAX))),
+            resume: *resume,
+        };
+        s.sync_action_with(a, &o).map_err(word)?;
+    }
+    Ok(json!({}))
+}
+
+/// After the reply to `monitor`: every event of every array, one JSON line each, until
+/// the client goes away.
+fn stream_events(w: &mut UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel::<MonitorEvent>();
+    for s in sups {
+        let r = s.subscribe();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            while let Ok(e) = r.recv() {
+                if tx.send(e).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    while let Ok(e) = rx.recv() {
+        if writeln!(w, "{}", serde_json::to_string(&e)?).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! `raidkit status`: every running array, like /proc/mdstat but readable.
+
+use super::wire;
+use crate::control::client::all_status;
+use crate::units::human;
+use anyhow::{bail, Result};
+use clap::Args;
+use serde_json::Value;
+
+/// `status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `raidkit status`.
+pub fn run(a: StatusArgs) -> Result<()> {
+    let (st, denied) = all_status()?;
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&Value::Array(st))?);
+    } else if st.is_empty() && denied.is_empty() {
+        outln!(
+            "no running arrays (control sockets in {})",
+            crate::control::run_dir().display()
+        );
+    } else {
+        for v in st {
+            let s: wire::Status = serde_json::from_value(v)?;
+            print_array(&s);
+            outln!();
+        }
+    }
+    // Like `ls` on entries it may not read: say so for each, and fail at the end.
+    for d in &denied {
+        eprintln!("raidkit: {d}");
+    }
+    if !denied.is_empty() {
+        bail!(
+            "{} serving process(es) would not tell you their arrays",
+            denied.len()
+        );
+    }
+    Ok(())
+}
+
+/// One array, mdstat-like.
+fn print_array(s: &wire::Status) {
+    let members: Vec<String> = s
+        .members
+        .iter()
+        .map(|m| {
+            format!(
+                "{}[{}]{}",
+                m.device,
+                m.role.map_or_else(|| "S".into(), |r| r.to_string()),
+                member_flag(Some(&m.state))
+            )
+        })
+        .collect();
+    let n = s.raid_disks;
+    let map: String = (0..n)
+        .map(|r| {
+            if s.missing_roles.contains(&r) {
+                '_'
+            } else {
+                'U'
+            }
+        })
+        .collect();
+    outln!(
+        "{} : {} {} {}",
+        s.name,
+        if s.read_only {
+            "active (read-only)"
+        } else {
+            "active"
+        },
+        s.level,
+        members.join(" ")
+    );
+    outln!(
+        "      {} ({}) {} layout, {} chunk [{}/{}] [{}] {}",
+        human(s.array_bytes),
+        s.uuid,
+        s.layout,
+        human(s.chunk_bytes),
+        n.saturating_sub(s.missing_roles.len()),
+        n,
+        map,
+        s.state
+    );
+    for (l, what) in [
+        (&s.lost_ranges, "LOST (reads fail)"),
+        (&s.lost_zeroed_ranges, "lost, now zeros"),
+    ] {
+        if !l.is_empty() {
+            let r: Vec<String> = l.iter().map(|(o, n)| format!("{o}..{}", o + n)).collect();
+            outln!("      {what}: array bytes {}", r.join(", "));
+        }
+    }
+    for b in &s.bad_blocks {
+        let r: Vec<String> = b.ranges.iter().map(|(o, n)| format!("{o}+{n}")).collect();
+        outln!(
+            "      bad blocks on {}[{}]{}: {}",
+            b.device,
+            b.role,
+            if b.logged {
+                ""
+            } else {
+                " (NOT in an on-disk log)"
+            },
+            r.join(" ")
+        );
+    }
+    print_job(&s.sync);
+    if let Some(c) = &s.stripe_cache {
+        super::stats::print_stripe_cache(c);
+    }
+}
+
+/// The background job's progress line, if one runs.
+fn print_job(job: &wire::Job) {
+    if job.action == "idle" {
+        return;
+    }
+    let total = job.total_sectors.max(1);
+    outln!(
+        "      {} = {:.1}% ({}/{}) speed={}/s eta={}",
+        job.action,
+        job.done_sectors as f64 * 100.0 / total as f64,
+        human(job.done_sectors * 512),
+        human(job.total_sectors * 512),
+        human(job.speed_bytes_per_sec),
+        job.eta_seconds
+            .map(|s| format!("{}m{:02}s", s / 60, s % 60))
+            .unwrap_or_else(|| "?".into())
+    );
+}
+
+/// The flag `status` prints after a member, as md's /proc/mdstat does: `(F)` faulty,
+/// `(S)` spare, `(R)` replacement; none for an active member or one being recovered (the
+/// recovery line shows that).
+fn member_flag(state: Option<&str>) -> &'static str {
+    match state {
+        Some("failed") => "(F)",
+        Some("replacement") => "(R)",
+        Some("spare") => "(S)",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::member_flag;
+
+    #[test]
+    fn member_flags_are_mdstat_flags() {
+        let got: Vec<&str> = [
+            Some("failed"),
+            Some("replacement"),
+            Some("spare"),
+            Some("recovering"),
+            Some("active"),
+            None,
+        ]
+        .into_iter()
+        .map(member_flag)
+        .collect();
+        assert_eq!(got, ["(F)", "(R)", "(S)", "", "", ""]);
+    }
+}

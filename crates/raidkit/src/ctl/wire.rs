@@ -1,0 +1,122 @@
+//! What the commands read from control replies: typed views of the supervisors' status,
+//! statistics and events (the fields the text output uses; `--json` prints the reply as
+//! it came).
+
+use serde::Deserialize;
+
+/// One array's status (`raidkit status`).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Status {
+    pub name: String,
+    pub uuid: String,
+    pub level: String,
+    pub layout: String,
+    pub chunk_bytes: u64,
+    pub raid_disks: usize,
+    pub array_bytes: u64,
+    pub state: String,
+    pub read_only: bool,
+    pub members: Vec<Member>,
+    pub missing_roles: Vec<usize>,
+    pub sync: Job,
+    #[serde(default)]
+    pub lost_ranges: Vec<(u64, u64)>,
+    #[serde(default)]
+    pub lost_zeroed_ranges: Vec<(u64, u64)>,
+    #[serde(default)]
+    pub bad_blocks: Vec<BadBlocks>,
+    pub stripe_cache: Option<StripeCache>,
+}
+
+/// A member or spare.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Member {
+    pub device: String,
+    pub role: Option<usize>,
+    pub state: String,
+}
+
+/// The current background job.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Job {
+    pub action: String,
+    pub done_sectors: u64,
+    pub total_sectors: u64,
+    pub speed_bytes_per_sec: u64,
+    pub eta_seconds: Option<u64>,
+}
+
+/// Bad blocks of one member.
+#[derive(Clone, Debug, Deserialize)]
+pub struct BadBlocks {
+    pub role: usize,
+    pub device: String,
+    pub ranges: Vec<(u64, u64)>,
+    pub logged: bool,
+}
+
+/// The stripe cache.
+#[derive(Clone, Debug, Deserialize)]
+pub struct StripeCache {
+    pub mode: String,
+    pub size_entries: u64,
+    pub used_entries: u64,
+    pub max_entries: u64,
+    pub memory_bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub dirty_stripes: u64,
+    pub full_stripe_merges: u64,
+}
+
+/// One array's IO statistics (`raidkit stats`).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Stats {
+    pub name: String,
+    pub uuid: String,
+    pub io: Io,
+    pub members: Vec<MemberIo>,
+    pub stripe_cache: Option<StripeCache>,
+}
+
+/// Client IO counters.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Io {
+    #[serde(default)]
+    pub uptime_ms: u64,
+    pub read: Dir,
+    pub write: Dir,
+    pub flush: Dir,
+}
+
+/// Counters of one direction.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Dir {
+    pub count: u64,
+    #[serde(default)]
+    pub bytes: u64,
+    #[serde(default)]
+    pub size_hist: Vec<u64>,
+    #[serde(default)]
+    pub lat_hist_us: Vec<u64>,
+}
+
+/// IO counters of one member.
+#[derive(Clone, Debug, Deserialize)]
+pub struct MemberIo {
+    pub role: usize,
+    pub device: String,
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub write_bytes: u64,
+}
+
+/// One event as monitors receive it.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Event {
+    pub time: u64,
+    pub array: String,
+    pub kind: String,
+    pub detail: serde_json::Value,
+}

@@ -1,0 +1,125 @@
+//! The `--config` file of `raidkit serve` (TOML, read with the `toml` crate).
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The whole file: listener and TLS settings, then one `[[array]]` table per array.
+#[derive(Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Unix socket to listen on.
+    pub socket: Option<PathBuf>,
+    /// TCP address to listen on.
+    pub listen: Option<String>,
+    /// TLS certificate chain (PEM).
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// TLS pre-shared keys file.
+    pub tls_psk: Option<PathBuf>,
+    /// Refuse clients that do not start TLS.
+    #[serde(default)]
+    pub tls_required: bool,
+    /// The arrays.
+    #[serde(default, rename = "array")]
+    pub arrays: Vec<ArrayEntry>,
+}
+
+/// One `[[array]]` table.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayEntry {
+    /// Export name (default: the array's name without its home host).
+    pub name: Option<String>,
+    /// Member devices or files, in any order (required; missing or empty is refused
+    /// with a message saying so).
+    #[serde(default)]
+    pub members: Vec<PathBuf>,
+    /// Serve read-only.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Start a dirty degraded array (md's --force).
+    #[serde(default)]
+    pub force: bool,
+    /// Export description shown to clients.
+    #[serde(default)]
+    pub description: String,
+    /// Checksum sidecar of the array.
+    pub checksums: Option<PathBuf>,
+}
+
+/// Parse a config file's text; `origin` names it in errors.
+pub fn parse(text: &str, origin: &Path) -> Result<ConfigFile> {
+    let cfg: ConfigFile =
+        toml::from_str(text).with_context(|| format!("in {}", origin.display()))?;
+    if cfg.arrays.is_empty() {
+        bail!("{}: no [[array]] sections", origin.display());
+    }
+    for (i, a) in cfg.arrays.iter().enumerate() {
+        if a.members.is_empty() {
+            bail!(
+                "{}: array #{}: members = [\"...\", ...] is required",
+                origin.display(),
+                i + 1
+            );
+        }
+    }
+    Ok(cfg)
+}
+
+/// Read and parse a config file.
+pub fn load(path: &Path) -> Result<ConfigFile> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    parse(&text, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<ConfigFile> {
+        parse(text, Path::new("c.toml"))
+    }
+
+    #[test]
+    fn config_file() {
+        let c = p(
+            "# c\nsocket = \"/tmp/x.sock\" # trailing\ntls_required = true\n\n[[array]]\nname = 'a#1'\nmembers = [\"m0\", 'm1',\n  \"m\\\"2\", # c\n]\nread_only = true\n[[ array ]]\nmembers=[\"z\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.socket, Some(PathBuf::from("/tmp/x.sock")));
+        assert!(c.tls_required);
+        assert_eq!(c.arrays.len(), 2);
+        assert_eq!(c.arrays[0].name.as_deref(), Some("a#1"));
+        assert_eq!(
+            c.arrays[0].members,
+            vec![
+                PathBuf::from("m0"),
+                PathBuf::from("m1"),
+                PathBuf::from("m\"2")
+            ]
+        );
+        assert!(c.arrays[0].read_only);
+        assert_eq!(c.arrays[1].members, vec![PathBuf::from("z")]);
+        for bad in [
+            "[x]\n",
+            "a = \"x\n",
+            "a = [\"x\"\n",
+            "a = 1\n",
+            "a = \"1\"\na = \"2\"\n",
+            "[[array]]\nmembers = []\n",
+            "[[array]]\nname = \"x\"\n",
+            "socket = \"s\"\n",
+            "[[array]]\nmembers = [\"m\"]\nread_only = \"yes\"\n",
+        ] {
+            assert!(p(bad).is_err(), "{bad:?} must be refused");
+        }
+        let e = format!(
+            "{:#}",
+            p("[[array]]\nmembers = [\"m\"]\nmembres = 1\n").unwrap_err()
+        );
+        assert!(e.contains("c.toml") && e.contains("membres"), "{e}");
+    }
+}
