@@ -701,7 +701,7 @@ impl Supervisor {
             })?;
         Ok(self
             .array
-            .fail_member(role, "failed by the administrator")?)
+            .fail_member_checked(role, "failed by the administrator")?)
     }
 
     /// Remove a failed member or a spare.

@@ -7,7 +7,7 @@
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::sb::{probe, Role};
-use raidkit_engine::{Array, BlockDev, FileDev};
+use raidkit_engine::{Array, FileDev};
 use raidkit_layout::{names, Level};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
@@ -290,7 +290,7 @@ fn the_administrator_cannot_fail_the_last_copy() {
     let e = arr.fail_member_checked(1, "test").unwrap_err().to_string();
     assert_eq!(
         e,
-        "refusing to fail role 1: the array cannot serve all of its data without it (md refuses this too: device busy); add a spare and replace the member instead"
+        format!("refusing to fail role 1 ({}): the array cannot serve all of its data without it; add a spare and replace the member instead", ps[1].display())
     );
     assert_eq!(arr.missing_roles(), vec![0, 3]);
 }

@@ -332,14 +332,33 @@ impl Array {
     }
 
     pub(crate) fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        if let Some(bm) = self.bm().as_ref() {
+        let failed: Vec<(usize, EngineError)> = {
+            let bm = self.bm();
+            let Some(bm) = bm.as_ref() else {
+                return Ok(());
+            };
             let mut b = lock(bm);
-            if b.mark(start, n) {
-                let live = self.live_devices();
-                b.write_bits(&self.devs(), &live)?;
+            let new_bits = b.mark_new(start, n);
+            if new_bits.is_empty() {
+                return Ok(());
             }
-        }
-        Ok(())
+            let devs = self.devs();
+            let failed: Vec<(usize, EngineError)> = self
+                .live_devices()
+                .into_iter()
+                .filter_map(|i| b.write_bits(&devs, &[i]).err().map(|e| (i, e)))
+                .collect();
+            if !failed.is_empty() {
+                // Until every member that stays has them on disk, the bits are not set:
+                // the next write of the range writes them again.
+                for i in new_bits {
+                    b.clear(i);
+                }
+            }
+            failed
+        };
+        // Outside the bitmap lock: failing a member writes the bitmap header.
+        self.metadata_write_failed(failed)
     }
 
     pub(crate) fn set_resync_done(&self) {

@@ -30,6 +30,7 @@ pub mod bad_blocks;
 pub mod balance;
 pub mod cache;
 pub mod events;
+pub(crate) mod failing;
 pub mod iostats;
 pub(crate) mod lost;
 pub mod member;
@@ -248,13 +249,22 @@ impl Array {
         });
         let results: Vec<std::io::Result<()>> = reqs.iter_mut().map(IoReq::take_result).collect();
         drop(reqs);
+        // A member whose flush fails is failed as md does, unless it holds the last copy
+        // of some data: then the flush fails (after every member's outcome is handled).
+        let mut kept = Ok(());
         for ((role, m), r) in live.iter().zip(results) {
             match r {
                 Ok(()) => {}
                 Err(e) if io::is_timeout(&e) => self.fail_member(*role, &format!("flush: {e}"))?,
-                Err(e) => return Err(EngineError::io(m.dev.name(), "flushing", e)),
+                Err(e) => {
+                    let r = self.flush_failed(*role, m.dev.name(), e);
+                    if kept.is_ok() {
+                        kept = r;
+                    }
+                }
             }
         }
+        kept?;
         if let Some(e) = self.cache.as_ref().and_then(|c| c.take_pending()) {
             return Err(e);
         }

@@ -124,19 +124,23 @@ impl RunBitmap {
     /// Set the bits covering `[start, start+n)` (bitmap address space). True if any bit
     /// changed (then the caller must write the bits before the data).
     pub fn mark(&mut self, start: u64, n: u64) -> bool {
-        if n == 0 {
-            return false;
+        !self.mark_new(start, n).is_empty()
+    }
+
+    /// [`RunBitmap::mark`], returning the bits that were not set before.
+    pub fn mark_new(&mut self, start: u64, n: u64) -> Vec<u64> {
+        if n == 0 || self.chunk_sectors == 0 {
+            return Vec::new();
         }
         let first = start / self.chunk_sectors;
         let last = (start + n - 1) / self.chunk_sectors;
-        let mut changed = false;
-        for i in first..=last.min(self.chunks().saturating_sub(1)) {
-            if !bitmap::bit_is_set(&self.bits, i) {
-                bitmap::set_bit(&mut self.bits, i, true);
-                changed = true;
-            }
+        let new: Vec<u64> = (first..=last.min(self.chunks().saturating_sub(1)))
+            .filter(|&i| !bitmap::bit_is_set(&self.bits, i))
+            .collect();
+        for &i in &new {
+            bitmap::set_bit(&mut self.bits, i, true);
         }
-        changed
+        new
     }
 
     /// Clear every bit.
