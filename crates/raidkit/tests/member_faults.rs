@@ -157,3 +157,69 @@ fn when_both_legs_fail_the_same_write_the_last_copy_is_kept() {
     let (code, err) = s.stop("TERM");
     assert_eq!(code, Some(0), "{err}");
 }
+
+#[test]
+fn a_member_that_does_not_answer_in_time_is_failed_and_stop_finishes() {
+    let Some(qio_bin) = qemu_io() else { return };
+    let t = TempDir::new("rk-memfault").unwrap();
+    let d = t.path();
+    std::fs::create_dir_all(d.join("run")).unwrap();
+    ok(
+        d,
+        &[
+            "create", "-l", "0", "-n", "2", "-z", "32M", "--name", "vol", "a", "b",
+        ],
+    );
+    // b's data area (sectors 4096.. of 65536; its superblocks still read) answers after
+    // 60 s: far beyond the member timeout, and beyond the 20 s the stop below may take.
+    let sock = d.join("vol.sock");
+    let mut cmd = Command::new(RAIDKIT);
+    cmd.current_dir(d)
+        .env("RAIDKIT_RUN_DIR", d.join("run"))
+        .env("RAIDKIT_MEMBER_TIMEOUT", "2s")
+        .args(["serve", "--socket", sock.to_str().unwrap()])
+        .args(["a", "fault:slow=60s@4096-60000:b"]);
+    let mut s = Daemon::spawn(&mut cmd, |l| l.starts_with("raidkit: serving;"), 30);
+    let uri = format!("nbd+unix:///vol?socket={}", sock.display());
+    // A client writes over both members; the server is stopped while the write waits
+    // for b.
+    let client = Command::new(&qio_bin)
+        .args([
+            "-f",
+            "raw",
+            &uri,
+            "-c",
+            "write -P 1 0 1M",
+            "-c",
+            "read 0 64k",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let t0 = std::time::Instant::now();
+    // Daemon::stop panics if the server has not exited 20 s after the signal.
+    let (code, err) = s.stop("TERM");
+    let took = t0.elapsed();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "stop took {took:?}: {err}"
+    );
+    assert!(
+        err.contains("did not complete a write within 2000 ms (member timeout)"),
+        "{err}"
+    );
+    // The client got errors, not a hang.
+    let mut c = client;
+    proc::wait_for("qemu-io to end", 20, || matches!(c.try_wait(), Ok(Some(_))));
+    let o = c.wait_with_output().unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("write failed"), "{out}");
+    assert!(!out.contains("wrote 1048576/1048576"), "{out}");
+}

@@ -7,6 +7,9 @@
 //! * `reio@S-E` / `weio@S-E` — only reads / only writes fail;
 //! * `slow=DUR` — every IO takes this long in the device (`5ms`, `200us`, `1s`; a bare
 //!   number is milliseconds);
+//! * `slow=DUR@S-E` — only IOs touching the range take this long (outside the device
+//!   model: they do not hold a queue slot), e.g. a member whose data area stops
+//!   answering in time while its superblock still reads;
 //! * `qd=N` — the device serves at most N IOs at a time; the others wait in arrival (FIFO)
 //!   order for a free slot, as in a device's hardware queue;
 //! * `bw=RATE` — the device transfers at most RATE bytes per second (`200M`, `1G`, `512K`;
@@ -76,6 +79,15 @@ pub enum Rule {
     },
     /// Flushes fail with EIO from the n-th one on (counting from 1).
     Feio(u64),
+    /// IOs touching sectors `start..=end` take this long (on top of the device model).
+    SlowRange {
+        /// Their latency.
+        latency: Duration,
+        /// First sector.
+        start: u64,
+        /// Last sector (inclusive).
+        end: u64,
+    },
 }
 
 /// Parse `fault:RULES:PATH`. Returns None if `spec` does not start with `fault:`.
@@ -144,7 +156,17 @@ fn parse_rule(r: &str) -> Result<Rule, String> {
         return Ok(Rule::Feio(1));
     }
     if let Some(v) = r.strip_prefix("slow=") {
-        return Ok(Rule::Slow(duration(v)?));
+        return match v.split_once('@') {
+            None => Ok(Rule::Slow(duration(v)?)),
+            Some((d, sectors)) => {
+                let (start, end) = range(sectors)?;
+                Ok(Rule::SlowRange {
+                    latency: duration(d)?,
+                    start,
+                    end,
+                })
+            }
+        };
     }
     if let Some(v) = r.strip_prefix("qd=") {
         return match v.parse::<u32>() {
@@ -326,6 +348,23 @@ impl FaultDev {
 }
 
 impl FaultDev {
+    /// The longest `slow=DUR@S-E` latency of the rules whose range an IO of `len` bytes
+    /// at byte `off` touches.
+    fn range_latency(&self, off: u64, len: usize) -> Option<Duration> {
+        let (s0, s1) = (off / 512, (off + len as u64).div_ceil(512));
+        self.rules
+            .iter()
+            .filter_map(|r| match *r {
+                Rule::SlowRange {
+                    latency,
+                    start,
+                    end,
+                } if s0 <= end && start < s1 => Some(latency),
+                _ => None,
+            })
+            .max()
+    }
+
     /// Injected read faults (`lie`) on data just read at `off`.
     fn lie(&self, buf: &mut [u8], off: u64) {
         for r in &self.rules {
@@ -387,7 +426,12 @@ impl AsyncDev for FaultDev {
             AsyncKind::Flush => return Started::Done(self.flush_inner(), None),
         };
         let off = io.offset;
-        let at = self.model.as_ref().map(|m| m.book(Instant::now(), len));
+        let now = Instant::now();
+        let at = self.model.as_ref().map(|m| m.book(now, len));
+        let at = match self.range_latency(off, len) {
+            Some(d) => Some(at.unwrap_or(now).max(now + d)),
+            None => at,
+        };
         let mut r = self.check(off, len, is_write);
         if r.is_ok() {
             let ran = if is_write {
@@ -479,6 +523,26 @@ mod tests {
             .unwrap()
             .unwrap_err()
             .contains("bad duration unit"));
+    }
+
+    #[test]
+    fn slow_ranges_delay_only_the_ios_touching_them() {
+        let (r, _) = parse_spec("fault:slow=20s@4096-8191:/x").unwrap().unwrap();
+        let slow = Rule::SlowRange {
+            latency: Duration::from_secs(20),
+            start: 4096,
+            end: 8191,
+        };
+        assert_eq!(r, vec![slow.clone()]);
+        let f = FaultDev::new(Box::new(crate::dev::MemDev::new("m", 8 << 20)), vec![slow]);
+        assert_eq!(f.range_latency(0, 4096), None);
+        assert_eq!(f.range_latency(4095 * 512, 512), None);
+        assert_eq!(
+            f.range_latency(4095 * 512, 1024),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(f.range_latency(8192 * 512, 4096), None);
+        assert!(f.write_at(&[1; 4096], 0).is_ok());
     }
 
     #[test]
