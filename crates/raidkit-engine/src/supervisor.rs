@@ -634,10 +634,7 @@ impl Supervisor {
                 speed_limit: self.speed_limit.load(Ordering::Relaxed),
                 ..Default::default()
             });
-        let mut state = vec![if a.needs_resync() { "dirty" } else { "clean" }];
-        if a.is_degraded() {
-            state.push("degraded");
-        }
+        let state = a.state_words();
         ArrayStatus {
             name: self.name.clone(),
             uuid: a.uuid_text(),

@@ -294,3 +294,29 @@ fn the_administrator_cannot_fail_the_last_copy() {
     );
     assert_eq!(arr.missing_roles(), vec![0, 3]);
 }
+
+/// The state reported (status, detail) says `active` exactly while the superblocks do
+/// (issue 14 item 9): from the first write until the array is marked clean.
+#[test]
+fn the_state_is_active_while_the_superblocks_say_so() {
+    let t = TempDir::new("rk-memerr").unwrap();
+    let (ps, _) = make(&t, Level::Raid1, None, 2);
+    let on_disk = |p: &Path| {
+        let d = FileDev::open(p, false).unwrap();
+        probe(&d).unwrap().found[0].0.resync_offset() != u64::MAX
+    };
+    let arr = std::sync::Arc::new(assemble_paths(&ps, &rw()).unwrap());
+    let sup = raidkit_engine::supervisor::Supervisor::start("t", arr.clone());
+    assert_eq!(arr.state_words(), ["clean"]);
+    assert_eq!(sup.status().state, "clean");
+    arr.write(0, &[1; 4096]).unwrap();
+    assert!(on_disk(&ps[0]));
+    assert_eq!(arr.state_words(), ["active"]);
+    assert_eq!(sup.status().state, "active");
+    arr.fail_member(1, "test").unwrap();
+    assert_eq!(sup.status().state, "active, degraded");
+    arr.mark_clean().unwrap();
+    assert!(!on_disk(&ps[0]));
+    assert_eq!(sup.status().state, "clean, degraded");
+    sup.shutdown().unwrap();
+}

@@ -52,6 +52,9 @@ pub(crate) struct Meta {
     pub dirty: bool,
     /// Resync checkpoint: MAX_SECTOR when redundancy is known consistent.
     pub resync_from: u64,
+    /// True while the superblocks on the members say "active" (resync_offset != MAX):
+    /// found so at assembly, or written by us. What the array's state reports.
+    pub disk_active: bool,
     /// v1 role table (shared by all members).
     pub roles: Vec<u16>,
 }
@@ -266,6 +269,7 @@ impl Array {
         };
         self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
         meta.dirty = true;
+        meta.disk_active = true;
         self.meta.dirty_fast.store(true, Ordering::Release);
         Ok(())
     }
@@ -306,10 +310,13 @@ impl Array {
             cs.mark_clean()?;
         }
         let mut meta = lock(&self.meta.sb);
-        if !meta.dirty {
+        let resync = meta.resync_from;
+        // Written dirty by us, or found active on disk with consistent redundancy (a
+        // dirty degraded array started by force, as md does): the superblocks must say
+        // clean now.
+        if !meta.dirty && !(meta.disk_active && resync == MAX_SECTOR) {
             return Ok(());
         }
-        let resync = meta.resync_from;
         let degraded = self.is_degraded();
         if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
@@ -323,7 +330,20 @@ impl Array {
         self.meta.dirty_fast.store(false, Ordering::Release);
         self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
         meta.dirty = false;
+        meta.disk_active = resync != MAX_SECTOR;
         Ok(())
+    }
+
+    /// The array's state as md words it (mdadm's `State :`): `active` while the
+    /// superblocks say so (written since the last clean mark, or not stopped cleanly),
+    /// else `clean`; then `degraded` if a role lacks a fully valid member.
+    pub fn state_words(&self) -> Vec<&'static str> {
+        let active = lock(&self.meta.sb).disk_active;
+        let mut words = vec![if active { "active" } else { "clean" }];
+        if self.is_degraded() {
+            words.push("degraded");
+        }
+        words
     }
 
     /// Stop the array: flush and mark clean.

@@ -214,6 +214,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         events: max_events,
         dirty: false,
         resync_from: resync,
+        disk_active: fresh.resync_offset() != MAX_SECTOR,
         roles: role_table,
     };
     let arr = Array::from_parts(

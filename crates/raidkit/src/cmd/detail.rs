@@ -22,11 +22,7 @@ pub struct DetailArgs {
 pub fn detail_json(arr: &Array) -> Value {
     let g = arr.geometry();
     let missing = arr.missing_roles();
-    let mut state = Vec::new();
-    state.push(if arr.needs_resync() { "dirty" } else { "clean" });
-    if arr.is_degraded() {
-        state.push("degraded");
-    }
+    let state = arr.state_words();
     json!({
         "uuid": arr.uuid_text(),
         "name": arr.name(),
