@@ -320,3 +320,62 @@ fn the_state_is_active_while_the_superblocks_say_so() {
     assert_eq!(sup.status().state, "clean, degraded");
     sup.shutdown().unwrap();
 }
+
+/// `create` refuses two arguments that are one file (a symlink, a hard link) before it
+/// writes anything, and a FIFO without hanging in open() (issue 14 item 10).
+#[test]
+fn create_refuses_one_file_twice_before_writing_and_fifos_at_once() {
+    let t = TempDir::new("rk-memerr").unwrap();
+    let a = t.path().join("a");
+    std::fs::write(&a, vec![0u8; 16 << 20]).unwrap();
+    std::os::unix::fs::symlink(&a, t.path().join("sym")).unwrap();
+    std::fs::hard_link(&a, t.path().join("hard")).unwrap();
+    for twin in ["sym", "hard"] {
+        let ps = vec![a.clone(), t.path().join(twin)];
+        let o = CreateOptions::new(
+            Level::Raid1,
+            ps.iter().cloned().map(MemberSpec::Path).collect(),
+        );
+        let e = create(&o, &mut |_, _| {}).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "{}: is the same device as {}",
+                ps[1].display(),
+                a.display()
+            )),
+            "{e}"
+        );
+        assert!(
+            std::fs::read(&a).unwrap().iter().all(|&b| b == 0),
+            "{twin}: written"
+        );
+    }
+    let fifo = t.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (a2, f2) = (a.clone(), fifo.clone());
+    std::thread::spawn(move || {
+        let o = CreateOptions::new(
+            Level::Raid1,
+            vec![MemberSpec::Path(a2.clone()), MemberSpec::Path(f2.clone())],
+        );
+        let c = create(&o, &mut |_, _| {})
+            .map(drop)
+            .map_err(|e| e.to_string());
+        let asm = assemble_paths(&[a2, f2], &AssembleOptions::default())
+            .map(drop)
+            .map_err(|e| e.to_string());
+        let _ = tx.send((c, asm));
+    });
+    let (c, asm) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("a FIFO member hangs create or assembly");
+    let want = format!(
+        "{}: is a FIFO: members are regular files or block devices",
+        fifo.display()
+    );
+    assert_eq!(c.unwrap_err(), want);
+    assert_eq!(asm.unwrap_err(), want);
+}

@@ -13,7 +13,6 @@ use raidkit_format::v1::{feature, role as v1role};
 use raidkit_format::validate::{Extent, MemberAreas};
 use raidkit_format::MAX_SECTOR;
 use raidkit_layout::{Geometry, Level};
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -35,27 +34,26 @@ pub struct AssembleOptions {
 
 /// Open the given paths and assemble them.
 pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array> {
-    let mut seen: Vec<((u64, u64), String)> = Vec::new();
-    let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
+    // Every path a device of its own, refused before anything is opened (see
+    // `identity`): a FIFO would hang the open.
+    let mut ids = Vec::with_capacity(paths.len());
     for p in paths {
         let real: PathBuf = match p.to_str().and_then(crate::fault::parse_spec) {
             Some(Ok((_, path))) => path,
             _ => p.clone(),
         };
-        let md = std::fs::metadata(&real)
-            .map_err(|e| EngineError::io(&p.display().to_string(), "looking up the member", e))?;
-        let id = if md.file_type().is_file() {
-            (md.dev(), md.ino())
-        } else {
-            (u64::MAX, md.rdev())
-        };
-        if let Some((_, other)) = seen.iter().find(|(i, _)| *i == id) {
-            return Err(EngineError::BadMember {
+        let id = crate::setup::identity::identity(&real).map_err(|e| match e {
+            EngineError::BadMember { why, .. } => EngineError::BadMember {
                 device: p.display().to_string(),
-                why: format!("is the same device as {other}; give each member once"),
-            });
-        }
-        seen.push((id, p.display().to_string()));
+                why,
+            },
+            e => e,
+        })?;
+        ids.push((p.as_path(), Some(id)));
+    }
+    crate::setup::identity::check_distinct(&ids)?;
+    let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
+    for p in paths {
         if let Some(spec) = p.to_str().and_then(crate::fault::parse_spec) {
             let (rules, path) = spec.map_err(EngineError::Invalid)?;
             let d = crate::fault::FaultDev::open(&path, rules, opts.writable).map_err(|e| {
