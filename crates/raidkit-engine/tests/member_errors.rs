@@ -331,7 +331,7 @@ fn create_refuses_one_file_twice_before_writing_and_fifos_at_once() {
     std::os::unix::fs::symlink(&a, t.path().join("sym")).unwrap();
     std::fs::hard_link(&a, t.path().join("hard")).unwrap();
     for twin in ["sym", "hard"] {
-        let ps = vec![a.clone(), t.path().join(twin)];
+        let ps = [a.clone(), t.path().join(twin)];
         let o = CreateOptions::new(
             Level::Raid1,
             ps.iter().cloned().map(MemberSpec::Path).collect(),

@@ -314,7 +314,8 @@ impl Array {
         // Written dirty by us, or found active on disk with consistent redundancy (a
         // dirty degraded array started by force, as md does): the superblocks must say
         // clean now.
-        if !meta.dirty && !(meta.disk_active && resync == MAX_SECTOR) {
+        let forced_clean_on_disk = meta.disk_active && resync == MAX_SECTOR;
+        if !(meta.dirty || forced_clean_on_disk) {
             return Ok(());
         }
         let degraded = self.is_degraded();

@@ -257,7 +257,12 @@ impl Reshaping {
 /// Read mdadm's backup file and, if it still holds data the members may not, restore it
 /// (writable: written through the new geometry, the position recorded past it) or serve
 /// it (read-only). Returns the position to continue from.
-fn restore_backup(arr: &Array, route: &mut Route, path: &PathBuf, force: bool) -> Result<u64> {
+fn restore_backup(
+    arr: &Array,
+    route: &mut Route,
+    path: &std::path::Path,
+    force: bool,
+) -> Result<u64> {
     let recorded = route.info.position;
     let utime = lock(&arr.meta.sb)
         .sbs
