@@ -79,7 +79,7 @@ pub enum EngineError {
         why: String,
     },
     /// Refused to write to a device that is not blank: it may hold someone's data.
-    #[error("refusing to use {device}: {found}. Use --force to overwrite it")]
+    #[error("refusing to use {device}: {found}")]
     NotBlank {
         /// Device name.
         device: String,
@@ -89,6 +89,15 @@ pub enum EngineError {
     /// An argument is invalid.
     #[error("{0}")]
     Invalid(String),
+    /// A request cannot be done as given; `remedy` says which change of the request
+    /// would make it possible (frontends name their own input for it).
+    #[error("{why}")]
+    Request {
+        /// What is wrong, in the engine's terms.
+        why: String,
+        /// What to change.
+        remedy: Remedy,
+    },
     /// Array range out of bounds.
     #[error("request {offset}+{len} is outside the array ({size} bytes)")]
     OutOfRange {
@@ -123,7 +132,7 @@ pub enum EngineError {
     },
     /// The bad-block log was not removed: entries remain that no member holds valid data
     /// for.
-    #[error("the bad-block log was not removed: {repaired} entr{} repaired from redundancy, but these remain ({}) and no member holds valid data for array bytes [{}]. Restore those ranges from a backup after forcing the removal (`raidkit manage NAME --update no-bbl --force` on a served array, `raidkit repair --update no-bbl --zero-lost MEMBER...` on a stopped one), which removes the log anyway and replaces the lost ranges by zeros{}", if *.repaired == 1 { "y was" } else { "ies were" }, .remaining.join("; "), byte_ranges(.lost), unsaved_logs(.unsaved))]
+    #[error("the bad-block log was not removed: {repaired} entr{} repaired from redundancy, but these remain ({}) and no member holds valid data for array bytes [{}]. Restore those ranges from a backup after forcing the removal, which removes the log anyway and replaces the lost ranges by zeros{}", if *.repaired == 1 { "y was" } else { "ies were" }, .remaining.join("; "), byte_ranges(.lost), unsaved_logs(.unsaved))]
     BadBlocksRemain {
         /// Entries repaired (rewritten from redundancy) before giving up.
         repaired: usize,
@@ -216,6 +225,14 @@ pub enum Remedy {
     RestoreLostData,
     /// Recompute the checksum sidecar from the array's data.
     RecomputeChecksums,
+    /// Give as many members as the array has slots (an empty slot is a missing member).
+    MatchMemberCount,
+    /// Leave the chunk size out: the level has none.
+    NoChunk,
+    /// Use 1.x metadata for a bad-block log, or create the array without one.
+    BadBlockLogNeeds1x,
+    /// Give a size, so that member files that do not exist are created.
+    GiveMemberSize,
 }
 
 /// `a..b, c..d` of `(offset, length)` ranges.
@@ -247,6 +264,7 @@ impl EngineError {
                 Some(Remedy::RestoreLostData)
             }
             EngineError::Sidecar { stale: true, .. } => Some(Remedy::RecomputeChecksums),
+            EngineError::Request { remedy, .. } => Some(*remedy),
             _ => None,
         }
     }
@@ -287,7 +305,7 @@ mod tests {
         assert_eq!(e.remedy(), Some(Remedy::Force));
         assert_eq!(
             e.to_string(),
-            "refusing to use d: it is not blank (non-zero data at byte 7): it may hold a filesystem or another array. Use --force to overwrite it"
+            "refusing to use d: it is not blank (non-zero data at byte 7): it may hold a filesystem or another array"
         );
         let e = EngineError::BadBlocksRemain {
             repaired: 1,
@@ -298,6 +316,7 @@ mod tests {
         assert!(e
             .to_string()
             .starts_with("the bad-block log was not removed: 1 entry was repaired from redundancy, but these remain (role 0 (a): 8+8) and no member holds valid data for array bytes [0..4096, 8192..8704]"));
+        assert!(!e.to_string().contains("raidkit ") && !e.to_string().contains("--"));
         assert_eq!(EngineError::Invalid("x".into()).remedy(), None);
     }
 }

@@ -35,6 +35,6 @@ pub use setup::{assemble, create};
 
 pub use array::Array;
 pub use dev::{BlockDev, FileDev, MemDev};
-pub use error::{EngineError, Result};
+pub use error::{EngineError, Remedy, Result};
 pub use setup::assemble::{assemble, assemble_paths, AssembleOptions};
 pub use setup::create::{create, CreateOptions};

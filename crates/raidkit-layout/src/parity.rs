@@ -42,176 +42,21 @@ impl PStripe {
         let r = usize::try_from(stripe.checked_rem(n64)?).ok()?;
         let (p, q, rule, ddf) = match g.level {
             Level::Raid4 => {
-                let k = n.checked_sub(1)?;
-                if k == 0 {
-                    return None;
-                }
-                (
-                    k,
-                    None,
-                    Rule::Rotate {
-                        start: 0,
-                        modulus: n,
-                    },
-                    false,
-                )
+                let (p, rule) = raid4(n)?;
+                (p, None, rule, false)
             }
             Level::Raid5 => {
-                let last = n.checked_sub(1)?;
-                if last == 0 {
-                    return None;
-                }
-                let (p, rule) = match g.layout {
-                    0 | 1 => {
-                        let p = if g.layout == 0 { last - r } else { r };
-                        (
-                            p,
-                            Rule::Skip {
-                                base: 0,
-                                at: p,
-                                width: 1,
-                            },
-                        )
-                    }
-                    2 | 3 => {
-                        let p = if g.layout == 2 { last - r } else { r };
-                        (
-                            p,
-                            Rule::Rotate {
-                                start: p + 1,
-                                modulus: n,
-                            },
-                        )
-                    }
-                    4 => (
-                        0,
-                        Rule::Rotate {
-                            start: 1,
-                            modulus: n,
-                        },
-                    ),
-                    5 => (
-                        last,
-                        Rule::Rotate {
-                            start: 0,
-                            modulus: n,
-                        },
-                    ),
-                    _ => return None,
-                };
+                let (p, rule) = raid5(g.layout, n, r)?;
                 (p, None, rule, false)
             }
             Level::Raid6 => {
-                if n < 4 {
-                    return None;
-                }
-                let last = n - 1;
-                match g.layout {
-                    0 | 1 | 8 | 9 => {
-                        let p = match g.layout {
-                            0 => last - r,
-                            9 => last - (r + 1) % n,
-                            _ => r,
-                        };
-                        let (q, rule) = if p == last {
-                            (
-                                0,
-                                Rule::Skip {
-                                    base: 1,
-                                    at: n,
-                                    width: 0,
-                                },
-                            )
-                        } else {
-                            (
-                                p + 1,
-                                Rule::Skip {
-                                    base: 0,
-                                    at: p,
-                                    width: 2,
-                                },
-                            )
-                        };
-                        (p, Some(q), rule, g.layout >= 8)
-                    }
-                    2 | 3 => {
-                        let p = if g.layout == 2 { last - r } else { r };
-                        (
-                            p,
-                            Some((p + 1) % n),
-                            Rule::Rotate {
-                                start: p + 2,
-                                modulus: n,
-                            },
-                            false,
-                        )
-                    }
-                    4 => (
-                        0,
-                        Some(1),
-                        Rule::Rotate {
-                            start: 2,
-                            modulus: n,
-                        },
-                        false,
-                    ),
-                    5 => (
-                        n - 2,
-                        Some(last),
-                        Rule::Rotate {
-                            start: 0,
-                            modulus: n,
-                        },
-                        false,
-                    ),
-                    10 => {
-                        let p = last - r;
-                        (
-                            p,
-                            Some((p + last) % n),
-                            Rule::Rotate {
-                                start: p + 1,
-                                modulus: n,
-                            },
-                            true,
-                        )
-                    }
-                    16..=19 => {
-                        let r6 = usize::try_from(stripe % u64::try_from(last).ok()?).ok()?;
-                        let p = if matches!(g.layout, 16 | 18) {
-                            (n - 2) - r6
-                        } else {
-                            r6
-                        };
-                        let rule = if g.layout <= 17 {
-                            Rule::Skip {
-                                base: 0,
-                                at: p,
-                                width: 1,
-                            }
-                        } else {
-                            Rule::Rotate {
-                                start: p + 1,
-                                modulus: last,
-                            }
-                        };
-                        (p, Some(last), rule, false)
-                    }
-                    20 => (
-                        0,
-                        Some(last),
-                        Rule::Rotate {
-                            start: 1,
-                            modulus: n,
-                        },
-                        false,
-                    ),
-                    _ => return None,
-                }
+                let (p, q, rule) = raid6(g.layout, n, r, stripe)?;
+                (p, Some(q), rule, matches!(g.layout, 8..=10))
             }
             _ => return None,
         };
         let k = n.checked_sub(if q.is_some() { 2 } else { 1 })?;
+        debug_assert!(p < n && q.is_none_or(|q| q < n && q != p));
         Some(PStripe {
             n,
             k,
@@ -281,4 +126,114 @@ impl PStripe {
             dist
         }
     }
+}
+
+/// RAID4 over `n` members: parity on the last member, data in order before it.
+fn raid4(n: usize) -> Option<(usize, Rule)> {
+    let p = n.checked_sub(1).filter(|&k| k > 0)?;
+    Some((
+        p,
+        Rule::Rotate {
+            start: 0,
+            modulus: n,
+        },
+    ))
+}
+
+/// RAID5 layout `layout` over `n` members, stripe `r` (the stripe number mod `n`):
+/// the P member and the data rule (§4.4).
+fn raid5(layout: u32, n: usize, r: usize) -> Option<(usize, Rule)> {
+    let last = n.checked_sub(1).filter(|&l| l > 0)?;
+    let rotate = |start| Rule::Rotate { start, modulus: n };
+    Some(match layout {
+        // left/right asymmetric: data in member order, skipping P.
+        0 | 1 => {
+            let p = if layout == 0 { last - r } else { r };
+            (
+                p,
+                Rule::Skip {
+                    base: 0,
+                    at: p,
+                    width: 1,
+                },
+            )
+        }
+        // left/right symmetric: data starts right after P and wraps.
+        2 | 3 => {
+            let p = if layout == 2 { last - r } else { r };
+            (p, rotate(p + 1))
+        }
+        // parity first / parity last (RAID4-like).
+        4 => (0, rotate(1)),
+        5 => (last, rotate(0)),
+        _ => return None,
+    })
+}
+
+/// RAID6 layout `layout` over `n` members, stripe `r` (mod `n`) of array stripe `stripe`:
+/// the P and Q members and the data rule (§4.5).
+fn raid6(layout: u32, n: usize, r: usize, stripe: u64) -> Option<(usize, usize, Rule)> {
+    if n < 4 {
+        return None;
+    }
+    let last = n - 1;
+    let rotate = |start, modulus| Rule::Rotate { start, modulus };
+    Some(match layout {
+        // asymmetric (and the DDF N-restart/N-continue forms): P, then Q right after it.
+        0 | 1 | 8 | 9 => {
+            let p = match layout {
+                0 => last - r,
+                9 => last - (r + 1) % n,
+                _ => r,
+            };
+            if p == last {
+                let data_after_q = Rule::Skip {
+                    base: 1,
+                    at: n,
+                    width: 0,
+                };
+                (p, 0, data_after_q)
+            } else {
+                let skip_p_and_q = Rule::Skip {
+                    base: 0,
+                    at: p,
+                    width: 2,
+                };
+                (p, p + 1, skip_p_and_q)
+            }
+        }
+        // symmetric: Q right after P, data after Q, wrapping.
+        2 | 3 => {
+            let p = if layout == 2 { last - r } else { r };
+            (p, (p + 1) % n, rotate(p + 2, n))
+        }
+        4 => (0, 1, rotate(2, n)),
+        5 => (n - 2, last, rotate(0, n)),
+        // DDF zero-restart: Q before P.
+        10 => {
+            let p = last - r;
+            (p, (p + last) % n, rotate(p + 1, n))
+        }
+        // the RAID5 layouts with Q on the last member (the `*-6` layouts of a 5->6 takeover).
+        16..=19 => {
+            let r6 = usize::try_from(stripe % u64::try_from(last).ok()?).ok()?;
+            let p = if matches!(layout, 16 | 18) {
+                (n - 2) - r6
+            } else {
+                r6
+            };
+            let rule = if layout <= 17 {
+                Rule::Skip {
+                    base: 0,
+                    at: p,
+                    width: 1,
+                }
+            } else {
+                rotate(p + 1, last)
+            };
+            (p, last, rule)
+        }
+        20 => (0, last, rotate(1, n)),
+        _ => return None,
+    })
 }

@@ -334,93 +334,24 @@ pub fn advise(input: &AdviseInput) -> Result<Advice> {
     };
     let stripe_width = stride * d as u64;
     let layout = names::layout_name(g.level, g.layout);
+    let row = Row {
+        bs,
+        chunk_bytes,
+        data_chunks: d,
+        stride,
+        stripe_width,
+        striped,
+    };
     let mut groups = None;
     let mut journal_mib = None;
     let command = match input.fs {
         Fs::Ext4 => {
-            let mut cmd = format!("mkfs.ext4 -b {bs}");
-            if striped {
-                cmd += &format!(" -E stride={stride},stripe_width={stripe_width}");
-                reasons.push(Reason {
-                    what: "stride".into(),
-                    value: stride.to_string(),
-                    why: format!("chunk {} / block {} = {stride} blocks written to one member before the next", kib(chunk_bytes), kib(u64::from(bs))),
-                });
-                reasons.push(Reason {
-                    what: "stripe_width".into(),
-                    value: stripe_width.to_string(),
-                    why: format!("stride {stride} × {d} data chunks per row = {stripe_width} blocks ({}): a full-stripe write needs no parity read", kib(stripe_width * u64::from(bs))),
-                });
-                let ga = advise_groups(g, bs, stride);
-                if let Some(b) = ga.blocks_per_group {
-                    cmd += &format!(" -g {b}");
-                    reasons.push(Reason {
-                        what: "-g".into(),
-                        value: b.to_string(),
-                        why: format!(
-                            "largest multiple of lcm(8, stride) ≤ {} whose group starts land on {} of {} members (the default {} lands on {})",
-                            ga.default_blocks_per_group, ga.members_hit, ga.members, ga.default_blocks_per_group, ga.default_members_hit
-                        ),
-                    });
-                } else {
-                    notes.push(format!("the chunk is larger than the largest block group ({} blocks): group starts cannot be rotated with -g", 8 * u64::from(bs)));
-                }
-                groups = Some(ga);
-                let fs_blocks = input.array_bytes.map(|b| b / u64::from(bs));
-                let (jblocks, basis) = match fs_blocks.map(default_journal_blocks) {
-                    Some(Some(j)) => (j, "mke2fs's default for this size"),
-                    Some(None) => (0, ""),
-                    None => (
-                        262144,
-                        "mke2fs's default from 128 GiB up; the size is unknown",
-                    ),
-                };
-                if jblocks > 0 {
-                    let unit = lcm(stripe_width * u64::from(bs), 1 << 20);
-                    let bytes = (jblocks * u64::from(bs)).div_ceil(unit) * unit;
-                    let mib = bytes >> 20;
-                    cmd += &format!(" -J size={mib}");
-                    journal_mib = Some(mib);
-                    reasons.push(Reason {
-                        what: "-J size".into(),
-                        value: mib.to_string(),
-                        why: format!("{} MiB ({basis}) rounded up to a multiple of the stripe width {} and of 1 MiB", (jblocks * u64::from(bs)) >> 20, kib(stripe_width * u64::from(bs))),
-                    });
-                }
-                notes.push("with ext4's default flex_bg, bitmaps and inode tables of 16 groups are packed together; group starts still hold the backup superblocks and group descriptors".into());
-            }
-            cmd + " DEVICE"
+            let (cmd, ga, jm) = ext4_command(input, &row, &mut reasons, &mut notes);
+            groups = ga;
+            journal_mib = jm;
+            cmd
         }
-        Fs::Xfs => {
-            let mut cmd = format!("mkfs.xfs -b size={bs}");
-            if striped {
-                cmd += &format!(" -d su={},sw={d}", kib_word(chunk_bytes));
-                reasons.push(Reason {
-                    what: "su".into(),
-                    value: kib_word(chunk_bytes),
-                    why: "the chunk: bytes written to one member before the next".into(),
-                });
-                reasons.push(Reason {
-                    what: "sw".into(),
-                    value: d.to_string(),
-                    why: format!(
-                        "{d} data chunks per row: allocation aligns to su × sw = {}",
-                        kib(chunk_bytes * d as u64)
-                    ),
-                });
-                if chunk_bytes <= 256 * 1024 {
-                    cmd += &format!(" -l su={}", kib_word(chunk_bytes));
-                    reasons.push(Reason {
-                        what: "-l su".into(),
-                        value: kib_word(chunk_bytes),
-                        why: "log writes padded to the chunk, so a log write never straddles two members".into(),
-                    });
-                } else {
-                    notes.push("the chunk is over 256 KiB, the largest log stripe unit: mkfs.xfs uses 32 KiB for the log".into());
-                }
-            }
-            cmd + " DEVICE"
-        }
+        Fs::Xfs => xfs_command(&row, &mut reasons, &mut notes),
     };
     if !striped {
         reasons.push(Reason {
@@ -445,6 +376,142 @@ pub fn advise(input: &AdviseInput) -> Result<Advice> {
         reasons,
         notes,
     })
+}
+
+/// The stripe facts both file systems' advice is computed from.
+struct Row {
+    /// File system block size (bytes).
+    bs: u32,
+    /// Chunk size (bytes; 0 where the level has none).
+    chunk_bytes: u64,
+    /// Data chunks per row.
+    data_chunks: usize,
+    /// Blocks per chunk.
+    stride: u64,
+    /// Blocks per row of data chunks.
+    stripe_width: u64,
+    /// True when there is a stripe to align to.
+    striped: bool,
+}
+
+/// `mkfs.ext4` for `row`: the command, the block-group advice and the journal size (MiB).
+fn ext4_command(
+    input: &AdviseInput,
+    row: &Row,
+    reasons: &mut Vec<Reason>,
+    notes: &mut Vec<String>,
+) -> (String, Option<GroupAdvice>, Option<u64>) {
+    let g = &input.geometry;
+    let Row {
+        bs,
+        chunk_bytes,
+        data_chunks: d,
+        stride,
+        stripe_width,
+        striped,
+    } = *row;
+    let mut groups = None;
+    let mut journal_mib = None;
+    let mut cmd = format!("mkfs.ext4 -b {bs}");
+    if striped {
+        cmd += &format!(" -E stride={stride},stripe_width={stripe_width}");
+        reasons.push(Reason {
+            what: "stride".into(),
+            value: stride.to_string(),
+            why: format!(
+                "chunk {} / block {} = {stride} blocks written to one member before the next",
+                kib(chunk_bytes),
+                kib(u64::from(bs))
+            ),
+        });
+        reasons.push(Reason {
+                what: "stripe_width".into(),
+                value: stripe_width.to_string(),
+                why: format!("stride {stride} × {d} data chunks per row = {stripe_width} blocks ({}): a full-stripe write needs no parity read", kib(stripe_width * u64::from(bs))),
+            });
+        let ga = advise_groups(g, bs, stride);
+        if let Some(b) = ga.blocks_per_group {
+            cmd += &format!(" -g {b}");
+            reasons.push(Reason {
+                    what: "-g".into(),
+                    value: b.to_string(),
+                    why: format!(
+                        "largest multiple of lcm(8, stride) ≤ {} whose group starts land on {} of {} members (the default {} lands on {})",
+                        ga.default_blocks_per_group, ga.members_hit, ga.members, ga.default_blocks_per_group, ga.default_members_hit
+                    ),
+                });
+        } else {
+            notes.push(format!("the chunk is larger than the largest block group ({} blocks): group starts cannot be rotated with -g", 8 * u64::from(bs)));
+        }
+        groups = Some(ga);
+        let fs_blocks = input.array_bytes.map(|b| b / u64::from(bs));
+        let (jblocks, basis) = match fs_blocks.map(default_journal_blocks) {
+            Some(Some(j)) => (j, "mke2fs's default for this size"),
+            Some(None) => (0, ""),
+            None => (
+                262144,
+                "mke2fs's default from 128 GiB up; the size is unknown",
+            ),
+        };
+        if jblocks > 0 {
+            let unit = lcm(stripe_width * u64::from(bs), 1 << 20);
+            let bytes = (jblocks * u64::from(bs)).div_ceil(unit) * unit;
+            let mib = bytes >> 20;
+            cmd += &format!(" -J size={mib}");
+            journal_mib = Some(mib);
+            reasons.push(Reason {
+                what: "-J size".into(),
+                value: mib.to_string(),
+                why: format!(
+                    "{} MiB ({basis}) rounded up to a multiple of the stripe width {} and of 1 MiB",
+                    (jblocks * u64::from(bs)) >> 20,
+                    kib(stripe_width * u64::from(bs))
+                ),
+            });
+        }
+        notes.push("with ext4's default flex_bg, bitmaps and inode tables of 16 groups are packed together; group starts still hold the backup superblocks and group descriptors".into());
+    }
+    (cmd + " DEVICE", groups, journal_mib)
+}
+
+/// `mkfs.xfs` for `row`.
+fn xfs_command(row: &Row, reasons: &mut Vec<Reason>, notes: &mut Vec<String>) -> String {
+    let Row {
+        bs,
+        chunk_bytes,
+        data_chunks: d,
+        striped,
+        ..
+    } = *row;
+    let mut cmd = format!("mkfs.xfs -b size={bs}");
+    if striped {
+        cmd += &format!(" -d su={},sw={d}", kib_word(chunk_bytes));
+        reasons.push(Reason {
+            what: "su".into(),
+            value: kib_word(chunk_bytes),
+            why: "the chunk: bytes written to one member before the next".into(),
+        });
+        reasons.push(Reason {
+            what: "sw".into(),
+            value: d.to_string(),
+            why: format!(
+                "{d} data chunks per row: allocation aligns to su × sw = {}",
+                kib(chunk_bytes * d as u64)
+            ),
+        });
+        if chunk_bytes <= 256 * 1024 {
+            cmd += &format!(" -l su={}", kib_word(chunk_bytes));
+            reasons.push(Reason {
+                what: "-l su".into(),
+                value: kib_word(chunk_bytes),
+                why: "log writes padded to the chunk, so a log write never straddles two members"
+                    .into(),
+            });
+        } else {
+            notes.push("the chunk is over 256 KiB, the largest log stripe unit: mkfs.xfs uses 32 KiB for the log".into());
+        }
+    }
+    cmd + " DEVICE"
 }
 
 fn kib(b: u64) -> String {

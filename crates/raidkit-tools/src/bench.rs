@@ -374,7 +374,7 @@ impl ArrayTarget {
                 force,
                 metadata: None,
                 report_only: false,
-                ..Default::default()
+                backup_file: None,
             },
         )?;
         let array = Arc::new(array);

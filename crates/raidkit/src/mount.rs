@@ -76,6 +76,7 @@ pub fn run(a: MountArgs) -> Result<()> {
         force: a.force,
         metadata: a.metadata.as_deref().map(parse_metadata).transpose()?,
         checksums: a.checksums.clone(),
+        backup_file: None,
     };
     let arr = online::assemble(&spec)?;
     let file_name = a
@@ -101,14 +102,25 @@ pub fn run(a: MountArgs) -> Result<()> {
     let mounted = raidkit_fuse::mount(Arc::clone(&served.array), &a.mountpoint, &cfg)?;
     let mp = mounted.mountpoint().to_path_buf();
     print_mounted(&summary, &mounted);
-    stop_on_signals(signals, mounted.stop_handle(), |ev: &StopEvent| {
-        match &ev.result {
-            Ok(()) => note(format_args!("{}: unmounting", ev.name)),
-            Err(e @ FuseError::Busy { .. }) => note(format_args!("{}: not stopping: {e}", ev.name)),
-            Err(e) => note(format_args!("{}: {e}", ev.name)),
-        }
-    })?;
+    let signal_thread =
+        stop_on_signals(signals, mounted.stop_handle(), |ev: &StopEvent| {
+            match &ev.result {
+                Ok(()) => note(format_args!("{}: unmounting", ev.name)),
+                Err(e @ FuseError::Busy { .. }) => {
+                    note(format_args!("{}: not stopping: {e}", ev.name))
+                }
+                Err(e) => note(format_args!("{}: {e}", ev.name)),
+            }
+        })?;
     let stats = mounted.run()?;
+    // A signal's stop ends the mount before the signal thread has said so (it speaks after
+    // the unmount request returns): a moment for it, so the log says why the mount ended.
+    // The thread ends after a successful stop; after an unmount from outside it is still
+    // waiting for a signal, and this waits the moment for nothing.
+    let waited = std::time::Instant::now();
+    while !signal_thread.is_finished() && waited.elapsed() < std::time::Duration::from_millis(500) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     online.shutdown()?;
     if cfg.read_only {
         note(format_args!("unmounted {}", mp.display()));

@@ -79,6 +79,7 @@ pub fn note_out(args: std::fmt::Arguments<'_>) {
 /// An error and its causes, `: `-separated, each said once: a cause whose text an outer
 /// message already includes (`opening x: No such file or directory (os error 2)` over
 /// the io::Error itself) is not repeated.
+/// An engine error's remedy, if it has one, is said last in the CLI's words.
 pub fn error_text(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
@@ -87,7 +88,37 @@ pub fn error_text(e: &anyhow::Error) -> String {
             parts.push(t);
         }
     }
-    parts.join(": ")
+    let mut text = parts.join(": ");
+    if let Some(r) = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<raidkit_engine::EngineError>())
+        .and_then(remedy_text)
+    {
+        text.push_str(&r);
+    }
+    text
+}
+
+/// What the user types to apply an engine error's remedy, with the separator that
+/// joins it to the message (`. Use --force to overwrite it`).
+pub fn remedy_text(e: &raidkit_engine::EngineError) -> Option<String> {
+    use raidkit_engine::{EngineError, Remedy};
+    const REMOVE_LOG: &str = "To remove the log by force: `raidkit manage NAME --update no-bbl --force` on a served array, `raidkit repair --update no-bbl --zero-lost MEMBER...` on a stopped one";
+    let text = match (e, e.remedy()?) {
+        (EngineError::NotBlank { .. }, _) => ". Use --force to overwrite it",
+        (EngineError::DirtyDegraded { .. }, _) => ". Use --force to start it anyway",
+        (_, Remedy::Force) => ". Use --force to do it anyway",
+        (_, Remedy::RestoreLostData) => return Some(format!(". {REMOVE_LOG}")),
+        (_, Remedy::RecomputeChecksums) => "; recompute them with `raidkit checksums init`",
+        (_, Remedy::MatchMemberCount) => "; --raid-devices must equal the number of members given",
+        (_, Remedy::NoChunk) => "; drop --chunk",
+        (_, Remedy::BadBlockLogNeeds1x) => {
+            "; use --metadata 1.2 (or 1.0/1.1) with --bbl, or drop --bbl"
+        }
+        (_, Remedy::GiveMemberSize) => "; pass --size SIZE to create member files (sparse)",
+        _ => return None,
+    };
+    Some(text.to_string())
 }
 
 /// Lists of this many numbers or more in a message are said as runs.

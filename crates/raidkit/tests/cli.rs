@@ -179,7 +179,7 @@ fn user_errors_say_what_to_do() {
         ],
     );
     assert!(
-        e.contains("--raid-devices is 4 but 3 member(s) were given"),
+        e.contains("the array has 4 member slots but 3 member(s) were given; give exactly 4 (`missing` for an empty slot); --raid-devices must equal the number of members given"),
         "{e}"
     );
     let e = err(

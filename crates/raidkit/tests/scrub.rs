@@ -232,7 +232,7 @@ fn raid5_checksums_tell_data_from_parity() {
         assert_eq!(x["decided_by"], "undecided", "{x}");
         assert_eq!(
             x["what"],
-            "data or parity: RAID5 cannot tell which without a checksum sidecar (--checksums); like md, repair recomputes parity from the data"
+            "data or parity: RAID5 cannot tell which without a checksum sidecar; like md, repair recomputes parity from the data"
         );
     }
     let (v, _) = check_json(d, &["--checksums", "s.csum", "a", "b", "c"]);

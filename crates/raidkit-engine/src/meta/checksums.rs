@@ -305,7 +305,7 @@ impl Checksums {
         }
         let ev = arr.events();
         if ev != hdr.events && ev != hdr.pending_events {
-            return Err(bad(format!("stale: it matches array event count {} but the members are at {ev} (the array was run without this sidecar, e.g. by the kernel); its checksums are ignored — recompute them with `raidkit checksums init`", hdr.events), true));
+            return Err(bad(format!("stale: it matches array event count {} but the members are at {ev} (the array was run without this sidecar, e.g. by the kernel); its checksums are ignored until they are recomputed from the data", hdr.events), true));
         }
         let mut map = vec![0u8; hdr.regions() as usize];
         file.read_exact_at(&mut map, HDR)

@@ -105,7 +105,7 @@ pub fn make(level: Level, layout: &str, n: usize, meta: &str, chunk_k: u64, extr
     }
 }
 
-pub fn open<P: AsRef<std::path::Path>>(p: P) -> Arc<dyn BlockDev> {
+pub fn open(p: impl AsRef<std::path::Path>) -> Arc<dyn BlockDev> {
     Arc::new(FileDev::open(p.as_ref(), true).unwrap())
 }
 

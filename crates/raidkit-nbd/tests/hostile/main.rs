@@ -116,6 +116,10 @@ fn slowloris_dropped_at_handshake_deadline() {
         .set("conns", 100);
     let c = spawn("slow", spec);
     let mut good = Conn::open_go(&c);
+    // One round trip: the server frees the handshake slot after it sends the GO reply, so
+    // only once a request is answered is `good` surely out of the handshake slots.
+    good.request(proto::CMD_READ, 0, 0, 4096);
+    assert_eq!(good.simple_reply(4096).0, 0);
     let started = Instant::now();
     let slow: Vec<Conn> = (0..40).map(|_| Conn::open(&c)).collect();
     let stop = Arc::new(AtomicBool::new(false));

@@ -68,7 +68,8 @@ pub fn attach_sidecar(arr: &Array, path: &Path) -> Result<bool> {
             Ok(true)
         }
         Err(e @ EngineError::Sidecar { stale: true, .. }) => {
-            eprintln!("raidkit: WARNING: {e}");
+            let remedy = crate::out::remedy_text(&e).unwrap_or_default();
+            eprintln!("raidkit: WARNING: {e}{remedy}");
             eprintln!("raidkit: WARNING: continuing without checksums: 2-way mirror and RAID5 mismatches will be undecided");
             Ok(false)
         }
@@ -125,7 +126,10 @@ fn status(a: ChecksumsArgs) -> Result<()> {
     let r = Checksums::open(&a.checksums, &arr);
     let (usable, info, why) = match r {
         Ok(cs) => (true, Some(cs.info()), None),
-        Err(e) => (false, None, Some(e.to_string())),
+        Err(e) => {
+            let remedy = crate::out::remedy_text(&e).unwrap_or_default();
+            (false, None, Some(format!("{e}{remedy}")))
+        }
     };
     if a.json {
         outln!(

@@ -229,4 +229,7 @@ fn print_text(arr: &Array, rep: &SyncReport, name: &str, with_sidecar: bool) {
             if v.repaired { "; rewritten" } else { "" }
         );
     }
+    if !with_sidecar && rep.verdicts.iter().any(|v| v.role.is_none()) {
+        outln!("  (a checksum sidecar decides such ranges: `raidkit checksums init --checksums FILE MEMBER...` on a clean array, then --checksums FILE on check, repair and serve)");
+    }
 }

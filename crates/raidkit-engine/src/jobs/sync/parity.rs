@@ -289,9 +289,7 @@ fn locate_by_checksums(
 ) -> Result<(Culprit, &'static str, String)> {
     let undecided = |why: &str| Ok((Culprit::Unknown, "undecided", why.to_string()));
     let Some(cs) = arr.checksums() else {
-        return undecided(
-            "data or parity: RAID5 cannot tell which without a checksum sidecar (--checksums)",
-        );
+        return undecided("data or parity: RAID5 cannot tell which without a checksum sidecar");
     };
     if end - start != PAGE || offs.iter().any(|o| !o.is_multiple_of(PAGE as u64)) {
         return undecided("data or parity: the range is not made of whole checksum blocks");

@@ -11,7 +11,7 @@ mod write;
 use crate::array::Array;
 use crate::assemble::{assemble, AssembleOptions};
 use crate::dev::{BlockDev, FileDev};
-use crate::error::{EngineError, Found, Result};
+use crate::error::{EngineError, Found, Remedy, Result};
 use crate::sb::{probe, Metadata};
 use crate::sync::{self, SyncMode};
 use crate::util::random_uuid;
@@ -223,10 +223,13 @@ fn check_shape(opts: &CreateOptions) -> Result<Shape> {
     let level = opts.level;
     let n = opts.raid_devices;
     if opts.members.len() != n {
-        return Err(EngineError::Invalid(format!(
-            "--raid-devices is {n} but {} member(s) were given; give exactly {n} (use the word `missing` for an empty slot)",
-            opts.members.len()
-        )));
+        return Err(EngineError::Request {
+            why: format!(
+                "the array has {n} member slots but {} member(s) were given; give exactly {n} (`missing` for an empty slot)",
+                opts.members.len()
+            ),
+            remedy: Remedy::MatchMemberCount,
+        });
     }
     let missing: Vec<usize> = (0..n)
         .filter(|&i| opts.members[i] == MemberSpec::Missing)
@@ -235,9 +238,10 @@ fn check_shape(opts: &CreateOptions) -> Result<Shape> {
     let chunk_sectors = match level {
         Level::Raid1 => {
             if opts.chunk_bytes.is_some() {
-                return Err(EngineError::Invalid(
-                    "raid1 has no chunk size; drop --chunk".into(),
-                ));
+                return Err(EngineError::Request {
+                    why: "raid1 has no chunk size".into(),
+                    remedy: Remedy::NoChunk,
+                });
             }
             0
         }
@@ -253,9 +257,10 @@ fn check_shape(opts: &CreateOptions) -> Result<Shape> {
         }
     };
     if opts.bbl && opts.metadata == Metadata::V090 {
-        return Err(EngineError::Invalid(
-            "0.90 metadata has no bad-block log; use --metadata 1.2 (or 1.0/1.1) with --bbl, or drop --bbl".into(),
-        ));
+        return Err(EngineError::Request {
+            why: "0.90 metadata has no bad-block log".into(),
+            remedy: Remedy::BadBlockLogNeeds1x,
+        });
     }
     if opts.bitmap && !level.has_redundancy() {
         return Err(EngineError::Invalid(format!(
@@ -332,9 +337,10 @@ fn open_members(opts: &CreateOptions) -> Result<Vec<Option<Arc<dyn BlockDev>>>> 
         let name = p.display().to_string();
         let created = if !p.exists() {
             let Some(sz) = opts.create_size else {
-                return Err(EngineError::Invalid(format!(
-                    "{name} does not exist; pass --size SIZE to create member files (sparse)"
-                )));
+                return Err(EngineError::Request {
+                    why: format!("{name} does not exist"),
+                    remedy: Remedy::GiveMemberSize,
+                });
             };
             // Members hold the array's data: readable by their owner only.
             let f = std::fs::OpenOptions::new()
