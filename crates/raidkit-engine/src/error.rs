@@ -164,6 +164,14 @@ pub enum EngineError {
         /// (callers ignore it loudly rather than trust it).
         stale: bool,
     },
+    /// An administrator asked to fail a member the array cannot do without.
+    #[error("refusing to fail role {role} ({device}): the array cannot serve all of its data without it; add a spare and replace the member instead")]
+    LastCopy {
+        /// Role slot.
+        role: usize,
+        /// Device name.
+        device: String,
+    },
     /// A write could not be completed on enough members.
     #[error("write to array bytes {offset}..{end} failed: {why}")]
     WriteFailed {

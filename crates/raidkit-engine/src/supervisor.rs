@@ -655,10 +655,7 @@ impl Supervisor {
                 speed_limit: self.speed_limit.load(Ordering::Relaxed),
                 ..Default::default()
             });
-        let mut state = vec![if a.needs_resync() { "dirty" } else { "clean" }];
-        if a.is_degraded() {
-            state.push("degraded");
-        }
+        let state = a.state_words();
         ArrayStatus {
             name: self.name.clone(),
             uuid: a.uuid_text(),
@@ -723,7 +720,7 @@ impl Supervisor {
             })?;
         Ok(self
             .cur()
-            .fail_member(role, "failed by the administrator")?)
+            .fail_member_checked(role, "failed by the administrator")?)
     }
 
     /// Remove a failed member or a spare.

@@ -309,7 +309,7 @@ fn corrupt_and_truncated_members_are_named() {
         .unwrap();
     let e = err(d, &["export", "--output", "x.img", "a", "c"]);
     assert!(
-        e.contains("c: is 8192 sectors long but its superblock says data runs to sector 16384"),
+        e.contains("c: the data area (data_offset) covers device sectors 2048..16384, but the device has only 8192 sectors: the device was truncated"),
         "{e}"
     );
 }

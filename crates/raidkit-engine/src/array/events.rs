@@ -139,6 +139,46 @@ pub enum ArrayEvent {
     },
 }
 
+/// Something the assembly found and worked around, for the frontend to tell the admin
+/// (the array runs; this is why it runs differently from what its metadata says).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "note", rename_all = "snake_case")]
+pub enum AssemblyNote {
+    /// The superblocks record a write-intent bitmap, but it cannot be used: the array
+    /// runs without it. Nothing in it is trusted or allocated from. Every superblock
+    /// write leaves it further behind the array's event count, so md (and raidkit) treat
+    /// it as stale later: every region is resynced, none is skipped on its word.
+    BitmapIgnored {
+        /// The member whose bitmap was read.
+        device: String,
+        /// What is wrong with it.
+        why: String,
+        /// True if the array was not stopped cleanly: it is resynced in full (a bitmap
+        /// would have limited that to the regions it marked).
+        full_resync: bool,
+    },
+}
+
+impl std::fmt::Display for AssemblyNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AssemblyNote::BitmapIgnored {
+                device,
+                why,
+                full_resync,
+            } => write!(
+                f,
+                "{device}: the write-intent bitmap is ignored ({why}); the array runs without it{}. Remove and re-add the bitmap to have one again",
+                if *full_resync {
+                    " and, since it was not stopped cleanly, is resynced in full"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+}
+
 impl Array {
     /// Receive the array's events (member failed, read error corrected, rebuild...).
     pub fn subscribe(&self) -> std::sync::mpsc::Receiver<ArrayEvent> {
@@ -149,5 +189,11 @@ impl Array {
 
     pub(crate) fn emit(&self, e: ArrayEvent) {
         lock(&self.listeners).retain(|tx| tx.send(e.clone()).is_ok());
+    }
+
+    /// What the assembly found wrong in the metadata and worked around (see
+    /// [`AssemblyNote`]); frontends show these to the admin.
+    pub fn assembly_notes(&self) -> &[AssemblyNote] {
+        &self.notes
     }
 }

@@ -56,6 +56,9 @@ pub(crate) struct Members {
     pub(crate) replacements: RwLock<Vec<Option<Arc<Member>>>>,
     /// Fast check: is any replacement in progress?
     pub(crate) replacing: AtomicBool,
+    /// Held while deciding whether a member may be failed and failing it, so two errors
+    /// at once on the last two copies cannot fail both ([`crate::array::failing`]).
+    pub(crate) fail_gate: Mutex<()>,
 }
 
 impl Members {
@@ -71,6 +74,7 @@ impl Members {
             spares: Mutex::new(spares),
             replacements: RwLock::new(Vec::new()),
             replacing: AtomicBool::new(false),
+            fail_gate: Mutex::new(()),
         }
     }
 }
@@ -618,9 +622,10 @@ impl Array {
             }
             Err(e) => {
                 // md records a bad block instead of failing the member when the member
-                // has a bad-block log; otherwise the member is failed.
+                // has a bad-block log; otherwise the member is failed — unless it holds
+                // the last copy of some data (see `fail_after_write_error`).
                 if !self.bad_block_instead_of_fail(role, m, dsec, n) {
-                    self.fail_member(role, &format!("write error: {e}"))?;
+                    self.fail_after_write_error(role, &format!("write error: {e}"))?;
                 }
                 Ok(false)
             }

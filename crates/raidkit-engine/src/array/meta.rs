@@ -52,6 +52,9 @@ pub(crate) struct Meta {
     pub dirty: bool,
     /// Resync checkpoint: MAX_SECTOR when redundancy is known consistent.
     pub resync_from: u64,
+    /// True while the superblocks on the members say "active" (resync_offset != MAX):
+    /// found so at assembly, or written by us. What the array's state reports.
+    pub disk_active: bool,
     /// v1 role table (shared by all members).
     pub roles: Vec<u16>,
 }
@@ -115,7 +118,8 @@ impl Array {
         meta: &mut Meta,
         f: &mut impl FnMut(&mut Super),
     ) -> Result<Vec<(usize, (String, std::io::Error))>> {
-        let events = meta.events + 1;
+        // md never lets the counter wrap (it stays at its maximum): neither do we.
+        let events = meta.events.saturating_add(1);
         let t = crate::util::now();
         let live = self.live_devices();
         let roles = meta.roles.clone();
@@ -265,6 +269,7 @@ impl Array {
         };
         self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
         meta.dirty = true;
+        meta.disk_active = true;
         self.meta.dirty_fast.store(true, Ordering::Release);
         Ok(())
     }
@@ -305,16 +310,20 @@ impl Array {
             cs.mark_clean()?;
         }
         let mut meta = lock(&self.meta.sb);
-        if !meta.dirty {
+        let resync = meta.resync_from;
+        // Written dirty by us, or found active on disk with consistent redundancy (a
+        // dirty degraded array started by force, as md does): the superblocks must say
+        // clean now.
+        let forced_clean_on_disk = meta.disk_active && resync == MAX_SECTOR;
+        if !(meta.dirty || forced_clean_on_disk) {
             return Ok(());
         }
-        let resync = meta.resync_from;
         let degraded = self.is_degraded();
         if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             if !degraded && resync == MAX_SECTOR {
                 b.clear_all();
-                b.sb.events_cleared = meta.events + 1;
+                b.sb.events_cleared = meta.events.saturating_add(1);
                 let live = self.live_devices();
                 b.write_bits(&self.devs(), &live)?;
             }
@@ -322,7 +331,20 @@ impl Array {
         self.meta.dirty_fast.store(false, Ordering::Release);
         self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
         meta.dirty = false;
+        meta.disk_active = resync != MAX_SECTOR;
         Ok(())
+    }
+
+    /// The array's state as md words it (mdadm's `State :`): `active` while the
+    /// superblocks say so (written since the last clean mark, or not stopped cleanly),
+    /// else `clean`; then `degraded` if a role lacks a fully valid member.
+    pub fn state_words(&self) -> Vec<&'static str> {
+        let active = lock(&self.meta.sb).disk_active;
+        let mut words = vec![if active { "active" } else { "clean" }];
+        if self.is_degraded() {
+            words.push("degraded");
+        }
+        words
     }
 
     /// Stop the array: flush and mark clean.
@@ -331,47 +353,33 @@ impl Array {
     }
 
     pub(crate) fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        let gone = match self.bm().as_ref() {
-            Some(bm) => {
-                let mut b = lock(bm);
-                if !b.mark(start, n) {
-                    return Ok(());
-                }
-                self.write_bits_live(&b)?
+        let failed: Vec<(usize, EngineError)> = {
+            let bm = self.bm();
+            let Some(bm) = bm.as_ref() else {
+                return Ok(());
+            };
+            let mut b = lock(bm);
+            let new_bits = b.mark_new(start, n);
+            if new_bits.is_empty() {
+                return Ok(());
             }
-            None => return Ok(()),
+            let devs = self.devs();
+            let failed: Vec<(usize, EngineError)> = self
+                .live_devices()
+                .into_iter()
+                .filter_map(|i| b.write_bits(&devs, &[i]).err().map(|e| (i, e)))
+                .collect();
+            if !failed.is_empty() {
+                // Until every member that stays has them on disk, the bits are not set:
+                // the next write of the range writes them again.
+                for i in new_bits {
+                    b.clear(i);
+                }
+            }
+            failed
         };
-        // Failed once the bitmap lock is dropped (failing writes superblocks): the bits
-        // are on every other member.
-        for (index, why) in gone {
-            let role = self
-                .slots()
-                .iter()
-                .position(|m| m.as_ref().is_some_and(|m| m.index == index));
-            if let Some(role) = role {
-                self.fail_member(role, &format!("bitmap: {why}"))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Write the bitmap to every live member; one that is gone (no answer by its
-    /// deadline, connection lost) is skipped and returned (device index, why) for the
-    /// caller to fail, unless no member took the bits.
-    fn write_bits_live(&self, b: &crate::bitmap::RunBitmap) -> Result<Vec<(usize, String)>> {
-        let live = self.live_devices();
-        let devs = self.devs();
-        let mut gone = Vec::new();
-        for &i in &live {
-            match b.write_bits_to(devs[i].as_ref(), i) {
-                Ok(()) => {}
-                Err(e) if is_gone(&e) && gone.len() + 1 < live.len() => {
-                    gone.push((i, e.to_string()));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(gone)
+        // Outside the bitmap lock: failing a member writes the bitmap header.
+        self.metadata_write_failed(failed)
     }
 
     pub(crate) fn set_resync_done(&self) {
@@ -412,9 +420,4 @@ pub(crate) fn update_090_counts(s: &mut v090::SuperblockV090, missing: &[usize])
     if let Some(d) = s.disks.get(s.this_disk.number as usize) {
         s.this_disk = *d;
     }
-}
-
-/// Is this the error of a member that is gone as a whole (see [`crate::dev::io::is_gone`])?
-fn is_gone(e: &EngineError) -> bool {
-    matches!(e, EngineError::Io { source, .. } if crate::dev::io::is_gone(source))
 }

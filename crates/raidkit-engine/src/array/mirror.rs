@@ -49,22 +49,37 @@ impl Array {
         }
         self.member_io(&mut ops);
         let mut ops = ops.into_iter();
+        let mut first_err = None;
+        let mut unwritten = Vec::new();
         for (at, n, copies) in runs {
             let mut written = 0;
             for op in ops.by_ref().take(copies.len()) {
-                if op.write_result()? {
-                    written += 1;
+                match op.write_result() {
+                    Ok(true) => written += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
                 }
             }
             if written == 0 {
-                return Err(EngineError::WriteFailed {
-                    offset: at * SECTOR,
-                    end: (at + n) * SECTOR,
-                    why: "no member holding this range could be written".into(),
-                });
+                unwritten.push((at * SECTOR, n * SECTOR));
             }
         }
-        Ok(())
+        // No copy took these runs: the member kept (the last copy, see `failing`) may
+        // hold anything there now, so the range reads as lost until written again.
+        self.add_lost(&unwritten);
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        match unwritten.first() {
+            None => Ok(()),
+            Some(&(offset, len)) => Err(EngineError::WriteFailed {
+                offset,
+                end: offset + len,
+                why: "no member holding this range could be written (the last copy is kept; these bytes read as an error until they are written again)".into(),
+            }),
+        }
     }
 
     /// Members holding readable copies of `n` sectors at `copies`, with their load.

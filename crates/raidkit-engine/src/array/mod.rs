@@ -30,6 +30,7 @@ pub mod bad_blocks;
 pub mod balance;
 pub mod cache;
 pub mod events;
+pub(crate) mod failing;
 pub mod iostats;
 pub(crate) mod lost;
 pub mod member;
@@ -44,7 +45,7 @@ pub(crate) mod stripe;
 pub(crate) mod stripe_lock;
 
 pub use crate::array::cache::StripeCacheStats;
-pub use crate::array::events::ArrayEvent;
+pub use crate::array::events::{ArrayEvent, AssemblyNote};
 pub use crate::array::member::{
     Member, MemberInfo, MemberIo, MemberStats, MAX_CORRECTED_READ_ERRORS,
 };
@@ -85,6 +86,8 @@ pub struct Array {
     pub(crate) cache: Option<StripeCache>,
     /// The optional checksum sidecar (see [`crate::checksums`]).
     checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
+    /// What the assembly worked around ([`events::AssemblyNote`]).
+    pub(crate) notes: Vec<crate::array::events::AssemblyNote>,
     /// A reshape in progress: the route by position, or the successor ([`reshape`]).
     pub(crate) reshape: reshape::ReshapeSlot,
 }
@@ -125,6 +128,7 @@ impl Array {
             io: crate::iostats::IoStats::default(),
             cache,
             checksums: std::sync::OnceLock::new(),
+            notes: Vec::new(),
             reshape: reshape::ReshapeSlot::default(),
         }
     }
@@ -247,13 +251,22 @@ impl Array {
         });
         let results: Vec<std::io::Result<()>> = reqs.iter_mut().map(IoReq::take_result).collect();
         drop(reqs);
+        // A member whose flush fails is failed as md does, unless it holds the last copy
+        // of some data: then the flush fails (after every member's outcome is handled).
+        let mut kept = Ok(());
         for ((role, m), r) in live.iter().zip(results) {
             match r {
                 Ok(()) => {}
                 Err(e) if io::is_gone(&e) => self.fail_member(*role, &format!("flush: {e}"))?,
-                Err(e) => return Err(EngineError::io(m.dev.name(), "flushing", e)),
+                Err(e) => {
+                    let r = self.flush_failed(*role, m.dev.name(), e);
+                    if kept.is_ok() {
+                        kept = r;
+                    }
+                }
             }
         }
+        kept?;
         if let Some(e) = self.cache.as_ref().and_then(|c| c.take_pending()) {
             return Err(e);
         }

@@ -8,6 +8,9 @@
 //! * `slow=DUR` — every IO takes this long in the device (`5ms`, `200us`, `1s`; a bare
 //!   number is milliseconds); `slow=DUR@N` — from the N-th IO on (0-based; a device that
 //!   turns slow, or, with a DUR beyond the member timeout, stops answering in time);
+//! * `slow=DUR@S-E` — only IOs touching the sector range take this long (outside the
+//!   device model: they do not hold a queue slot), e.g. a member whose data area stops
+//!   answering in time while its superblock still reads;
 //! * `qd=N` — the device serves at most N IOs at a time; the others wait in arrival (FIFO)
 //!   order for a free slot, as in a device's hardware queue;
 //! * `bw=RATE` — the device transfers at most RATE bytes per second (`200M`, `1G`, `512K`;
@@ -15,7 +18,10 @@
 //!   latency and transfers are serialized over the whole device;
 //! * `vanish@N` — after N IOs every IO fails with ENODEV (the device disappeared);
 //! * `torn@S` — a write covering sector S writes only the part before S, then fails EIO;
-//! * `lie@S-E` — reads of the range silently return flipped bytes (a lying member).
+//! * `lie@S-E` — reads of the range silently return flipped bytes (a lying member);
+//! * `feio` — every flush fails with EIO (writes reach the device but never become
+//!   durable: a remote member that stopped answering flushes); `feio@N` — flushes fail
+//!   from the N-th one on (counting from 1), the ones before succeed.
 //!
 //! ## Device model (`slow`, `qd`, `bw`)
 //! Together the three rules model a device's speed the way a real drive behaves: an IO
@@ -69,6 +75,17 @@ pub enum Rule {
     Torn(u64),
     /// Reads of `start..=end` return corrupted bytes without an error.
     Lie {
+        /// First sector.
+        start: u64,
+        /// Last sector (inclusive).
+        end: u64,
+    },
+    /// Flushes fail with EIO from the n-th one on (counting from 1).
+    Feio(u64),
+    /// IOs touching sectors `start..=end` take this long (on top of the device model).
+    SlowRange {
+        /// Their latency.
+        latency: Duration,
         /// First sector.
         start: u64,
         /// Last sector (inclusive).
@@ -138,14 +155,25 @@ fn rate(s: &str) -> Result<u64, String> {
 }
 
 fn parse_rule(r: &str) -> Result<Rule, String> {
+    if r == "feio" {
+        return Ok(Rule::Feio(1));
+    }
     if let Some(v) = r.strip_prefix("slow=") {
         return match v.split_once('@') {
+            None => Ok(Rule::Slow(duration(v)?)),
+            Some((d, sectors)) if sectors.contains('-') => {
+                let (start, end) = range(sectors)?;
+                Ok(Rule::SlowRange {
+                    latency: duration(d)?,
+                    start,
+                    end,
+                })
+            }
             Some((d, n)) => Ok(Rule::SlowFrom(
                 duration(d)?,
                 n.parse()
                     .map_err(|_| format!("bad IO count {n:?} in slow=DUR@N"))?,
             )),
-            None => Ok(Rule::Slow(duration(v)?)),
         };
     }
     if let Some(v) = r.strip_prefix("qd=") {
@@ -162,7 +190,7 @@ fn parse_rule(r: &str) -> Result<Rule, String> {
     }
     let (name, arg) = r.split_once('@').ok_or_else(|| {
         format!(
-            "unknown fault rule {r:?} (eio@, reio@, weio@, slow=, qd=, bw=, vanish@, torn@, lie@)"
+            "unknown fault rule {r:?} (eio@, reio@, weio@, feio, feio@, slow=, qd=, bw=, vanish@, torn@, lie@)"
         )
     })?;
     match name {
@@ -185,8 +213,14 @@ fn parse_rule(r: &str) -> Result<Rule, String> {
         "torn" => Ok(Rule::Torn(
             arg.parse().map_err(|_| format!("bad sector {arg:?}"))?,
         )),
+        "feio" => match arg.parse::<u64>() {
+            Ok(0) | Err(_) => Err(format!(
+                "bad flush number {arg:?} in feio@ (flushes count from 1)"
+            )),
+            Ok(n) => Ok(Rule::Feio(n)),
+        },
         _ => Err(format!(
-            "unknown fault rule {name:?} (eio, reio, weio, slow, qd, bw, vanish, torn, lie)"
+            "unknown fault rule {name:?} (eio, reio, weio, feio, slow, qd, bw, vanish, torn, lie)"
         )),
     }
 }
@@ -274,6 +308,8 @@ pub struct FaultDev {
     rules: Vec<Rule>,
     model: Option<DeviceModel>,
     ios: AtomicU64,
+    /// Flushes asked for so far.
+    flushes: AtomicU64,
     name: String,
 }
 
@@ -286,6 +322,7 @@ impl FaultDev {
             model: DeviceModel::from_rules(&rules),
             rules,
             ios: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
             name,
         }
     }
@@ -319,6 +356,23 @@ impl FaultDev {
 }
 
 impl FaultDev {
+    /// The longest `slow=DUR@S-E` latency of the rules whose range an IO of `len` bytes
+    /// at byte `off` touches.
+    fn range_latency(&self, off: u64, len: usize) -> Option<Duration> {
+        let (s0, s1) = (off / 512, (off + len as u64).div_ceil(512));
+        self.rules
+            .iter()
+            .filter_map(|r| match *r {
+                Rule::SlowRange {
+                    latency,
+                    start,
+                    end,
+                } if s0 <= end && start < s1 => Some(latency),
+                _ => None,
+            })
+            .max()
+    }
+
     /// Injected read faults (`lie`) on data just read at `off`.
     fn lie(&self, buf: &mut [u8], off: u64) {
         for r in &self.rules {
@@ -349,12 +403,20 @@ impl FaultDev {
     }
 
     fn flush_inner(&self) -> io::Result<()> {
+        let n = self.flushes.fetch_add(1, Ordering::Relaxed) + 1;
         if self
             .rules
             .iter()
             .any(|r| matches!(*r, Rule::Vanish(a) if self.ios.load(Ordering::Relaxed) >= a))
         {
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        }
+        if self
+            .rules
+            .iter()
+            .any(|r| matches!(*r, Rule::Feio(from) if n >= from))
+        {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         self.inner.flush()
     }
@@ -382,6 +444,10 @@ impl AsyncDev for FaultDev {
                 }
             }
         }
+        let at = match self.range_latency(off, len) {
+            Some(d) => Some(at.unwrap_or(now).max(now + d)),
+            None => at,
+        };
         let mut r = self.check(off, len, is_write);
         if r.is_ok() {
             let ran = if is_write {
@@ -490,6 +556,50 @@ mod tests {
     }
 
     #[test]
+    fn slow_ranges_delay_only_the_ios_touching_them() {
+        let (r, _) = parse_spec("fault:slow=20s@4096-8191:/x").unwrap().unwrap();
+        let slow = Rule::SlowRange {
+            latency: Duration::from_secs(20),
+            start: 4096,
+            end: 8191,
+        };
+        assert_eq!(r, vec![slow.clone()]);
+        let f = FaultDev::new(Box::new(crate::dev::MemDev::new("m", 8 << 20)), vec![slow]);
+        assert_eq!(f.range_latency(0, 4096), None);
+        assert_eq!(f.range_latency(4095 * 512, 512), None);
+        assert_eq!(
+            f.range_latency(4095 * 512, 1024),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(f.range_latency(8192 * 512, 4096), None);
+        assert!(f.write_at(&[1; 4096], 0).is_ok());
+    }
+
+    #[test]
+    fn flush_errors_from_the_nth_flush() {
+        let (r, _) = parse_spec("fault:feio,feio@3:/x").unwrap().unwrap();
+        assert_eq!(r, vec![Rule::Feio(1), Rule::Feio(3)]);
+        assert_eq!(
+            parse_spec("fault:feio@0:/x").unwrap().unwrap_err(),
+            r#""fault:feio@0:/x": bad flush number "0" in feio@ (flushes count from 1)"#
+        );
+        let f = FaultDev::new(
+            Box::new(crate::dev::MemDev::new("m", 4096)),
+            vec![Rule::Feio(3)],
+        );
+        assert!(f.flush().is_ok());
+        assert!(f.flush().is_ok());
+        for _ in 0..3 {
+            assert_eq!(f.flush().unwrap_err().raw_os_error(), Some(libc::EIO));
+        }
+        // Writes and reads still work: only durability is lost.
+        f.write_at(&[7u8; 512], 0).unwrap();
+        let mut b = [0u8; 512];
+        f.read_at(&mut b, 0).unwrap();
+        assert_eq!(b, [7u8; 512]);
+    }
+
+    #[test]
     fn parses_device_model_rules_and_rejects_bad_ones() {
         let (r, _) = parse_spec("fault:slow=100us,qd=4,bw=200M:/x")
             .unwrap()
@@ -532,7 +642,7 @@ mod tests {
         );
         assert_eq!(
             err("fault:qd:/x"),
-            r#""fault:qd:/x": unknown fault rule "qd" (eio@, reio@, weio@, slow=, qd=, bw=, vanish@, torn@, lie@)"#
+            r#""fault:qd:/x": unknown fault rule "qd" (eio@, reio@, weio@, feio, feio@, slow=, qd=, bw=, vanish@, torn@, lie@)"#
         );
         assert!(DeviceModel::from_rules(&[Rule::Torn(3)]).is_none());
     }

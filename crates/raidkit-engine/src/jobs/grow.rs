@@ -165,13 +165,19 @@ impl Array {
     }
 
     /// Remove the bitmap: the superblocks stop pointing at it (put back if that fails).
+    /// A bitmap the superblocks record but the assembly ignored (damaged) is removed
+    /// the same way.
     fn remove_bitmap(&self, meta: &mut Meta) -> Result<BitmapChange> {
         let old = self.swap_bitmap(None);
-        let Some(old) = old else {
+        let recorded = self.live_devices().iter().any(|&i| match &meta.sbs[i] {
+            Super::V1(s) => s.feature_map & feature::BITMAP_OFFSET != 0,
+            Super::V090(s) => s.state & sb_state::BITMAP_PRESENT != 0,
+        });
+        if old.is_none() && !recorded {
             return Err(EngineError::Invalid(
                 "the array has no bitmap; nothing to remove".into(),
             ));
-        };
+        }
         let r = self.write_superblocks(meta, |sb| match sb {
             Super::V1(s) => {
                 s.feature_map &= !feature::BITMAP_OFFSET;
@@ -180,7 +186,7 @@ impl Array {
             Super::V090(s) => s.state &= !sb_state::BITMAP_PRESENT,
         });
         if let Err(e) = r {
-            self.swap_bitmap(Some(old));
+            self.swap_bitmap(old);
             return Err(e);
         }
         Ok(BitmapChange {
@@ -219,7 +225,7 @@ impl Array {
         let places = self.bitmap_places(meta, &live, &devs, size, chunk_bytes.is_some())?;
         let chunk = bitmap_chunk(&places, &devs, chunk_bytes)?;
         let mut bsb = BitmapSuper::new_default(self.uuid, size, chunk as u32);
-        bsb.events = meta.events + 1;
+        bsb.events = meta.events.saturating_add(1);
         bsb.events_cleared = meta.events;
         let chunks = bsb.chunks();
         let (locs, offsets) =

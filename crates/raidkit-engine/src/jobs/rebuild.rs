@@ -445,6 +445,8 @@ impl Array {
         } else {
             None
         };
+        // Nothing it says is used before it is checked against the device.
+        let areas = crate::assemble::checked_areas(dev.as_ref(), &sb)?;
         // Register it in its old role, unreadable until resynced.
         let idx = self.add_device(dev.clone());
         let m = {
@@ -469,12 +471,12 @@ impl Array {
                 if b.locs.len() <= idx {
                     b.locs.resize(idx + 1, None);
                 }
-                b.locs[idx] = meta.sbs[idx].bitmap_sector(dev.size_bytes() / 512);
+                b.locs[idx] = areas.bitmap_start;
             }
             let data_offset = meta.sbs[idx].data_offset();
             // The member's own bad-block log stays with it (those sectors still hold no
             // valid data); nothing is copied from the other members.
-            let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx])?;
+            let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx], areas.bblog)?;
             let m = Arc::new(Member::new(dev.clone(), idx, data_offset, Some(0), bad));
             self.set_slot(role, Some(m.clone()));
             self.write_superblocks(&mut meta, |_| {})?;

@@ -5,6 +5,7 @@ use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
 use raidkit_format::bitmap::{self, BitmapSuper, BITMAP_SB_BYTES};
+use raidkit_format::validate::MemberAreas;
 use std::sync::Arc;
 
 /// Loaded bitmap: superblock, bits, and where it lives on each device.
@@ -39,36 +40,50 @@ pub(crate) fn write_region(dev: &dyn BlockDev, off: u64, data: &[u8]) -> Result<
 }
 
 impl RunBitmap {
-    /// Read the bitmap of an array from device `from` at sector `loc`.
+    /// Read, check and load the bitmap an assembly found on `dev` (a member of the array
+    /// `uuid` whose checked areas are `areas`): its superblock must be this array's,
+    /// of a version raidkit runs, cover `need` sectors (None: the level keeps no bitmap)
+    /// and fit its room on the device, all before anything is allocated from it. Err says
+    /// why the bitmap cannot be used.
+    pub fn load_checked(
+        dev: &dyn BlockDev,
+        areas: &MemberAreas,
+        uuid: [u8; 16],
+        need: Option<u64>,
+        array_events: u64,
+        locs: Vec<Option<u64>>,
+    ) -> std::result::Result<RunBitmap, String> {
+        let start = areas
+            .bitmap_start
+            .ok_or("this member's superblock records no bitmap")?;
+        let mut head = [0u8; BITMAP_SB_BYTES];
+        dev.read_at(&mut head, start * 512)
+            .map_err(|e| format!("reading its superblock at sector {start}: {e}"))?;
+        let bsb = BitmapSuper::parse(&head).map_err(|e| format!("its superblock: {e}"))?;
+        if bsb.uuid != uuid {
+            return Err("it belongs to another array (its UUID differs)".into());
+        }
+        if bsb.version != 4 && bsb.version != 3 {
+            return Err(format!(
+                "version {}: raidkit runs bitmap versions 3 and 4",
+                bsb.version
+            ));
+        }
+        let need = need.ok_or("the array's level keeps no write-intent bitmap")?;
+        areas.check_bitmap(&bsb, need).map_err(|e| e.to_string())?;
+        RunBitmap::load(dev, start, bsb, array_events, locs).map_err(|e| e.to_string())
+    }
+
+    /// Read the bits of an array's bitmap from `dev`, whose bitmap superblock `sb` at
+    /// sector `loc` has been read and checked (its bits fit the room on the device:
+    /// `MemberAreas::check_bitmap`), so what is allocated here is bounded by the device.
     pub fn load(
         dev: &dyn BlockDev,
         loc: u64,
-        uuid: [u8; 16],
+        sb: BitmapSuper,
         array_events: u64,
         locs: Vec<Option<u64>>,
     ) -> Result<RunBitmap> {
-        let mut head = vec![0u8; BITMAP_SB_BYTES];
-        dev.read_at(&mut head, loc * 512)
-            .map_err(|e| EngineError::io(dev.name(), "reading the bitmap superblock", e))?;
-        let sb = BitmapSuper::parse(&head).map_err(|e| EngineError::NoSuperblock {
-            device: dev.name().to_string(),
-            detail: format!(
-                "the superblock says there is an internal bitmap but it is unreadable ({e}); remove it with mdadm --grow --bitmap=none or assemble with the kernel"
-            ),
-        })?;
-        if sb.uuid != uuid {
-            return Err(EngineError::BadMember {
-                device: dev.name().to_string(),
-                why: "the internal bitmap belongs to another array (UUID differs)".into(),
-            });
-        }
-        if sb.version != 4 && sb.version != 3 {
-            return Err(EngineError::Unsupported {
-                uuid: raidkit_format::uuid::format(&uuid),
-                what: format!("bitmap version {}", sb.version),
-                advice: "only bitmap versions 3 and 4 are supported; assemble it with the kernel, or remove the bitmap".into(),
-            });
-        }
         let chunks = sb.chunks();
         let nbytes = chunks.div_ceil(8);
         let total = (BITMAP_SB_BYTES as u64 + nbytes).div_ceil(512) * 512;
@@ -109,19 +124,23 @@ impl RunBitmap {
     /// Set the bits covering `[start, start+n)` (bitmap address space). True if any bit
     /// changed (then the caller must write the bits before the data).
     pub fn mark(&mut self, start: u64, n: u64) -> bool {
-        if n == 0 {
-            return false;
+        !self.mark_new(start, n).is_empty()
+    }
+
+    /// [`RunBitmap::mark`], returning the bits that were not set before.
+    pub fn mark_new(&mut self, start: u64, n: u64) -> Vec<u64> {
+        if n == 0 || self.chunk_sectors == 0 {
+            return Vec::new();
         }
         let first = start / self.chunk_sectors;
         let last = (start + n - 1) / self.chunk_sectors;
-        let mut changed = false;
-        for i in first..=last.min(self.chunks().saturating_sub(1)) {
-            if !bitmap::bit_is_set(&self.bits, i) {
-                bitmap::set_bit(&mut self.bits, i, true);
-                changed = true;
-            }
+        let new: Vec<u64> = (first..=last.min(self.chunks().saturating_sub(1)))
+            .filter(|&i| !bitmap::bit_is_set(&self.bits, i))
+            .collect();
+        for &i in &new {
+            bitmap::set_bit(&mut self.bits, i, true);
         }
-        changed
+        new
     }
 
     /// Clear every bit.

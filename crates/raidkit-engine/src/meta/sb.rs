@@ -4,6 +4,7 @@ use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
 use raidkit_format::v090::{self, disk_state, sb_state, SuperblockV090};
 use raidkit_format::v1::{self, feature, Minor, SuperblockV1};
+use raidkit_format::validate::MemberAreas;
 use raidkit_format::{FormatError, MAX_SECTOR, MD_MAGIC};
 
 /// Metadata version of a superblock.
@@ -330,6 +331,30 @@ impl Super {
         match self {
             Super::V090(s) => s.minor_version == 91,
             Super::V1(s) => s.feature_map & feature::RESHAPE_ACTIVE != 0,
+        }
+    }
+    /// Check the fields against each other and md's rules, before anything is sized or
+    /// placed from them (see [`raidkit_format::validate`]).
+    pub fn validate(&self) -> std::result::Result<(), FormatError> {
+        match self {
+            Super::V090(s) => s.validate(),
+            Super::V1(s) => s.validate(),
+        }
+    }
+    /// Place the member's areas (superblock, data, bitmap, bad-block log) on a device of
+    /// `dev_sectors`; an error names the field that puts one outside the device or over
+    /// another. Call [`Super::validate`] first.
+    pub fn areas(&self, dev_sectors: u64) -> std::result::Result<MemberAreas, FormatError> {
+        match self {
+            Super::V090(s) => s.areas(dev_sectors),
+            Super::V1(s) => s.areas(dev_sectors),
+        }
+    }
+    /// Sectors the array's write-intent bitmap must cover; None if the level keeps none.
+    pub fn bitmap_sync_size(&self) -> Option<u64> {
+        match self {
+            Super::V090(s) => s.bitmap_sync_size(),
+            Super::V1(s) => s.bitmap_sync_size(),
         }
     }
     /// The reshape recorded in this superblock, if one is in progress.

@@ -2,7 +2,7 @@
 //! refuse anything ambiguous or stale with an explanation, and build a running [`Array`].
 
 use crate::array::meta::Meta;
-use crate::array::{Array, Member};
+use crate::array::{Array, AssemblyNote, Member};
 use crate::bitmap::RunBitmap;
 use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
@@ -10,6 +10,7 @@ use crate::sb::{probe, Metadata, Role, Super};
 use crate::setup::reshaping::Reshaping;
 use raidkit_format::badblocks;
 use raidkit_format::v1::{feature, role as v1role};
+use raidkit_format::validate::{Extent, MemberAreas};
 use raidkit_format::MAX_SECTOR;
 use raidkit_layout::{Geometry, Level};
 use std::path::PathBuf;
@@ -34,19 +35,31 @@ pub struct AssembleOptions {
 /// Open the given members (paths, NBD URIs, fault specs: see
 /// [`crate::dev::open_member`]) and assemble them.
 pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array> {
-    let mut seen: Vec<(String, String)> = Vec::new();
+    // Every member a device of its own, refused before anything is opened (see
+    // `setup::identity`: a FIFO would hang the open); NBD URIs are told apart by their text.
+    let mut ids = Vec::with_capacity(paths.len());
+    for p in paths {
+        let real: PathBuf = match p.to_str().and_then(crate::fault::parse_spec) {
+            Some(Ok((_, path))) => path,
+            _ => p.clone(),
+        };
+        if real.to_str().is_some_and(crate::dev::nbd::is_nbd_uri) {
+            ids.push((p.as_path(), None));
+            continue;
+        }
+        let id = crate::setup::identity::identity(&real).map_err(|e| match e {
+            EngineError::BadMember { why, .. } => EngineError::BadMember {
+                device: p.display().to_string(),
+                why,
+            },
+            e => e,
+        })?;
+        ids.push((p.as_path(), Some(id)));
+    }
+    crate::setup::identity::check_distinct(&ids)?;
     let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
     for p in paths {
         let name = p.display().to_string();
-        let id = crate::dev::identity(p)
-            .map_err(|e| EngineError::io(&name, "looking up the member", e))?;
-        if let Some((_, other)) = seen.iter().find(|(i, _)| *i == id) {
-            return Err(EngineError::BadMember {
-                device: name,
-                why: format!("is the same device as {other}; give each member once"),
-            });
-        }
-        seen.push((id, name.clone()));
         let d = crate::dev::open_member(p, opts.writable).map_err(|e| {
             EngineError::io(
                 &name,
@@ -63,7 +76,8 @@ pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array
     assemble(devs, opts)
 }
 
-fn pick_super(dev: &dyn BlockDev, opts: &AssembleOptions) -> Result<Super> {
+/// The superblock this device is a member by, and where its metadata and data lie.
+fn pick_super(dev: &dyn BlockDev, opts: &AssembleOptions) -> Result<(Super, MemberAreas)> {
     let p = probe(dev)?;
     let mut found = p.found;
     if let Some(m) = opts.metadata {
@@ -104,24 +118,22 @@ fn pick_super(dev: &dyn BlockDev, opts: &AssembleOptions) -> Result<Super> {
             ),
         });
     }
-    // The device must hold everything the superblock describes (the kernel's rule).
+    let areas = checked_areas(dev, &sb)?;
+    Ok((sb, areas))
+}
+
+/// Check a member's superblock before anything is sized, read or written from it: its
+/// fields against each other and md's limits, then every area it places (superblock,
+/// data, bitmap, bad-block log) inside the device and clear of the others. The error
+/// names the field (client writes must never land on metadata).
+pub(crate) fn checked_areas(dev: &dyn BlockDev, sb: &Super) -> Result<MemberAreas> {
     let dev_sectors = dev.size_bytes() / 512;
-    if let Super::V1(v) = &sb {
-        let end = v.data_offset.saturating_add(v.data_size);
-        let fits = match v.minor() {
-            raidkit_format::v1::Minor::V0 => end <= v.super_offset,
-            _ => end <= dev_sectors,
-        };
-        if !fits {
-            return Err(EngineError::BadMember {
-                device: dev.name().to_string(),
-                why: format!(
-                    "is {dev_sectors} sectors long but its superblock says data runs to sector {end}: the device was truncated or is not the one the array was made on; leave it out (the array runs degraded if it can) or restore the device"
-                ),
-            });
-        }
-    }
-    Ok(sb)
+    sb.validate()
+        .and_then(|()| sb.areas(dev_sectors))
+        .map_err(|e| EngineError::BadMember {
+            device: dev.name().to_string(),
+            why: e.to_string(),
+        })
 }
 
 /// Assemble the array formed by `devs`.
@@ -130,10 +142,13 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         return Err(EngineError::Invalid("no members given".into()));
     }
     let mut sbs = Vec::with_capacity(devs.len());
+    let mut areas = Vec::with_capacity(devs.len());
     for d in &devs {
-        sbs.push(pick_super(d.as_ref(), opts)?);
+        let (sb, a) = pick_super(d.as_ref(), opts)?;
+        sbs.push(sb);
+        areas.push(a);
     }
-    let mut census = Census::of(devs, sbs)?;
+    let mut census = Census::of(devs, sbs, areas)?;
     let mut roles = census.sort_roles()?;
     census.take_stale(&mut roles, opts)?;
     let level = census.level;
@@ -169,7 +184,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         members = r.new_members(members);
     }
     let role_table = census.role_table(&roles);
-    let bitmap = census.bitmap(&roles.slots)?;
+    let (bitmap, note) = census.bitmap(&roles.slots, resync != MAX_SECTOR);
     let Census {
         devs,
         sbs,
@@ -195,6 +210,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         events: max_events,
         dirty: false,
         resync_from: resync,
+        disk_active: fresh.resync_offset() != MAX_SECTOR,
         roles: role_table,
     };
     let arr = Array::from_parts(
@@ -210,6 +226,8 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         bitmap,
         forced_clean,
     );
+    let mut arr = arr;
+    arr.notes.extend(note);
     for (r, m) in replacements {
         arr.set_replacement(r, Some(Arc::new(m)));
     }
@@ -228,8 +246,8 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
 struct Census {
     devs: Vec<Arc<dyn BlockDev>>,
     sbs: Vec<Super>,
-    /// Sectors of each device.
-    dev_sectors: Vec<u64>,
+    /// Where each device's metadata and data lie (checked against the device).
+    areas: Vec<MemberAreas>,
     uuid: [u8; 16],
     /// The UUID in mdadm's text form.
     uuid_text: String,
@@ -255,7 +273,11 @@ struct Roles {
 
 impl Census {
     /// Check that the devices form one array of one shape, with features raidkit runs.
-    fn of(devs: Vec<Arc<dyn BlockDev>>, sbs: Vec<Super>) -> Result<Census> {
+    fn of(
+        devs: Vec<Arc<dyn BlockDev>>,
+        sbs: Vec<Super>,
+        areas: Vec<MemberAreas>,
+    ) -> Result<Census> {
         // One array only.
         let uuid = sbs[0].uuid();
         for (i, s) in sbs.iter().enumerate() {
@@ -314,6 +336,22 @@ impl Census {
             what: format!("level {}", fresh.level()),
             advice: "raidkit handles linear, raid0, raid1, raid4, raid5, raid6 and raid10; multipath and faulty are legacy kernel personalities".into(),
         })?;
+        // Every member's data area must hold the component size the array uses (md's
+        // rdev->sectors >= dev_sectors): reads and writes past it would land on its
+        // metadata or past the device. RAID0 and linear use each member's own size.
+        if !matches!(level, Level::Linear | Level::Raid0) {
+            let need = fresh.size_sectors();
+            if let Some(i) = (0..sbs.len()).find(|&i| areas[i].data.len() < need) {
+                return Err(EngineError::BadMember {
+                    device: devs[i].name().to_string(),
+                    why: format!(
+                        "its data area holds {} sectors but the array's members hold {need} (size in {}'s superblock); it is not a member of this array as it is now, or its metadata is damaged; leave it out (the array runs degraded if it can) and add it back so it is rebuilt",
+                        areas[i].data.len(),
+                        devs[fresh_i].name()
+                    ),
+                });
+            }
+        }
         let fm = fresh.feature_map();
         for (bit, what) in [
             (feature::JOURNAL, "a write journal (raid5-cache)"),
@@ -332,11 +370,10 @@ impl Census {
                 });
             }
         }
-        let dev_sectors = devs.iter().map(|d| d.size_bytes() / 512).collect();
         Ok(Census {
             devs,
             sbs,
-            dev_sectors,
+            areas,
             uuid,
             uuid_text: uuid_s,
             max_events,
@@ -359,7 +396,7 @@ impl Census {
             let ev = s.events();
             let role = fresh.role_of(s.dev_number());
             let own_spare = matches!(s.own_role(), Role::Spare);
-            if ev + 1 < max_events && !own_spare {
+            if ev.saturating_add(1) < max_events && !own_spare {
                 // It believes it is an active member, but it missed updates.
                 stale.push(i);
                 continue;
@@ -491,7 +528,7 @@ impl Census {
         slots
             .iter()
             .map(|s| {
-                s.map(|i| self.sbs[i].data_size(self.dev_sectors[i]))
+                s.map(|i| self.sbs[i].data_size(self.areas[i].dev_sectors))
                     .unwrap_or(0)
             })
             .collect()
@@ -537,7 +574,7 @@ impl Census {
                     return Ok(None);
                 };
                 let sb = &self.sbs[i];
-                let bad = load_bbl(self.devs[i].as_ref(), sb)?;
+                let bad = load_bbl(self.devs[i].as_ref(), sb, self.areas[i].bblog)?;
                 Ok(Some(Member::new(
                     self.devs[i].clone(),
                     i,
@@ -577,49 +614,64 @@ impl Census {
     }
 
     /// The write-intent bitmap, read from an in-sync member (dirty bits on a clean array
-    /// are harmless leftovers, cleared on the next clean mark).
-    fn bitmap(&self, slots: &[Option<usize>]) -> Result<Option<RunBitmap>> {
-        let (sbs, dev_sectors) = (&self.sbs, &self.dev_sectors);
-        if self
-            .fresh
-            .bitmap_sector(dev_sectors[self.fresh_i])
-            .is_none()
-        {
-            return Ok(None);
+    /// are harmless leftovers, cleared on the next clean mark). A bitmap that cannot be
+    /// used (unreadable, another array's, damaged: it must cover the array and fit in its
+    /// room on the device before anything is allocated from it) is never fatal: the
+    /// array runs without it and the note says why.
+    fn bitmap(
+        &self,
+        slots: &[Option<usize>],
+        dirty: bool,
+    ) -> (Option<RunBitmap>, Option<AssemblyNote>) {
+        if self.areas[self.fresh_i].bitmap_start.is_none() {
+            return (None, None);
         }
-        let locs: Vec<Option<u64>> = sbs
-            .iter()
-            .zip(dev_sectors)
-            .map(|(s, &ds)| s.bitmap_sector(ds))
-            .collect();
+        let locs: Vec<Option<u64>> = self.areas.iter().map(|a| a.bitmap_start).collect();
         let src = slots
             .iter()
             .flatten()
             .copied()
-            .find(|&i| sbs[i].recovery_offset().is_none())
+            .find(|&i| self.sbs[i].recovery_offset().is_none() && locs[i].is_some())
             .unwrap_or(self.fresh_i);
-        let loc = locs[src].unwrap_or(0);
-        let bitmap = RunBitmap::load(
-            self.devs[src].as_ref(),
-            loc,
+        let need = self.fresh.bitmap_sync_size();
+        let dev = self.devs[src].as_ref();
+        match RunBitmap::load_checked(
+            dev,
+            &self.areas[src],
             self.uuid,
+            need,
             self.max_events,
             locs,
-        )?;
-        Ok(Some(bitmap))
+        ) {
+            Ok(b) => (Some(b), None),
+            Err(why) => (
+                None,
+                Some(AssemblyNote::BitmapIgnored {
+                    device: self.devs[src].name().to_string(),
+                    why,
+                    full_resync: dirty,
+                }),
+            ),
+        }
     }
 }
 
-/// A member's bad ranges from its on-disk bad-block log (empty without one).
-pub(crate) fn load_bbl(dev: &dyn BlockDev, sb: &Super) -> Result<Vec<badblocks::BadRange>> {
-    let Some((sector, size, shift)) = sb.bblog() else {
+/// A member's bad ranges from its on-disk bad-block log at `bblog` (from the member's
+/// checked areas; empty without one).
+pub(crate) fn load_bbl(
+    dev: &dyn BlockDev,
+    sb: &Super,
+    bblog: Option<Extent>,
+) -> Result<Vec<badblocks::BadRange>> {
+    let (Some(log), Some((_, _, shift))) = (bblog, sb.bblog()) else {
         return Ok(Vec::new());
     };
-    if sb.feature_map() & feature::BAD_BLOCKS == 0 || size == 0 || size > 100 {
+    if sb.feature_map() & feature::BAD_BLOCKS == 0 || log.is_empty() {
         return Ok(Vec::new());
     }
-    let mut buf = vec![0u8; (size * 512) as usize];
-    dev.read_at(&mut buf, sector * 512)
+    // The checked log is at most 8 sectors (validate) and inside the device (areas).
+    let mut buf = vec![0u8; (log.len() * 512) as usize];
+    dev.read_at(&mut buf, log.start * 512)
         .map_err(|e| EngineError::io(dev.name(), "reading the bad-block log", e))?;
     badblocks::parse(&buf, shift).map_err(|e| EngineError::NoSuperblock {
         device: dev.name().to_string(),

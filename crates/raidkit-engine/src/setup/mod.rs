@@ -3,4 +3,5 @@
 
 pub mod assemble;
 pub mod create;
+pub(crate) mod identity;
 pub(crate) mod reshaping;

@@ -22,11 +22,7 @@ pub struct DetailArgs {
 pub fn detail_json(arr: &Array) -> Value {
     let g = arr.geometry();
     let missing = arr.missing_roles();
-    let mut state = Vec::new();
-    state.push(if arr.needs_resync() { "dirty" } else { "clean" });
-    if arr.is_degraded() {
-        state.push("degraded");
-    }
+    let state = arr.state_words();
     json!({
         "uuid": arr.uuid_text(),
         "name": arr.name(),
@@ -45,6 +41,11 @@ pub fn detail_json(arr: &Array) -> Value {
         "bad_blocks": arr.bad_blocks(),
         "lost_ranges": arr.lost_ranges(),
         "reshape": arr.reshape_status(),
+        "notes": arr.assembly_notes().iter().map(|n| {
+            let mut v = serde_json::to_value(n).unwrap_or(Value::Null);
+            v["message"] = Value::String(n.to_string());
+            v
+        }).collect::<Vec<_>>(),
     })
 }
 

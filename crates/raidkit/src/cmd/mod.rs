@@ -105,8 +105,14 @@ pub fn check_members(paths: &[PathBuf]) -> Result<()> {
     paths.iter().try_for_each(|p| check_member(p))
 }
 
-/// Assemble after checking the member paths (see [`check_member`]).
+/// Assemble after checking the member paths (see [`check_member`]), then tell the admin
+/// what the assembly worked around (a damaged bitmap ignored...): the array runs, but not
+/// as its metadata says.
 pub fn assemble(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array> {
     check_members(paths)?;
-    Ok(assemble_paths(paths, opts)?)
+    let arr = assemble_paths(paths, opts)?;
+    for n in arr.assembly_notes() {
+        eprintln!("raidkit: warning: {n}");
+    }
+    Ok(arr)
 }

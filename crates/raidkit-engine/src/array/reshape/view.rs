@@ -29,6 +29,7 @@ impl Array {
             events: 0,
             dirty: false,
             resync_from: MAX_SECTOR,
+            disk_active: false,
             roles: Vec::new(),
         };
         let mut a = Array::from_parts(

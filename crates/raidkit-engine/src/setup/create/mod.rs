@@ -314,6 +314,20 @@ fn check_shape(opts: &CreateOptions) -> Result<Shape> {
 /// Open the members (creating missing files, sparse, if asked), refusing any that is not
 /// blank unless forced, and any given twice.
 fn open_members(opts: &CreateOptions) -> Result<Vec<Option<Arc<dyn BlockDev>>>> {
+    // Before anything is opened, created or written: every path a device or file of
+    // its own (a FIFO would hang the open; a link or a loop device to another member
+    // would get two superblocks).
+    let mut ids = Vec::new();
+    for m in &opts.members {
+        if let MemberSpec::Path(p) = m {
+            let id = match p.exists() {
+                true => Some(crate::setup::identity::identity(p)?),
+                false => None,
+            };
+            ids.push((p.as_path(), id));
+        }
+    }
+    crate::setup::identity::check_distinct(&ids)?;
     let mut devs: Vec<Option<Arc<dyn BlockDev>>> = Vec::with_capacity(opts.members.len());
     for m in &opts.members {
         let MemberSpec::Path(p) = m else {
