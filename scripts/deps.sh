@@ -16,6 +16,8 @@ deps=(
   fio:fio nbdkit:nbdkit nbd-client:nbd-client nbd-server:nbd-server
   # FUSE mounts as a normal user, and the tests' helpers.
   fusermount3:fuse3 python3:python3 timeout:coreutils
+  # SMART health of members (`detail`, the monitor's smart_warning events).
+  smartctl:smartmontools
 )
 need=()
 for d in "${deps[@]}"; do
