@@ -233,23 +233,26 @@ mod tests {
         let t = 1_764_084_782;
         assert_eq!(iso8601_at(t, 0), "2025-11-25T15:33:02+00:00");
         assert_eq!(iso8601_at(t, 3600), "2025-11-25T16:33:02+01:00");
-        assert_eq!(iso8601_at(t, -(5 * 3600 + 1800)), "2025-11-25T10:03:02-05:30");
+        assert_eq!(
+            iso8601_at(t, -(5 * 3600 + 1800)),
+            "2025-11-25T10:03:02-05:30"
+        );
         assert_eq!(iso8601_at(0, 0), "1970-01-01T00:00:00+00:00");
         // Leap day.
         assert_eq!(iso8601_at(951_782_400, 0), "2000-02-29T00:00:00+00:00");
         // The local form carries a zone.
         let s = timestamp(1_764_084_782);
         assert!(s.starts_with("2025-11-2"), "{s}");
-        assert!(s.len() == 25 && (s.contains('+') || s[19..].contains('-')), "{s}");
+        assert!(
+            s.len() == 25 && (s.contains('+') || s[19..].contains('-')),
+            "{s}"
+        );
     }
 
     #[test]
     fn labels_use_file_names_unless_ambiguous() {
         let d = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            device_labels(&d(&["/dev/sda", "/dev/sdb"])),
-            ["sda", "sdb"]
-        );
+        assert_eq!(device_labels(&d(&["/dev/sda", "/dev/sdb"])), ["sda", "sdb"]);
         assert_eq!(
             device_labels(&d(&["/a/d0.img", "/b/d0.img", "/a/d1.img"])),
             ["/a/d0.img", "/b/d0.img", "d1.img"]

@@ -25,6 +25,8 @@ pub use target::{
 };
 
 use crate::error::{Result, ToolsError};
+use crate::human;
+use crate::machine::Machine;
 use crate::stats::{Histogram, LatencySummary};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -95,6 +97,17 @@ impl Pattern {
     pub fn writes(self) -> bool {
         self.read_pct() < 100
     }
+    /// In words: `sequential read`, `random write`, `random 40% read / 60% write`.
+    pub fn describe(self) -> String {
+        match self {
+            Pattern::SeqRead => "sequential read".into(),
+            Pattern::SeqWrite => "sequential write".into(),
+            Pattern::RandRead => "random read".into(),
+            Pattern::RandWrite => "random write".into(),
+            Pattern::SeqMix(p) => format!("sequential {p}% read / {}% write", 100 - p),
+            Pattern::RandMix(p) => format!("random {p}% read / {}% write", 100 - p),
+        }
+    }
 }
 
 impl std::fmt::Display for Pattern {
@@ -160,17 +173,79 @@ pub struct MemberShare {
     pub reads: u64,
     /// Writes it served.
     pub writes: u64,
+    /// Bytes read from it.
+    pub read_bytes: u64,
+    /// Bytes written to it.
+    pub write_bytes: u64,
     /// Bytes read + written.
     pub bytes: u64,
+    /// Latency of its reads and writes as the engine saw them, ns (None without IO).
+    pub lat_ns: Option<LatencySummary>,
     /// Fraction of all member IOs.
     pub io_share: f64,
     /// Fraction of all member bytes.
     pub byte_share: f64,
 }
 
+/// What an array under test is.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArrayInfo {
+    /// `raid6`, ...
+    pub level: String,
+    /// Layout name (`left-symmetric`, `n2`, ...).
+    pub layout: String,
+    /// Whether the layout is the level's default (then titles leave it out).
+    pub default_layout: bool,
+    /// Member slots.
+    pub raid_disks: usize,
+    /// Size of each present member device, bytes.
+    pub member_bytes: Vec<u64>,
+    /// Chunk, bytes (0 for levels without one).
+    pub chunk_bytes: u64,
+    /// Array size, bytes.
+    pub array_bytes: u64,
+}
+
+impl ArrayInfo {
+    /// `raid6 4×64 MiB, 64 KiB chunk` (`raid10 n2 ...` when the layout is not the
+    /// default); the part named `omit` (`chunk`, `layout`) is left out (it is what a sweep
+    /// varies).
+    pub fn describe(&self, omit: Option<&str>) -> String {
+        let mut s = self.level.clone();
+        if (!self.default_layout || self.level == "raid10") && omit != Some("layout") {
+            s += &format!(" {}", self.layout);
+        }
+        let lo = self.member_bytes.iter().copied().min().unwrap_or(0);
+        let hi = self.member_bytes.iter().copied().max().unwrap_or(0);
+        let size = if lo == hi {
+            human::bytes(lo as f64)
+        } else {
+            format!("{}–{}", human::bytes(lo as f64), human::bytes(hi as f64))
+        };
+        s += &format!(" {}×{size}", self.raid_disks);
+        if self.member_bytes.len() < self.raid_disks {
+            s += &format!(" ({} missing)", self.raid_disks - self.member_bytes.len());
+        }
+        if self.chunk_bytes > 0 && omit != Some("chunk") {
+            s += &format!(", {} chunk", human::bytes(self.chunk_bytes as f64));
+        }
+        s
+    }
+}
+
 /// Result of one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BenchResult {
+    /// When the run started, Unix seconds.
+    pub started_unix: u64,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The array under test (array targets only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArrayInfo>,
+    /// What the target is when it is not an array (`file on ext4`, `block device`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_kind: Option<String>,
     /// Stripe cache of an array target (RAID4/5/6), at the end of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stripe_cache: Option<raidkit_engine::array::StripeCacheStats>,
@@ -327,6 +402,7 @@ pub fn run(
     let stop = AtomicBool::new(false);
     let deadline = spec.runtime.map(|d| Instant::now() + d);
     let t0 = Instant::now();
+    let started_unix = human::now_unix();
     let outs: Vec<Result<ThreadOut>> = std::thread::scope(|sc| {
         let mut hs = Vec::new();
         for (j, job) in jobs.iter().enumerate() {
@@ -364,6 +440,10 @@ pub fn run(
     }
     let ios = tot.all.count();
     Ok(BenchResult {
+        started_unix,
+        machine: Machine::this(),
+        array: array.map(|a| a.info()),
+        target_kind: target.kind(),
         target: target.name(),
         pattern: spec.pattern.to_string(),
         block_size: bs,

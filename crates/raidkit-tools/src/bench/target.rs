@@ -1,8 +1,9 @@
 //! What a benchmark runs against: a file or block device, or an array assembled over
 //! members that count the IOs going through them.
 
-use super::{fill_random, MemberShare};
+use super::{fill_random, ArrayInfo, MemberShare};
 use crate::error::{Result, ToolsError};
+use crate::stats::AtomicHistogram;
 use raidkit_engine::assemble::{assemble, AssembleOptions};
 use raidkit_engine::dev::{BlockDev, FileDev};
 use raidkit_engine::Array;
@@ -12,6 +13,7 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Something to do IO on.
 pub trait Target: Send + Sync {
@@ -27,6 +29,11 @@ pub trait Target: Send + Sync {
     }
     /// Name for reports.
     fn name(&self) -> String;
+    /// What kind of storage it is, for titles (`file on ext4`); None for arrays, whose
+    /// [`ArrayInfo`] says more.
+    fn kind(&self) -> Option<String> {
+        None
+    }
     /// Make completed writes durable (run at the end of a write workload, inside the
     /// measured time: data held in a write-back cache counts only once written out).
     fn flush(&self) -> io::Result<()> {
@@ -129,6 +136,9 @@ impl Target for FileTarget {
     fn name(&self) -> String {
         self.path.display().to_string()
     }
+    fn kind(&self) -> Option<String> {
+        Some(crate::probe::kind_of(&self.path))
+    }
 }
 
 /// IO counters of one member.
@@ -138,6 +148,7 @@ pub struct Counters {
     writes: AtomicU64,
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
+    lat_ns: AtomicHistogram,
 }
 
 impl Counters {
@@ -160,7 +171,19 @@ impl Counters {
         ] {
             c.store(0, Ordering::Relaxed);
         }
+        self.lat_ns.reset();
     }
+    /// Latencies of the member's reads and writes, ns.
+    pub fn latency(&self) -> crate::stats::Histogram {
+        self.lat_ns.snapshot()
+    }
+}
+
+fn timed<T>(lat: &AtomicHistogram, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let r = f();
+    lat.record(t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
+    r
 }
 
 /// A member device that counts the IOs going through it.
@@ -186,14 +209,14 @@ impl BlockDev for CountingDev {
         self.counters
             .read_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.inner.read_at(buf, offset)
+        timed(&self.counters.lat_ns, || self.inner.read_at(buf, offset))
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         self.counters
             .write_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.inner.write_at(buf, offset)
+        timed(&self.counters.lat_ns, || self.inner.write_at(buf, offset))
     }
     fn flush(&self) -> io::Result<()> {
         self.inner.flush()
@@ -215,10 +238,17 @@ impl BlockDev for CountingDev {
     }
 }
 
+struct CountedMember {
+    role: usize,
+    device: String,
+    size_bytes: u64,
+    counters: Arc<Counters>,
+}
+
 /// An array assembled over counting members.
 pub struct ArrayTarget {
     array: Arc<Array>,
-    members: Vec<(usize, String, Arc<Counters>)>,
+    members: Vec<CountedMember>,
 }
 
 impl ArrayTarget {
@@ -228,7 +258,7 @@ impl ArrayTarget {
         let mut counters = Vec::new();
         for d in devs {
             let c = CountingDev::new(d);
-            counters.push((c.name().to_string(), c.counters.clone()));
+            counters.push((c.name().to_string(), c.size_bytes(), c.counters.clone()));
             counted.push(Arc::new(c));
         }
         let array = assemble(
@@ -245,11 +275,16 @@ impl ArrayTarget {
         array.start_writeback();
         let mut members = Vec::new();
         for m in array.members() {
-            if let Some((_, c)) = counters.iter().find(|(n, _)| *n == m.device) {
-                members.push((m.role.unwrap_or(usize::MAX), m.device.clone(), c.clone()));
+            if let Some((_, size, c)) = counters.iter().find(|(n, _, _)| *n == m.device) {
+                members.push(CountedMember {
+                    role: m.role.unwrap_or(usize::MAX),
+                    device: m.device.clone(),
+                    size_bytes: *size,
+                    counters: c.clone(),
+                });
             }
         }
-        members.sort_by_key(|m| m.0);
+        members.sort_by_key(|m| m.role);
         Ok(ArrayTarget { array, members })
     }
     /// Open member paths and assemble.
@@ -268,24 +303,48 @@ impl ArrayTarget {
     }
     /// Zero the member counters (assembly reads superblocks).
     pub fn reset_counters(&self) {
-        for (_, _, c) in &self.members {
-            c.reset();
+        for m in &self.members {
+            m.counters.reset();
+        }
+    }
+    /// What the array is: level, layout, members, chunk.
+    pub fn info(&self) -> ArrayInfo {
+        let g = self.array.geometry();
+        ArrayInfo {
+            level: g.level.to_string(),
+            layout: raidkit_layout::names::layout_name(g.level, g.layout),
+            default_layout: g.layout == raidkit_layout::names::default_layout(g.level),
+            raid_disks: g.raid_disks,
+            member_bytes: self.members.iter().map(|m| m.size_bytes).collect(),
+            chunk_bytes: if g.level.uses_chunk() {
+                g.chunk_sectors * 512
+            } else {
+                0
+            },
+            array_bytes: self.array.size_bytes(),
         }
     }
     /// Per-member shares of the IO counted since the last reset.
     pub fn shares(&self) -> Vec<MemberShare> {
-        let vals: Vec<(u64, u64, u64, u64)> = self.members.iter().map(|m| m.2.get()).collect();
+        let vals: Vec<(u64, u64, u64, u64)> =
+            self.members.iter().map(|m| m.counters.get()).collect();
         let ios: u64 = vals.iter().map(|v| v.0 + v.1).sum();
         let bytes: u64 = vals.iter().map(|v| v.2 + v.3).sum();
         self.members
             .iter()
             .zip(vals)
-            .map(|((role, name, _), (r, w, rb, wb))| MemberShare {
-                role: *role,
-                device: name.clone(),
+            .map(|(m, (r, w, rb, wb))| MemberShare {
+                role: m.role,
+                device: m.device.clone(),
                 reads: r,
                 writes: w,
+                read_bytes: rb,
+                write_bytes: wb,
                 bytes: rb + wb,
+                lat_ns: {
+                    let h = m.counters.latency();
+                    (h.count() > 0).then(|| h.summary())
+                },
                 io_share: if ios > 0 {
                     (r + w) as f64 / ios as f64
                 } else {
