@@ -6,8 +6,8 @@ use raidkit_tools::disks::fake::{self, pci};
 use raidkit_tools::disks::link::{link_of_disk, LinkKind};
 use raidkit_tools::disks::sys::{FileKind, FileStat};
 use raidkit_tools::disks::{
-    check_members, check_members_on, resolve, ArrayShape, DomainFinding, DomainKind, FakeSystem,
-    MemberRef, Severity,
+    check_members, check_members_on, check_new_members_on, resolve, ArrayShape, DomainFinding,
+    DomainKind, FakeSystem, HostSystem, MemberRef, Severity,
 };
 
 fn members(paths: &[&str]) -> Vec<MemberRef> {
@@ -70,7 +70,7 @@ fn partitions_of_one_disk() {
     assert_eq!(got[0].shared, "/dev/sda");
     assert_eq!(
         got[0].message,
-        "members 0 (/dev/sda1) and 2 (/dev/sda3) are partitions of /dev/sda: one disk failure takes both: more than a raid5 of 3 can lose — the array's data would be lost"
+        "members 0 (/dev/sda1) and 2 (/dev/sda3) are partitions of /dev/sda: one disk failure takes both; that is more than a raid5 of 3 can lose: the array's data would be lost"
     );
     // A RAID6 survives the same layout, without redundancy.
     let r6 = ArrayShape::new(Level::Raid6, 4, None);
@@ -216,7 +216,7 @@ fn one_batch_by_model_firmware_and_adjacent_serials() {
     assert_eq!(roles(&got[0]), [Some(0), Some(1)]);
     assert_eq!(
         got[0].message,
-        "members 0 (/dev/sda) and 1 (/dev/sdb) are WDC WD140EDFZ-11A0VA0 firmware 81.00A81 with adjacent serial numbers (/dev/sda 9RK1A0123456, /dev/sdb 9RK1A0123459): drives of one batch tend to fail close together, and a rebuild stresses the survivors: more than a raid5 of 4 can lose — the array's data would be lost"
+        "members 0 (/dev/sda) and 1 (/dev/sdb) are WDC WD140EDFZ-11A0VA0 firmware 81.00A81 with adjacent serial numbers (/dev/sda 9RK1A0123456, /dev/sdb 9RK1A0123459): drives of one batch tend to fail close together, and a rebuild stresses the survivors; that is more than a raid5 of 4 can lose: the array's data would be lost"
     );
     // A RAID6 survives two: a notice.
     let r6 = ArrayShape::new(Level::Raid6, 4, None);
@@ -252,9 +252,9 @@ fn one_controller() {
         Some(&n2),
     );
     assert!(
-        got[0]
-            .message
-            .ends_with(": more than a raid10 of 4 can lose — the array stops until it is back"),
+        got[0].message.ends_with(
+            "; that is more than a raid10 of 4 can lose: the array stops until it is back"
+        ),
         "{}",
         got[0].message
     );
@@ -329,6 +329,16 @@ fn the_same_real_file_twice_through_a_hard_link_and_a_symlink() {
     }
     let got = check_members(&members(&[&s(&a), &s(&b)]), None);
     assert!(of_kind(&got, DomainKind::SameFile).is_empty(), "{got:#?}");
+    // Before `create --size` makes them, new files count where they will be.
+    let new = s(&d.path().join("new.img"));
+    let got = check_members(&members(&[&s(&a), &new]), None);
+    assert!(got.is_empty(), "{got:#?}");
+    let got = check_new_members_on(&HostSystem, &members(&[&s(&a), &new]), None);
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(matches!(
+        got[0].kind,
+        DomainKind::SameDisk | DomainKind::SameFilesystem
+    ));
 }
 
 #[test]

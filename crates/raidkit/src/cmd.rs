@@ -133,6 +133,9 @@ fn cmd_create(a: CreateArgs) -> Result<()> {
         o.create_size = Some(parse_size(s, 1024).map_err(|e| anyhow!("--size: {e}"))?);
     }
     o.force = a.force;
+    for w in raidkit_tools::disks::create_warnings(level, a.raid_devices, o.layout, &a.members) {
+        eprintln!("raidkit: {w}");
+    }
     let mut pb: Option<ProgressBar> = None;
     let arr = create(&o, &mut |done, total| {
         let p = pb.get_or_insert_with(|| bar(total * 512, "sync"));
@@ -543,7 +546,12 @@ fn cmd_detail(a: DetailArgs) -> Result<()> {
     let mut o = asm_opts(&a.asm, false)?;
     o.report_only = true;
     let arr = assemble_paths(&a.asm.members, &o)?;
-    let v = detail_json(&arr);
+    let mut v = detail_json(&arr);
+    let (ms, shape) = raidkit_tools::disks::of_array(&arr);
+    let domains = raidkit_tools::disks::check_members(&ms, Some(&shape));
+    let smart = raidkit_tools::disks::smart::check_smart(&ms);
+    v["disk_warnings"] = json!(domains);
+    v["smart"] = json!(smart);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -583,6 +591,13 @@ fn cmd_detail(a: DetailArgs) -> Result<()> {
     }
     for m in members.iter().filter(|m| m.role.is_none()) {
         println!("       -  {:<12} {}", m.state, m.device);
+    }
+    let lines = raidkit_tools::disks::report_lines(&domains, &smart);
+    if !lines.is_empty() {
+        println!("\n    Disks:");
+        for l in lines {
+            println!("    {l}");
+        }
     }
     Ok(())
 }

@@ -132,7 +132,11 @@ pub struct MonitorArgs {
 
 /// `raidkit status`.
 pub fn cmd_status(a: StatusArgs) -> Result<()> {
-    let st = all_status();
+    let mut st = all_status();
+    for s in st.iter_mut() {
+        let (ms, shape) = raidkit_tools::disks::of_status(s);
+        s["disk_warnings"] = json!(raidkit_tools::disks::check_members(&ms, shape.as_ref()));
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&Value::Array(st))?);
         return Ok(());
@@ -254,6 +258,13 @@ pub fn cmd_status(a: StatusArgs) -> Result<()> {
             );
         }
         print_stripe_cache(&s["stripe_cache"]);
+        for f in s["disk_warnings"].as_array().cloned().unwrap_or_default() {
+            println!(
+                "      {}: {}",
+                f["severity"].as_str().unwrap_or(""),
+                f["message"].as_str().unwrap_or("")
+            );
+        }
         println!();
     }
     Ok(())
@@ -407,7 +418,11 @@ fn deliver(a: &MonitorArgs, e: &Value) -> Result<()> {
     if a.json {
         println!("{e}");
     } else {
-        println!("{} {array}: {kind} {}", e["time"], e["detail"]);
+        println!(
+            "{} {array}: {kind} {}",
+            raidkit_tools::human::timestamp(e["time"].as_u64().unwrap_or(0)),
+            e["detail"]
+        );
     }
     std::io::stdout().flush().ok();
     if let Some(p) = &a.program {
@@ -735,34 +750,11 @@ fn print_stripe_cache(c: &Value) {
     );
 }
 
-fn print_members(m: &Value) {
-    let list = m.as_array().cloned().unwrap_or_default();
-    let ios: u64 = list
-        .iter()
-        .map(|x| x["reads"].as_u64().unwrap_or(0) + x["writes"].as_u64().unwrap_or(0))
-        .sum();
-    let bytes: u64 = list
-        .iter()
-        .map(|x| x["read_bytes"].as_u64().unwrap_or(0) + x["write_bytes"].as_u64().unwrap_or(0))
-        .sum();
-    for x in &list {
-        let i = x["reads"].as_u64().unwrap_or(0) + x["writes"].as_u64().unwrap_or(0);
-        let b = x["read_bytes"].as_u64().unwrap_or(0) + x["write_bytes"].as_u64().unwrap_or(0);
-        println!(
-            "  member {} {:<40} {:>5.1}% of IOs {:>5.1}% of bytes",
-            x["role"],
-            x["device"].as_str().unwrap_or("?"),
-            if ios > 0 {
-                i as f64 * 100.0 / ios as f64
-            } else {
-                0.0
-            },
-            if bytes > 0 {
-                b as f64 * 100.0 / bytes as f64
-            } else {
-                0.0
-            }
-        );
+/// One line per member, labelled by device name (with `window`: the rates of that window).
+fn print_members(m: &Value, window: Option<f64>) {
+    let members = raidkit_tools::watch::parse_members(m);
+    for l in raidkit_tools::watch::member_lines(&members, window) {
+        println!("{l}");
     }
 }
 
@@ -861,7 +853,7 @@ pub fn cmd_stats(a: StatsArgs) -> Result<()> {
         } else {
             for s in &prev {
                 print_stats(s, &s["io"], None);
-                print_members(&s["members"]);
+                print_members(&s["members"], None);
                 print_stripe_cache(&s["stripe_cache"]);
             }
         }
@@ -871,22 +863,25 @@ pub fn cmd_stats(a: StatsArgs) -> Result<()> {
     loop {
         std::thread::sleep(Duration::from_secs(every));
         let now = stats_now(a.name.as_deref())?;
+        if !a.json {
+            println!("{}", raidkit_tools::human::timestamp_now());
+        }
         for s in &now {
             let before = prev.iter().find(|p| p["name"] == s["name"]);
             let win_io = before
                 .map(|b| diff(&s["io"], &b["io"]))
                 .unwrap_or_else(|| s["io"].clone());
             let win_m = before
-                .map(|b| diff(&s["members"], &b["members"]))
+                .map(|b| raidkit_tools::watch::window_json(&s["members"], &b["members"]))
                 .unwrap_or_else(|| s["members"].clone());
             if a.json {
                 println!(
                     "{}",
-                    json!({"name": s["name"], "window_seconds": every, "window": win_io, "members_window": win_m, "total": s["io"]})
+                    json!({"name": s["name"], "time": raidkit_tools::human::now_unix(), "window_seconds": every, "window": win_io, "members_window": win_m, "total": s["io"]})
                 );
             } else {
                 print_stats(s, &win_io, Some(every as f64));
-                print_members(&win_m);
+                print_members(&win_m, Some(every as f64));
             }
         }
         std::io::stdout().flush().ok();

@@ -127,7 +127,7 @@ fn consequence(shape: Option<&ArrayShape>, group: &[&MemberRef], data: bool) -> 
         };
         return (
             false,
-            format!(": more than a {} can lose — {what}", s.describe()),
+            format!("; that is more than a {} can lose: {what}", s.describe()),
         );
     }
     if s.redundancy_left(&roles) {

@@ -14,12 +14,14 @@
 pub mod domains;
 pub mod fake;
 pub mod link;
+pub mod report;
 pub mod resolve;
 pub mod serial;
 pub mod smart;
 pub mod sys;
 
 pub use domains::{analyze, DomainFinding, DomainKind};
+pub use report::{create_warnings, of_array, of_status, report_lines};
 pub use resolve::{resolve, Disk, Identity};
 pub use sys::{FakeSystem, HostSystem, SystemView};
 
@@ -63,14 +65,14 @@ pub struct MemberRef {
 
 impl MemberRef {
     /// Members in role order (`create`'s list; the word `missing` is skipped).
-    pub fn in_role_order<S: AsRef<str>>(paths: &[S]) -> Vec<MemberRef> {
+    pub fn in_role_order<P: AsRef<std::path::Path>>(paths: &[P]) -> Vec<MemberRef> {
         paths
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.as_ref() != "missing")
+            .filter(|(_, p)| p.as_ref() != std::path::Path::new("missing"))
             .map(|(i, p)| MemberRef {
                 role: Some(i),
-                path: p.as_ref().to_string(),
+                path: p.as_ref().display().to_string(),
             })
             .collect()
     }
@@ -179,41 +181,18 @@ pub fn check_members_on(
     analyze(&ids, shape)
 }
 
-/// Lines for a terminal: one per failure-domain finding (`warning: members 0 (…) and 2 (…)
-/// are partitions of /dev/sda: …`), then SMART per member — healthy and problem members one
-/// line each; members without SMART data folded into one line per reason.
-pub fn report_lines(domains: &[DomainFinding], smart: &[smart::SmartFinding]) -> Vec<String> {
-    let mut v: Vec<String> = domains.iter().map(|f| f.to_string()).collect();
-    let mut unavailable: Vec<(String, Vec<String>)> = Vec::new();
-    for f in smart {
-        if f.status == smart::SmartStatus::Unavailable {
-            let why = f.note.clone().unwrap_or_default();
-            let who = f
-                .member
-                .role
-                .map_or_else(|| f.member.path.clone(), |r| r.to_string());
-            match unavailable.iter_mut().find(|(w, _)| *w == why) {
-                Some((_, ms)) => ms.push(who),
-                None => unavailable.push((why, vec![who])),
-            }
-        } else {
-            let sev = match f.status {
-                smart::SmartStatus::Failing => "critical: ",
-                smart::SmartStatus::Warning => "warning: ",
-                _ => "",
-            };
-            v.push(format!("{sev}{}", f.describe()));
-        }
-    }
-    for (why, ms) in unavailable {
-        let who = if ms.len() == 1 {
-            format!("member {}", ms[0])
-        } else {
-            format!("members {}", ms.join(", "))
-        };
-        v.push(format!("no SMART data for {who}: {why}"));
-    }
-    v
+/// [`check_members_on`] before `create`: members that do not exist yet count as files in
+/// their folders (where `create --size` will make them).
+pub fn check_new_members_on(
+    sys: &dyn SystemView,
+    members: &[MemberRef],
+    shape: Option<&ArrayShape>,
+) -> Vec<DomainFinding> {
+    let ids: Vec<Identity> = members
+        .iter()
+        .map(|m| resolve::resolve_with(sys, m, true))
+        .collect();
+    analyze(&ids, shape)
 }
 
 #[cfg(test)]

@@ -378,6 +378,12 @@ impl Walk<'_> {
 
 /// Resolve one member.
 pub fn resolve(sys: &dyn SystemView, m: &MemberRef) -> Identity {
+    resolve_with(sys, m, false)
+}
+
+/// Resolve one member; with `future_files`, a path that does not exist yet is taken as a
+/// file its folder's file system will hold (`create --size` makes it there).
+pub fn resolve_with(sys: &dyn SystemView, m: &MemberRef, future_files: bool) -> Identity {
     let mut w = Walk {
         sys,
         out: Identity {
@@ -406,6 +412,18 @@ pub fn resolve(sys: &dyn SystemView, m: &MemberRef) -> Identity {
         }
         // A folder (probe's scratch place): what its file system sits on.
         Some(st) if st.kind == FileKind::Directory => w.file(p, 0),
+        None if future_files => {
+            let dir = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if sys
+                .stat(dir)
+                .is_some_and(|st| st.kind == FileKind::Directory)
+            {
+                w.file(dir, 0);
+            }
+        }
         _ => {}
     }
     w.out
