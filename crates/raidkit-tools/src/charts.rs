@@ -245,6 +245,7 @@ pub fn sweep_figure(s: &SweepResult) -> Figure {
                 .map(|p| p.result.mib_s * 1048576.0)
                 .collect(),
         )],
+        log_y: false,
     };
     let lat = |f: fn(&crate::stats::LatencySummary) -> u64| -> Vec<f64> {
         s.points
@@ -255,13 +256,14 @@ pub fn sweep_figure(s: &SweepResult) -> Figure {
     let bottom = Lines {
         title: format!("latency by {}", s.param),
         x_desc: s.param.clone(),
-        y_desc: "latency".into(),
+        y_desc: "latency (log scale)".into(),
         y_unit: Unit::Nanos,
         labels,
         series: vec![
             ("p50".into(), lat(|l| l.p50)),
             ("p99".into(), lat(|l| l.p99)),
         ],
+        log_y: true,
     };
     Figure {
         title,
@@ -309,6 +311,7 @@ pub fn probe_figure(r: &ProbeReport) -> Figure {
             "throughput".into(),
             r.sweep.iter().map(|p| p.mib_s * 1048576.0).collect(),
         )],
+        log_y: false,
     };
     Figure {
         title,
@@ -380,8 +383,16 @@ pub fn peers_figure(r: &crate::probe::PeerReport) -> Figure {
         if direct { "direct" } else { "buffered" },
         r.machine.short()
     );
+    // The first finding's claim (its cause is in the text report).
     let verdict = match r.findings.first() {
-        Some(f) => format!("{} finding(s): {}", r.findings.len(), f.message),
+        Some(f) => {
+            let claim = f.message.split(": ").next().unwrap_or(&f.message);
+            let more = match r.findings.len() {
+                1 => String::new(),
+                n => format!(" (+{} more)", n - 1),
+            };
+            format!("{}: {claim}{more}", f.severity)
+        }
         None => "no member out of line with its peers or its link".into(),
     };
     let mut series = vec![("read".to_string(), all)];

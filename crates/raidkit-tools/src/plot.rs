@@ -218,6 +218,8 @@ pub struct Lines {
     pub labels: Vec<String>,
     /// `(series name, one y per label)`.
     pub series: Vec<(String, Vec<f64>)>,
+    /// Logarithmic y axis (latencies spanning decades).
+    pub log_y: bool,
 }
 
 /// One chart of a [`Figure`].
@@ -432,32 +434,58 @@ where
 
 fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, l: &Lines) -> Result<()> {
     let n = l.labels.len().max(1);
-    let max = l
-        .series
-        .iter()
-        .flat_map(|s| s.1.iter().copied())
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, f64::max);
-    let scale = l.y_unit.scale_for(max);
-    let top = if max > 0.0 {
-        max / scale.div * 1.3
-    } else {
-        1.0
+    let vals = || {
+        l.series
+            .iter()
+            .flat_map(|s| s.1.iter().copied())
+            .filter(|v| v.is_finite())
     };
-    let mut chart = ChartBuilder::on(root)
+    let max = vals().fold(0.0f64, f64::max);
+    let x = -0.3f64..(n as f64 - 0.7);
+    let mut builder = ChartBuilder::on(root);
+    builder
         .caption(&l.title, ("sans-serif", 19))
         .margin(14)
         .x_label_area_size(50)
-        .y_label_area_size(84)
-        .build_cartesian_2d(-0.3f64..(n as f64 - 0.7), 0f64..top)
-        .map_err(perr)?;
+        .y_label_area_size(84);
+    if l.log_y {
+        let ymin = vals().filter(|&v| v > 0.0).fold(f64::INFINITY, f64::min);
+        let ymin = if ymin.is_finite() { ymin / 2.0 } else { 1.0 };
+        let ymax = (max * 6.0).max(ymin * 10.0);
+        let chart = builder
+            .build_cartesian_2d(x, (ymin..ymax).log_scale())
+            .map_err(perr)?;
+        let unit = l.y_unit;
+        lines_into(chart, l, 1.0, &move |v| unit.format(*v))
+    } else {
+        let scale = l.y_unit.scale_for(max);
+        let top = if max > 0.0 {
+            max / scale.div * 1.3
+        } else {
+            1.0
+        };
+        let chart = builder.build_cartesian_2d(x, 0f64..top).map_err(perr)?;
+        lines_into(chart, l, scale.div, &move |v| scale.label(*v))
+    }
+}
+
+fn lines_into<'a, DB: DrawingBackend + 'a, Y>(
+    mut chart: Chart2d<'a, DB, Y>,
+    l: &Lines,
+    div: f64,
+    ylab: &dyn Fn(&f64) -> String,
+) -> Result<()>
+where
+    Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
     chart
         .configure_mesh()
         .x_desc(&l.x_desc)
         .y_desc(&l.y_desc)
-        .x_labels(n)
+        .x_labels(l.labels.len().max(1))
+        .y_labels(8)
         .x_label_formatter(&|v| label_at(&l.labels, *v))
-        .y_label_formatter(&|v| scale.label(*v))
+        .y_label_formatter(ylab)
         .label_style(("sans-serif", 15))
         .axis_desc_style(("sans-serif", 16))
         .draw()
@@ -467,8 +495,8 @@ fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, l: &Lines) -> R
         let pts: Vec<(f64, f64)> = ys
             .iter()
             .enumerate()
-            .filter(|(_, y)| y.is_finite())
-            .map(|(i, y)| (i as f64, y / scale.div))
+            .filter(|(_, y)| y.is_finite() && (div == 1.0 || **y >= 0.0))
+            .map(|(i, y)| (i as f64, y / div))
             .collect();
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(3)))

@@ -533,11 +533,7 @@ fn worker(
 }
 
 pub(crate) fn us(ns: u64) -> String {
-    if ns >= 10_000_000 {
-        format!("{:.1} ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.1} µs", ns as f64 / 1e3)
-    }
+    human::duration_ns(ns as f64)
 }
 
 impl BenchResult {
