@@ -289,13 +289,20 @@ pub fn probe(path: &Path, o: &ProbeOptions) -> Result<ProbeReport> {
             )
         }
     };
+    let link = link_of(path);
+    if let Some(l) = link.as_ref().filter(|l| l.degraded()) {
+        notes.push(format!(
+            "its {}: check its cable and controller port",
+            l.describe()
+        ));
+    }
     if rotational.is_none() {
         notes.push("no sysfs queue for the backing device (virtual or network filesystem): rotational unknown".into());
     }
     let mut rep = ProbeReport {
         started_unix: human::now_unix(),
         machine: Machine::this(),
-        link: link_of(path),
+        link,
         path: name.clone(),
         kind,
         rotational,
