@@ -72,7 +72,8 @@ pub enum Command {
     /// IO trace tools: `trace analyze FILE` (blkparse text or raidkit JSON lines).
     #[command(subcommand)]
     Trace(cmd::trace::TraceCmd),
-    /// What a file or device is: rotational, 512 B vs 4 KiB direct writes, erase block.
+    /// What a file or device is: rotational, 512 B vs 4 KiB direct writes, erase block; with
+    /// several paths (an array's members), their sequential read speeds against each other and their links.
     Probe(cmd::probe::ProbeArgs),
     /// Export arrays over NBD (nbdinfo, qemu, nbd-client, nbdfuse) until SIGINT/SIGTERM.
     Serve(crate::serve::ServeArgs),

@@ -128,6 +128,10 @@ fn options(a: &CreateArgs, level: Level) -> Result<CreateOptions> {
 pub fn run(a: CreateArgs) -> Result<()> {
     let level = Level::parse(&a.level)?;
     let o = options(&a, level)?;
+    // Warnings, never a refusal: members that --size will create are checked in their folder.
+    for w in raidkit_tools::disks::create_warnings(level, a.raid_devices, o.layout, &a.members) {
+        eprintln!("raidkit: {w}");
+    }
     let mut pb: Option<ProgressBar> = None;
     let arr = create(&o, &mut |done, total| {
         let p = pb.get_or_insert_with(|| bar(total * 512, "sync"));

@@ -26,6 +26,16 @@ pub struct Status {
     #[serde(default)]
     pub bad_blocks: Vec<BadBlocks>,
     pub stripe_cache: Option<StripeCache>,
+    /// Members sharing a failure domain (added by `status` itself, not the server).
+    #[serde(default)]
+    pub disk_warnings: Vec<DiskWarning>,
+}
+
+/// A failure-domain finding about some members.
+#[derive(Clone, Debug, Deserialize)]
+pub struct DiskWarning {
+    pub severity: String,
+    pub message: String,
 }
 
 /// A member or spare.
@@ -105,11 +115,8 @@ pub struct Dir {
 #[derive(Clone, Debug, Deserialize)]
 pub struct MemberIo {
     pub role: usize,
-    pub device: String,
     pub reads: u64,
-    pub read_bytes: u64,
     pub writes: u64,
-    pub write_bytes: u64,
 }
 
 /// One event as monitors receive it.
