@@ -55,6 +55,18 @@ pub(crate) fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<
     cv.wait(guard).unwrap_or_else(|_| poisoned())
 }
 
+/// Wait on a condition variable for at most `d`.
+#[track_caller]
+pub(crate) fn wait_timeout<'a, T>(
+    cv: &Condvar,
+    guard: MutexGuard<'a, T>,
+    d: std::time::Duration,
+) -> MutexGuard<'a, T> {
+    cv.wait_timeout(guard, d)
+        .map(|(g, _)| g)
+        .unwrap_or_else(|_| poisoned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

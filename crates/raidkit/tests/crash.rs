@@ -94,11 +94,20 @@ fn kill_9_loop_keeps_flushed_writes_and_resyncs_only_dirty_chunks() {
     for iter in 0..4u8 {
         let (mut child, lines) = mount(d);
         if let Some(exp) = &expected_chunks {
-            let log = lines.lock().unwrap().clone();
-            let line = log
-                .iter()
-                .find(|l| l.contains("resync done"))
-                .unwrap_or_else(|| panic!("no resync after kill -9: {log:?}"));
+            // The mount is up once the resync is over, but its last log line may still
+            // be in the pipe: wait for it (bounded).
+            let t0 = Instant::now();
+            let line = loop {
+                let log = lines.lock().unwrap().clone();
+                if let Some(l) = log.iter().find(|l| l.contains("resync done")) {
+                    break l.clone();
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "no resync after kill -9: {log:?}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            };
             let n: u64 = line
                 .split("resync done: ")
                 .nth(1)

@@ -2,7 +2,7 @@
 //! event count bumped), the dirty/clean state md keeps in `resync_offset`, quiescing
 //! client writes, and the write-intent bitmap's bits set before the writes they cover.
 
-use crate::array::Array;
+use crate::array::{Array, ArrayEvent, Member};
 use crate::error::EngineError;
 use crate::error::Result;
 use crate::locks::lock;
@@ -11,7 +11,7 @@ use crate::meta::sb::write_super;
 use crate::meta::sb::Super;
 use raidkit_format::{v090, MAX_SECTOR};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// The array's metadata at run time.
 pub(crate) struct MetaState {
@@ -84,11 +84,37 @@ impl Array {
 
     /// Apply `f` to every live superblock, bump events, update times, role tables and
     /// the bitmap superblock, then write bitmap first and superblocks second, flushing.
+    /// A member whose superblock cannot be written (an error, or no answer within the
+    /// member timeout) is failed, as md does, and the others' superblocks are written
+    /// again saying so — unless the array cannot run without it: then the error.
     pub(crate) fn write_superblocks(
         &self,
         meta: &mut Meta,
         mut f: impl FnMut(&mut Super),
     ) -> Result<()> {
+        loop {
+            let failed = self.write_superblocks_once(meta, &mut f)?;
+            let Some((_, first)) = failed.first() else {
+                return Ok(());
+            };
+            let first = EngineError::io(
+                &first.0,
+                "writing the superblock",
+                std::io::Error::new(first.1.kind(), first.1.to_string()),
+            );
+            if !self.fail_unwritable(meta, &failed) {
+                return Err(first);
+            }
+        }
+    }
+
+    /// One round of [`Array::write_superblocks`]: the devices whose metadata could not be
+    /// written, with the error (device name, error).
+    fn write_superblocks_once(
+        &self,
+        meta: &mut Meta,
+        f: &mut impl FnMut(&mut Super),
+    ) -> Result<Vec<(usize, (String, std::io::Error))>> {
         let events = meta.events + 1;
         let t = crate::util::now();
         let live = self.live_devices();
@@ -110,28 +136,87 @@ impl Array {
                 Super::V090(s) => update_090_counts(s, &missing),
             }
         }
+        let devs = self.devs();
+        let mut failed: Vec<(usize, (String, std::io::Error))> = Vec::new();
+        let as_io = |e: EngineError| match e {
+            EngineError::Io { source, .. } => source,
+            e => std::io::Error::other(e.to_string()),
+        };
         if let Some(bm) = self.bm().as_ref() {
             let mut b = lock(bm);
             b.sb.events = events;
-            b.write_header(&self.devs(), &live)?;
+            for &i in &live {
+                if let Err(e) = b.write_header(&devs, &[i]) {
+                    failed.push((i, (devs[i].name().to_string(), as_io(e))));
+                }
+            }
         }
         if let Some(cs) = self.checksums() {
             cs.events_pending(events)?;
         }
-        let devs = self.devs();
         for &i in &live {
-            write_super(devs[i].as_ref(), &meta.sbs[i])?;
+            if failed.iter().any(|(d, _)| *d == i) {
+                continue;
+            }
+            let written = write_super(devs[i].as_ref(), &meta.sbs[i]).map_err(as_io);
+            if let Err(e) = written.and_then(|()| devs[i].flush()) {
+                failed.push((i, (devs[i].name().to_string(), e)));
+            }
         }
-        for &i in &live {
-            devs[i]
-                .flush()
-                .map_err(|e| EngineError::io(devs[i].name(), "flushing superblocks", e))?;
+        if failed.is_empty() {
+            meta.events = events;
+            if let Some(cs) = self.checksums() {
+                cs.events_done(events)?;
+            }
         }
-        meta.events = events;
-        if let Some(cs) = self.checksums() {
-            cs.events_done(events)?;
+        Ok(failed)
+    }
+
+    /// md's answer to a superblock that cannot be written: fail that member (or
+    /// replacement; a spare is dropped). False if one of them is a member the array
+    /// cannot run without.
+    fn fail_unwritable(
+        &self,
+        meta: &mut Meta,
+        failed: &[(usize, (String, std::io::Error))],
+    ) -> bool {
+        let slots: Vec<Option<Arc<Member>>> = self.slots().clone();
+        let mut missing = self.missing_roles();
+        for (i, (device, e)) in failed {
+            if let Some((role, m)) = slots
+                .iter()
+                .enumerate()
+                .find_map(|(r, m)| m.as_ref().filter(|m| m.index == *i).map(|m| (r, m)))
+            {
+                missing.push(role);
+                if !self.geo.survives_without(&missing) {
+                    return false;
+                }
+                if Array::set_failed(m) {
+                    self.emit(ArrayEvent::MemberFailed {
+                        role,
+                        device: device.clone(),
+                        reason: format!("its superblock could not be written: {e}"),
+                    });
+                }
+            } else if let Some((role, r)) =
+                self.replacements().iter().enumerate().find_map(|(r, m)| {
+                    m.as_ref()
+                        .filter(|m| m.index == *i)
+                        .map(|m| (r, Arc::clone(m)))
+                })
+            {
+                Array::set_failed(&r);
+                self.set_replacement(role, None);
+            } else {
+                self.spares().retain(|&s| s != *i);
+            }
+            let devnum = meta.sbs[*i].dev_number();
+            if let Some(r) = meta.roles.get_mut(devnum) {
+                *r = raidkit_format::v1::role::FAULTY;
+            }
         }
-        Ok(())
+        true
     }
 
     /// Devices that get superblock writes: working members and spares.
@@ -202,6 +287,14 @@ impl Array {
     /// consistent) and clear the bitmap if the array is not degraded — what md does after
     /// writes go idle, and on a clean stop.
     pub fn mark_clean(&self) -> Result<()> {
+        match self.enter() {
+            Ok(_in) => self.mark_clean_inner(),
+            Err(next) => next.mark_clean(),
+        }
+    }
+
+    /// [`Array::mark_clean`] of this array (no successor, caller holds the array).
+    pub(crate) fn mark_clean_inner(&self) -> Result<()> {
         if !self.writable {
             return Ok(());
         }

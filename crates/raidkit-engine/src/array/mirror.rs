@@ -3,6 +3,7 @@
 
 use crate::array::balance;
 use crate::array::balance::Candidate;
+use crate::array::member::MemberOp;
 use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;
@@ -19,23 +20,39 @@ impl Array {
         self.read_copies(sector, buf, &order)
     }
 
-    /// Write whole sectors at array sector `start` of a level without parity, run by run
-    /// onto every copy (the bitmap bits of mirrored runs set first). A run no copy of
-    /// which could be written fails the write.
+    /// Write whole sectors at array sector `start` of a level without parity onto every
+    /// copy of every run, all at once (the bitmap bits of mirrored runs set first). A run
+    /// no copy of which could be written fails the write.
     pub(crate) fn write_mapped(&self, start: u64, buf: &[u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
+        let mut runs = Vec::new();
         let mut done = 0;
         while done < total {
             let at = start + done;
             let p = self.locate(at)?;
             let n = p.run.min(total - done);
-            let data = &buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
-            if self.geo.level.mirrors() {
+            runs.push((at, n, p.copies));
+            done += n;
+        }
+        if self.geo.level.mirrors() {
+            for &(at, n, _) in &runs {
                 self.bitmap_mark(at, n)?;
             }
+        }
+        let mut ops = Vec::with_capacity(runs.iter().map(|r| r.2.len()).sum());
+        for &(at, n, ref copies) in &runs {
+            let from = ((at - start) * SECTOR) as usize;
+            let data = &buf[from..from + (n * SECTOR) as usize];
+            for &(role, data_sector) in copies {
+                ops.push(MemberOp::write(role, data_sector, data));
+            }
+        }
+        self.member_io(&mut ops);
+        let mut ops = ops.into_iter();
+        for (at, n, copies) in runs {
             let mut written = 0;
-            for &(role, data_sector) in &p.copies {
-                if self.member_write(role, data_sector, data)? {
+            for op in ops.by_ref().take(copies.len()) {
+                if op.write_result()? {
                     written += 1;
                 }
             }
@@ -46,7 +63,6 @@ impl Array {
                     why: "no member holding this range could be written".into(),
                 });
             }
-            done += n;
         }
         Ok(())
     }
@@ -126,8 +142,8 @@ impl Array {
     }
 
     /// Read whole sectors of a RAID1/RAID10 array. A large read is spread over the idle
-    /// members holding copies, in proportion to their speed (`balance::split`), and each
-    /// member reads its pieces in its own thread. When every part of the read has its
+    /// members holding copies, in proportion to their speed (`balance::split`), and every
+    /// member's pieces are read at once (one batch of member IOs). When every part of the read has its
     /// copies on the same members (RAID1, two-member RAID10) the read is cut into one
     /// contiguous segment per member; otherwise each mapping run is shared separately.
     pub(crate) fn read_mirrored(&self, start: u64, buf: &mut [u8]) -> Result<()> {
@@ -248,55 +264,45 @@ impl Array {
         }
     }
 
-    /// Read the planned extents: one worker per member, reading its extents in array
-    /// order.
+    /// Read the planned extents: each from its first copy, all at once (one member IO
+    /// per extent); an extent whose read failed is read again piece by piece, each piece
+    /// with its own fallback copies (and read-error repair).
     fn read_extents(&self, buf: &mut [u8], plan: Vec<Extent>) -> Result<()> {
-        type Job<'b> = (&'b mut [u8], Extent);
-        let mut per_member: Vec<(usize, Vec<Job<'_>>)> = Vec::new();
+        let mut pieces: Vec<&mut [u8]> = Vec::with_capacity(plan.len());
         let mut rest = buf;
-        for ext in plan {
+        for ext in &plan {
             let (piece, tail) = std::mem::take(&mut rest).split_at_mut((ext.len * SECTOR) as usize);
+            pieces.push(piece);
             rest = tail;
-            let role = ext
-                .pieces
-                .first()
-                .and_then(|p| p.2.first())
-                .map_or(usize::MAX, |c| c.0);
-            match per_member.iter_mut().find(|(r, _)| *r == role) {
-                Some((_, jobs)) => jobs.push((piece, ext)),
-                None => per_member.push((role, vec![(piece, ext)])),
+        }
+        let mut ok = vec![false; plan.len()];
+        {
+            let mut ops = Vec::with_capacity(plan.len());
+            let mut which = Vec::with_capacity(plan.len());
+            for (k, (piece, ext)) in pieces.iter_mut().zip(&plan).enumerate() {
+                if let Some(&(role, dsec)) = ext.pieces.first().and_then(|p| p.2.first()) {
+                    if self.can_read(role, dsec, ext.len) {
+                        ops.push(MemberOp::read(role, dsec, piece));
+                        which.push(k);
+                    }
+                }
+            }
+            self.member_io(&mut ops);
+            for (op, k) in ops.iter().zip(which) {
+                ok[k] = op.ok();
             }
         }
-        let read_jobs = |jobs: Vec<Job<'_>>| -> Result<()> {
-            for (buf, ext) in jobs {
-                self.read_extent(buf, &ext)?;
+        for ((piece, ext), done) in pieces.into_iter().zip(&plan).zip(ok) {
+            if !done {
+                self.read_extent_again(piece, ext)?;
             }
-            Ok(())
-        };
-        if per_member.len() == 1 {
-            let (_, jobs) = per_member.remove(0);
-            return read_jobs(jobs);
         }
-        self.run_parallel(
-            per_member
-                .into_iter()
-                .map(|(role, jobs)| (role as u64, jobs))
-                .collect(),
-            |_, jobs| read_jobs(jobs),
-        )
+        Ok(())
     }
 
-    /// Read one extent: several pieces in one member IO; if that fails, piece by piece
-    /// with each piece's own fallback copies (and read-error repair).
-    fn read_extent(&self, buf: &mut [u8], ext: &Extent) -> Result<()> {
-        if let [(at, _, order)] = ext.pieces.as_slice() {
-            return self.read_copies(*at, buf, order);
-        }
-        if let Some(&(role, dsec)) = ext.pieces.first().and_then(|p| p.2.first()) {
-            if self.can_read(role, dsec, ext.len) && self.member_read(role, dsec, buf).is_ok() {
-                return Ok(());
-            }
-        }
+    /// Read an extent whose first read failed (or could not be made): piece by piece,
+    /// each from the copies in its order (read-error repair included).
+    fn read_extent_again(&self, buf: &mut [u8], ext: &Extent) -> Result<()> {
         let mut rest = buf;
         for (at, len, order) in &ext.pieces {
             let (piece, tail) = std::mem::take(&mut rest).split_at_mut((len * SECTOR) as usize);

@@ -5,7 +5,6 @@
 //! * `mod.rs`: the [`Array`] and its client entry points (`read`, `write`, `flush`).
 //! * [`member`]: member IO and failing; [`replacement`]: md's hot replace, write side.
 //! * [`meta`]: superblocks, dirty/clean, the write-intent bitmap's bits.
-//! * [`split`]: large requests over several threads.
 //! * [`mirror`]: RAID1/10 reads and read balancing ([`balance`]).
 //! * [`stripe`]: RAID4/5/6 stripe data and parity; [`parity_write`]: direct stripe writes;
 //!   [`stripe_lock`]: per-stripe IO locks; [`scratch`]: reused buffers.
@@ -16,9 +15,10 @@
 use crate::array::cache::StripeCache;
 use crate::array::cache::PAGE_SECTORS;
 use crate::array::lost::LostRanges;
-use crate::array::member::Members;
+use crate::array::member::{MemberOp, Members};
 use crate::array::meta::{Meta, MetaState};
 use crate::array::stripe_lock::StripeLocks;
+use crate::dev::io::{self, IoOp, IoReq};
 use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
@@ -37,9 +37,9 @@ pub(crate) mod meta;
 pub(crate) mod mirror;
 pub(crate) mod parity_write;
 pub(crate) mod replacement;
+pub mod reshape;
 pub(crate) mod scratch;
 pub mod slow;
-pub(crate) mod split;
 pub(crate) mod stripe;
 pub(crate) mod stripe_lock;
 
@@ -50,6 +50,16 @@ pub use crate::array::member::{
 };
 pub(crate) use crate::locks::lock;
 use raidkit_layout::SECTOR;
+
+/// How one piece of a read is read (`read_serial`).
+enum PieceRead {
+    /// Copied from the stripe cache.
+    Done,
+    /// One member read: role, data sector.
+    Member(usize, u64),
+    /// Cache and member together, another copy, or reconstruction: `read_piece`.
+    FullWay,
+}
 
 /// A running array. Its state is grouped by the module that owns it.
 pub struct Array {
@@ -75,6 +85,8 @@ pub struct Array {
     pub(crate) cache: Option<StripeCache>,
     /// The optional checksum sidecar (see [`crate::checksums`]).
     checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
+    /// A reshape in progress: the route by position, or the successor ([`reshape`]).
+    pub(crate) reshape: reshape::ReshapeSlot,
 }
 
 impl Array {
@@ -111,12 +123,18 @@ impl Array {
             io: crate::iostats::IoStats::default(),
             cache,
             checksums: std::sync::OnceLock::new(),
+            reshape: reshape::ReshapeSlot::default(),
         }
     }
 
     /// Attach a checksum sidecar: from now on every write updates it and scrubs use it for
     /// verdicts. Fails if one is attached already.
     pub fn attach_checksums(&self, cs: Arc<crate::checksums::Checksums>) -> Result<()> {
+        if self.route().is_some() {
+            return Err(EngineError::Invalid(
+                "the array is being reshaped: the checksum sidecar covers a fixed array size; attach it after the reshape (and recompute it)".into(),
+            ));
+        }
         self.checksums.set(cs).map_err(|_| {
             EngineError::Invalid("a checksum sidecar is already attached to this array".into())
         })
@@ -127,14 +145,23 @@ impl Array {
         self.checksums.get()
     }
 
-    /// The array's geometry.
+    /// The array's geometry (while reshaping: the new one; see
+    /// [`Array::reshape_status`]).
     pub fn geometry(&self) -> &Geometry {
-        &self.geo
+        match self.successor() {
+            Some(s) => s.geometry(),
+            None => &self.geo,
+        }
     }
 
-    /// Size in bytes.
+    /// Size in bytes (while reshaping: the smaller of the two geometries, as md shows).
     pub fn size_bytes(&self) -> u64 {
-        self.geo.array_sectors() * SECTOR
+        if let Some(s) = self.successor() {
+            return s.size_bytes();
+        }
+        self.routed_sectors()
+            .unwrap_or_else(|| self.geo.array_sectors())
+            * SECTOR
     }
 
     /// Array UUID.
@@ -169,6 +196,10 @@ impl Array {
 
     /// Flush every member's completed writes to stable storage.
     pub fn flush(&self) -> Result<()> {
+        let _in = match self.enter() {
+            Ok(g) => g,
+            Err(next) => return next.flush(),
+        };
         let t0 = std::time::Instant::now();
         let r = self.flush_inner();
         self.io
@@ -190,10 +221,36 @@ impl Array {
 
     /// Flush the members, then report a failure of writing held data since the last flush.
     pub(crate) fn flush_members(&self) -> Result<()> {
-        for m in self.slots().iter().flatten().filter(|m| !m.is_failed()) {
-            m.dev
-                .flush()
-                .map_err(|e| EngineError::io(m.dev.name(), "flushing", e))?;
+        // Every member's flush at once; one that misses its deadline is failed (the
+        // others hold the data).
+        let live: Vec<(usize, Arc<Member>)> = self
+            .slots()
+            .iter()
+            .enumerate()
+            .filter_map(|(r, m)| m.clone().filter(|m| !m.is_failed()).map(|m| (r, m)))
+            .collect();
+        let mut reqs: Vec<IoReq<'_>> = live
+            .iter()
+            .map(|(_, m)| {
+                IoReq::new(
+                    m.dev.as_ref(),
+                    0,
+                    IoOp::Flush,
+                    io::member_timeout(m.dev.as_ref()),
+                )
+            })
+            .collect();
+        io::run(&mut reqs, &mut |i| {
+            let _ = self.fail_member(live[i].0, "no answer to a flush within the member timeout");
+        });
+        let results: Vec<std::io::Result<()>> = reqs.iter_mut().map(IoReq::take_result).collect();
+        drop(reqs);
+        for ((role, m), r) in live.iter().zip(results) {
+            match r {
+                Ok(()) => {}
+                Err(e) if io::is_timeout(&e) => self.fail_member(*role, &format!("flush: {e}"))?,
+                Err(e) => return Err(EngineError::io(m.dev.name(), "flushing", e)),
+            }
         }
         if let Some(e) = self.cache.as_ref().and_then(|c| c.take_pending()) {
             return Err(e);
@@ -211,6 +268,10 @@ impl Array {
 
     /// Read `buf.len()` bytes at byte `offset` (any alignment).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let _in = match self.enter() {
+            Ok(g) => g,
+            Err(next) => return next.read(offset, buf),
+        };
         let t0 = std::time::Instant::now();
         let r = self.read_inner(offset, buf);
         self.io.record(
@@ -245,6 +306,10 @@ impl Array {
     /// Write `buf` at byte `offset` (any alignment; partial sectors are read-modify-written).
     /// Safe to call from many threads at once; writes to the same stripe are serialized.
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        let _in = match self.enter() {
+            Ok(g) => g,
+            Err(next) => return next.write(offset, buf),
+        };
         let t0 = std::time::Instant::now();
         let r = self.write_inner(offset, buf).and_then(|()| {
             self.written_over_lost(offset, buf.len() as u64);
@@ -283,47 +348,104 @@ impl Array {
         self.write_sectors(s0, &tmp)
     }
 
-    /// Read whole sectors starting at array sector `s`. Large requests are split on stripe
-    /// boundaries and served by several threads; on mirrors they are spread over the
-    /// members holding copies (see `read_mirrored`).
+    /// Read whole sectors starting at array sector `s`: every member read of the request
+    /// at once (see `read_serial`); on mirrors spread over the members holding copies
+    /// (see `read_mirrored`).
     pub fn read_sectors(&self, s: u64, buf: &mut [u8]) -> Result<()> {
+        if let Some(r) = self.route() {
+            return self.read_routed(&r, s, buf);
+        }
+        self.read_sectors_plain(s, buf)
+    }
+
+    /// [`Array::read_sectors`] through this array's own geometry.
+    pub(crate) fn read_sectors_plain(&self, s: u64, buf: &mut [u8]) -> Result<()> {
         if self.geo.level.mirrors() {
             return self.read_mirrored(s, buf);
-        }
-        let total = buf.len() as u64 / SECTOR;
-        if let Some(unit) = self.split_unit(total) {
-            // Align the first piece so later ones start on unit boundaries.
-            let first = (unit - s % unit).min(total);
-            let (head, rest) = buf.split_at_mut((first * SECTOR) as usize);
-            let mut jobs = vec![(s, head)];
-            let mut off = s + first;
-            for piece in rest.chunks_mut((unit * SECTOR) as usize) {
-                let n = piece.len() as u64 / SECTOR;
-                jobs.push((off, piece));
-                off += n;
-            }
-            return self.run_parallel(jobs, |at, p| self.read_serial(at, p));
         }
         self.read_serial(s, buf)
     }
 
+    /// Read whole sectors at array sector `s`, cut into pieces that each map onto one
+    /// chunk (parity levels) or one run of copies: the pieces' member reads go out
+    /// together; a piece the stripe cache holds is copied from it, and one whose read
+    /// failed (or that cannot be read simply) goes the full way (`read_piece`: other
+    /// copies, reconstruction, read-error repair).
     pub(crate) fn read_serial(&self, s: u64, buf: &mut [u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
+        let mut pieces: Vec<(u64, &mut [u8])> = Vec::new();
+        let mut rest = buf;
         let mut done = 0u64;
         while done < total {
             let cur = s + done;
-            // A piece maps onto one chunk (parity levels) or one run of copies.
             let n = if self.geo.level.has_parity() {
                 let chunk = self.geo.chunk_sectors;
                 (chunk - cur % chunk).min(total - done)
             } else {
                 self.locate(cur)?.run.min(total - done)
             };
-            let b = &mut buf[(done * SECTOR) as usize..((done + n) * SECTOR) as usize];
-            self.read_piece(cur, b)?;
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut((n * SECTOR) as usize);
+            pieces.push((cur, piece));
+            rest = tail;
             done += n;
         }
+        if let [(at, piece)] = pieces.as_mut_slice() {
+            return self.read_piece(*at, piece);
+        }
+        let mut ok = vec![false; pieces.len()];
+        {
+            let mut ops = Vec::with_capacity(pieces.len());
+            let mut which = Vec::with_capacity(pieces.len());
+            for (k, (at, piece)) in pieces.iter_mut().enumerate() {
+                match self.plan_piece_read(*at, piece)? {
+                    PieceRead::Done => ok[k] = true,
+                    PieceRead::Member(role, dsec) => {
+                        ops.push(MemberOp::read(role, dsec, piece));
+                        which.push(k);
+                    }
+                    PieceRead::FullWay => {}
+                }
+            }
+            self.member_io(&mut ops);
+            for (op, k) in ops.iter().zip(which) {
+                ok[k] = op.ok();
+            }
+        }
+        for ((at, piece), done) in pieces.into_iter().zip(ok) {
+            if !done {
+                self.read_piece(at, piece)?;
+            }
+        }
         Ok(())
+    }
+
+    /// How a piece of a multi-piece read is read: copied from the stripe cache now, with
+    /// one member read, or the full way.
+    fn plan_piece_read(&self, at: u64, buf: &mut [u8]) -> Result<PieceRead> {
+        let sectors = buf.len() as u64 / SECTOR;
+        if self.geo.level.has_parity() {
+            let (stripe, block, a) = self.stripe_place(at);
+            match self.read_from_cache(stripe, block, a, buf) {
+                Some(true) => return Ok(PieceRead::Done),
+                Some(false) => return Ok(PieceRead::FullWay),
+                None => {}
+            }
+            let role = self.stripe_layout(stripe)?.data[block];
+            let dsec = stripe * self.geo.chunk_sectors + a;
+            return Ok(if self.can_read(role, dsec, sectors) {
+                PieceRead::Member(role, dsec)
+            } else {
+                PieceRead::FullWay
+            });
+        }
+        let p = self.locate(at)?;
+        let cands = self.candidates(&p.copies, sectors);
+        Ok(match self.try_order(&p.copies, &cands, None, 0).first() {
+            Some(&(role, dsec)) if self.can_read(role, dsec, sectors) => {
+                PieceRead::Member(role, dsec)
+            }
+            _ => PieceRead::FullWay,
+        })
     }
 
     pub(crate) fn locate(&self, s: u64) -> Result<raidkit_layout::Placement> {
@@ -345,13 +467,16 @@ impl Array {
 
     /// Write whole sectors starting at array sector `s`.
     pub fn write_sectors(&self, s: u64, buf: &[u8]) -> Result<()> {
+        if let Some(r) = self.route() {
+            return self.write_routed(&r, s, buf);
+        }
         let _gate = self.write_gate();
         self.ensure_dirty()?;
         match self.checksums() {
-            None => self.write_split(s, buf),
+            None => self.write_serial(s, buf),
             Some(cs) => {
                 cs.before_write(s * SECTOR, buf.len() as u64)?;
-                let r = self.write_split(s, buf);
+                let r = self.write_serial(s, buf);
                 // The read-back of partly written blocks is internal: not client IO.
                 cs.after_write(s * SECTOR, buf, r.is_ok(), |off, b| self.read_inner(off, b))?;
                 r
@@ -359,8 +484,8 @@ impl Array {
         }
     }
 
-    /// Write whole sectors at array sector `s`, on one thread: stripe by stripe (parity
-    /// levels) or run by run onto every copy.
+    /// Write whole sectors at array sector `s`: stripe by stripe (parity levels), or onto
+    /// every copy of every run at once.
     pub(crate) fn write_serial(&self, s: u64, buf: &[u8]) -> Result<()> {
         if self.geo.level.has_parity() {
             self.write_parity(s, buf)

@@ -7,7 +7,6 @@ use crate::array::Array;
 use crate::error::Result;
 use crate::locks::lock;
 use raidkit_format::v1::{self};
-use raidkit_layout::SECTOR;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 
@@ -47,24 +46,6 @@ impl Array {
             .filter(|(_, m)| m.as_ref().is_some_and(|m| !m.is_failed()))
             .map(|(r, _)| r)
             .collect()
-    }
-
-    /// The write path's half of a replace: the data written to `role` also goes to its
-    /// replacement. A replacement that cannot be written is failed (the original stays).
-    pub(crate) fn replacement_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<()> {
-        let Some(r) = self.replacement(role) else {
-            return Ok(());
-        };
-        match r.dev.write_at(buf, (r.data_offset + dsec) * SECTOR) {
-            Ok(()) => {
-                r.stats.writes.fetch_add(1, Ordering::Relaxed);
-                r.stats
-                    .write_bytes
-                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => self.abort_replacement(role, &r, &format!("write error: {e}")),
-        }
     }
 
     /// md: a replacement that fails is marked faulty; the member it was replacing stays.

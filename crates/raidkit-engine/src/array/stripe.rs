@@ -3,6 +3,8 @@
 
 use crate::array::cache::write::{cached_cover, copy_from_cache};
 use crate::array::cache::PAGE_SECTORS;
+use crate::array::member::MemberOp;
+use crate::array::parity_write::stripe_members;
 use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;
@@ -62,32 +64,42 @@ impl Array {
     ) -> Result<StripeData> {
         let member_sector = stripe * self.geo.chunk_sectors + at;
         let len = (sectors * SECTOR) as usize;
-        let mut data = Vec::with_capacity(layout.data.len());
-        let mut missing = Vec::new();
+        let mut data: Vec<Vec<u8>> = vec![vec![0u8; len]; layout.data.len()];
+        let mut pq: Vec<Vec<u8>> = vec![vec![0u8; len]; 1 + usize::from(layout.q.is_some())];
+        // Every readable member of the stripe at once: data, P, Q.
+        let roles: Vec<usize> = stripe_members(layout).collect();
+        let readable: Vec<bool> = roles
+            .iter()
+            .map(|&r| self.can_read(r, member_sector, sectors))
+            .collect();
+        let mut got = vec![false; roles.len()];
         let mut why = Vec::new();
-        for (k, &role) in layout.data.iter().enumerate() {
-            let mut block = vec![0u8; len];
-            let ok = self.can_read(role, member_sector, sectors)
-                && match self.member_read(role, member_sector, &mut block) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        why.push(e.to_string());
-                        false
-                    }
-                };
-            if !ok {
-                missing.push(k);
+        {
+            let mut ops = Vec::with_capacity(roles.len());
+            let mut which = Vec::with_capacity(roles.len());
+            for (k, buf) in data.iter_mut().chain(pq.iter_mut()).enumerate() {
+                if readable[k] {
+                    ops.push(MemberOp::read(roles[k], member_sector, buf));
+                    which.push(k);
+                }
             }
-            data.push(block);
+            self.member_io(&mut ops);
+            for (op, k) in ops.into_iter().zip(which) {
+                let data_block = k < layout.data.len();
+                match op.read_result() {
+                    Ok(()) => got[k] = true,
+                    Err(e) if data_block => why.push(e.to_string()),
+                    Err(_) => {}
+                }
+            }
         }
-        let read_parity = |role: usize| -> Option<Vec<u8>> {
-            let mut block = vec![0u8; len];
-            (self.can_read(role, member_sector, sectors)
-                && self.member_read(role, member_sector, &mut block).is_ok())
-            .then_some(block)
-        };
-        let p = read_parity(layout.p);
-        let q = layout.q.and_then(read_parity);
+        let missing: Vec<usize> = (0..layout.data.len()).filter(|&k| !got[k]).collect();
+        let nd = layout.data.len();
+        let mut pq = pq.into_iter();
+        let p = pq.next().filter(|_| got[nd]);
+        let q = pq
+            .next()
+            .filter(|_| got.get(nd + 1).copied().unwrap_or(false));
         reconstruct(layout, &mut data, &missing, p.as_deref(), q.as_deref(), len).map_err(
             |what| EngineError::Unreadable {
                 offset: 0,
@@ -116,15 +128,52 @@ impl Array {
         Ok(StripeData { data, p, q })
     }
 
+    /// Stripe, data block and chunk sector of array sector `sector` (parity levels).
+    pub(crate) fn stripe_place(&self, sector: u64) -> (u64, usize, u64) {
+        let chunk = self.geo.chunk_sectors;
+        let data_blocks = self.geo.data_disks() as u64;
+        (
+            sector / chunk / data_blocks,
+            (sector / chunk % data_blocks) as usize,
+            sector % chunk,
+        )
+    }
+
+    /// What the stripe cache holds of data block `block` of `stripe` from chunk sector
+    /// `at` over `buf`: Some(true) all of it (copied into `buf`), Some(false) some of it,
+    /// None nothing.
+    pub(crate) fn read_from_cache(
+        &self,
+        stripe: u64,
+        block: usize,
+        at: u64,
+        buf: &mut [u8],
+    ) -> Option<bool> {
+        let cache = self.cache.as_ref()?;
+        let entry = cache.get(stripe)?;
+        let held = lock(&entry.state);
+        if held.dead || held.alloc == 0 {
+            return None;
+        }
+        let sectors = buf.len() as u64 / SECTOR;
+        match cached_cover(cache, &held, block, at, sectors) {
+            (true, _) => {
+                copy_from_cache(cache, &held, block, at, buf);
+                cache
+                    .hits
+                    .fetch_add(sectors.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+                Some(true)
+            }
+            (false, true) => Some(false),
+            (false, false) => None,
+        }
+    }
+
     /// Read a piece of one chunk at array sector `sector` of a parity level: what the
     /// stripe cache holds of it from there, the rest from the member (or reconstructed).
     pub(crate) fn read_stripe_piece(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
         let sectors = buf.len() as u64 / SECTOR;
-        let chunk = self.geo.chunk_sectors;
-        let data_blocks = self.geo.data_disks() as u64;
-        let stripe = sector / chunk / data_blocks;
-        let block = (sector / chunk % data_blocks) as usize;
-        let at = sector % chunk;
+        let (stripe, block, at) = self.stripe_place(sector);
         if let Some(cache) = &self.cache {
             if let Some(entry) = cache.get(stripe) {
                 let held = lock(&entry.state);
@@ -180,25 +229,6 @@ impl Array {
             self.repair_read_error(role, member_sector, buf);
         }
         Ok(())
-    }
-
-    /// After member failures during a write, make sure the stripe is still recoverable.
-    /// The old P (and Q) of `n` sectors from member sector `dsec` of a stripe, for
-    /// read-modify-write (Q empty without one).
-    pub(crate) fn read_old_parity(
-        &self,
-        layout: &StripeLayout,
-        member_sector: u64,
-        n: u64,
-    ) -> Result<(Vec<u8>, Vec<u8>)> {
-        let len = (n * SECTOR) as usize;
-        let mut p = vec![0u8; len];
-        self.member_read(layout.p, member_sector, &mut p)?;
-        let mut q = vec![0u8; if layout.q.is_some() { len } else { 0 }];
-        if let Some(qr) = layout.q {
-            self.member_read(qr, member_sector, &mut q)?;
-        }
-        Ok((p, q))
     }
 }
 

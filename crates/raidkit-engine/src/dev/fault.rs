@@ -24,11 +24,15 @@
 //! second for small IOs and `bw` bytes per second for large ones, and a slow device still
 //! adds capacity next to a fast one. Without `qd` the number of IOs in service is
 //! unlimited; without `bw` transfers take no time. The completion time of every IO is
-//! computed when it arrives (a virtual clock under a short lock) and the calling thread
-//! then sleeps until it, after doing the real IO: late thread wake-ups on a loaded machine
+//! computed when it arrives (a virtual clock under a short lock): late thread wake-ups on a loaded machine
 //! delay that one IO but never lower the modelled device's capacity. Failing IOs
-//! (`eio`, `vanish`, ...) take their device time too.
+//! (`eio`, `vanish`, ...) take their device time too. The wrapper is an asynchronous
+//! device of the member IO layer ([`crate::dev::io::AsyncDev`]): the real IO is done when
+//! the IO is submitted and its completion is due at the modelled instant, so a batch of
+//! IOs to several modelled members is in service on all of them at once, and no thread
+//! sleeps per IO; an IO due after its deadline is reported late at the deadline.
 
+use crate::dev::io::{AsyncDev, AsyncIo, AsyncKind, IoOp, Started, Submission};
 use crate::dev::{BlockDev, FileDev};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -98,7 +102,8 @@ fn range(s: &str) -> Result<(u64, u64), String> {
     Ok((a, b))
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
+/// A duration such as `5ms`, `200us`, `1s` (a bare number is milliseconds).
+pub fn duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s
         .find(|c: char| !c.is_ascii_digit())
         .map(|i| s.split_at(i))
@@ -253,26 +258,6 @@ impl DeviceModel {
     }
 }
 
-/// Sleep until `deadline` with a fine timer slack (the default 50 µs slack would add a
-/// third to a 100 µs modelled latency).
-fn sleep_until(deadline: Instant) {
-    thread_local! {
-        static FINE_SLACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-    FINE_SLACK.with(|f| {
-        if !f.get() {
-            // SAFETY: PR_SET_TIMERSLACK takes a plain integer and only changes this
-            // thread's timer slack; no memory is passed.
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-            f.set(true);
-        }
-    });
-    let now = Instant::now();
-    if deadline > now {
-        std::thread::sleep(deadline - now);
-    }
-}
-
 /// A device with injected faults.
 pub struct FaultDev {
     inner: Box<dyn BlockDev>,
@@ -300,23 +285,6 @@ impl FaultDev {
         Ok(FaultDev::new(Box::new(FileDev::open(path, write)?), rules))
     }
 
-    /// Run `io` as one device IO of `len` bytes at `off`: injected errors first, then the
-    /// real IO, then the wait until the device model says the IO completes.
-    fn io<T>(
-        &self,
-        off: u64,
-        len: usize,
-        is_write: bool,
-        io: impl FnOnce() -> io::Result<T>,
-    ) -> io::Result<T> {
-        let deadline = self.model.as_ref().map(|m| m.book(Instant::now(), len));
-        let r = self.check(off, len, is_write).and_then(|()| io());
-        if let Some(d) = deadline {
-            sleep_until(d);
-        }
-        r
-    }
-
     fn check(&self, off: u64, len: usize, is_write: bool) -> io::Result<()> {
         let n = self.ios.fetch_add(1, Ordering::Relaxed);
         let (s0, s1) = (off / 512, (off + len as u64).div_ceil(512));
@@ -340,10 +308,9 @@ impl FaultDev {
     }
 }
 
-impl BlockDev for FaultDev {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        let len = buf.len();
-        self.io(off, len, false, || self.inner.read_at(buf, off))?;
+impl FaultDev {
+    /// Injected read faults (`lie`) on data just read at `off`.
+    fn lie(&self, buf: &mut [u8], off: u64) {
         for r in &self.rules {
             if let Rule::Lie { start, end } = *r {
                 for (i, b) in buf.iter_mut().enumerate() {
@@ -354,24 +321,24 @@ impl BlockDev for FaultDev {
                 }
             }
         }
-        Ok(())
     }
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.io(off, buf.len(), true, || {
-            for r in &self.rules {
-                if let Rule::Torn(sec) = *r {
-                    let (s0, s1) = (off / 512, (off + buf.len() as u64).div_ceil(512));
-                    if s0 <= sec && sec < s1 {
-                        let keep = ((sec * 512).saturating_sub(off)) as usize;
-                        self.inner.write_at(&buf[..keep.min(buf.len())], off)?;
-                        return Err(io::Error::from_raw_os_error(libc::EIO));
-                    }
+
+    /// A write with injected faults (`torn`), on the inner device.
+    fn write_inner(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        for r in &self.rules {
+            if let Rule::Torn(sec) = *r {
+                let (s0, s1) = (off / 512, (off + buf.len() as u64).div_ceil(512));
+                if s0 <= sec && sec < s1 {
+                    let keep = ((sec * 512).saturating_sub(off)) as usize;
+                    self.inner.write_at(&buf[..keep.min(buf.len())], off)?;
+                    return Err(io::Error::from_raw_os_error(libc::EIO));
                 }
             }
-            self.inner.write_at(buf, off)
-        })
+        }
+        self.inner.write_at(buf, off)
     }
-    fn flush(&self) -> io::Result<()> {
+
+    fn flush_inner(&self) -> io::Result<()> {
         if self
             .rules
             .iter()
@@ -380,6 +347,51 @@ impl BlockDev for FaultDev {
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
         }
         self.inner.flush()
+    }
+}
+
+/// The fault wrapper completes its IOs itself: injected errors first, then the real IO
+/// on the inner device at once, and the completion at the instant the device model
+/// says (no thread sleeps per IO: the batch waits once for its latest completion, and
+/// an IO past its deadline is simply reported late).
+impl AsyncDev for FaultDev {
+    fn start(&self, io: AsyncIo) -> Started {
+        let (len, is_write) = match io.kind {
+            AsyncKind::Read(n) => (n, false),
+            AsyncKind::Write(n) => (n, true),
+            AsyncKind::Flush => return Started::Done(self.flush_inner(), None),
+        };
+        let off = io.offset;
+        let at = self.model.as_ref().map(|m| m.book(Instant::now(), len));
+        let mut r = self.check(off, len, is_write);
+        if r.is_ok() {
+            let ran = if is_write {
+                io.with_write_data(|b| r = self.write_inner(b, off))
+            } else {
+                io.with_read_buf(|b| {
+                    r = self.inner.read_at(b, off);
+                    if r.is_ok() {
+                        self.lie(b, off);
+                    }
+                })
+            };
+            if !ran {
+                r = Err(io::Error::other("IO abandoned"));
+            }
+        }
+        Started::Done(r, at)
+    }
+}
+
+impl BlockDev for FaultDev {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        crate::dev::io::run_one(self, off, IoOp::Read(buf))
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        crate::dev::io::run_one(self, off, IoOp::Write(buf))
+    }
+    fn flush(&self) -> io::Result<()> {
+        crate::dev::io::run_one(self, 0, IoOp::Flush)
     }
     fn size_bytes(&self) -> u64 {
         self.inner.size_bytes()
@@ -392,6 +404,9 @@ impl BlockDev for FaultDev {
     }
     fn is_hole(&self, offset: u64, len: u64) -> bool {
         self.inner.is_hole(offset, len)
+    }
+    fn submission(&self) -> Submission<'_> {
+        Submission::Async(self)
     }
 }
 

@@ -1,10 +1,12 @@
-//! Member devices: plain files and block devices, accessed with positioned IO.
+//! Member devices: plain files and block devices, accessed with positioned IO; [`io`]:
+//! the member IO layer (batches, io_uring or IO threads, deadlines).
 
 pub mod fault;
+pub mod io;
 
 use std::fs::{File, OpenOptions};
-use std::io;
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::io as stdio;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -12,11 +14,11 @@ use std::path::{Path, PathBuf};
 /// several threads at once (positioned IO, no shared cursor).
 pub trait BlockDev: Send + Sync {
     /// Read exactly `buf.len()` bytes at byte `offset`. Reading past the end is an error.
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> stdio::Result<()>;
     /// Write all of `buf` at byte `offset`.
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    fn write_at(&self, buf: &[u8], offset: u64) -> stdio::Result<()>;
     /// Make every completed write durable.
-    fn flush(&self) -> io::Result<()>;
+    fn flush(&self) -> stdio::Result<()>;
     /// Size in bytes.
     fn size_bytes(&self) -> u64;
     /// Logical block size in bytes (512 or 4096).
@@ -33,10 +35,39 @@ pub trait BlockDev: Send + Sync {
     }
     /// Give back storage for `[offset, offset+len)` so it reads as zeros, if possible.
     /// Returns Ok(false) if the device cannot do it (caller then writes zeros).
-    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<bool> {
+    fn punch_hole(&self, offset: u64, len: u64) -> stdio::Result<bool> {
         let _ = (offset, len);
         Ok(false)
     }
+    /// How the member IO layer carries out this device's IOs ([`io::Submission`]).
+    /// Default: blocking calls in the calling thread.
+    fn submission(&self) -> io::Submission<'_> {
+        io::Submission::Blocking
+    }
+    /// This device's own deadline for one IO (None: the layer's default for local
+    /// devices, [`io::DEFAULT_MEMBER_TIMEOUT`]); `--member-timeout` overrides it.
+    fn default_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
+}
+
+/// Check that `[offset, offset + len)` lies within a device of `size` bytes.
+pub(crate) fn check_bounds(what: &str, offset: u64, len: usize, size: u64) -> stdio::Result<()> {
+    let end = offset
+        .checked_add(len as u64)
+        .ok_or_else(|| stdio::Error::new(stdio::ErrorKind::InvalidInput, "offset overflow"))?;
+    if end > size {
+        let kind = if what == "read" {
+            stdio::ErrorKind::UnexpectedEof
+        } else {
+            stdio::ErrorKind::InvalidInput
+        };
+        return Err(stdio::Error::new(
+            kind,
+            format!("{what} of {offset}..{end} past the end ({size} bytes)"),
+        ));
+    }
+    Ok(())
 }
 
 /// A file or block device opened by path.
@@ -48,6 +79,8 @@ pub struct FileDev {
     size: u64,
     lbs: u32,
     is_block: bool,
+    /// A file in memory (tmpfs, ramfs): its IOs never wait for a device.
+    in_memory: bool,
     /// `(st_dev, st_ino)` of the exclusive claim this handle holds, if any.
     claim: Option<(u64, u64)>,
 }
@@ -113,7 +146,7 @@ const BLKSSZGET: libc::c_ulong = 0x1268;
 
 impl FileDev {
     /// Open `path` for reading (and writing if `write`).
-    pub fn open(path: &Path, write: bool) -> io::Result<FileDev> {
+    pub fn open(path: &Path, write: bool) -> stdio::Result<FileDev> {
         let mut oo = OpenOptions::new();
         oo.read(true).write(write);
         oo.custom_flags(libc::O_CLOEXEC);
@@ -130,8 +163,8 @@ impl FileDev {
         }
         let file = oo.open(path).map_err(|e| {
             if e.raw_os_error() == Some(libc::EBUSY) {
-                io::Error::new(
-                    io::ErrorKind::ResourceBusy,
+                stdio::Error::new(
+                    stdio::ErrorKind::ResourceBusy,
                     format!(
                         "{} is busy: it is mounted, part of a kernel md array or held by \
                          another program; stop that user first (umount, mdadm --stop)",
@@ -155,7 +188,7 @@ impl FileDev {
             // live, properly aligned u64; the fd is valid for the lifetime of `file`.
             let r = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut sz as *mut u64) };
             if r != 0 {
-                return Err(io::Error::last_os_error());
+                return Err(stdio::Error::last_os_error());
             }
             let mut ss: libc::c_int = 512;
             // SAFETY: BLKSSZGET writes one int through the pointer, which points to a live int.
@@ -166,11 +199,12 @@ impl FileDev {
         } else if meta.file_type().is_file() {
             (meta.len(), 512)
         } else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
+            return Err(stdio::Error::new(
+                stdio::ErrorKind::InvalidInput,
                 "not a regular file or block device",
             ));
         };
+        let in_memory = !is_block && in_memory_fs(&file);
         Ok(FileDev {
             file,
             name: path.display().to_string(),
@@ -178,6 +212,7 @@ impl FileDev {
             size,
             lbs,
             is_block,
+            in_memory,
             claim,
         })
     }
@@ -193,11 +228,24 @@ impl FileDev {
     }
 }
 
+/// Is `file` on a file system that lives in memory (tmpfs, ramfs)?
+fn in_memory_fs(file: &File) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    // SAFETY: fstatfs fills the zeroed struct it is given; the fd is valid.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
+}
+
 /// Take (or share, within this process) an exclusive `flock` on a member opened for
 /// writing, so two raidkit processes never write the same member: a second `serve`, or an
 /// offline `import`/`repair`/`grow` while the array is served, is refused and told who
 /// holds it. Readers (`examine`, `detail`, `export`) take no lock.
-fn claim(file: &File, path: &Path, dev: u64, ino: u64) -> io::Result<(u64, u64)> {
+fn claim(file: &File, path: &Path, dev: u64, ino: u64) -> stdio::Result<(u64, u64)> {
     let key = (dev, ino);
     let mut held = claims();
     if let Some(e) = held.iter_mut().find(|(k, _, _)| *k == key) {
@@ -207,7 +255,7 @@ fn claim(file: &File, path: &Path, dev: u64, ino: u64) -> io::Result<(u64, u64)>
     // SAFETY: flock on a valid, open fd; it has no memory effects.
     let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r != 0 {
-        let e = io::Error::last_os_error();
+        let e = stdio::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
             let who = lock_holders(dev, ino);
             let who = if who.is_empty() {
@@ -215,8 +263,8 @@ fn claim(file: &File, path: &Path, dev: u64, ino: u64) -> io::Result<(u64, u64)>
             } else {
                 who.join(", ")
             };
-            return Err(io::Error::new(
-                io::ErrorKind::ResourceBusy,
+            return Err(stdio::Error::new(
+                stdio::ErrorKind::ResourceBusy,
                 format!(
                     "{} is in use by {who}; stop it first, or change the running array \
                      through the process that runs it",
@@ -249,38 +297,22 @@ impl Drop for FileDev {
 }
 
 impl BlockDev for FileDev {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let end = offset
-            .checked_add(buf.len() as u64)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset overflow"))?;
-        if end > self.size {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "read of {}..{} past the end ({} bytes)",
-                    offset, end, self.size
-                ),
-            ));
-        }
-        self.file.read_exact_at(buf, offset)
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> stdio::Result<()> {
+        check_bounds("read", offset, buf.len(), self.size)?;
+        io::run_one(self, offset, io::IoOp::Read(buf))
     }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let end = offset
-            .checked_add(buf.len() as u64)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset overflow"))?;
-        if end > self.size {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "write of {}..{} past the end ({} bytes)",
-                    offset, end, self.size
-                ),
-            ));
-        }
-        self.file.write_all_at(buf, offset)
+    fn write_at(&self, buf: &[u8], offset: u64) -> stdio::Result<()> {
+        check_bounds("write", offset, buf.len(), self.size)?;
+        io::run_one(self, offset, io::IoOp::Write(buf))
     }
-    fn flush(&self) -> io::Result<()> {
-        self.file.sync_data()
+    fn flush(&self) -> stdio::Result<()> {
+        io::run_one(self, 0, io::IoOp::Flush)
+    }
+    fn submission(&self) -> io::Submission<'_> {
+        io::Submission::Fd {
+            fd: self.file.as_raw_fd(),
+            in_memory: self.in_memory,
+        }
     }
     fn size_bytes(&self) -> u64 {
         self.size
@@ -303,11 +335,11 @@ impl BlockDev for FileDev {
         let next = unsafe { libc::lseek(self.file.as_raw_fd(), off, libc::SEEK_DATA) };
         if next < 0 {
             // ENXIO: no data at or after offset → the rest is a hole.
-            return io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+            return stdio::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
         }
         (next as u64) >= offset.saturating_add(len)
     }
-    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<bool> {
+    fn punch_hole(&self, offset: u64, len: u64) -> stdio::Result<bool> {
         if self.is_block {
             return Ok(false);
         }
@@ -349,28 +381,31 @@ impl MemDev {
 }
 
 impl BlockDev for MemDev {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let g = self.data.read().map_err(|_| io::Error::other("poisoned"))?;
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> stdio::Result<()> {
+        let g = self
+            .data
+            .read()
+            .map_err(|_| stdio::Error::other("poisoned"))?;
         let o = offset as usize;
         let src = g
             .get(o..o.saturating_add(buf.len()))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past end"))?;
+            .ok_or_else(|| stdio::Error::new(stdio::ErrorKind::UnexpectedEof, "read past end"))?;
         buf.copy_from_slice(src);
         Ok(())
     }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+    fn write_at(&self, buf: &[u8], offset: u64) -> stdio::Result<()> {
         let mut g = self
             .data
             .write()
-            .map_err(|_| io::Error::other("poisoned"))?;
+            .map_err(|_| stdio::Error::other("poisoned"))?;
         let o = offset as usize;
         let dst = g
             .get_mut(o..o.saturating_add(buf.len()))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "write past end"))?;
+            .ok_or_else(|| stdio::Error::new(stdio::ErrorKind::InvalidInput, "write past end"))?;
         dst.copy_from_slice(buf);
         Ok(())
     }
-    fn flush(&self) -> io::Result<()> {
+    fn flush(&self) -> stdio::Result<()> {
         Ok(())
     }
     fn size_bytes(&self) -> u64 {
@@ -435,7 +470,7 @@ mod tests {
         let _ = holder.kill();
         let _ = holder.wait();
         let e = err.expect("the writer was never refused");
-        assert_eq!(e.kind(), io::ErrorKind::ResourceBusy);
+        assert_eq!(e.kind(), stdio::ErrorKind::ResourceBusy);
         let msg = e.to_string();
         assert!(
             msg.contains(&format!("is in use by pid {} (flock", holder.id())),

@@ -7,4 +7,5 @@ pub mod grow;
 pub mod members;
 pub mod rebuild;
 pub mod replace;
+pub mod reshape;
 pub mod sync;

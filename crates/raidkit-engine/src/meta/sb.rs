@@ -332,6 +332,66 @@ impl Super {
             Super::V1(s) => s.feature_map & feature::RESHAPE_ACTIVE != 0,
         }
     }
+    /// The reshape recorded in this superblock, if one is in progress.
+    pub fn reshape(&self) -> Option<raidkit_format::reshape::ReshapeInfo> {
+        match self {
+            Super::V090(s) => s.reshape(),
+            Super::V1(s) => s.reshape(),
+        }
+    }
+    /// Record a reshape as the kernel does (0.90: minor version 91; 1.x: the reshape
+    /// feature bits and fields). `raid_disks` must already be the new count.
+    pub fn set_reshape(&mut self, r: &raidkit_format::reshape::ReshapeInfo) {
+        match self {
+            Super::V090(s) => s.set_reshape(r),
+            Super::V1(s) => s.set_reshape(r),
+        }
+    }
+    /// The superblock after the reshape completed, as the kernel writes it.
+    pub fn finish_reshape(&mut self) {
+        match self {
+            Super::V090(s) => s.finish_reshape(),
+            Super::V1(s) => s.finish_reshape(),
+        }
+    }
+    /// Role slots the array has: `raid_disks`, or the old count while a reshape that
+    /// removes members is in progress (the members leaving still hold old-layout data).
+    pub fn role_slots(&self) -> usize {
+        let n = self.raid_disks();
+        match self.reshape() {
+            Some(r) if r.delta_disks < 0 => n.saturating_add(r.delta_disks.unsigned_abs() as usize),
+            _ => n,
+        }
+    }
+    /// Set the component size (`size`, sectors; 0.90 stores KiB).
+    pub fn set_size_sectors(&mut self, sectors: u64) {
+        match self {
+            Super::V090(s) => s.size_kib = u32::try_from(sectors / 2).unwrap_or(u32::MAX),
+            Super::V1(s) => s.size = sectors,
+        }
+    }
+    /// Set the level, layout, chunk (sectors) and device count (a takeover, or the shape
+    /// at the start of a reshape).
+    pub fn set_shape(&mut self, level: i32, layout: u32, chunk_sectors: u64, raid_disks: usize) {
+        match self {
+            Super::V090(s) => {
+                s.level = level;
+                s.layout = layout;
+                s.chunk_size = u32::try_from(chunk_sectors.saturating_mul(512)).unwrap_or(u32::MAX);
+                s.raid_disks = raid_disks as u32;
+            }
+            Super::V1(s) => {
+                s.level = level;
+                s.layout = layout;
+                s.chunksize = u32::try_from(chunk_sectors).unwrap_or(u32::MAX);
+                s.raid_disks = raid_disks as u32;
+                if level != 0 {
+                    // The RAID0 layout bit means nothing at other levels (and fails there).
+                    s.feature_map &= !feature::RAID0_LAYOUT;
+                }
+            }
+        }
+    }
     /// Encode to bytes to write at the superblock location.
     pub fn encode(&self) -> Vec<u8> {
         match self {

@@ -7,6 +7,7 @@ use crate::bitmap::RunBitmap;
 use crate::dev::{BlockDev, FileDev};
 use crate::error::{EngineError, Result};
 use crate::sb::{probe, Metadata, Role, Super};
+use crate::setup::reshaping::Reshaping;
 use raidkit_format::badblocks;
 use raidkit_format::v1::{feature, role as v1role};
 use raidkit_format::MAX_SECTOR;
@@ -27,6 +28,8 @@ pub struct AssembleOptions {
     /// Only report (read-only): do not refuse a dirty degraded array, nothing is read
     /// through it that matters and nothing is written.
     pub report_only: bool,
+    /// mdadm's backup file of a reshape in progress that moves data in place.
+    pub backup_file: Option<PathBuf>,
 }
 
 /// Open the given paths and assemble them.
@@ -151,27 +154,36 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     census.take_stale(&mut roles, opts)?;
     let level = census.level;
     let raid_disks = census.fresh.raid_disks();
-    let missing: Vec<usize> = (0..raid_disks)
+    let reshaping = Reshaping::of(&census.fresh, &census.sbs, &roles.slots, &census.uuid_text)?;
+    let missing: Vec<usize> = (0..roles.slots.len())
         .filter(|&r| roles.slots[r].is_none())
         .collect();
-    can_run(level, raid_disks, &missing, &census.fresh).map_err(|why| {
-        EngineError::NotEnoughMembers {
-            level: level.to_string(),
-            uuid: census.uuid_text.clone(),
-            why,
-        }
+    match &reshaping {
+        Some(r) => r.can_run(&missing),
+        None => can_run(level, raid_disks, &missing, &census.fresh),
+    }
+    .map_err(|why| EngineError::NotEnoughMembers {
+        level: level.to_string(),
+        uuid: census.uuid_text.clone(),
+        why,
     })?;
     let fresh = &census.fresh;
-    let geo = Geometry::new(
-        level,
-        fresh.layout(),
-        fresh.chunk_sectors(),
-        raid_disks,
-        fresh.size_sectors(),
-        census.member_sectors(&roles.slots),
-    )?;
+    let geo = match &reshaping {
+        Some(r) => r.plan.new_geometry().clone(),
+        None => Geometry::new(
+            level,
+            fresh.layout(),
+            fresh.chunk_sectors(),
+            raid_disks,
+            fresh.size_sectors(),
+            census.member_sectors(&roles.slots),
+        )?,
+    };
     let (resync, forced_clean) = census.resync_state(&roles.slots, &missing, opts)?;
-    let members = census.members(&roles.slots)?;
+    let mut members = census.members(&roles.slots)?;
+    if let Some(r) = &reshaping {
+        members = r.new_members(members);
+    }
     let role_table = census.role_table(&roles);
     let bitmap = census.bitmap(&roles.slots)?;
     let Census {
@@ -217,9 +229,13 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
     for (r, m) in replacements {
         arr.set_replacement(r, Some(Arc::new(m)));
     }
-    // Where bad blocks exceed the redundancy the data is gone: reads there fail.
-    let lost = arr.derive_lost();
-    arr.add_lost(&lost);
+    if let Some(r) = reshaping {
+        r.install(&arr, opts.backup_file.clone(), opts.force)?;
+    } else {
+        // Where bad blocks exceed the redundancy the data is gone: reads there fail.
+        let lost = arr.derive_lost();
+        arr.add_lost(&lost);
+    }
     Ok(arr)
 }
 
@@ -289,6 +305,10 @@ impl Census {
             .position(|s| s.events() == max_events && !matches!(s.own_role(), Role::Spare))
             .unwrap_or(0);
         let fresh = sbs[fresh_i].clone();
+        // A member one update behind across a reshape's start or end, or a takeover,
+        // holds the same data: bring its superblock up to date.
+        let mut sbs = sbs;
+        crate::setup::reshaping::reconcile(&fresh, &mut sbs);
         for (i, s) in sbs.iter().enumerate() {
             if s.level() != fresh.level()
                 || s.layout() != fresh.layout()
@@ -310,15 +330,6 @@ impl Census {
             what: format!("level {}", fresh.level()),
             advice: "raidkit handles linear, raid0, raid1, raid4, raid5, raid6 and raid10; multipath and faulty are legacy kernel personalities".into(),
         })?;
-        if fresh.reshape_active() {
-            return Err(EngineError::Unsupported {
-                uuid: uuid_s,
-                what: "a reshape is in progress".into(),
-                advice:
-                    "let the kernel finish it (mdadm --assemble) before using raidkit on this array"
-                        .into(),
-            });
-        }
         let fm = fresh.feature_map();
         for (bit, what) in [
             (feature::JOURNAL, "a write journal (raid5-cache)"),
@@ -355,7 +366,7 @@ impl Census {
     fn sort_roles(&mut self) -> Result<Roles> {
         let (devs, sbs, fresh) = (&self.devs, &mut self.sbs, &self.fresh);
         let max_events = self.max_events;
-        let raid_disks = fresh.raid_disks();
+        let raid_disks = fresh.role_slots();
         let mut slots: Vec<Option<usize>> = vec![None; raid_disks];
         let mut spares = Vec::new();
         let mut stale = Vec::new();
@@ -449,7 +460,7 @@ impl Census {
             return Ok(());
         }
         let (devs, sbs) = (&self.devs, &self.sbs);
-        let raid_disks = self.fresh.raid_disks();
+        let raid_disks = self.fresh.role_slots();
         let missing: Vec<usize> = (0..raid_disks)
             .filter(|&r| roles.slots[r].is_none())
             .collect();

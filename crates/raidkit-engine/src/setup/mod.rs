@@ -3,3 +3,4 @@
 
 pub mod assemble;
 pub mod create;
+pub(crate) mod reshaping;

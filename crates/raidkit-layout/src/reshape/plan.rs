@@ -97,6 +97,27 @@ pub enum StepEvidence {
 /// Array-sector pieces `[lo, hi)`.
 type Pieces = Vec<(u64, u64)>;
 
+/// Is `[a, b)` wholly inside the union of `pieces`?
+fn covered(pieces: &Pieces, a: u64, b: u64) -> bool {
+    let mut v: Pieces = pieces
+        .iter()
+        .copied()
+        .filter(|&(lo, hi)| lo < b && a < hi)
+        .collect();
+    v.sort_unstable();
+    let mut at = a;
+    for (lo, hi) in v {
+        if lo > at {
+            return false;
+        }
+        at = at.max(hi);
+        if at >= b {
+            return true;
+        }
+    }
+    at >= b
+}
+
 impl Reshape {
     /// The next step from `progress` (everything before it in the direction of travel is
     /// written in the new geometry), the `recorded` position and a retained `backup`
@@ -210,20 +231,25 @@ impl Reshape {
     }
 
     /// The real progress of a stopped reshape whose recorded position may lag the data
-    /// md had moved. md moves steps in order, so a step past the record whose old and new
-    /// copies agree ([`StepEvidence::Copied`]) proves every step before it was moved too.
-    /// Linux 6.1 with mdadm 4.2, stopping a same-device-count forwards reshape, records a
-    /// `reshape_position` behind steps it already moved *and whose old places it already
-    /// overwrote* (seen: ~1 MiB of `Differ` right after the record, then `Copied` up to the
-    /// real progress); resuming from the record reads garbage there. This walks at most
-    /// `max_steps` whole steps from `recorded` in the direction of travel and returns the
-    /// end of the first run of `Copied` steps (`Blank` steps inside a run extend it), or
-    /// `recorded` if no step is `Copied`. A correctly recorded position comes back
-    /// unchanged or moves over steps whose copies are identical (harmless).
+    /// md had moved. Linux 6.1 with mdadm 4.2, stopping a same-device-count forwards
+    /// reshape, records a `reshape_position` behind steps it already moved *and whose old
+    /// places it already overwrote* (seen: ~1 MiB of `Differ` right after the record,
+    /// then `Copied` up to the real progress); resuming from the record reads garbage
+    /// there.
     ///
-    /// The caller should prefer the record when it reads correctly (its old places are
-    /// intact), and warn when it infers past a `Differ` run: equal copies are the only
-    /// evidence a stale record leaves.
+    /// This walks at most `max_steps` whole steps from `recorded` in the direction of
+    /// travel and finds the first run of `Copied` steps (`Blank` steps inside it extend
+    /// it; the run ends at the first `Differ`). Its end is the progress only if every
+    /// `Differ` step before it is *explained by it*: its old places are among those the
+    /// run's new-geometry writes overwrite ([`Reshape::overwritten`]) — those writes
+    /// destroyed that old data, so the step had been moved before them. A step that
+    /// differs for another reason (a crash in the middle of a batch: its new copy not
+    /// written yet, while a later one was) is never skipped: the checkpoint rule keeps the
+    /// old copies of everything past the record intact in that case, and the record is
+    /// returned. A correctly recorded position comes back unchanged or moves over steps
+    /// whose copies are identical (harmless).
+    ///
+    /// The caller should warn when it infers past `Differ` steps: the record was stale.
     pub fn infer_progress(
         &self,
         recorded: u64,
@@ -233,7 +259,10 @@ impl Reshape {
         self.check_positions(recorded, recorded)?;
         let step = self.step_sectors().max(1);
         let end = self.end_position();
-        let (mut p, mut best, mut in_run) = (recorded, recorded, false);
+        let mut p = recorded;
+        // Steps before the run that differ, and the run.
+        let mut differ: Vec<(u64, u64)> = Vec::new();
+        let mut run: Option<(u64, u64, u64)> = None; // (lo, hi, progress after it)
         for _ in 0..max_steps {
             if p == end {
                 break;
@@ -246,19 +275,23 @@ impl Reshape {
                 Direction::Forwards => to,
                 Direction::Backwards => from,
             };
-            match evidence(from, to) {
-                StepEvidence::Copied => {
-                    in_run = true;
-                    best = next;
+            match (evidence(from, to), &mut run) {
+                (StepEvidence::Copied | StepEvidence::Blank, Some(r)) => {
+                    *r = (r.0.min(from), r.1.max(to), next);
                 }
-                StepEvidence::Blank if in_run => best = next,
-                StepEvidence::Blank => {}
-                StepEvidence::Differ if in_run => break,
-                StepEvidence::Differ => {}
+                (StepEvidence::Copied, None) => run = Some((from, to, next)),
+                (StepEvidence::Blank, None) => {}
+                (StepEvidence::Differ, Some(_)) => break,
+                (StepEvidence::Differ, None) => differ.push((from, to)),
             }
             p = next;
         }
-        Ok(best)
+        let Some((lo, hi, progress)) = run else {
+            return Ok(recorded);
+        };
+        let over = self.overwritten(lo, hi);
+        let explained = differ.iter().all(|&(a, b)| covered(&over, a, b));
+        Ok(if explained { progress } else { recorded })
     }
 
     fn check_positions(&self, progress: u64, recorded: u64) -> Result<(), PlanError> {

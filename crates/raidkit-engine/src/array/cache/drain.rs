@@ -3,9 +3,10 @@
 //! and P/Q go out; what was read stays cached for later writes.
 
 use crate::array::cache::{Entry, EntryState, StripeCache, PAGE, PAGE_SECTORS};
+use crate::array::member::MemberOp;
 use crate::array::parity_write::plan::{plan, Plan, StripeState};
 use crate::array::parity_write::{stripe_members, Piece};
-use crate::array::scratch::{compute_parity_scratch, scratch_take, ScratchBufs};
+use crate::array::scratch::{compute_parity_scratch, scratch_put, scratch_take, ScratchBufs};
 use crate::array::Array;
 use crate::error::{EngineError, Result};
 use raidkit_layout::{StripeLayout, SECTOR};
@@ -116,13 +117,7 @@ impl Array {
                     return Ok(false);
                 }
             };
-        self.write_out_spans(layout, stripe_start, &out, pq.is_none())?;
-        if let Some(pq) = pq {
-            self.member_write(layout.p, stripe_start + rows.start, &pq[0])?;
-            if let Some(q_role) = layout.q {
-                self.member_write(q_role, stripe_start + rows.start, &pq[1])?;
-            }
-        }
+        self.write_out(layout, stripe_start, &out, pq.as_ref())?;
         let (clean_pages, row_pages) = (
             out.clean_known.div_ceil(PAGE_SECTORS),
             (row_sectors * cache.kc as u64).div_ceil(PAGE_SECTORS),
@@ -237,25 +232,26 @@ impl Array {
         }
     }
 
-    /// Write each block's dirty span. With no parity to keep nothing was read, so a span
-    /// may hold sectors the cache does not know (between dirty ones): only the runs it
-    /// knows go out then.
-    fn write_out_spans(
+    /// Write each block's dirty span and P/Q (if there is parity to keep), all at once.
+    /// With no parity to keep nothing was read, so a span may hold sectors the cache does
+    /// not know (between dirty ones): only the runs it knows go out then.
+    fn write_out(
         &self,
         layout: &StripeLayout,
         stripe_start: u64,
         out: &WriteOut,
-        known_runs_only: bool,
+        pq: Option<&ScratchBufs>,
     ) -> Result<()> {
         let start = out.rows.start;
+        let mut ops = Vec::with_capacity(out.spans.len() + 2);
         for (block, span) in out.spans.iter().enumerate() {
             let Some(span) = span else {
                 continue;
             };
             let role = layout.data[block];
-            if !known_runs_only {
+            if pq.is_some() {
                 let data = &out.bufs[block][byte(start, span.start)..byte(start, span.end)];
-                self.member_write(role, stripe_start + span.start, data)?;
+                ops.push(MemberOp::write(role, stripe_start + span.start, data));
                 continue;
             }
             let known = &out.known[block];
@@ -270,9 +266,19 @@ impl Array {
                     j += 1;
                 }
                 let data = &out.bufs[block][i * SECTOR as usize..j * SECTOR as usize];
-                self.member_write(role, stripe_start + start + i as u64, data)?;
+                ops.push(MemberOp::write(role, stripe_start + start + i as u64, data));
                 i = j;
             }
+        }
+        if let Some(pq) = pq {
+            ops.push(MemberOp::write(layout.p, stripe_start + start, &pq[0]));
+            if let Some(q_role) = layout.q {
+                ops.push(MemberOp::write(q_role, stripe_start + start, &pq[1]));
+            }
+        }
+        self.member_io(&mut ops);
+        for op in ops {
+            op.write_result()?;
         }
         Ok(())
     }
@@ -286,15 +292,45 @@ impl Array {
         out: &mut WriteOut,
     ) -> Result<(Vec<u8>, Vec<u8>)> {
         let start = out.rows.start;
-        let row_sectors = out.rows.end - start;
-        let (mut p, mut q) = self.read_old_parity(layout, stripe_start + start, row_sectors)?;
-        for (block, span) in out.spans.iter().enumerate() {
-            let Some(span) = span.clone() else {
-                continue;
-            };
+        let len = ((out.rows.end - start) * SECTOR) as usize;
+        let mut p = scratch_take();
+        let mut q = scratch_take();
+        p.resize(len, 0);
+        q.resize(if layout.q.is_some() { len } else { 0 }, 0);
+        let spans: Vec<(usize, Range<u64>)> = out
+            .spans
+            .iter()
+            .enumerate()
+            .filter_map(|(block, span)| span.clone().map(|s| (block, s)))
+            .collect();
+        let mut olds: Vec<Vec<u8>> = spans
+            .iter()
+            .map(|(_, span)| vec![0u8; ((span.end - span.start) * SECTOR) as usize])
+            .collect();
+        // Old P/Q and the old data under every span, at once.
+        let read = {
+            let mut ops = Vec::with_capacity(spans.len() + 2);
+            ops.push(MemberOp::read(layout.p, stripe_start + start, &mut p));
+            if let Some(q_role) = layout.q {
+                ops.push(MemberOp::read(q_role, stripe_start + start, &mut q));
+            }
+            for ((block, span), old) in spans.iter().zip(olds.iter_mut()) {
+                ops.push(MemberOp::read(
+                    layout.data[*block],
+                    stripe_start + span.start,
+                    old,
+                ));
+            }
+            self.member_io(&mut ops);
+            ops.into_iter().try_for_each(MemberOp::read_result)
+        };
+        if let Err(e) = read {
+            scratch_put(p);
+            scratch_put(q);
+            return Err(e);
+        }
+        for ((block, span), mut delta) in spans.into_iter().zip(olds) {
             let (from, to) = (byte(start, span.start), byte(start, span.end));
-            let mut delta = vec![0u8; to - from];
-            self.member_read(layout.data[block], stripe_start + span.start, &mut delta)?;
             for (i, sector) in span.clone().enumerate() {
                 let j = (sector - start) as usize;
                 if !out.known[block][j] {
@@ -322,9 +358,14 @@ impl Array {
         out: &mut WriteOut,
     ) -> Result<()> {
         let start = out.rows.start;
-        for block in 0..out.bufs.len() {
-            let known = &mut out.known[block];
+        // Every unknown run of every block, at once.
+        let mut ops = Vec::new();
+        let mut runs = Vec::new();
+        for ((block, known), buf) in out.known.iter().enumerate().zip(out.bufs.iter_mut()) {
+            let role = layout.data[block];
             let n = known.len();
+            let mut rest: &mut [u8] = buf;
+            let mut taken = 0;
             let mut i = 0;
             while i < n {
                 if known[i] {
@@ -335,13 +376,30 @@ impl Array {
                 while j < n && !known[j] {
                     j += 1;
                 }
-                let buf = &mut out.bufs[block][i * SECTOR as usize..j * SECTOR as usize];
-                self.member_read(layout.data[block], stripe_start + start + i as u64, buf)?;
-                known[i..j].fill(true);
+                let skip = (i - taken) * SECTOR as usize;
+                let (run, tail) =
+                    std::mem::take(&mut rest)[skip..].split_at_mut((j - i) * SECTOR as usize);
+                rest = tail;
+                taken = j;
+                ops.push(MemberOp::read(role, stripe_start + start + i as u64, run));
+                runs.push((block, i..j));
                 i = j;
             }
         }
-        Ok(())
+        self.member_io(&mut ops);
+        let mut first_err = Ok(());
+        for (op, (block, run)) in ops.into_iter().zip(runs) {
+            // Known only once read: a failed read leaves its sectors to a reconstruction.
+            match op.read_result() {
+                Ok(()) => out.known[block][run].fill(true),
+                Err(e) => {
+                    if first_err.is_ok() {
+                        first_err = Err(e);
+                    }
+                }
+            }
+        }
+        first_err
     }
 }
 

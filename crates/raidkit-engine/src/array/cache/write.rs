@@ -106,20 +106,8 @@ impl Array {
         if all.is_empty() {
             return;
         }
-        let threads = self.threads().max(1);
-        if threads < 2 || all.len() < 2 {
-            for entry in &all {
-                let _ = self.cache_drain_entry(cache, entry);
-            }
-        } else {
-            let per = all.len().div_ceil(threads);
-            let jobs: Vec<(u64, &[Arc<Entry>])> = all.chunks(per).map(|ch| (0, ch)).collect();
-            let _ = self.run_parallel(jobs, |_, ch| {
-                for entry in ch {
-                    let _ = self.cache_drain_entry(cache, entry);
-                }
-                Ok(())
-            });
+        for entry in &all {
+            let _ = self.cache_drain_entry(cache, entry);
         }
         // Writing out fills rows; stay within the size.
         self.cache_make_room(cache);

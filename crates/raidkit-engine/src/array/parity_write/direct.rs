@@ -3,6 +3,7 @@
 
 use super::plan::{plan, Plan, StripeState};
 use super::{rows_of, stripe_members, Piece};
+use crate::array::member::MemberOp;
 use crate::array::scratch::{scratch_put, scratch_take};
 use crate::array::stripe::{compute_parity, parity_into};
 use crate::array::Array;
@@ -35,10 +36,15 @@ impl Array {
                     // Every parity member of this stripe is gone: there is no parity to
                     // keep, so the data is written alone, as md does, with no reads (a
                     // stripe whose other data cannot be read still takes writes).
-                    pieces.iter().try_for_each(|pc| {
-                        self.member_write(layout.data[pc.block], stripe_start + pc.at, pc.data)
-                            .map(drop)
-                    })
+                    let mut ops: Vec<MemberOp<'_>> = pieces
+                        .iter()
+                        .map(|pc| {
+                            MemberOp::write(layout.data[pc.block], stripe_start + pc.at, pc.data)
+                        })
+                        .collect();
+                    self.member_io(&mut ops);
+                    ops.into_iter()
+                        .try_for_each(|op| op.write_result().map(drop))
                 }
                 Plan::Compute | Plan::ReconstructWrite => {
                     self.rcw(&layout, stripe_start, &rows, pieces)
@@ -167,12 +173,22 @@ impl Array {
                 let q_len = if has_q { n } else { 0 };
                 parity_into(layout, &data, &mut p[..n], &mut q[..q_len]);
                 let sector = stripe_start + (off as u64) / SECTOR;
-                self.member_write(layout.p, sector, &p[..n])?;
+                // The slice of every member at once.
+                let mut ops = Vec::with_capacity(members);
+                ops.push(MemberOp::write(layout.p, sector, &p[..n]));
                 if let Some(q_role) = layout.q {
-                    self.member_write(q_role, sector, &q[..n])?;
+                    ops.push(MemberOp::write(q_role, sector, &q[..n]));
                 }
                 for pc in pieces {
-                    self.member_write(layout.data[pc.block], sector, &pc.data[off..off + n])?;
+                    ops.push(MemberOp::write(
+                        layout.data[pc.block],
+                        sector,
+                        &pc.data[off..off + n],
+                    ));
+                }
+                self.member_io(&mut ops);
+                for op in ops {
+                    op.write_result()?;
                 }
                 off += n;
             }
@@ -183,7 +199,8 @@ impl Array {
         written
     }
 
-    /// Read-modify-write: the old data under the pieces and the old P/Q; P/Q += change.
+    /// Read-modify-write: the old data under the pieces and the old P/Q, read at once;
+    /// P/Q += change.
     fn rmw(
         &self,
         layout: &StripeLayout,
@@ -191,13 +208,28 @@ impl Array {
         rows: &Range<u64>,
         pieces: &[Piece<'_>],
     ) -> Result<()> {
-        let (mut p, mut q) =
-            self.read_old_parity(layout, stripe_start + rows.start, rows.end - rows.start)?;
-        let mut olds = Vec::with_capacity(pieces.len());
-        for pc in pieces {
-            let mut old = vec![0u8; pc.data.len()];
-            self.member_read(layout.data[pc.block], stripe_start + pc.at, &mut old)?;
-            olds.push(old);
+        let rows_start = stripe_start + rows.start;
+        let len = ((rows.end - rows.start) * SECTOR) as usize;
+        let mut p = vec![0u8; len];
+        let mut q = vec![0u8; if layout.q.is_some() { len } else { 0 }];
+        let mut olds: Vec<Vec<u8>> = pieces.iter().map(|pc| vec![0u8; pc.data.len()]).collect();
+        {
+            let mut ops = Vec::with_capacity(pieces.len() + 2);
+            ops.push(MemberOp::read(layout.p, rows_start, &mut p));
+            if let Some(q_role) = layout.q {
+                ops.push(MemberOp::read(q_role, rows_start, &mut q));
+            }
+            for (pc, old) in pieces.iter().zip(olds.iter_mut()) {
+                ops.push(MemberOp::read(
+                    layout.data[pc.block],
+                    stripe_start + pc.at,
+                    old,
+                ));
+            }
+            self.member_io(&mut ops);
+            for op in ops {
+                op.read_result()?;
+            }
         }
         for (pc, delta) in pieces.iter().zip(olds.iter_mut()) {
             parity::xor_into(delta, pc.data); // old ^ new
@@ -208,11 +240,11 @@ impl Array {
                 parity::mul_acc(&mut q[off..off + delta.len()], delta, coef);
             }
         }
-        self.write_pieces_and_parity(layout, stripe_start + rows.start, pieces, &p, &q)
+        self.write_pieces_and_parity(layout, rows_start, pieces, &p, &q)
     }
 
     /// Reconstruct-write: read what the pieces do not cover of every data block over the
-    /// rows, compute P/Q (nothing is read when the pieces cover the rows).
+    /// rows, all at once, compute P/Q (nothing is read when the pieces cover the rows).
     fn rcw(
         &self,
         layout: &StripeLayout,
@@ -222,30 +254,36 @@ impl Array {
     ) -> Result<()> {
         let len = ((rows.end - rows.start) * SECTOR) as usize;
         let byte = |sector: u64| ((sector - rows.start) * SECTOR) as usize;
-        let mut data: Vec<Vec<u8>> = Vec::with_capacity(layout.data.len());
-        for (block, &role) in layout.data.iter().enumerate() {
-            let mut buf = vec![0u8; len];
-            let mine = pieces.iter().find(|p| p.block == block);
-            let covered = mine.map_or(rows.start..rows.start, Piece::rows);
-            if covered.start > rows.start {
-                let before = &mut buf[..byte(covered.start)];
-                self.member_read(role, stripe_start + rows.start, before)?;
+        let mut data: Vec<Vec<u8>> = vec![vec![0u8; len]; layout.data.len()];
+        {
+            let mut ops = Vec::with_capacity(2 * layout.data.len());
+            for (block, buf) in data.iter_mut().enumerate() {
+                let role = layout.data[block];
+                let mine = pieces.iter().find(|p| p.block == block);
+                let covered = mine.map_or(rows.start..rows.start, Piece::rows);
+                let (before, rest) = buf.split_at_mut(byte(covered.start));
+                let after = &mut rest[byte(covered.end) - byte(covered.start)..];
+                if !before.is_empty() {
+                    ops.push(MemberOp::read(role, stripe_start + rows.start, before));
+                }
+                if !after.is_empty() {
+                    ops.push(MemberOp::read(role, stripe_start + covered.end, after));
+                }
             }
-            if covered.end < rows.end {
-                let after = &mut buf[byte(covered.end)..];
-                self.member_read(role, stripe_start + covered.end, after)?;
+            self.member_io(&mut ops);
+            for op in ops {
+                op.read_result()?;
             }
-            if let Some(pc) = mine {
-                buf[byte(pc.at)..byte(pc.at) + pc.data.len()].copy_from_slice(pc.data);
-            }
-            data.push(buf);
+        }
+        for pc in pieces {
+            data[pc.block][byte(pc.at)..byte(pc.at) + pc.data.len()].copy_from_slice(pc.data);
         }
         let (p, q) = compute_parity(layout, &data, len);
         self.write_pieces_and_parity(layout, stripe_start + rows.start, pieces, &p, &q)
     }
 
-    /// Write the pieces, then P (and Q) of the rows starting at member sector
-    /// `rows_start`.
+    /// Write the pieces and P (and Q) of the rows starting at member sector `rows_start`,
+    /// all at once.
     pub(crate) fn write_pieces_and_parity(
         &self,
         layout: &StripeLayout,
@@ -255,12 +293,21 @@ impl Array {
         q: &[u8],
     ) -> Result<()> {
         let stripe_start = rows_start - rows_start % self.geo.chunk_sectors;
+        let mut ops = Vec::with_capacity(pieces.len() + 2);
         for pc in pieces {
-            self.member_write(layout.data[pc.block], stripe_start + pc.at, pc.data)?;
+            ops.push(MemberOp::write(
+                layout.data[pc.block],
+                stripe_start + pc.at,
+                pc.data,
+            ));
         }
-        self.member_write(layout.p, rows_start, p)?;
+        ops.push(MemberOp::write(layout.p, rows_start, p));
         if let Some(q_role) = layout.q {
-            self.member_write(q_role, rows_start, q)?;
+            ops.push(MemberOp::write(q_role, rows_start, q));
+        }
+        self.member_io(&mut ops);
+        for op in ops {
+            op.write_result()?;
         }
         Ok(())
     }

@@ -207,7 +207,7 @@ pub fn create(opts: &CreateOptions, progress: &mut dyn FnMut(u64, u64)) -> Resul
             writable: true,
             force: false,
             metadata: Some(opts.metadata),
-            report_only: false,
+            ..Default::default()
         },
     )?;
     if !opts.assume_clean && redundant {

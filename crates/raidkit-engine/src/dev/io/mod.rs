@@ -1,0 +1,608 @@
+//! The member IO layer: every member IO of a request (and of many requests) is submitted
+//! together and waited for together, each with a deadline.
+//!
+//! A caller builds a batch of [`IoReq`]s (device, offset, read/write/flush, deadline) and
+//! calls [`run`]. How each IO is carried out depends on what its device says it is
+//! ([`BlockDev::submission`]):
+//!
+//! * [`Submission::Fd`] (files, block devices): positioned IO on the descriptor through
+//!   this thread's io_uring — one `io_uring_enter` submits the whole batch and waits for
+//!   it, with the earliest deadline as its timeout — or, where io_uring is not available
+//!   (`io_uring_setup` refused with EPERM/ENOSYS, as in seccomp-filtered containers, or
+//!   [`set_mode`] / `RAIDKIT_IO=threads`), through a small fixed pool of IO threads.
+//! * [`Submission::Async`] (devices that complete IOs themselves: the fault wrapper's
+//!   device model, a network member): [`AsyncDev::start`] either finishes the IO at once,
+//!   possibly not to be seen complete before an instant (a modelled device: no thread
+//!   sleeps per IO, the batch waits once for its latest completion), or keeps it and
+//!   completes it later from any thread.
+//! * [`Submission::Blocking`]: plain calls (in-memory devices), in the calling thread.
+//!
+//! Deadlines. An IO not complete by its deadline gets `ErrorKind::TimedOut`. An
+//! asynchronous device's memory is reached only through its [`AsyncIo`] handle, which the
+//! batch revokes when it gives up, so a late completion never touches the caller's
+//! buffer: the batch returns at the deadline. An IO the kernel is doing on the caller's
+//! memory (io_uring or a pool thread) cannot be abandoned that way: at its deadline the
+//! batch reports it through `on_late` at once (the engine fails the member, so nothing
+//! else waits for it), asks the kernel to cancel it, and returns when the kernel gives
+//! the memory back — for local devices the kernel's own timeouts bound that (SCSI and
+//! NVMe: 30 s).
+
+mod pool;
+mod uring;
+
+use crate::dev::BlockDev;
+use std::io;
+use std::os::unix::io::RawFd;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The default deadline of a member IO on a local device when nothing else is set: the
+/// SCSI layer's command timeout (md itself has none).
+pub const DEFAULT_MEMBER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What one IO does, on the caller's memory.
+pub enum IoOp<'a> {
+    /// Read `buf.len()` bytes.
+    Read(&'a mut [u8]),
+    /// Write the bytes.
+    Write(&'a [u8]),
+    /// Make completed writes durable.
+    Flush,
+}
+
+impl IoOp<'_> {
+    fn len(&self) -> usize {
+        match self {
+            IoOp::Read(b) => b.len(),
+            IoOp::Write(b) => b.len(),
+            IoOp::Flush => 0,
+        }
+    }
+}
+
+/// One IO of a batch.
+pub struct IoReq<'a> {
+    /// The device.
+    pub dev: &'a dyn BlockDev,
+    /// Byte offset on the device.
+    pub offset: u64,
+    /// What to do.
+    pub op: IoOp<'a>,
+    /// When the IO must be complete.
+    pub deadline: Instant,
+    /// The time it was given (for messages).
+    pub timeout: Duration,
+    /// Filled by [`run`]: the outcome.
+    pub result: Option<io::Result<()>>,
+    /// Filled by [`run`]: when the IO completed (for a modelled device, when the model
+    /// says it did), or the deadline if it missed it.
+    pub done_at: Option<Instant>,
+}
+
+impl<'a> IoReq<'a> {
+    /// An IO of `dev` at byte `offset` due within `timeout` from now.
+    pub fn new(dev: &'a dyn BlockDev, offset: u64, op: IoOp<'a>, timeout: Duration) -> Self {
+        IoReq {
+            dev,
+            offset,
+            op,
+            deadline: Instant::now() + timeout,
+            timeout,
+            result: None,
+            done_at: None,
+        }
+    }
+
+    /// The outcome (an error if [`run`] has not filled it).
+    pub fn take_result(&mut self) -> io::Result<()> {
+        self.result
+            .take()
+            .unwrap_or_else(|| Err(io::Error::other("IO not run")))
+    }
+
+    fn finish(&mut self, r: io::Result<()>, at: Instant) {
+        self.result = Some(r);
+        self.done_at = Some(at);
+    }
+}
+
+/// How a device takes IOs submitted in batches.
+pub enum Submission<'a> {
+    /// Positioned IO on this descriptor (regular files and block devices), which stays
+    /// open as long as the device. `in_memory`: the file lives in memory (tmpfs, ramfs),
+    /// so its IOs never wait for a device.
+    Fd {
+        /// The descriptor.
+        fd: RawFd,
+        /// The file is in memory.
+        in_memory: bool,
+    },
+    /// The device completes IOs itself.
+    Async(&'a dyn AsyncDev),
+    /// Only synchronous calls (run in the calling thread).
+    Blocking,
+}
+
+/// A device that completes IOs itself: a modelled device, a network member.
+pub trait AsyncDev: Send + Sync {
+    /// Start `io`. Return [`Started::Done`] if it is finished already (its memory will
+    /// not be touched again), else [`Started::Pending`] and call [`AsyncIo::complete`]
+    /// later, from any thread; until then, reach its memory only through
+    /// [`AsyncIo::with_read_buf`] / [`AsyncIo::with_write_data`].
+    fn start(&self, io: AsyncIo) -> Started;
+}
+
+/// What [`AsyncDev::start`] did.
+pub enum Started {
+    /// Finished: the result, and when the device completes it (None: now).
+    Done(io::Result<()>, Option<Instant>),
+    /// The device keeps the IO and completes it later.
+    Pending,
+}
+
+/// The kind of an asynchronous IO.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncKind {
+    /// A read of this many bytes.
+    Read(usize),
+    /// A write of this many bytes.
+    Write(usize),
+    /// A flush.
+    Flush,
+}
+
+/// An IO handed to an [`AsyncDev`]: its offset and kind, and revocable access to the
+/// caller's memory.
+pub struct AsyncIo {
+    /// Byte offset on the device.
+    pub offset: u64,
+    /// What to do.
+    pub kind: AsyncKind,
+    slot: Arc<Slot>,
+}
+
+/// The state an asynchronous IO shares with the batch waiting for it.
+struct Slot {
+    st: Mutex<SlotState>,
+    waiter: std::thread::Thread,
+}
+
+struct SlotState {
+    /// The caller's memory (null once revoked).
+    ptr: *mut u8,
+    len: usize,
+    result: Option<(io::Result<()>, Instant)>,
+}
+
+// SAFETY: the raw pointer is only dereferenced under the slot's mutex while it is not
+// revoked, and the batch that owns the memory revokes it (under the same mutex) before
+// it returns; so the memory is never reached after the borrow it came from ends.
+unsafe impl Send for SlotState {}
+
+impl AsyncIo {
+    /// Fill the read buffer with `f`, unless the batch gave up on this IO (then false and
+    /// `f` is not called). The batch cannot give up while `f` runs.
+    pub fn with_read_buf(&self, f: impl FnOnce(&mut [u8])) -> bool {
+        let st = crate::locks::lock(&self.slot.st);
+        if st.ptr.is_null() || !matches!(self.kind, AsyncKind::Read(_)) {
+            return false;
+        }
+        // SAFETY: not revoked, so the batch is still waiting and the `&mut [u8]` it was
+        // built from is alive and not used by anyone else; the mutex keeps it so for `f`.
+        f(unsafe { std::slice::from_raw_parts_mut(st.ptr, st.len) });
+        true
+    }
+
+    /// Read the data to write with `f`, unless the batch gave up on this IO.
+    pub fn with_write_data(&self, f: impl FnOnce(&[u8])) -> bool {
+        let st = crate::locks::lock(&self.slot.st);
+        if st.ptr.is_null() || !matches!(self.kind, AsyncKind::Write(_)) {
+            return false;
+        }
+        // SAFETY: as in `with_read_buf`; the memory is only read.
+        f(unsafe { std::slice::from_raw_parts(st.ptr as *const u8, st.len) });
+        true
+    }
+
+    /// The IO is finished (a late completion, after the batch gave up, is dropped).
+    pub fn complete(self, r: io::Result<()>) {
+        let mut st = crate::locks::lock(&self.slot.st);
+        if st.result.is_none() {
+            st.result = Some((r, Instant::now()));
+        }
+        drop(st);
+        self.slot.waiter.unpark();
+    }
+}
+
+/// How file and block-device IOs are carried out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoMode {
+    /// io_uring if the kernel allows it, else the IO threads (the default).
+    Auto,
+    /// The IO threads only.
+    Threads,
+}
+
+/// 0 = not decided yet, 1 = io_uring, 2 = threads.
+static MODE: AtomicU8 = AtomicU8::new(0);
+/// Member timeout override, milliseconds (0 = none).
+static TIMEOUT_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Choose how file and block-device IOs are carried out (process-wide). `RAIDKIT_IO=threads`
+/// in the environment does the same as `IoMode::Threads` at start.
+pub fn set_mode(mode: IoMode) {
+    MODE.store(
+        match mode {
+            IoMode::Auto => 0,
+            IoMode::Threads => 2,
+        },
+        Ordering::Release,
+    );
+}
+
+/// Does this process use io_uring for file and block-device IO (false: the IO threads)?
+pub fn uses_io_uring() -> bool {
+    match MODE.load(Ordering::Acquire) {
+        1 => true,
+        2 => false,
+        _ => {
+            let threads = std::env::var("RAIDKIT_IO").is_ok_and(|v| v == "threads");
+            let ok = !threads && uring::available();
+            MODE.store(if ok { 1 } else { 2 }, Ordering::Release);
+            ok
+        }
+    }
+}
+
+/// Fall back to the IO threads for good (io_uring failed in a way that will not pass).
+fn give_up_io_uring() {
+    MODE.store(2, Ordering::Release);
+}
+
+/// Set the deadline of every member IO (process-wide; None: each device's own default,
+/// [`DEFAULT_MEMBER_TIMEOUT`] for local ones). `RAIDKIT_MEMBER_TIMEOUT` (a duration such
+/// as `5s` or `500ms`) in the environment sets it at start.
+pub fn set_member_timeout(t: Option<Duration>) {
+    let ms = t.map_or(0, |d| d.as_millis().clamp(1, u128::from(u64::MAX)) as u64);
+    TIMEOUT_MS.store(ms, Ordering::Release);
+}
+
+/// The deadline of member IOs on `dev` from now.
+pub fn member_timeout(dev: &dyn BlockDev) -> Duration {
+    static ENV: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    let ms = TIMEOUT_MS.load(Ordering::Acquire);
+    if ms > 0 {
+        return Duration::from_millis(ms);
+    }
+    let env = ENV.get_or_init(|| {
+        let v = std::env::var("RAIDKIT_MEMBER_TIMEOUT").ok()?;
+        crate::dev::fault::duration(&v).ok()
+    });
+    env.or_else(|| dev.default_timeout())
+        .unwrap_or(DEFAULT_MEMBER_TIMEOUT)
+}
+
+/// The error of an IO that missed its deadline.
+pub fn timed_out(dev: &dyn BlockDev, what: &str, allowed: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "{} did not complete a {what} within {} ms (member timeout)",
+            dev.name(),
+            allowed.as_millis()
+        ),
+    )
+}
+
+/// Is this the error of an IO that missed its deadline?
+pub fn is_timeout(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::TimedOut
+}
+
+/// Run every IO of the batch at once and wait for all of them (each until its deadline).
+/// `on_late(i)` is called at the deadline of an IO `i` that the batch must still wait
+/// for (the kernel holds its memory); its result is then a timeout whatever the kernel
+/// says later.
+pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
+    if reqs.is_empty() {
+        return;
+    }
+    let mut fds = Vec::new();
+    let mut asyncs = Vec::new();
+    for (i, r) in reqs.iter_mut().enumerate() {
+        match r.dev.submission() {
+            Submission::Fd { fd, in_memory } => {
+                let size = r.dev.size_bytes();
+                if let Err(e) = super::check_bounds(op_name(&r.op), r.offset, r.op.len(), size) {
+                    r.finish(Err(e), Instant::now());
+                } else if let Some(res) = inline_fd(fd, in_memory, &mut r.op, r.offset) {
+                    r.finish(res, Instant::now());
+                } else {
+                    fds.push((i, fd));
+                }
+            }
+            Submission::Async(dev) => {
+                if let Some(pending) = start_async(dev, r) {
+                    asyncs.push((i, pending));
+                }
+            }
+            Submission::Blocking => {
+                let res = blocking(r);
+                r.finish(res, Instant::now());
+            }
+        }
+    }
+    if let [(i, fd)] = fds[..] {
+        if matches!(reqs[i].op, IoOp::Flush) {
+            // One flush: nothing to do at the same time.
+            let r = &mut reqs[i];
+            let res = sync_fd(fd, &mut r.op, r.offset);
+            r.finish(res, Instant::now());
+            fds.clear();
+        }
+    }
+    if !fds.is_empty() {
+        if uses_io_uring() && uring::run(reqs, &fds, on_late).is_ok() {
+            // done
+        } else {
+            pool::run(reqs, &fds, on_late);
+        }
+    }
+    if !asyncs.is_empty() {
+        wait_async(reqs, asyncs);
+    }
+    // Modelled completions: wait once for the latest one due before its deadline.
+    let now = Instant::now();
+    let mut until = None::<Instant>;
+    for r in reqs.iter_mut() {
+        let Some(at) = r.done_at else { continue };
+        if at > r.deadline {
+            r.result = Some(Err(timed_out(r.dev, op_name(&r.op), r.timeout)));
+            r.done_at = Some(r.deadline);
+        }
+        let at = r.done_at.unwrap_or(now);
+        if at > now {
+            until = Some(until.map_or(at, |u: Instant| u.max(at)));
+        }
+    }
+    if let Some(t) = until {
+        sleep_until(t);
+    }
+}
+
+/// Run one IO (see [`run`]); a late IO of the kernel's is simply waited for.
+pub fn run_one(dev: &dyn BlockDev, offset: u64, op: IoOp<'_>) -> io::Result<()> {
+    let mut r = [IoReq::new(dev, offset, op, member_timeout(dev))];
+    run(&mut r, &mut |_| {});
+    let [mut r] = r;
+    r.take_result()
+}
+
+fn op_name(op: &IoOp<'_>) -> &'static str {
+    match op {
+        IoOp::Read(_) => "read",
+        IoOp::Write(_) => "write",
+        IoOp::Flush => "flush",
+    }
+}
+
+/// A blocking device's IO in the calling thread.
+fn blocking(r: &mut IoReq<'_>) -> io::Result<()> {
+    match &mut r.op {
+        IoOp::Read(b) => r.dev.read_at(b, r.offset),
+        IoOp::Write(b) => r.dev.write_at(b, r.offset),
+        IoOp::Flush => r.dev.flush(),
+    }
+}
+
+/// Start an asynchronous IO; Some(slot) if it is still pending.
+fn start_async(dev: &dyn AsyncDev, r: &mut IoReq<'_>) -> Option<Arc<Slot>> {
+    let (ptr, len, kind) = match &mut r.op {
+        IoOp::Read(b) => (b.as_mut_ptr(), b.len(), AsyncKind::Read(b.len())),
+        IoOp::Write(b) => (b.as_ptr() as *mut u8, b.len(), AsyncKind::Write(b.len())),
+        IoOp::Flush => (std::ptr::NonNull::dangling().as_ptr(), 0, AsyncKind::Flush),
+    };
+    let slot = Arc::new(Slot {
+        st: Mutex::new(SlotState {
+            ptr,
+            len,
+            result: None,
+        }),
+        waiter: std::thread::current(),
+    });
+    let io = AsyncIo {
+        offset: r.offset,
+        kind,
+        slot: Arc::clone(&slot),
+    };
+    match dev.start(io) {
+        Started::Done(res, at) => {
+            revoke(&slot);
+            r.finish(res, at.unwrap_or_else(Instant::now));
+            None
+        }
+        Started::Pending => Some(slot),
+    }
+}
+
+/// Revoke the device's access to the caller's memory.
+fn revoke(slot: &Slot) {
+    crate::locks::lock(&slot.st).ptr = std::ptr::null_mut();
+}
+
+/// Wait for pending asynchronous IOs, each until its deadline; revoke every one.
+fn wait_async(reqs: &mut [IoReq<'_>], mut pending: Vec<(usize, Arc<Slot>)>) {
+    while !pending.is_empty() {
+        let now = Instant::now();
+        pending.retain(|(i, slot)| {
+            let mut st = crate::locks::lock(&slot.st);
+            let r = &mut reqs[*i];
+            if let Some((res, at)) = st.result.take() {
+                st.ptr = std::ptr::null_mut();
+                r.finish(res, at);
+                return false;
+            }
+            if now >= r.deadline {
+                st.ptr = std::ptr::null_mut();
+                st.result = Some((Err(io::Error::other("abandoned")), now));
+                let e = timed_out(r.dev, op_name(&r.op), r.timeout);
+                r.finish(Err(e), r.deadline);
+                return false;
+            }
+            true
+        });
+        if let Some(next) = pending.iter().map(|(i, _)| reqs[*i].deadline).min() {
+            let now = Instant::now();
+            if next > now {
+                std::thread::park_timeout(next - now);
+            }
+        }
+    }
+}
+
+/// Sleep until `deadline` with a fine timer slack (the default 50 µs slack would add a
+/// third to a 100 µs modelled latency).
+pub(crate) fn sleep_until(deadline: Instant) {
+    thread_local! {
+        static FINE_SLACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    FINE_SLACK.with(|f| {
+        if !f.get() {
+            // SAFETY: PR_SET_TIMERSLACK takes a plain integer and only changes this
+            // thread's timer slack; no memory is passed.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+            f.set(true);
+        }
+    });
+    loop {
+        let now = Instant::now();
+        if deadline <= now {
+            return;
+        }
+        std::thread::sleep(deadline - now);
+    }
+}
+
+/// Try a descriptor IO in the calling thread: None if it must wait for a device (it then
+/// goes, with the batch's others, to io_uring or the IO threads).
+///
+/// Measured on Linux 6.18 (2 vCPUs), 4 KiB IOs: `pwrite`/`pread` take 1–4 µs on tmpfs and
+/// ext4, io_uring 7–23 µs — tmpfs has no non-blocking IO (`RWF_NOWAIT` is refused), and
+/// buffered writes are handed to the kernel's io-wq threads on both. So writes (to the
+/// page cache) and anything in memory run inline; a read tries the page cache with
+/// `RWF_NOWAIT` first, and only a read that would wait for the device (or a file system
+/// that cannot tell) is submitted asynchronously, together with the batch's other ones;
+/// so are flushes when there are several.
+fn inline_fd(fd: RawFd, in_memory: bool, op: &mut IoOp<'_>, offset: u64) -> Option<io::Result<()>> {
+    match op {
+        IoOp::Flush => None,
+        IoOp::Write(_) => Some(sync_fd(fd, op, offset)),
+        IoOp::Read(_) if in_memory => Some(sync_fd(fd, op, offset)),
+        IoOp::Read(b) => {
+            let iov = libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            };
+            // SAFETY: one iovec over a live, exclusively borrowed buffer of its length.
+            let n = unsafe { libc::preadv2(fd, &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT) };
+            if n < 0 {
+                return None; // EAGAIN: not cached; EOPNOTSUPP: cannot tell
+            }
+            Some(match n as usize {
+                0 if !b.is_empty() => return None,
+                k if k == b.len() => Ok(()),
+                k => finish_short(fd, op, offset, k),
+            })
+        }
+    }
+}
+
+/// The result of a positioned read or write syscall that moved `n` bytes of `want`:
+/// Ok(true) when complete.
+fn check_len(n: isize, want: usize) -> io::Result<bool> {
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize == want)
+}
+
+/// Finish a positioned IO that moved only `done` bytes (a short read or write) with plain
+/// syscalls. Reading past the end of the file is an error.
+fn finish_short(fd: RawFd, op: &mut IoOp<'_>, offset: u64, done: usize) -> io::Result<()> {
+    let mut at = done;
+    loop {
+        let n = match op {
+            IoOp::Read(b) if at < b.len() => {
+                // SAFETY: pread into the unread tail of a live, exclusively borrowed buffer.
+                let n = unsafe {
+                    libc::pread(
+                        fd,
+                        b[at..].as_mut_ptr().cast(),
+                        b.len() - at,
+                        (offset + at as u64) as libc::off_t,
+                    )
+                };
+                if n == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "read past the end of the device",
+                    ));
+                }
+                n
+            }
+            IoOp::Write(b) if at < b.len() => {
+                // SAFETY: pwrite from the unwritten tail of a live buffer.
+                unsafe {
+                    libc::pwrite(
+                        fd,
+                        b[at..].as_ptr().cast(),
+                        b.len() - at,
+                        (offset + at as u64) as libc::off_t,
+                    )
+                }
+            }
+            _ => return Ok(()),
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        at += n as usize;
+    }
+}
+
+/// One positioned IO with plain syscalls, in this thread.
+fn sync_fd(fd: RawFd, op: &mut IoOp<'_>, offset: u64) -> io::Result<()> {
+    let n = match op {
+        IoOp::Flush => {
+            // SAFETY: fdatasync on a descriptor that stays open while its device lives.
+            return match unsafe { libc::fdatasync(fd) } {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            };
+        }
+        // SAFETY: pread into a live, exclusively borrowed buffer of its length.
+        IoOp::Read(b) => unsafe {
+            libc::pread(fd, b.as_mut_ptr().cast(), b.len(), offset as libc::off_t)
+        },
+        // SAFETY: pwrite from a live buffer of its length.
+        IoOp::Write(b) => unsafe {
+            libc::pwrite(fd, b.as_ptr().cast(), b.len(), offset as libc::off_t)
+        },
+    };
+    let want = op.len();
+    match check_len(n, want) {
+        Ok(true) => Ok(()),
+        Ok(false) => finish_short(fd, op, offset, n as usize),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => finish_short(fd, op, offset, 0),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,311 @@
+use super::*;
+use crate::dev::fault::{FaultDev, Rule};
+use crate::dev::{FileDev, MemDev};
+use std::os::unix::io::AsRawFd;
+
+fn temp_file(name: &str, len: u64) -> (std::path::PathBuf, FileDev) {
+    let dir = std::env::temp_dir().join(format!("rk-io-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join("m");
+    std::fs::File::create(&p)
+        .and_then(|f| f.set_len(len))
+        .expect("member file");
+    let d = FileDev::open(&p, true).expect("open");
+    (dir, d)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Writes then reads of several regions in one batch each, through `runner` (the ring or
+/// the pool), exact bytes back; a read past the end is an error of that IO alone.
+/// A way of running a batch's descriptor IOs (the ring or the IO threads).
+type Runner = fn(&mut [IoReq<'_>], &[(usize, RawFd)], &mut dyn FnMut(usize));
+
+fn batch_round_trip(runner: Runner) {
+    let (dir, d) = temp_file("rt", 1 << 20);
+    let fd = d.file.as_raw_fd();
+    let t = Duration::from_secs(5);
+    let data: Vec<Vec<u8>> = (0..6).map(|k| pattern(4096 * (k + 1), k as u8)).collect();
+    let mut reqs: Vec<IoReq<'_>> = data
+        .iter()
+        .enumerate()
+        .map(|(k, b)| IoReq::new(&d, (k as u64) << 16, IoOp::Write(b), t))
+        .collect();
+    let fds: Vec<(usize, RawFd)> = (0..reqs.len()).map(|i| (i, fd)).collect();
+    runner(&mut reqs, &fds, &mut |_| panic!("late"));
+    for r in &mut reqs {
+        r.take_result().expect("write");
+    }
+    let mut bufs: Vec<Vec<u8>> = data.iter().map(|b| vec![0u8; b.len()]).collect();
+    let mut reqs: Vec<IoReq<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(k, b)| IoReq::new(&d, (k as u64) << 16, IoOp::Read(b), t))
+        .collect();
+    let mut past = vec![0u8; 8192];
+    reqs.push(IoReq::new(&d, (1 << 20) - 4096, IoOp::Read(&mut past), t));
+    reqs.push(IoReq::new(&d, 0, IoOp::Flush, t));
+    let fds: Vec<(usize, RawFd)> = (0..reqs.len()).map(|i| (i, fd)).collect();
+    runner(&mut reqs, &fds, &mut |_| panic!("late"));
+    let results: Vec<io::Result<()>> = reqs.iter_mut().map(|r| r.take_result()).collect();
+    drop(reqs);
+    for (k, b) in bufs.iter().enumerate() {
+        assert!(results[k].is_ok(), "read {k}: {:?}", results[k]);
+        assert!(b == &data[k], "read {k}: wrong bytes");
+    }
+    let e = results[6].as_ref().expect_err("read past the end");
+    assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+    results[7].as_ref().expect("flush");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn io_uring_batches_read_and_write_exact_bytes() {
+    if !uring::available() {
+        eprintln!("SKIP: io_uring is not available here");
+        return;
+    }
+    batch_round_trip(|r, f, l| uring::run(r, f, l).expect("ring"));
+}
+
+#[test]
+fn io_threads_batch_read_and_write_exact_bytes() {
+    batch_round_trip(pool::run);
+}
+
+#[test]
+fn run_checks_bounds_before_submitting() {
+    let (dir, d) = temp_file("bounds", 8192);
+    let data = [1u8; 4096];
+    let mut r = [IoReq::new(
+        &d,
+        8192,
+        IoOp::Write(&data),
+        Duration::from_secs(1),
+    )];
+    run(&mut r, &mut |_| {});
+    let e = r[0].take_result().expect_err("write past the end");
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(
+        std::fs::metadata(dir.join("m")).unwrap().len(),
+        8192,
+        "file grew"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A device whose IOs complete only when the test says so (or never: a black hole).
+struct Held {
+    ios: Mutex<Vec<AsyncIo>>,
+    size: u64,
+}
+
+impl BlockDev for Held {
+    fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+        unreachable!()
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+        unreachable!()
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn size_bytes(&self) -> u64 {
+        self.size
+    }
+    fn name(&self) -> &str {
+        "held"
+    }
+    fn submission(&self) -> Submission<'_> {
+        Submission::Async(self)
+    }
+}
+
+impl AsyncDev for Held {
+    fn start(&self, io: AsyncIo) -> Started {
+        crate::locks::lock(&self.ios).push(io);
+        Started::Pending
+    }
+}
+
+#[test]
+fn a_black_hole_misses_its_deadline_and_never_touches_the_buffer_after() {
+    let held = Arc::new(Held {
+        ios: Mutex::new(Vec::new()),
+        size: 1 << 20,
+    });
+    let mem = MemDev::new("m", 1 << 20);
+    let mut a = vec![0u8; 4096];
+    let mut b = vec![7u8; 4096];
+    let t0 = Instant::now();
+    let mut reqs = [
+        IoReq::new(&mem, 0, IoOp::Read(&mut a), Duration::from_secs(5)),
+        IoReq::new(&*held, 0, IoOp::Read(&mut b), Duration::from_millis(200)),
+    ];
+    run(&mut reqs, &mut |_| {
+        panic!("nothing of the kernel's is late")
+    });
+    let waited = t0.elapsed();
+    reqs[0].take_result().expect("memory read");
+    let e = reqs[1].take_result().expect_err("black hole");
+    assert!(is_timeout(&e), "{e}");
+    assert!(e.to_string().contains("within 200 ms"), "{e}");
+    assert!(
+        (Duration::from_millis(200)..Duration::from_secs(3)).contains(&waited),
+        "waited {waited:?}"
+    );
+    drop(reqs);
+    // The device answers late: its access to the buffer was revoked.
+    let io = crate::locks::lock(&held.ios)
+        .pop()
+        .expect("the IO reached the device");
+    assert!(!io.with_read_buf(|buf| buf.fill(0xee)));
+    io.complete(Ok(()));
+    assert!(
+        b.iter().all(|&x| x == 7),
+        "a late completion wrote the buffer"
+    );
+}
+
+#[test]
+fn an_async_device_completing_from_another_thread_fills_the_buffer() {
+    let held = Arc::new(Held {
+        ios: Mutex::new(Vec::new()),
+        size: 1 << 20,
+    });
+    let h2 = Arc::clone(&held);
+    let answer = std::thread::spawn(move || {
+        for _ in 0..500 {
+            if let Some(io) = crate::locks::lock(&h2.ios).pop() {
+                assert_eq!(io.kind, AsyncKind::Read(4096));
+                assert_eq!(io.offset, 8192);
+                assert!(io.with_read_buf(|b| b.copy_from_slice(&pattern(4096, 3))));
+                io.complete(Ok(()));
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("no IO arrived");
+    });
+    let mut buf = vec![0u8; 4096];
+    let mut r = [IoReq::new(
+        &*held,
+        8192,
+        IoOp::Read(&mut buf),
+        Duration::from_secs(10),
+    )];
+    run(&mut r, &mut |_| {});
+    r[0].take_result().expect("read");
+    drop(r);
+    answer.join().unwrap();
+    assert_eq!(buf, pattern(4096, 3));
+}
+
+#[test]
+fn modelled_members_serve_one_batch_at_once_and_late_ones_time_out() {
+    let slow = |ms: u64| {
+        FaultDev::new(
+            Box::new(MemDev::new("m", 1 << 20)),
+            vec![Rule::Slow(Duration::from_millis(ms))],
+        )
+    };
+    let devs: Vec<FaultDev> = (0..4).map(|_| slow(100)).collect();
+    let mut bufs = vec![vec![0u8; 4096]; 4];
+    let t0 = Instant::now();
+    let mut reqs: Vec<IoReq<'_>> = devs
+        .iter()
+        .zip(bufs.iter_mut())
+        .map(|(d, b)| IoReq::new(d, 0, IoOp::Read(b), Duration::from_secs(5)))
+        .collect();
+    run(&mut reqs, &mut |_| {});
+    let took = t0.elapsed();
+    for r in &mut reqs {
+        r.take_result().expect("read");
+    }
+    // In service on all four at once: one latency, not four.
+    assert!(
+        (Duration::from_millis(100)..Duration::from_millis(350)).contains(&took),
+        "4 modelled reads of 100 ms took {took:?}"
+    );
+    // A member that takes 20 s misses a 150 ms deadline; the batch returns then.
+    let dead = slow(20_000);
+    let fast = slow(10);
+    let (mut a, mut b) = (vec![0u8; 512], vec![0u8; 512]);
+    let t0 = Instant::now();
+    let mut reqs = [
+        IoReq::new(&dead, 0, IoOp::Read(&mut a), Duration::from_millis(150)),
+        IoReq::new(&fast, 0, IoOp::Read(&mut b), Duration::from_millis(150)),
+    ];
+    run(&mut reqs, &mut |_| {});
+    let took = t0.elapsed();
+    assert!(is_timeout(&reqs[0].take_result().expect_err("late")));
+    reqs[1].take_result().expect("in time");
+    assert!(
+        took < Duration::from_secs(2),
+        "waited {took:?} for a 20 s member"
+    );
+}
+
+#[test]
+fn a_hung_kernel_io_is_reported_late_then_cancelled() {
+    if !uring::available() {
+        eprintln!("SKIP: io_uring is not available here");
+        return;
+    }
+    // A pipe nobody writes to: the read hangs in the kernel.
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors into the array.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    struct Pipe(RawFd);
+    impl BlockDev for Pipe {
+        fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+            unreachable!()
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+            unreachable!()
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn size_bytes(&self) -> u64 {
+            1 << 20
+        }
+        fn name(&self) -> &str {
+            "pipe"
+        }
+        fn submission(&self) -> Submission<'_> {
+            Submission::Fd {
+                fd: self.0,
+                in_memory: false,
+            }
+        }
+    }
+    let dev = Pipe(fds[0]);
+    let mut buf = vec![0u8; 512];
+    let mut late = Vec::new();
+    let t0 = Instant::now();
+    let mut r = [IoReq::new(
+        &dev,
+        0,
+        IoOp::Read(&mut buf),
+        Duration::from_millis(100),
+    )];
+    uring::run(&mut r, &[(0, fds[0])], &mut |i| {
+        late.push((i, t0.elapsed()))
+    })
+    .expect("ring");
+    let e = r[0].take_result().expect_err("hung read");
+    assert!(is_timeout(&e), "{e}");
+    assert_eq!(late.len(), 1);
+    assert!(late[0].1 >= Duration::from_millis(100), "{late:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    // SAFETY: closing the descriptors this test opened.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+}

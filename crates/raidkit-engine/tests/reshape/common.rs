@@ -1,0 +1,192 @@
+//! Helpers of the reshape tests: arrays made and filled by raidkit, a device that loses
+//! every write after a crash, checks of data, redundancy and shape.
+
+#![allow(dead_code)]
+
+use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
+use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::jobs::reshape::{reshape, ReshapeEnd, ReshapeOptions, ReshapeRequest};
+use raidkit_engine::sb::Metadata;
+use raidkit_engine::sync::{self, SyncMode};
+use raidkit_engine::{Array, BlockDev, FileDev};
+use raidkit_layout::{names, Level};
+use raidkit_testkit::pattern::fill_tagged;
+use raidkit_testkit::tempdir::TempDir;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+/// A device that stops once its write budget is spent: the next write never returns (the
+/// machine died there; the test copies what the members hold at that moment).
+pub struct CrashDev {
+    pub inner: Arc<dyn BlockDev>,
+    pub budget: Arc<AtomicI64>,
+}
+
+impl BlockDev for CrashDev {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.budget.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            loop {
+                std::thread::park();
+            }
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+pub fn rw() -> AssembleOptions {
+    AssembleOptions {
+        writable: true,
+        ..Default::default()
+    }
+}
+
+/// An array made by raidkit and filled with the pattern of `seed`.
+pub struct Made {
+    pub _dir: TempDir,
+    pub members: Vec<PathBuf>,
+    pub extra: Vec<PathBuf>,
+    pub bytes: u64,
+    pub seed: u64,
+}
+
+pub fn make(level: Level, layout: &str, n: usize, meta: &str, chunk_k: u64, extra: usize) -> Made {
+    let dir = TempDir::new("rk-reshape").unwrap();
+    let ps: Vec<PathBuf> = (0..n)
+        .map(|i| dir.path().join(format!("m{i}.img")))
+        .collect();
+    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    o.layout = Some(names::parse_layout(level, layout).unwrap());
+    if level != Level::Raid1 {
+        o.chunk_bytes = Some(chunk_k * 1024);
+    }
+    o.metadata = Metadata::parse(meta).unwrap();
+    o.create_size = Some(6 << 20);
+    o.assume_clean = true;
+    o.name = "r".into();
+    let arr = create(&o, &mut |_, _| {}).unwrap();
+    let seed = n as u64 * 1000 + chunk_k;
+    let bytes = arr.size_bytes();
+    let mut buf = vec![0u8; bytes as usize];
+    fill_tagged(seed, 0, &mut buf);
+    arr.write(0, &buf).unwrap();
+    arr.stop().unwrap();
+    // The array was written whole: make its redundancy right before reshaping.
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    sync::run(&arr, SyncMode::Repair, true, &mut |_, _| {}).unwrap();
+    arr.stop().unwrap();
+    let size = std::fs::metadata(&ps[0]).unwrap().len();
+    let extra: Vec<PathBuf> = (0..extra)
+        .map(|i| {
+            let p = dir.path().join(format!("x{i}.img"));
+            std::fs::File::create(&p).unwrap().set_len(size).unwrap();
+            p
+        })
+        .collect();
+    Made {
+        _dir: dir,
+        members: ps,
+        extra,
+        bytes,
+        seed,
+    }
+}
+
+pub fn open(p: &PathBuf) -> Arc<dyn BlockDev> {
+    Arc::new(FileDev::open(p, true).unwrap())
+}
+
+/// The pattern up to `bytes` (or the array's end), zeros after.
+pub fn check(name: &str, arr: &Array, seed: u64, bytes: u64) {
+    let size = arr.size_bytes();
+    let mut got = vec![0u8; 1 << 20];
+    let mut want = vec![0u8; 1 << 20];
+    let mut off = 0;
+    while off < size {
+        let len = (size - off).min(got.len() as u64) as usize;
+        arr.read(off, &mut got[..len]).unwrap();
+        want[..len].fill(0);
+        if off < bytes {
+            let k = ((bytes - off) as usize).min(len);
+            fill_tagged(seed, off, &mut want[..k]);
+        }
+        if got[..len] != want[..len] {
+            let bad = (0..len).find(|&i| got[i] != want[i]).unwrap();
+            panic!("{name}: array byte {} is wrong", off + bad as u64);
+        }
+        off += len as u64;
+    }
+}
+
+pub fn clean_check(name: &str, arr: &Array) {
+    let rep = sync::run(arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+    assert!(
+        rep.mismatches.is_empty(),
+        "{name}: mismatches {:?}",
+        rep.mismatches
+    );
+}
+
+pub struct Want {
+    pub level: Level,
+    pub n: usize,
+    pub layout: &'static str,
+    pub chunk_k: u64,
+}
+
+/// Reshape a made array as `req` asks; check data, redundancy and the new shape.
+pub fn run(name: &str, m: &Made, req: ReshapeRequest, want: Want) {
+    let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());
+    let (cur, end) = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {})
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(end, ReshapeEnd::Finished, "{name}");
+    let keep = m.bytes.min(cur.size_bytes());
+    check(name, &cur, m.seed, keep);
+    clean_check(name, &cur);
+    drop(cur);
+    drop(arr);
+    let mut all = m.members.clone();
+    all.extend(m.extra.iter().cloned());
+    let arr = assemble_paths(&all, &rw()).unwrap_or_else(|e| panic!("{name}: reassembly: {e}"));
+    assert!(arr.reshape_status().is_none(), "{name}");
+    let g = arr.geometry();
+    assert_eq!(
+        (
+            g.level,
+            g.raid_disks,
+            names::layout_name(g.level, g.layout),
+            g.chunk_sectors
+        ),
+        (
+            want.level,
+            want.n,
+            if want.level.has_parity() || want.level == Level::Raid10 {
+                want.layout.to_string()
+            } else {
+                names::layout_name(g.level, g.layout)
+            },
+            want.chunk_k * 2
+        ),
+        "{name}: shape"
+    );
+    check(name, &arr, m.seed, keep);
+    clean_check(name, &arr);
+    arr.stop().unwrap();
+}
+
+pub fn add(m: &Made) -> Vec<Arc<dyn BlockDev>> {
+    m.extra.iter().map(open).collect()
+}

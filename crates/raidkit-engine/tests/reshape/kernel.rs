@@ -1,0 +1,173 @@
+//! Arrays the real kernel left in the middle of a reshape (`tests/fixtures/kernel-reshape`):
+//! raidkit reads each one exactly as it stands (read-only: every byte is the pattern it
+//! was filled with, mdadm's backup file served where given), then finishes the reshape
+//! itself: afterwards the array is plain, has the new shape, holds the pattern and its
+//! redundancy checks clean. The stale-position arrays of Linux 6.1 are finished with
+//! their data intact (the kernel's own resume corrupts them).
+
+use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
+use raidkit_engine::jobs::reshape::{continue_reshape, ReshapeEnd, ReshapeOptions};
+use raidkit_engine::sync::{self, SyncMode};
+use raidkit_engine::Array;
+use raidkit_testkit::fixtures::decompress_file;
+use raidkit_testkit::pattern::fill_tagged;
+use raidkit_testkit::tempdir::TempDir;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+struct Fix {
+    name: String,
+    seed: u64,
+    bytes: u64,
+    members: Vec<PathBuf>,
+    backup: Option<PathBuf>,
+    /// The kernel's own resume corrupted this one (a stale recorded position).
+    kernel_bad: bool,
+}
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = raidkit_testkit::repo_root().join("tests/fixtures/kernel-reshape");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("manifest.json").is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Decompress a fixture into `tmp` (None if xz/zstd are missing).
+fn unpack(dir: &Path, tmp: &Path) -> Option<Fix> {
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let name = m["fixture"].as_str().unwrap().to_string();
+    let mut members = Vec::new();
+    for (i, mm) in m["members"].as_array().unwrap().iter().enumerate() {
+        let out = tmp.join(format!("{name}-{i}.img"));
+        if let Err(e) = decompress_file(&dir.join(mm["file"].as_str().unwrap()), &out) {
+            eprintln!("skipping {name}: {e} (scripts/deps.sh installs xz and zstd)");
+            return None;
+        }
+        members.push(out);
+    }
+    let backup = m["backup"].as_str().map(|f| {
+        let out = tmp.join(format!("{name}-backup"));
+        decompress_file(&dir.join(f), &out).unwrap();
+        out
+    });
+    Some(Fix {
+        name,
+        seed: m["seed"].as_u64().unwrap(),
+        bytes: m["array_bytes"].as_u64().unwrap(),
+        members,
+        backup,
+        kernel_bad: m["resumed_by_kernel"]["pattern"].as_str() == Some("BAD"),
+    })
+}
+
+/// Every byte of the array (up to the pattern's length) is the pattern.
+fn check_pattern(name: &str, arr: &Array, seed: u64, bytes: u64) {
+    let n = arr.size_bytes().min(bytes);
+    let mut got = vec![0u8; 1 << 20];
+    let mut want = vec![0u8; 1 << 20];
+    let mut off = 0;
+    while off < n {
+        let len = (n - off).min(got.len() as u64) as usize;
+        arr.read(off, &mut got[..len]).unwrap();
+        fill_tagged(seed, off, &mut want[..len]);
+        if got[..len] != want[..len] {
+            let bad = (0..len).find(|&i| got[i] != want[i]).unwrap();
+            panic!("{name}: array byte {} is not the pattern", off + bad as u64);
+        }
+        off += len as u64;
+    }
+}
+
+#[test]
+fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
+    let mut done = 0;
+    for dir in fixtures() {
+        let tmp = TempDir::new("rk-reshape-k").unwrap();
+        let Some(f) = unpack(&dir, tmp.path()) else {
+            return;
+        };
+        // As it stands, read-only.
+        let ro = AssembleOptions {
+            backup_file: f.backup.clone(),
+            ..Default::default()
+        };
+        let arr = assemble_paths(&f.members, &ro)
+            .unwrap_or_else(|e| panic!("{}: read-only assembly: {e}", f.name));
+        let st = arr.reshape_status().expect("a reshape in progress");
+        eprintln!(
+            "{}: {} {} -> {} {}, recorded {} progress {} notes {:?}",
+            f.name,
+            st.old.level,
+            st.old.raid_disks,
+            st.new.level,
+            st.new.raid_disks,
+            st.recorded_sectors,
+            st.progress_sectors,
+            st.notes
+        );
+        // The stale records of Linux 6.1 are found and said so.
+        assert_eq!(
+            st.notes
+                .iter()
+                .any(|n| n.starts_with("WARNING") && n.contains("stale")),
+            f.kernel_bad,
+            "{}: {:?}",
+            f.name,
+            st.notes
+        );
+        check_pattern(&f.name, &arr, f.seed, f.bytes);
+        drop(arr);
+        // Finished by raidkit.
+        let rw = AssembleOptions {
+            writable: true,
+            backup_file: f.backup.clone(),
+            ..Default::default()
+        };
+        let arr = Arc::new(
+            assemble_paths(&f.members, &rw)
+                .unwrap_or_else(|e| panic!("{}: assembly for writing: {e}", f.name)),
+        );
+        let end = continue_reshape(&arr, &ReshapeOptions::default(), &mut |_| {})
+            .unwrap_or_else(|e| panic!("{}: continuing: {e}", f.name));
+        assert_eq!(end, ReshapeEnd::Finished, "{}", f.name);
+        assert!(arr.reshape_status().is_none(), "{}", f.name);
+        check_pattern(&f.name, &arr, f.seed, f.bytes);
+        let new = st.new.clone();
+        drop(arr);
+        let arr = assemble_paths(&f.members, &rw).unwrap();
+        assert!(
+            arr.reshape_status().is_none(),
+            "{}: reshape still recorded",
+            f.name
+        );
+        let g = arr.geometry();
+        assert_eq!(
+            (g.level.to_string(), g.raid_disks, g.layout, g.chunk_sectors),
+            (
+                new.level.clone(),
+                new.raid_disks,
+                new.layout_value,
+                new.chunk_sectors
+            ),
+            "{}",
+            f.name
+        );
+        check_pattern(&f.name, &arr, f.seed, f.bytes);
+        let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+        assert!(
+            rep.mismatches.is_empty(),
+            "{}: mismatches after finishing: {:?}",
+            f.name,
+            rep.mismatches
+        );
+        arr.stop().unwrap();
+        done += 1;
+    }
+    assert!(done >= 9, "fixtures finished: {done}");
+}

@@ -1,0 +1,9 @@
+//! The reshape tests (one binary): kernel-made reshapes finished by raidkit, every kind of
+//! reshape raidkit starts, crashes at random moments, client IO during a reshape, and
+//! reverting.
+
+mod common;
+mod crash;
+mod kernel;
+mod kinds;
+mod online;
