@@ -8,12 +8,14 @@
 mod error;
 mod event;
 mod idle;
+mod reshape;
 mod state_file;
 mod status;
 
 pub use error::{Result, SupervisorError};
 pub use event::{Event, MonitorEvent};
 pub use idle::{IdleClean, Watched, WriteActivity};
+pub use reshape::{ReshapeProgress, ReshapeResult};
 pub use status::{
     ArrayStats, ArrayStatus, JobFailure, JobResult, JobStatus, RebuildResult, SyncResult,
 };
@@ -66,6 +68,8 @@ pub struct Supervisor {
     /// Where a stopped check/repair records its resume position (see
     /// [`Supervisor::set_scrub_state_file`]).
     scrub_state: Mutex<Option<PathBuf>>,
+    /// Set to pause a reshape at its next safe position.
+    reshape_paused: Arc<AtomicBool>,
 }
 
 /// A scrub (check/repair) that was stopped before the end of its window: where to resume.
@@ -133,6 +137,7 @@ impl Supervisor {
             last_result: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             scrub_state: Mutex::new(None),
+            reshape_paused: Arc::new(AtomicBool::new(false)),
         });
         let rx = sup.array.subscribe();
         let weak = Arc::downgrade(&sup);
@@ -150,7 +155,10 @@ impl Supervisor {
     }
 
     fn start_needed_job(self: &Arc<Self>) {
-        let a = &self.array;
+        if self.continue_found_reshape() {
+            return;
+        }
+        let a = &self.cur();
         if a.is_writable() && a.needs_resync() {
             self.emit(Event::UncleanStopDetected {
                 note: "redundancy may be inconsistent; resyncing (only dirty bitmap regions if there is a bitmap)".into(),
@@ -215,7 +223,7 @@ impl Supervisor {
 
     fn emit_degraded(&self) {
         self.emit(Event::Degraded {
-            missing_roles: self.array.missing_roles(),
+            missing_roles: self.cur().missing_roles(),
         });
     }
 
@@ -223,10 +231,10 @@ impl Supervisor {
         let failed = matches!(e, ArrayEvent::MemberFailed { .. });
         self.emit(Event::Array(e));
         if failed {
-            if self.array.is_degraded() {
+            if self.cur().is_degraded() {
                 self.emit_degraded();
             }
-            if self.array.spare_count() > 0 && !self.array.missing_roles().is_empty() {
+            if self.cur().spare_count() > 0 && !self.cur().missing_roles().is_empty() {
                 let _ = self.sync_action("recover");
             }
         }
@@ -273,17 +281,17 @@ impl Supervisor {
                 .ok_or_else(|| SupervisorError::NothingToResume {
                     array: self.name.clone(),
                 })?;
-            if r.uuid != self.array.uuid_text() {
+            if r.uuid != self.cur().uuid_text() {
                 return Err(SupervisorError::ResumeOtherArray {
                     recorded: r.uuid,
-                    array: self.array.uuid_text(),
+                    array: self.cur().uuid_text(),
                 });
             }
             Some((r.next, r.to))
         } else {
             o.window
         };
-        let size = self.array.size_bytes();
+        let size = self.cur().size_bytes();
         if let Some((from, to)) = window {
             if from >= to || from >= size {
                 return Err(SupervisorError::EmptyWindow { from, to, size });
@@ -316,7 +324,7 @@ impl Supervisor {
             "recover" | "recovery" => None,
             other => return Err(SupervisorError::UnknownAction(other.to_string())),
         };
-        if mode != Some(SyncMode::Check) && !self.array.is_writable() {
+        if mode != Some(SyncMode::Check) && !self.cur().is_writable() {
             return Err(SupervisorError::ReadOnly(action.to_string()));
         }
         let mut job = lock(&self.job);
@@ -394,7 +402,7 @@ impl Supervisor {
         };
         *lock(&self.last_result) = Some(result);
         // A replacement interrupted by a stop continues once redundancy is back.
-        let arr = &self.array;
+        let arr = &self.cur();
         if !stop.load(Ordering::Relaxed)
             && !arr.replacement_roles().is_empty()
             && !arr.is_degraded()
@@ -420,7 +428,7 @@ impl Supervisor {
         window: Option<(u64, u64)>,
         progress: &mut dyn FnMut(u64, u64),
     ) -> JobResult {
-        let arr = &self.array;
+        let arr = &self.cur();
         let name = sync_name(m);
         self.emit(Event::SyncStarted {
             action: name.into(),
@@ -443,7 +451,7 @@ impl Supervisor {
     /// After a resync/check/repair pass: report mismatches, mark clean, record where a
     /// stopped scrub resumes.
     fn sync_done(&self, m: SyncMode, window: Option<(u64, u64)>, rep: SyncReport) -> SyncResult {
-        let arr = &self.array;
+        let arr = &self.cur();
         let name = sync_name(m);
         if !rep.mismatches.is_empty() && m != SyncMode::Resync {
             self.emit(Event::MismatchesFound {
@@ -499,7 +507,7 @@ impl Supervisor {
         stop: &Arc<AtomicBool>,
         progress: &mut dyn FnMut(u64, u64),
     ) -> JobResult {
-        let arr = &self.array;
+        let arr = &self.cur();
         let had_spares = arr.spare_count();
         match rebuild(arr, &self.rebuild_options(stop), progress) {
             Ok(rep) => {
@@ -525,7 +533,7 @@ impl Supervisor {
     }
 
     fn run_replace(&self, stop: &Arc<AtomicBool>) -> JobResult {
-        let arr = &self.array;
+        let arr = &self.cur();
         let opts = self.rebuild_options(stop);
         match crate::replace::replace(arr, &opts, &mut |d, t| self.progress(d, t)) {
             Ok(rep) => {
@@ -569,7 +577,7 @@ impl Supervisor {
             None => None,
             Some(p) => Some(self.spare_named(p, force)?),
         };
-        self.array.start_replace(&member, with_name.as_deref())?;
+        self.cur().start_replace(&member, with_name.as_deref())?;
         self.start_replace_job()
     }
 
@@ -577,7 +585,7 @@ impl Supervisor {
     fn spare_named(&self, p: &Path, force: bool) -> Result<String> {
         let ps = p.display().to_string();
         let spare = self
-            .array
+            .cur()
             .members()
             .into_iter()
             .find(|m| m.state == "spare" && same_device(&m.device, &ps))
@@ -590,7 +598,7 @@ impl Supervisor {
                 .map_err(|e| EngineError::io(&ps, "opening the replacement", e))?,
         );
         let n = dev.name().to_string();
-        self.array.add_spare(dev, force)?;
+        self.cur().add_spare(dev, force)?;
         Ok(n)
     }
 
@@ -623,7 +631,7 @@ impl Supervisor {
 
     /// Everything `raidkit status` shows about this array.
     pub fn status(&self) -> ArrayStatus {
-        let a = &self.array;
+        let a = &self.cur();
         let g = a.geometry();
         let sync = lock(&self.job)
             .as_ref()
@@ -658,12 +666,13 @@ impl Supervisor {
             lost_zeroed_ranges: a.lost_zeroed_ranges(),
             bad_blocks: a.bad_blocks(),
             stripe_cache: a.stripe_cache_stats(),
+            reshape: self.reshape_progress(),
         }
     }
 
     /// Live IO statistics.
     pub fn stats(&self) -> ArrayStats {
-        let a = &self.array;
+        let a = &self.cur();
         ArrayStats {
             name: self.name.clone(),
             uuid: a.uuid_text(),
@@ -674,7 +683,7 @@ impl Supervisor {
     }
 
     fn find_role(&self, device: &str) -> Option<usize> {
-        self.array
+        self.cur()
             .members()
             .into_iter()
             .find(|m| same_device(&m.device, device))
@@ -682,11 +691,11 @@ impl Supervisor {
     }
 
     fn canonical_member_name(&self, device: &str) -> String {
-        self.array
+        self.cur()
             .members()
             .into_iter()
             .map(|m| m.device)
-            .chain(self.array.device_names())
+            .chain(self.cur().device_names())
             .find(|d| same_device(d, device))
             .unwrap_or_else(|| device.to_string())
     }
@@ -700,13 +709,13 @@ impl Supervisor {
                 array: self.name.clone(),
             })?;
         Ok(self
-            .array
+            .cur()
             .fail_member(role, "failed by the administrator")?)
     }
 
     /// Remove a failed member or a spare.
     pub fn remove(&self, device: &str) -> Result<()> {
-        self.array
+        self.cur()
             .remove_member(&self.canonical_member_name(device))?;
         self.emit(Event::MemberRemoved {
             device: device.to_string(),
@@ -719,8 +728,8 @@ impl Supervisor {
         let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(path, true).map_err(|e| {
             EngineError::io(&path.display().to_string(), "opening the new member", e)
         })?);
-        self.array.add_spare(dev, force)?;
-        if !self.array.missing_roles().is_empty() {
+        self.cur().add_spare(dev, force)?;
+        if !self.cur().missing_roles().is_empty() {
             self.sync_action("recover")?;
         }
         Ok(())
@@ -737,9 +746,9 @@ impl Supervisor {
         let me = self.clone();
         *job = Some(self.spawn_job("recovery", move |stop| {
             let opts = me.rebuild_options(&stop);
-            let v = match me.array.re_add(dev, &opts, &mut |d, t| me.progress(d, t)) {
+            let v = match me.cur().re_add(dev, &opts, &mut |d, t| me.progress(d, t)) {
                 Ok(rep) => {
-                    let _ = me.array.mark_clean();
+                    let _ = me.cur().mark_clean();
                     JobResult::Rebuild(RebuildResult {
                         action: "re-add".into(),
                         roles: rep.roles,
@@ -758,7 +767,7 @@ impl Supervisor {
 
     /// Add or remove the internal write-intent bitmap (writes pause while switching).
     pub fn set_bitmap(&self, mode: crate::grow::BitmapMode) -> Result<crate::grow::BitmapChange> {
-        let ch = self.array.set_bitmap(mode)?;
+        let ch = self.cur().set_bitmap(mode)?;
         self.emit(Event::Bitmap(ch.clone()));
         Ok(ch)
     }
@@ -768,7 +777,7 @@ impl Supervisor {
     /// background job runs.
     pub fn remove_bbl(&self, force: bool) -> Result<crate::bbl::BblRemoval> {
         self.busy(&lock(&self.job))?;
-        Ok(self.array.remove_bbl(force)?)
+        Ok(self.cur().remove_bbl(force)?)
     }
 
     /// Stop background work, flush and mark the array clean (graceful stop).
@@ -777,6 +786,6 @@ impl Supervisor {
             return Ok(());
         }
         self.stop_job();
-        Ok(self.array.mark_clean()?)
+        Ok(self.cur().mark_clean()?)
     }
 }

@@ -52,8 +52,9 @@ pub enum Command {
     Status(ctl::status::StatusArgs),
     /// Change a running array's members: --fail, --remove, --add, --re-add, --replace [--with].
     Manage(ctl::manage::ManageArgs),
-    /// Add or remove the write-intent bitmap: of a running array (NAME) or offline (MEMBER...).
-    Grow(ctl::manage::GrowArgs),
+    /// Reshape an array (devices, level, layout, chunk; --dry-run plans), or add/remove the
+    /// write-intent bitmap: a running array (NAME) in the background, or offline (MEMBER...).
+    Grow(cmd::grow::GrowArgs),
     /// Start or stop background work on a running array: check, repair, resync, recover, idle.
     SyncAction(ctl::manage::SyncActionArgs),
     /// Stream events of running arrays; run a program, send mail or POST a webhook on each.

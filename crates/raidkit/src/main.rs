@@ -47,7 +47,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Checksums(c) => cmd::checksums::run(c),
         Command::Status(a) => ctl::status::run(a),
         Command::Manage(a) => ctl::manage::manage(a),
-        Command::Grow(a) => ctl::manage::grow(a),
+        Command::Grow(a) => cmd::grow::run(a),
         Command::SyncAction(a) => ctl::manage::sync_action(a),
         Command::Monitor(a) => ctl::monitor::run(a),
         Command::Stats(a) => ctl::stats::run(a),

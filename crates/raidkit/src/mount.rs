@@ -76,6 +76,7 @@ pub fn run(a: MountArgs) -> Result<()> {
         force: a.force,
         metadata: a.metadata.as_deref().map(parse_metadata).transpose()?,
         checksums: a.checksums.clone(),
+        backup_file: None,
     };
     let arr = online::assemble(&spec)?;
     let file_name = a

@@ -56,6 +56,8 @@ pub struct ArraySpec {
     pub metadata: Option<Metadata>,
     /// Checksum sidecar to keep up to date.
     pub checksums: Option<PathBuf>,
+    /// Backup file of a reshape in progress (mdadm's `--backup-file`).
+    pub backup_file: Option<PathBuf>,
 }
 
 /// One line on stderr. Errors are ignored: after SIGHUP the terminal may be gone, and the
@@ -73,6 +75,7 @@ pub fn assemble(spec: &ArraySpec) -> Result<Array> {
         force: spec.force,
         metadata: spec.metadata,
         report_only: false,
+        backup_file: spec.backup_file.clone(),
     };
     let arr = crate::cmd::assemble(&spec.members, &opts)?;
     // Attach the sidecar before anything writes superblocks, so it follows the event count.

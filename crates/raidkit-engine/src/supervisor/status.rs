@@ -75,6 +75,8 @@ pub enum JobResult {
     Sync(SyncResult),
     /// A recovery, re-add or replacement that ran.
     Rebuild(RebuildResult),
+    /// A reshape that ran (to the end or stopped).
+    Reshape(super::ReshapeResult),
     /// A job that failed.
     Failed(JobFailure),
 }
@@ -130,6 +132,8 @@ pub struct ArrayStatus {
     pub bad_blocks: Vec<MemberBadBlocks>,
     /// The stripe cache, if the array has one.
     pub stripe_cache: Option<StripeCacheStats>,
+    /// The reshape in progress, if any.
+    pub reshape: Option<super::ReshapeProgress>,
 }
 
 /// Live IO statistics of one array.

@@ -268,6 +268,7 @@ impl ArrayTarget {
                 force,
                 metadata: None,
                 report_only: false,
+                backup_file: None,
             },
         )?;
         let array = Arc::new(array);

@@ -51,6 +51,7 @@ pub fn run(a: AdviseArgs) -> Result<()> {
             force: false,
             metadata: None,
             report_only: true,
+            backup_file: None,
         };
         let arr =
             crate::cmd::assemble(&a.members, &opts).context("reading the array's geometry")?;

@@ -220,7 +220,66 @@ fn examine_json(e: &Examined, array_bytes: Option<u64>) -> Value {
     if let Super::V1(s) = sb {
         v["device_uuid"] = json!(uuid::format(&s.device_uuid));
     }
+    v["reshape"] = reshape_json(sb);
     v
+}
+
+/// The level a superblock's reshape goes to, and the layout name in it.
+fn new_shape_text(r: &raidkit_format::reshape::ReshapeInfo) -> (String, String) {
+    let layout = match Level::from_md(r.new_level) {
+        Some(l) => names::layout_name(l, r.new_layout),
+        None => r.new_layout.to_string(),
+    };
+    (level_text(r.new_level), layout)
+}
+
+/// The reshape recorded in a superblock, for `--json` (null when none is in progress).
+fn reshape_json(sb: &Super) -> Value {
+    let Some(r) = sb.reshape() else {
+        return Value::Null;
+    };
+    let (level, layout) = new_shape_text(&r);
+    json!({
+        "position_sectors": r.position,
+        "delta_devices": r.delta_disks,
+        "old_raid_disks": sb.raid_disks() as i64 - i64::from(r.delta_disks),
+        "new_level": level,
+        "new_layout": layout,
+        "new_layout_value": r.new_layout,
+        "new_chunk_bytes": r.new_chunk_sectors * 512,
+        "direction": if r.backwards { "backwards" } else { "forwards" },
+        "new_offset": r.new_offset.map(|o| sb.data_offset() as i64 + i64::from(o)),
+    })
+}
+
+/// mdadm's reshape lines: `Reshape pos'n` (KiB of the array, as mdadm prints it), then
+/// `Delta Devices`, `New Level`, `New Layout` and `New Chunksize` where they change.
+fn reshape_lines(sb: &Super, line: &mut dyn FnMut(&str, String)) {
+    let Some(r) = sb.reshape() else { return };
+    line(
+        "Reshape pos'n",
+        format!("{} ({})", r.position / 2, human(r.position * 512)),
+    );
+    if r.delta_disks != 0 {
+        let n = sb.raid_disks() as i64;
+        line(
+            "Delta Devices",
+            format!("{} ({}->{n})", r.delta_disks, n - i64::from(r.delta_disks)),
+        );
+    }
+    let (level, layout) = new_shape_text(&r);
+    if r.new_level != sb.level() {
+        line("New Level", level);
+    }
+    if r.new_layout != sb.layout() {
+        line("New Layout", layout);
+    }
+    if r.new_chunk_sectors != sb.chunk_sectors() {
+        line("New Chunksize", format!("{}K", r.new_chunk_sectors / 2));
+    }
+    if r.backwards && r.delta_disks == 0 {
+        line("Direction", "backwards".into());
+    }
 }
 
 fn fmt_time(t: u64) -> String {
@@ -267,6 +326,12 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
         );
     }
     line("Data Offset", format!("{} sectors", sb.data_offset()));
+    if let Some(o) = sb.reshape().and_then(|r| r.new_offset) {
+        line(
+            "New Offset",
+            format!("{} sectors", sb.data_offset() as i64 + i64::from(o)),
+        );
+    }
     line(
         "Super Offset",
         format!("{} sectors", sb.super_offset(e.dev_sectors)),
@@ -294,6 +359,7 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
             format!("{} entries available at sector {o}", n * 64),
         );
     }
+    reshape_lines(sb, &mut line);
     line("Update Time", fmt_time(sb.utime()));
     line(
         "Checksum",

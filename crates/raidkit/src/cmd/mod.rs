@@ -11,6 +11,7 @@ pub mod create;
 pub mod demo;
 pub mod detail;
 pub mod examine;
+pub mod grow;
 pub mod probe;
 pub mod scrub;
 pub mod trace;
@@ -34,6 +35,10 @@ pub struct AssembleArgs {
     /// Which superblock to use when a member carries both 0.90 and 1.x.
     #[arg(long, value_name = "0.90|1.0|1.1|1.2")]
     pub metadata: Option<String>,
+    /// The backup file of a reshape in progress that moves data in place (the file given
+    /// to `mdadm --grow --backup-file` or `raidkit grow --backup-file`).
+    #[arg(long, value_name = "FILE")]
+    pub backup_file: Option<PathBuf>,
     /// Member devices or files, in any order.
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -64,6 +69,7 @@ pub fn asm_opts(a: &AssembleArgs, writable: bool) -> Result<AssembleOptions> {
         force: a.force,
         metadata: a.metadata.as_deref().map(parse_metadata).transpose()?,
         report_only: false,
+        backup_file: a.backup_file.clone(),
     })
 }
 

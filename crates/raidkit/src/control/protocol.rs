@@ -31,6 +31,19 @@ pub enum Request {
         /// Bytes per bitmap bit.
         bitmap_chunk: Option<u64>,
     },
+    /// Reshape a running array, or steer its reshape (`grow NAME ...`).
+    Reshape {
+        /// Array name.
+        array: String,
+        /// `start`, `dry-run`, `continue`, `revert`, `pause`, `resume`, or `set` (only the
+        /// speed limit).
+        op: String,
+        /// The new shape (`start`, `dry-run`).
+        #[serde(default)]
+        spec: ReshapeSpec,
+        /// Bytes per second (0 = unlimited), for every background job of the array.
+        speed_limit: Option<u64>,
+    },
     /// Start or stop background work; change the speed limit.
     SyncAction {
         /// Array name.
@@ -71,6 +84,30 @@ pub enum Request {
     TestEvent,
     /// Stream every event after the reply.
     Monitor,
+}
+
+/// The shape a reshape asks for (`grow`'s options), as given: the server resolves names
+/// against the array.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReshapeSpec {
+    /// `--raid-devices`.
+    pub raid_devices: Option<usize>,
+    /// `--add`: devices added first.
+    #[serde(default)]
+    pub add: Vec<PathBuf>,
+    /// `--level`.
+    pub level: Option<String>,
+    /// `--layout`.
+    pub layout: Option<String>,
+    /// `--chunk`, bytes.
+    pub chunk_bytes: Option<u64>,
+    /// `--array-size`, bytes.
+    pub array_bytes: Option<u64>,
+    /// `--backup-file`.
+    pub backup_file: Option<PathBuf>,
+    /// `--force`.
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// What `manage` does.
@@ -132,6 +169,12 @@ impl Request {
                 _ => Vec::new(),
             },
             Request::TraceStart { file, .. } => vec![(file, true)],
+            Request::Reshape { spec, .. } => spec
+                .add
+                .iter()
+                .map(|p| (p, false))
+                .chain(spec.backup_file.iter().map(|p| (p, true)))
+                .collect(),
             _ => Vec::new(),
         }
     }

@@ -234,6 +234,12 @@ fn dispatch(req: &Request, sups: &[Arc<Supervisor>]) -> Result<Value> {
             Ok(json!({ "change": change }))
         }
         Request::SyncAction { .. } => sync_action(sups, req),
+        Request::Reshape {
+            array,
+            op,
+            spec,
+            speed_limit,
+        } => crate::cmd::grow::online_request(find(sups, array)?, op, spec, *speed_limit),
         Request::Stats { array } => Ok(json!({"arrays": sups
             .iter()
             .filter(|s| array.is_empty() || s.name() == array)

@@ -47,6 +47,8 @@ pub struct ArrayEntry {
     pub description: String,
     /// Checksum sidecar of the array.
     pub checksums: Option<PathBuf>,
+    /// Backup file of a reshape in progress (mdadm's `--backup-file`).
+    pub backup_file: Option<PathBuf>,
 }
 
 /// Parse a config file's text; `origin` names it in errors.

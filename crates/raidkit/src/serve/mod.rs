@@ -81,6 +81,10 @@ pub struct ServeArgs {
     /// every write updates it; scrubs use it for verdicts. A stale one is ignored loudly.
     #[arg(long, value_name = "PATH", conflicts_with = "config")]
     pub checksums: Option<PathBuf>,
+    /// The backup file of a reshape in progress that moves data in place (mdadm's
+    /// `--backup-file`); the reshape is continued in the background.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub backup_file: Option<PathBuf>,
     #[command(flatten)]
     pub control: ControlArgs,
     /// Members of the array, in any order.
@@ -152,6 +156,7 @@ fn entries(a: &ServeArgs) -> Result<(ConfigFile, Vec<ArrayEntry>)> {
                 force: a.force,
                 description: String::new(),
                 checksums: a.checksums.clone(),
+                backup_file: a.backup_file.clone(),
             }],
         )),
     }
@@ -214,6 +219,7 @@ fn open_export(a: &ServeArgs, e: &ArrayEntry) -> Result<(Served, Export)> {
         force: e.force,
         metadata: None,
         checksums: e.checksums.clone(),
+        backup_file: e.backup_file.clone(),
     };
     let arr = online::assemble(&spec).with_context(|| {
         format!(

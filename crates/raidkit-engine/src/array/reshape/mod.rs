@@ -328,8 +328,8 @@ impl Array {
             let (side, n) = side_run(&r.plan, at, e, progress);
             let piece = &buf[((at - s) * SECTOR) as usize..((at - s + n) * SECTOR) as usize];
             match side {
-                Side::New => self.write_split(at, piece)?,
-                Side::Old => r.old.write_split(at, piece)?,
+                Side::New => self.write_serial(at, piece)?,
+                Side::Old => r.old.write_serial(at, piece)?,
             }
             at += n;
         }

@@ -14,7 +14,7 @@ impl Array {
     /// A view of `devs` through `geo`: `members` in their roles (with this geometry's
     /// data starts), no spares, no stripe cache, no superblocks, no bitmap. It never
     /// writes metadata (it is not writable as an array: the array it belongs to writes
-    /// through [`Array::write_split`]); a member it fails is only marked failed, and the
+    /// through [`Array::write_serial`]); a member it fails is only marked failed, and the
     /// array it belongs to records that ([`Array::sync_failures`]).
     pub(crate) fn view(
         geo: Geometry,

@@ -200,7 +200,7 @@ pub(crate) fn restore(
                 s.from
             )));
         }
-        arr.write_split(s.from, &s.data)?;
+        arr.write_serial(s.from, &s.data)?;
         position = p;
     }
     if position != info.position {

@@ -234,7 +234,7 @@ impl<'a> Mover<'a> {
         self.r.window.begin_move(b.lo, b.hi);
         let res = self.read_old(b.lo, b.hi).and_then(|()| {
             let _gate = self.arr.write_gate();
-            self.arr.write_split(b.lo, &self.buf)
+            self.arr.write_serial(b.lo, &self.buf)
         });
         self.r
             .window
@@ -278,7 +278,7 @@ impl<'a> Mover<'a> {
         self.arr.read_sectors_plain(lo, &mut self.buf)?;
         {
             let _gate = self.arr.write_gate();
-            self.arr.write_split(lo, &self.buf)?;
+            self.arr.write_serial(lo, &self.buf)?;
         }
         self.checkpoint(p)
     }
