@@ -18,6 +18,10 @@ pub struct ExamineArgs {
     /// JSON output: a list with one object per member.
     #[arg(long)]
     pub json: bool,
+    /// Show the write-intent bitmap instead (like `mdadm -X`): chunk, events, the dirty
+    /// bits per region, and what a resync or a re-add would copy.
+    #[arg(long, short = 'X')]
+    pub bitmap: bool,
     /// Devices or files.
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -67,6 +71,9 @@ struct Examined {
 
 /// Run `examine`.
 pub fn run(a: ExamineArgs) -> Result<()> {
+    if a.bitmap {
+        return super::bitmap::run(&a.members, a.json);
+    }
     let mut found: Vec<Examined> = Vec::new();
     let mut errors: Vec<(PathBuf, String)> = Vec::new();
     for p in &a.members {

@@ -204,9 +204,9 @@ impl<'a> Mover<'a> {
         self.last_checkpoint = Instant::now();
         let fwd = self.r.plan.direction() == Direction::Forwards;
         self.r.window.with(|st| {
-            let passed =
-                st.backup
-                    .is_some_and(|(a, b)| if fwd { position >= b } else { position <= a });
+            let passed = st
+                .backup
+                .is_some_and(|(a, b)| if fwd { position >= b } else { position <= a });
             if passed {
                 st.backup = None;
             }
