@@ -33,6 +33,9 @@ pub enum Command {
     Create(cmd::create::CreateArgs),
     /// Print the MD superblock of each member, like `mdadm --examine`.
     Examine(cmd::examine::ExamineArgs),
+    /// Find arrays on devices or files (like `mdadm --examine --scan`); print or write the
+    /// `serve --config` file that serves them under the same names anywhere.
+    Scan(cmd::scan::ScanArgs),
     /// Assemble read-only and report the array, like `mdadm --detail`.
     Detail(cmd::detail::DetailArgs),
     /// Copy the array's contents to a file or stdout (degraded if it must be). Never writes a member.

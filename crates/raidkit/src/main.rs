@@ -39,6 +39,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Command::Create(a) => cmd::create::run(a),
         Command::Examine(a) => cmd::examine::run(a),
+        Command::Scan(a) => cmd::scan::run(a),
         Command::Detail(a) => cmd::detail::run(a),
         Command::Export(a) => cmd::transfer::export(a),
         Command::Import(a) => cmd::transfer::import(a),

@@ -14,6 +14,7 @@ pub mod detail;
 pub mod examine;
 pub mod grow;
 pub mod probe;
+pub mod scan;
 pub mod scrub;
 pub mod trace;
 pub mod transfer;
