@@ -154,3 +154,191 @@ fn examine_bitmap_shows_dirty_regions_and_the_resync_plan() {
     assert!(err.contains("no readable bitmap"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+use raidkit_testkit::proc::{bin_err, bin_ok, Daemon};
+
+const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
+
+/// `raidkit serve` on a Unix socket in `dir`, control socket in `run`.
+fn serve(dir: &Path, run: &Path, tag: &str, args: &[&str]) -> Daemon {
+    let mut c = Command::new(RAIDKIT);
+    c.current_dir(dir)
+        .env("RAIDKIT_RUN_DIR", run)
+        .args(["serve", "--socket"])
+        .arg(dir.join(format!("{tag}.nbd")))
+        .args(args);
+    Daemon::spawn(&mut c, |l| l.starts_with("raidkit: serving"), 60)
+}
+
+fn create(dir: &Path, args: &[&str]) -> String {
+    let mut a = vec![
+        "create",
+        "--level",
+        "1",
+        "--raid-devices",
+        "2",
+        "--size",
+        "4M",
+    ];
+    a.extend_from_slice(args);
+    let o = raidkit_testkit::proc::bin_in(RAIDKIT, dir, None, &a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn names_uuids_and_scan() {
+    let d = tmpdir("names");
+    let run = d.join("run");
+    create(&d, &["--name", "dup", "--homehost", "alpha", "a0", "a1"]);
+    create(&d, &["--name", "dup", "--homehost", "beta", "b0", "b1"]);
+    let note = create(&d, &["-e", "0.90", "--name", "old", "o0", "o1"]);
+    assert!(
+        note.contains("0.90 superblocks have no name field, so --name \"old\" is not stored"),
+        "{note}"
+    );
+    assert!(note.contains("name = \"old\""), "{note}");
+    let uuid_of = |m: &str| {
+        let v: Value =
+            serde_json::from_str(&bin_ok(RAIDKIT, &d, None, &["examine", "--json", m])).unwrap();
+        v[0]["uuid"].as_str().unwrap().to_string()
+    };
+    let (ua, ub, uo) = (uuid_of("a0"), uuid_of("b0"), uuid_of("o0"));
+
+    // Two servers export one name each: never picked silently.
+    let mut sa = serve(&d, &run, "a", &["a0", "a1"]);
+    let mut sb = serve(&d, &run, "b", &["b0", "b1"]);
+    let e = bin_err(RAIDKIT, &d, Some(&run), &["sync-action", "dup", "check"]);
+    assert!(e.contains("\"dup\" names 2 running arrays"), "{e}");
+    assert!(
+        e.contains(&ua) && e.contains(&ub) && e.contains("beta:dup"),
+        "{e}"
+    );
+    bin_ok(
+        RAIDKIT,
+        &d,
+        Some(&run),
+        &["sync-action", "beta:dup", "check"],
+    );
+    bin_ok(
+        RAIDKIT,
+        &d,
+        Some(&run),
+        &["sync-action", &ua.replace(':', ""), "idle"],
+    );
+    let st: Value =
+        serde_json::from_str(&bin_ok(RAIDKIT, &d, Some(&run), &["status", "--json"])).unwrap();
+    let mds: Vec<&str> = st
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["md_name"].as_str().unwrap())
+        .collect();
+    assert!(
+        mds.contains(&"alpha:dup") && mds.contains(&"beta:dup"),
+        "{st}"
+    );
+    sa.stop("TERM");
+    sb.stop("TERM");
+
+    // scan writes a config serve reads: the clash renamed, 0.90 by UUID; a name given
+    // in the file survives the next scan.
+    let cfg = d.join("arrays.toml");
+    bin_ok(
+        RAIDKIT,
+        &d,
+        None,
+        &[
+            "scan",
+            "--config",
+            cfg.to_str().unwrap(),
+            d.to_str().unwrap(),
+        ],
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let short = |u: &str| u.chars().take(8).collect::<String>();
+    assert!(
+        text.contains(&format!("name = \"dup-{}\"", short(&ua))),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("name = \"dup-{}\"", short(&ub))),
+        "{text}"
+    );
+    assert!(text.contains(&format!("name = \"{uo}\"")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "members = [\"{}\", \"{}\"]",
+            d.join("o0").display(),
+            d.join("o1").display()
+        )),
+        "{text}"
+    );
+    std::fs::write(
+        &cfg,
+        text.replace(&format!("name = \"{uo}\""), "name = \"old\""),
+    )
+    .unwrap();
+    bin_ok(
+        RAIDKIT,
+        &d,
+        None,
+        &[
+            "scan",
+            "--config",
+            cfg.to_str().unwrap(),
+            d.to_str().unwrap(),
+        ],
+    );
+    assert!(std::fs::read_to_string(&cfg)
+        .unwrap()
+        .contains("name = \"old\""));
+    let c = cfg.to_str().unwrap();
+    let mut s = Daemon::spawn(
+        Command::new(RAIDKIT)
+            .current_dir(&d)
+            .env("RAIDKIT_RUN_DIR", &run)
+            .args([
+                "serve",
+                "--socket",
+                d.join("all.nbd").to_str().unwrap(),
+                "--config",
+                c,
+            ]),
+        |l| l.starts_with("raidkit: serving"),
+        60,
+    );
+    let st: Value =
+        serde_json::from_str(&bin_ok(RAIDKIT, &d, Some(&run), &["status", "--json"])).unwrap();
+    let mut names: Vec<&str> = st
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    let mut want = vec![
+        format!("dup-{}", short(&ua)),
+        format!("dup-{}", short(&ub)),
+        "old".to_string(),
+    ];
+    want.sort();
+    assert_eq!(names, want);
+    bin_ok(RAIDKIT, &d, Some(&run), &["sync-action", &uo, "check"]);
+    s.stop("TERM");
+
+    // A config whose uuid no longer matches its members is refused.
+    std::fs::write(
+        &cfg,
+        format!("[[array]]\nname = \"x\"\nuuid = \"{ua}\"\nmembers = [\"b0\", \"b1\"]\n"),
+    )
+    .unwrap();
+    let e = bin_err(
+        RAIDKIT,
+        &d,
+        Some(&run),
+        &["serve", "--socket", "x.nbd", "--config", c],
+    );
+    assert!(e.contains(&format!("hold array {ub}, not {ua}")), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}

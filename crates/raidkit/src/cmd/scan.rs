@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 
 /// `scan`.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  raidkit scan                      # every block device\n  raidkit scan /srv/raid/*.img      # these files\n  raidkit scan --config /etc/raidkit/vol.toml /dev/sd?   # write (or update) a serve config\n  raidkit serve --config /etc/raidkit/vol.toml")]
+#[command(
+    after_help = "Examples:\n  raidkit scan                      # every block device\n  raidkit scan /srv/raid/*.img      # these files\n  raidkit scan --config /etc/raidkit/vol.toml /dev/sd?   # write (or update) a serve config\n  raidkit serve --config /etc/raidkit/vol.toml"
+)]
 pub struct ScanArgs {
     /// Write the config here (keeping the names and settings of arrays it already lists,
     /// matched by UUID or members) instead of printing it.
@@ -54,7 +56,10 @@ fn candidates(paths: &[PathBuf]) -> Vec<PathBuf> {
             .flatten()
             .flatten()
             .map(|e| Path::new("/dev").join(e.file_name()))
-            .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("ram")))
+            .filter(|p| {
+                !p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("ram"))
+            })
             .collect();
         v.sort();
         return v;
@@ -190,11 +195,14 @@ fn entries(arrays: &[ArrayFound], old: &[ArrayEntry]) -> Vec<ArrayEntry> {
             e
         })
         .collect();
-    for i in 0..out.len() {
-        let n = out[i].name.clone();
-        if out.iter().filter(|e| e.name == n).count() > 1 {
-            let short: String = arrays[i].uuid.chars().take(8).collect();
-            out[i].name = Some(format!("{}-{short}", n.unwrap_or_default()));
+    let clash: Vec<bool> = out
+        .iter()
+        .map(|e| out.iter().filter(|o| o.name == e.name).count() > 1)
+        .collect();
+    for ((e, a), c) in out.iter_mut().zip(arrays).zip(clash) {
+        if c {
+            let short: String = a.uuid.chars().take(8).collect();
+            e.name = Some(format!("{}-{short}", e.name.as_deref().unwrap_or("")));
         }
     }
     out
@@ -242,7 +250,10 @@ fn render(top: &ConfigFile, arrays: &[ArrayFound], es: &[ArrayEntry]) -> String 
                 format!(", superblock name {}", a.md_name)
             }
         ));
-        s.push_str(&format!("name = {}\n", quote(e.name.as_deref().unwrap_or(""))));
+        s.push_str(&format!(
+            "name = {}\n",
+            quote(e.name.as_deref().unwrap_or(""))
+        ));
         s.push_str(&format!("uuid = {}\n", quote(&a.uuid)));
         let ms: Vec<String> = e.members.iter().map(|m| path_q(m)).collect();
         s.push_str(&format!("members = [{}]\n", ms.join(", ")));
@@ -292,7 +303,11 @@ pub fn run(a: ScanArgs) -> Result<()> {
     };
     let es = entries(&arrays, &old.arrays);
     if a.json {
-        let list: Vec<Value> = arrays.iter().zip(&es).map(|(x, e)| array_json(x, e)).collect();
+        let list: Vec<Value> = arrays
+            .iter()
+            .zip(&es)
+            .map(|(x, e)| array_json(x, e))
+            .collect();
         outln!("{}", serde_json::to_string_pretty(&list)?);
     }
     if arrays.is_empty() {

@@ -6,8 +6,8 @@
 //! server that died (ECONNREFUSED: nobody listens), which are removed when they are this
 //! user's and never listed.
 
-use super::protocol::Request;
 use super::names::{pick, Ident};
+use super::protocol::Request;
 use super::{check_dir, client_run_dirs, run_dir, user_name};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
@@ -187,11 +187,11 @@ pub fn socket_for(spec: &str) -> Result<PathBuf> {
         },
         Err(e) if ids.iter().any(|x| x.matches(spec)) => bail!("{e}"),
         Err(_) if !denied.is_empty() => {
-            bail!("no running array named {spec:?} that you may use; {}", denied[0])
+            bail!(
+                "no running array named {spec:?} that you may use; {}",
+                denied[0]
+            )
         }
-        Err(e) => bail!(
-            "{e} (control sockets live in {})",
-            run_dir().display()
-        ),
+        Err(e) => bail!("{e} (control sockets live in {})", run_dir().display()),
     }
 }

@@ -246,7 +246,9 @@ fn open_export(a: &ServeArgs, e: &ArrayEntry) -> Result<(Served, Export)> {
     arr.configure_stripe_cache(cache_max, a.stripe_cache.map(|e| e as usize))
         .context("--stripe-cache / --stripe-cache-max")?;
     if let Some(u) = &e.uuid {
-        if crate::control::names::uuid_digits(u) != crate::control::names::uuid_digits(&arr.uuid_text()) {
+        if crate::control::names::uuid_digits(u)
+            != crate::control::names::uuid_digits(&arr.uuid_text())
+        {
             bail!(
                 "the members given for {} hold array {}, not {u} as the config says: a device was renamed or replaced? `raidkit scan` lists what is on them",
                 e.name.as_deref().unwrap_or("this [[array]]"),
