@@ -36,6 +36,9 @@ pub enum Command {
     /// Find arrays on devices or files (like `mdadm --examine --scan`); print or write the
     /// `serve --config` file that serves them under the same names anywhere.
     Scan(cmd::scan::ScanArgs),
+    /// Install the systemd units (`raidkit-serve@NAME` for /etc/raidkit/NAME.toml,
+    /// `raidkit-monitor`) with this binary's path.
+    InstallUnits(cmd::install_units::InstallUnitsArgs),
     /// Assemble read-only and report the array, like `mdadm --detail`.
     Detail(cmd::detail::DetailArgs),
     /// Copy the array's contents to a file or stdout (degraded if it must be). Never writes a member.

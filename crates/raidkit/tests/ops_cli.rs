@@ -342,3 +342,296 @@ fn names_uuids_and_scan() {
     assert!(e.contains(&format!("hold array {ub}, not {ua}")), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// GET `path` from `addr` and return the body.
+fn http_get(addr: &str, path: &str) -> String {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    let (head, body) = s.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
+}
+
+/// Every `raidkit_...` metric name in `text`.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while let Some(k) = text[i..].find("raidkit_") {
+        let s = i + k;
+        let mut e = s;
+        while e < b.len() && (b[e].is_ascii_lowercase() || b[e].is_ascii_digit() || b[e] == b'_') {
+            e += 1;
+        }
+        let before = if s > 0 { b[s - 1] } else { b' ' };
+        if !(before.is_ascii_alphanumeric() || before == b'_' || before == b'-' || before == b'/') {
+            out.insert(text[s..e].to_string());
+        }
+        i = e;
+    }
+    out
+}
+
+/// Series present only with network (NBD) members (`raidkit_member_link_*`); the unit tests
+/// of `ctl/health.rs` check them from a status with a link.
+fn network_only(m: &str) -> bool {
+    m.starts_with("raidkit_member_link_")
+}
+
+#[test]
+fn health_metrics_back_the_shipped_rules_and_dashboard() {
+    let d = tmpdir("metrics");
+    let run = d.join("run");
+    let mut a = vec![
+        "create",
+        "--level",
+        "5",
+        "--raid-devices",
+        "3",
+        "--size",
+        "8M",
+        "--name",
+        "hm",
+        "--homehost",
+        "none",
+    ];
+    a.extend(["m0", "m1", "m2"]);
+    bin_ok(RAIDKIT, &d, None, &a);
+    let mut s = serve(&d, &run, "hm", &["m0", "m1", "m2"]);
+    bin_ok(RAIDKIT, &d, Some(&run), &["sync-action", "hm", "check"]);
+    raidkit_testkit::proc::wait_for("the check to finish", 60, || {
+        let st: Value =
+            serde_json::from_str(&bin_ok(RAIDKIT, &d, Some(&run), &["status", "--json"])).unwrap();
+        st[0]["last_result"]["action"] == "check"
+    });
+    let mut p = raidkit_testkit::proc::Killing(
+        Command::new(RAIDKIT)
+            .current_dir(&d)
+            .env("RAIDKIT_RUN_DIR", &run)
+            .args(["stats", "--prometheus", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(p.0.stderr.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("raidkit: Prometheus metrics on http://")
+        .and_then(|l| l.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let body = http_get(&addr, "/metrics");
+    for l in [
+        "raidkit_md_state{device=\"hm\",array=\"hm\",state=\"active\"} 1",
+        "raidkit_md_disks{device=\"hm\",array=\"hm\",state=\"active\"} 3",
+        "raidkit_md_disks_required{device=\"hm\",array=\"hm\"} 3",
+        "raidkit_mismatch_bytes{array=\"hm\",action=\"check\"} 0",
+        "raidkit_array_degraded{array=\"hm\"} 0",
+    ] {
+        assert!(body.lines().any(|x| x == l), "missing {l}:\n{body}");
+    }
+    let have = metric_names(&body);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let rules = std::fs::read_to_string(root.join("docs/prometheus/raidkit-rules.yml")).unwrap();
+    let dash = std::fs::read_to_string(root.join("docs/grafana/raidkit-dashboard.json")).unwrap();
+    let dv: Value = serde_json::from_str(&dash).unwrap();
+    let mut exprs = String::new();
+    for p in dv["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            exprs.push_str(t["expr"].as_str().unwrap());
+            exprs.push('\n');
+        }
+    }
+    for (what, used) in [
+        ("rules", metric_names(&rules)),
+        ("dashboard", metric_names(&exprs)),
+    ] {
+        assert!(used.len() > 5, "{what}: {used:?}");
+        for m in used.iter().filter(|m| !network_only(m)) {
+            assert!(
+                have.contains(m),
+                "{what} uses {m}, which the endpoint does not export"
+            );
+        }
+    }
+    if let Some(promtool) = raidkit_testkit::proc::which("promtool") {
+        let o = Command::new(promtool)
+            .args(["check", "rules"])
+            .arg(root.join("docs/prometheus/raidkit-rules.yml"))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    } else {
+        println!(
+            "skip promtool check: promtool not installed (scripts/deps.sh installs prometheus)"
+        );
+    }
+
+    // A failed member shows in the md names and in raidkit's own.
+    bin_ok(RAIDKIT, &d, Some(&run), &["manage", "hm", "--fail", "m1"]);
+    let body = http_get(&addr, "/metrics");
+    for l in [
+        "raidkit_md_disks{device=\"hm\",array=\"hm\",state=\"active\"} 2",
+        "raidkit_md_disks{device=\"hm\",array=\"hm\",state=\"failed\"} 1",
+        "raidkit_array_degraded{array=\"hm\"} 1",
+    ] {
+        assert!(body.lines().any(|x| x == l), "missing {l}:\n{body}");
+    }
+    assert!(
+        body.lines().any(
+            |x| x.starts_with("raidkit_member_state{array=\"hm\",device=\"")
+                && x.contains("m1\",role=\"1\",state=\"failed\"} 1")
+        ),
+        "{body}"
+    );
+    drop(p);
+    s.stop("TERM");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn units_install_and_verify() {
+    let d = tmpdir("units");
+    let units = d.join("units");
+    let conf = d.join("etc");
+    bin_ok(
+        RAIDKIT,
+        &d,
+        None,
+        &[
+            "install-units",
+            "--no-reload",
+            "--dir",
+            units.to_str().unwrap(),
+            "--config-dir",
+            conf.to_str().unwrap(),
+        ],
+    );
+    assert!(conf.is_dir());
+    let serve = std::fs::read_to_string(units.join("raidkit-serve@.service")).unwrap();
+    assert!(
+        serve.contains(&format!(
+            "ExecStart={RAIDKIT} serve --config /etc/raidkit/%i.toml"
+        )),
+        "{serve}"
+    );
+    assert!(
+        serve.contains("Type=notify") && serve.contains("DeviceAllow=block-* rw"),
+        "{serve}"
+    );
+    assert!(
+        !serve.contains("PrivateDevices=yes"),
+        "block devices must stay reachable"
+    );
+    let mon = std::fs::read_to_string(units.join("raidkit-monitor.service")).unwrap();
+    assert!(
+        mon.contains(&format!(
+            "ExecStart={RAIDKIT} monitor $RAIDKIT_MONITOR_ARGS"
+        )),
+        "{mon}"
+    );
+    match raidkit_testkit::proc::which("systemd-analyze") {
+        Some(sa) => {
+            // An instance of the template, as systemd would load it.
+            std::fs::copy(
+                units.join("raidkit-serve@.service"),
+                units.join("raidkit-serve@vol.service"),
+            )
+            .unwrap();
+            for u in ["raidkit-serve@vol.service", "raidkit-monitor.service"] {
+                let o = Command::new(&sa)
+                    .arg("verify")
+                    .arg(units.join(u))
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(
+                    o.status.success() && !err.contains(u),
+                    "systemd-analyze verify {u}: {err}"
+                );
+            }
+        }
+        None => println!(
+            "skip systemd-analyze verify: not installed (scripts/deps.sh installs systemd)"
+        ),
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn serve_notifies_systemd_and_errors_carry_journal_levels() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tmpdir("notify");
+    let run = d.join("run");
+    bin_ok(
+        RAIDKIT,
+        &d,
+        None,
+        &[
+            "create",
+            "--level",
+            "1",
+            "--raid-devices",
+            "2",
+            "--size",
+            "4M",
+            "--name",
+            "sd",
+            "m0",
+            "m1",
+        ],
+    );
+    let sock = d.join("notify");
+    let l = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    l.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut c = Command::new(RAIDKIT);
+    c.current_dir(&d)
+        .env("RAIDKIT_RUN_DIR", &run)
+        .env("NOTIFY_SOCKET", &sock)
+        .args(["serve", "--socket", "sd.nbd", "m0", "m1"]);
+    let mut s = Daemon::spawn(&mut c, |l| l.starts_with("raidkit: serving"), 60);
+    let mut b = [0u8; 256];
+    let n = l.recv(&mut b).unwrap();
+    let msg = String::from_utf8_lossy(&b[..n]).to_string();
+    assert!(msg.starts_with("READY=1\nSTATUS=serving sd"), "{msg}");
+    s.signal("TERM");
+    let n = l.recv(&mut b).unwrap();
+    assert_eq!(&b[..n], b"STOPPING=1");
+    s.stop("TERM");
+
+    // Under journald (JOURNAL_STREAM names stderr), errors carry the <3> level prefix.
+    let log = d.join("journal");
+    let f = std::fs::File::create(&log).unwrap();
+    let md = f.metadata().unwrap();
+    let o = Command::new(RAIDKIT)
+        .current_dir(&d)
+        .env("RAIDKIT_RUN_DIR", &run)
+        .env("JOURNAL_STREAM", format!("{}:{}", md.dev(), md.ino()))
+        .args(["sync-action", "nosuch", "check"])
+        .stderr(f)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.starts_with("<3>raidkit: error: no running array named \"nosuch\""),
+        "{text}"
+    );
+    let o = rk(&["sync-action", "nosuch", "check"]);
+    assert!(o.2.starts_with("raidkit: error:"), "{}", o.2);
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod detail;
 pub mod examine;
 pub mod grow;
+pub mod install_units;
 pub mod probe;
 pub mod scan;
 pub mod scrub;

@@ -314,6 +314,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let addr = server.local_addr();
     raidkit_nbd::shutdown_on_signals(server.handle(), |sig| {
         let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+        crate::sd::notify("STOPPING=1");
         online::note(format_args!(
             "{name}: finishing in-flight requests, flushing and marking clean (again to exit at once)"
         ));
@@ -327,6 +328,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         (None, None) => hints::Tls::None,
     };
     hints::print_clients(&listen, &addr, &names, &hint);
+    crate::sd::notify(&format!("READY=1\nSTATUS=serving {}", names.join(", ")));
     let res = server.run();
     let clean = online.shutdown();
     res?;
