@@ -16,7 +16,7 @@ use crate::sb::Super;
 use raidkit_format::reshape::ReshapeInfo;
 use raidkit_layout::reshape::{Direction, Reshape};
 use raidkit_layout::{Geometry, Level};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Steps past the record [`Reshape::infer_progress`] looks at.
@@ -257,7 +257,7 @@ impl Reshaping {
 /// Read mdadm's backup file and, if it still holds data the members may not, restore it
 /// (writable: written through the new geometry, the position recorded past it) or serve
 /// it (read-only). Returns the position to continue from.
-fn restore_backup(arr: &Array, route: &mut Route, path: &PathBuf, force: bool) -> Result<u64> {
+fn restore_backup(arr: &Array, route: &mut Route, path: &Path, force: bool) -> Result<u64> {
     let recorded = route.info.position;
     let utime = lock(&arr.meta.sb)
         .sbs

@@ -105,8 +105,8 @@ pub fn make(level: Level, layout: &str, n: usize, meta: &str, chunk_k: u64, extr
     }
 }
 
-pub fn open(p: &PathBuf) -> Arc<dyn BlockDev> {
-    Arc::new(FileDev::open(p, true).unwrap())
+pub fn open(p: impl AsRef<std::path::Path>) -> Arc<dyn BlockDev> {
+    Arc::new(FileDev::open(p.as_ref(), true).unwrap())
 }
 
 /// The pattern up to `bytes` (or the array's end), zeros after.

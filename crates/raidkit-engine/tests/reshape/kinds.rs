@@ -118,8 +118,7 @@ fn shrink_needs_the_array_size_first() {
         ..Default::default()
     };
     let e = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {})
-        .err()
-        .expect("a shrink without the array size is refused");
+        .expect_err("a shrink without the array size is refused");
     assert!(e.to_string().contains("confirm the new size"), "{e}");
     drop(arr);
     // The full new capacity: no room after the data, so the critical section at the end
@@ -132,8 +131,7 @@ fn shrink_needs_the_array_size_first() {
         ..Default::default()
     };
     let e = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {})
-        .err()
-        .expect("no room after the data and no backup file");
+        .expect_err("no room after the data and no backup file");
     assert!(e.to_string().contains("backup file"), "{e}");
     drop(arr);
     let req = ReshapeRequest {
@@ -191,8 +189,7 @@ fn in_place_with_a_backup_file_on_090_and_10() {
             ..Default::default()
         };
         let e = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {})
-            .err()
-            .expect("no room and no backup file");
+            .expect_err("no room and no backup file");
         assert!(e.to_string().contains("backup file"), "{name}: {e}");
         drop(arr);
         let backup = m._dir.path().join("backup");
