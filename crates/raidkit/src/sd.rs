@@ -50,7 +50,7 @@ fn is_stream(fd: i32, dev: u64, ino: u64) -> bool {
     }
     // SAFETY: fstat succeeded, so it initialised the struct.
     let st = unsafe { st.assume_init() };
-    st.st_dev as u64 == dev && st.st_ino as u64 == ino
+    st.st_dev == dev && st.st_ino == ino
 }
 
 #[cfg(test)]

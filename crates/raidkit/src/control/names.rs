@@ -53,7 +53,7 @@ impl Ident {
 
 /// The one array `spec` names among `all`, or a sentence saying why there is none: no
 /// match (listing what runs), or several (listing them and how to pick one).
-pub fn pick<'a>(all: &'a [Ident], spec: &str, wherein: &str) -> Result<usize, String> {
+pub fn pick(all: &[Ident], spec: &str, wherein: &str) -> Result<usize, String> {
     let hits: Vec<usize> = (0..all.len()).filter(|&i| all[i].matches(spec)).collect();
     match hits.as_slice() {
         [one] => Ok(*one),
