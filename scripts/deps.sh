@@ -16,6 +16,12 @@ deps=(
   fio:fio nbdkit:nbdkit nbd-client:nbd-client nbd-server:nbd-server
   # FUSE mounts as a normal user, and the tests' helpers.
   fusermount3:fuse3 python3:python3 timeout:coreutils
+  # SMART health of members (`detail`, the monitor's smart_warning events).
+  smartctl:smartmontools
+  # Checks of the shipped Prometheus alert rules (docs/prometheus) and systemd units (systemd/).
+  promtool:prometheus systemd-analyze:systemd
+  # The font charts are drawn with (plot.rs reads it at run time).
+  dpkg:fonts-dejavu-core:fonts-dejavu-core
 )
 need=()
 for d in "${deps[@]}"; do

@@ -132,6 +132,67 @@ impl Histogram {
     }
 }
 
+/// A [`Histogram`] many threads record into without a lock (relaxed atomic counters; a
+/// snapshot taken while recording may miss the values in flight).
+#[derive(Debug)]
+pub struct AtomicHistogram {
+    counts: Vec<std::sync::atomic::AtomicU64>,
+    sum: std::sync::atomic::AtomicU64,
+    min: std::sync::atomic::AtomicU64,
+    max: std::sync::atomic::AtomicU64,
+}
+
+impl Default for AtomicHistogram {
+    fn default() -> Self {
+        AtomicHistogram::new()
+    }
+}
+
+impl AtomicHistogram {
+    /// Empty.
+    pub fn new() -> AtomicHistogram {
+        use std::sync::atomic::AtomicU64;
+        AtomicHistogram {
+            counts: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            sum: AtomicU64::new(0),
+            min: AtomicU64::new(u64::MAX),
+            max: AtomicU64::new(0),
+        }
+    }
+    /// Add one value.
+    pub fn record(&self, v: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(c) = self.counts.get(index(v)) {
+            c.fetch_add(1, Relaxed);
+        }
+        self.sum.fetch_add(v, Relaxed);
+        self.min.fetch_min(v, Relaxed);
+        self.max.fetch_max(v, Relaxed);
+    }
+    /// Forget everything.
+    pub fn reset(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for c in &self.counts {
+            c.store(0, Relaxed);
+        }
+        self.sum.store(0, Relaxed);
+        self.min.store(u64::MAX, Relaxed);
+        self.max.store(0, Relaxed);
+    }
+    /// A plain histogram of what was recorded so far.
+    pub fn snapshot(&self) -> Histogram {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counts: Vec<u64> = self.counts.iter().map(|c| c.load(Relaxed)).collect();
+        Histogram {
+            n: counts.iter().sum(),
+            counts,
+            sum: u128::from(self.sum.load(Relaxed)),
+            min: self.min.load(Relaxed),
+            max: self.max.load(Relaxed),
+        }
+    }
+}
+
 /// Latency percentiles in the histogram's unit (nanoseconds).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LatencySummary {
@@ -187,5 +248,21 @@ mod tests {
         assert_eq!(a.percentile(50.0), 10);
         assert_eq!(a.percentile(100.0), 1_000_000);
         assert_eq!(Histogram::new().percentile(50.0), 0);
+    }
+
+    #[test]
+    fn atomic_histogram_matches_the_plain_one() {
+        let a = AtomicHistogram::new();
+        let mut h = Histogram::new();
+        for v in [5u64, 1000, 77_777, 3, 1 << 33] {
+            a.record(v);
+            h.record(v);
+        }
+        let s = a.snapshot();
+        assert_eq!(s.summary(), h.summary());
+        assert_eq!(s.count(), 5);
+        a.reset();
+        assert_eq!(a.snapshot().count(), 0);
+        assert_eq!(a.snapshot().summary(), Histogram::new().summary());
     }
 }

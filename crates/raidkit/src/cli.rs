@@ -33,6 +33,12 @@ pub enum Command {
     Create(cmd::create::CreateArgs),
     /// Print the MD superblock of each member, like `mdadm --examine`.
     Examine(cmd::examine::ExamineArgs),
+    /// Find arrays on devices or files (like `mdadm --examine --scan`); print or write the
+    /// `serve --config` file that serves them under the same names anywhere.
+    Scan(cmd::scan::ScanArgs),
+    /// Install the systemd units (`raidkit-serve@NAME` for /etc/raidkit/NAME.toml,
+    /// `raidkit-monitor`) with this binary's path.
+    InstallUnits(cmd::install_units::InstallUnitsArgs),
     /// Assemble read-only and report the array, like `mdadm --detail`.
     Detail(cmd::detail::DetailArgs),
     /// Copy the array's contents to a file or stdout (degraded if it must be). Never writes a member.
@@ -73,7 +79,8 @@ pub enum Command {
     /// IO trace tools: `trace analyze FILE` (blkparse text or raidkit JSON lines).
     #[command(subcommand)]
     Trace(cmd::trace::TraceCmd),
-    /// What a file or device is: rotational, 512 B vs 4 KiB direct writes, erase block.
+    /// What a file or device is: rotational, 512 B vs 4 KiB direct writes, erase block; with
+    /// several paths (an array's members), their sequential read speeds against each other and their links.
     Probe(cmd::probe::ProbeArgs),
     /// Export arrays over NBD (nbdinfo, qemu, nbd-client, nbdfuse) until SIGINT/SIGTERM.
     Serve(crate::serve::ServeArgs),

@@ -15,6 +15,7 @@ mod control;
 mod ctl;
 mod mount;
 mod online;
+mod sd;
 mod serve;
 mod units;
 
@@ -28,7 +29,9 @@ fn main() {
         if out::is_broken_pipe(&e) {
             std::process::exit(out::EXIT_PIPE);
         }
-        eprintln!("raidkit: error: {}", out::error_text(&e));
+        // Under journald, `<3>` marks the line as an error (SyslogLevelPrefix).
+        let level = if sd::stderr_is_journal() { "<3>" } else { "" };
+        eprintln!("{level}raidkit: error: {}", out::error_text(&e));
         std::process::exit(1);
     }
 }
@@ -39,6 +42,8 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Command::Create(a) => cmd::create::run(a),
         Command::Examine(a) => cmd::examine::run(a),
+        Command::Scan(a) => cmd::scan::run(a),
+        Command::InstallUnits(a) => cmd::install_units::run(a),
         Command::Detail(a) => cmd::detail::run(a),
         Command::Export(a) => cmd::transfer::export(a),
         Command::Import(a) => cmd::transfer::import(a),

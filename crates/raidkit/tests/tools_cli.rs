@@ -1,4 +1,5 @@
-//! `raidkit advise`, `trace analyze`, `bench io` and `probe` through the binary.
+//! `raidkit advise`, `trace analyze`, `bench io`, `probe` and the disk checks of `create` and
+//! `detail` through the binary.
 
 use serde_json::Value;
 use std::process::Command;
@@ -178,4 +179,121 @@ fn bench_io_file_sweep_and_refusals() {
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(v["kind"].as_str().unwrap().starts_with("file on "), "{out}");
+}
+
+#[test]
+fn create_and_detail_name_members_that_share_a_disk() {
+    let dir = std::env::temp_dir().join(format!("rk-tools-dom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let m: Vec<String> = (0..3)
+        .map(|i| dir.join(format!("d{i}.img")).display().to_string())
+        .collect();
+    let mut args = vec![
+        "create",
+        "--level",
+        "5",
+        "--raid-devices",
+        "3",
+        "--size",
+        "8M",
+    ];
+    args.extend(m.iter().map(String::as_str));
+    let (ok, _, err) = rk(&args);
+    assert!(ok, "{err}");
+    // Warned before writing: the files do not exist yet, they will share one file system.
+    let warn = format!(
+        "raidkit: warning: members 0 ({}), 1 ({}) and 2 ({}) are files on one ",
+        m[0], m[1], m[2]
+    );
+    assert!(err.starts_with(&warn), "{err}");
+    assert!(
+        err.contains("that is more than a raid5 of 3 can lose: the array's data would be lost"),
+        "{err}"
+    );
+    let mut args = vec!["detail", "--json"];
+    args.extend(m.iter().map(String::as_str));
+    let (ok, out, err) = rk(&args);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let w = v["disk_warnings"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        ["same_disk", "same_filesystem"].contains(&w[0]["kind"].as_str().unwrap()),
+        "{w:?}"
+    );
+    assert_eq!(w[0]["members"].as_array().unwrap().len(), 3);
+    let smart = v["smart"].as_array().unwrap();
+    assert_eq!(smart.len(), 3, "one SMART verdict per member: {smart:?}");
+    for (i, f) in smart.iter().enumerate() {
+        assert_eq!(f["member"]["role"], i);
+        assert!(f["status"].is_string());
+    }
+    let mut args = vec!["detail"];
+    args.extend(m.iter().map(String::as_str));
+    let (ok, out, _) = rk(&args);
+    assert!(ok);
+    assert!(
+        out.contains("\n    Disks:\n    warning: members 0 ("),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn probe_compares_members_read_only_and_charts_draw() {
+    let dir = std::env::temp_dir().join(format!("rk-tools-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let m: Vec<String> = (0..3)
+        .map(|i| {
+            let p = dir.join(format!("m{i}.img"));
+            std::fs::write(&p, vec![7u8; 2 << 20]).unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    let png = dir.join("peers.png").display().to_string();
+    let mut args = vec!["probe", "--json", "--bytes-per-point", "1M", "--plot", &png];
+    args.extend(m.iter().map(String::as_str));
+    let (ok, out, err) = rk(&args);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let samples = v["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 3);
+    assert_eq!(samples[1]["path"], m[1].as_str());
+    assert_eq!(samples[1]["bytes"], 1 << 20);
+    assert!(v["findings"].is_array());
+    assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+    for p in &m {
+        assert!(
+            std::fs::read(p).unwrap().iter().all(|&b| b == 7),
+            "read-only"
+        );
+    }
+    // A bench chart says what was measured, in its SVG text.
+    let svg = dir.join("b.svg").display().to_string();
+    let (ok, _, err) = rk(&[
+        "bench",
+        "io",
+        "--create",
+        "6:4:16M",
+        "--chunk",
+        "64K",
+        "--rw",
+        "randwrite",
+        "--bs",
+        "4K",
+        "--iodepth",
+        "4",
+        "--size",
+        "1M",
+        "--plot",
+        &svg,
+    ]);
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("raid6 4×16 MiB, 64 KiB chunk · 4K random write QD4 · "),
+        "title"
+    );
+    assert!(text.contains("member traffic: "), "member panel");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -20,7 +20,8 @@ fn size_bucket(len: u64) -> usize {
     lg.saturating_sub(9).min(SIZE_BUCKETS - 1)
 }
 
-fn lat_bucket(d: Duration) -> usize {
+/// The latency bucket of `d` (see [`LAT_BUCKETS`]).
+pub(crate) fn lat_bucket(d: Duration) -> usize {
     let us = d.as_micros().max(1) as u64;
     (63 - us.leading_zeros() as usize).min(LAT_BUCKETS - 1)
 }

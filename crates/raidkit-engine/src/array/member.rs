@@ -90,6 +90,27 @@ pub struct MemberStats {
     pub writes: AtomicU64,
     /// Bytes written.
     pub write_bytes: AtomicU64,
+    /// Read service times (see [`super::iostats::LAT_BUCKETS`]).
+    pub read_lat: [AtomicU64; super::iostats::LAT_BUCKETS],
+    /// Write service times.
+    pub write_lat: [AtomicU64; super::iostats::LAT_BUCKETS],
+    /// Sum of read service times, ns.
+    pub read_lat_sum_ns: AtomicU64,
+    /// Sum of write service times, ns.
+    pub write_lat_sum_ns: AtomicU64,
+}
+
+impl MemberStats {
+    /// Count one completed member IO's service time.
+    pub(crate) fn record_latency(&self, write: bool, d: std::time::Duration) {
+        let (hist, sum) = if write {
+            (&self.write_lat, &self.write_lat_sum_ns)
+        } else {
+            (&self.read_lat, &self.read_lat_sum_ns)
+        };
+        hist[super::iostats::lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
+        sum.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
 }
 
 impl Member {
@@ -257,6 +278,10 @@ impl<'a> MemberOp<'a> {
     }
 }
 
+fn load_all(a: &[AtomicU64]) -> Vec<u64> {
+    a.iter().map(|x| x.load(Ordering::Relaxed)).collect()
+}
+
 /// md fails a member after this many corrected read errors (its default).
 pub const MAX_CORRECTED_READ_ERRORS: u32 = 20;
 
@@ -275,6 +300,14 @@ pub struct MemberIo {
     pub writes: u64,
     /// Bytes written.
     pub write_bytes: u64,
+    /// Read service time histogram (bucket `i`: `2^i <= µs < 2^(i+1)`, as the array's).
+    pub read_lat_hist_us: Vec<u64>,
+    /// Write service time histogram.
+    pub write_lat_hist_us: Vec<u64>,
+    /// Sum of read service times, ns.
+    pub read_lat_sum_ns: u64,
+    /// Sum of write service times, ns.
+    pub write_lat_sum_ns: u64,
 }
 
 /// Description of a member for reports.
@@ -407,6 +440,10 @@ impl Array {
                     read_bytes: m.stats.read_bytes.load(Ordering::Relaxed),
                     writes: m.stats.writes.load(Ordering::Relaxed),
                     write_bytes: m.stats.write_bytes.load(Ordering::Relaxed),
+                    read_lat_hist_us: load_all(&m.stats.read_lat),
+                    write_lat_hist_us: load_all(&m.stats.write_lat),
+                    read_lat_sum_ns: m.stats.read_lat_sum_ns.load(Ordering::Relaxed),
+                    write_lat_sum_ns: m.stats.write_lat_sum_ns.load(Ordering::Relaxed),
                 })
             })
             .collect()
@@ -560,7 +597,12 @@ impl Array {
             let elapsed = done_at.map(|d| d.saturating_duration_since(t0));
             let outcome = match op.buf {
                 OpBuf::Read(_) => self.after_read(op.role, &m, op.len(), res, elapsed),
-                OpBuf::Write(_) => self.after_write(op.role, &m, op.dsec, op.len(), res),
+                OpBuf::Write(_) => {
+                    if let (Ok(()), Some(e)) = (&res, elapsed) {
+                        m.stats.record_latency(true, e);
+                    }
+                    self.after_write(op.role, &m, op.dsec, op.len(), res)
+                }
             };
             if op.outcome.as_ref().is_none_or(|o| o.is_ok()) {
                 op.outcome = Some(outcome);
@@ -581,6 +623,9 @@ impl Array {
         match res {
             Ok(()) => {
                 m.record_read(len);
+                if let Some(e) = elapsed {
+                    m.stats.record_latency(false, e);
+                }
                 self.check_slow(role, m);
                 Ok(true)
             }

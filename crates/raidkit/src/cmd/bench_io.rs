@@ -10,7 +10,7 @@ use raidkit_tools::bench::{
     self, ArraySpec, ArrayTarget, BenchResult, BenchSpec, FileTarget, Pattern, SweepParam,
     SweepPoint, SweepResult, Target,
 };
-use raidkit_tools::plot::{self, Bars, Chart, Lines};
+use raidkit_tools::charts;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -264,7 +264,7 @@ pub fn run(a: BenchIoArgs) -> Result<()> {
     let Some(sw) = &a.sweep else {
         let r = one(&a, &base, &dir, "run")?;
         if let Some(p) = &a.plot {
-            plot_one(p, &r)?;
+            charts::draw(p, &charts::bench_figure(&r))?;
         }
         if a.json {
             outln!("{}", serde_json::to_string_pretty(&r)?);
@@ -313,7 +313,7 @@ pub fn run(a: BenchIoArgs) -> Result<()> {
         points,
     };
     if let Some(p) = &a.plot {
-        plot_sweep(p, &res)?;
+        charts::draw(p, &charts::sweep_figure(&res))?;
     }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&res)?);
@@ -321,100 +321,4 @@ pub fn run(a: BenchIoArgs) -> Result<()> {
         out!("{}", res.to_text());
     }
     Ok(())
-}
-
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1000.0
-}
-
-fn plot_one(path: &Path, r: &BenchResult) -> Result<()> {
-    let labels: Vec<String> = ["p50", "p90", "p99", "p99.9", "max"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let mut series = Vec::new();
-    for (name, l) in [("read", &r.read_lat_ns), ("write", &r.write_lat_ns)] {
-        if let Some(l) = l {
-            series.push((
-                name.to_string(),
-                vec![us(l.p50), us(l.p90), us(l.p99), us(l.p999), us(l.max)],
-            ));
-        }
-    }
-    let top = Bars {
-        title: format!(
-            "{} bs={} qd={} jobs={}: {:.0} MiB/s, {:.0} IOPS",
-            r.pattern,
-            raidkit_tools::trace::size_label(r.block_size),
-            r.iodepth,
-            r.jobs,
-            r.mib_s,
-            r.iops
-        ),
-        x_desc: "latency percentile".into(),
-        y_desc: "µs (log scale)".into(),
-        labels,
-        series,
-        log_y: true,
-    };
-    match &r.members {
-        Some(ms) => {
-            let bottom = Bars {
-                title: "share of member IO".into(),
-                x_desc: "member role".into(),
-                y_desc: "%".into(),
-                labels: ms.iter().map(|m| m.role.to_string()).collect(),
-                series: vec![
-                    (
-                        "IOs".into(),
-                        ms.iter().map(|m| m.io_share * 100.0).collect(),
-                    ),
-                    (
-                        "bytes".into(),
-                        ms.iter().map(|m| m.byte_share * 100.0).collect(),
-                    ),
-                ],
-                log_y: false,
-            };
-            plot::stacked(path, &Chart::Bars(top), &Chart::Bars(bottom))
-        }
-        None => plot::bars(path, &top),
-    }
-    .map_err(|e| anyhow!(e))
-}
-
-fn plot_sweep(path: &Path, s: &SweepResult) -> Result<()> {
-    let labels: Vec<String> = s.points.iter().map(|p| p.value.clone()).collect();
-    let first = s
-        .points
-        .first()
-        .map(|p| p.result.pattern.clone())
-        .unwrap_or_default();
-    let top = Lines {
-        title: format!("{first}: throughput by {}", s.param),
-        x_desc: s.param.clone(),
-        y_desc: "MiB/s".into(),
-        labels: labels.clone(),
-        series: vec![(
-            "MiB/s".into(),
-            s.points.iter().map(|p| p.result.mib_s).collect(),
-        )],
-    };
-    let bottom = Lines {
-        title: format!("{first}: latency by {}", s.param),
-        x_desc: s.param.clone(),
-        y_desc: "µs".into(),
-        labels,
-        series: vec![
-            (
-                "p50".into(),
-                s.points.iter().map(|p| us(p.result.lat_ns.p50)).collect(),
-            ),
-            (
-                "p99".into(),
-                s.points.iter().map(|p| us(p.result.lat_ns.p99)).collect(),
-            ),
-        ],
-    };
-    plot::stacked(path, &Chart::Lines(top), &Chart::Lines(bottom)).map_err(|e| anyhow!(e))
 }

@@ -7,6 +7,7 @@ use clap::Args;
 use indicatif::ProgressBar;
 use raidkit_engine::checksums::Checksums;
 use raidkit_engine::create::{create, default_homehost, CreateOptions, MemberSpec};
+use raidkit_engine::sb::Metadata;
 use raidkit_format::uuid;
 use raidkit_layout::{names, Level};
 use std::path::PathBuf;
@@ -35,9 +36,10 @@ pub struct CreateArgs {
         value_name = "0.90|1.0|1.1|1.2"
     )]
     pub metadata: String,
-    /// Array name (stored as HOMEHOST:NAME like mdadm).
-    #[arg(short = 'N', long, default_value = "raidkit")]
-    pub name: String,
+    /// Array name (stored as HOMEHOST:NAME like mdadm; default `raidkit`). 0.90
+    /// superblocks have no name field: the name then goes in a `serve --config` file.
+    #[arg(short = 'N', long)]
+    pub name: Option<String>,
     /// Home host stored with the name (default: this host's name; `none` for no prefix).
     #[arg(long)]
     pub homehost: Option<String>,
@@ -97,7 +99,7 @@ fn options(a: &CreateArgs, level: Level) -> Result<CreateOptions> {
         o.layout = Some(names::parse_layout(level, l)?);
     }
     o.metadata = parse_metadata(&a.metadata)?;
-    o.name = a.name.clone();
+    o.name = a.name.clone().unwrap_or_else(|| "raidkit".into());
     o.homehost = match a.homehost.as_deref() {
         Some("none") | Some("") => None,
         Some(h) => Some(h.to_string()),
@@ -128,6 +130,10 @@ fn options(a: &CreateArgs, level: Level) -> Result<CreateOptions> {
 pub fn run(a: CreateArgs) -> Result<()> {
     let level = Level::parse(&a.level)?;
     let o = options(&a, level)?;
+    // Warnings, never a refusal: members that --size will create are checked in their folder.
+    for w in raidkit_tools::disks::create_warnings(level, a.raid_devices, o.layout, &a.members) {
+        eprintln!("raidkit: {w}");
+    }
     let mut pb: Option<ProgressBar> = None;
     let arr = create(&o, &mut |done, total| {
         let p = pb.get_or_insert_with(|| bar(total * 512, "sync"));
@@ -149,6 +155,9 @@ pub fn run(a: CreateArgs) -> Result<()> {
     }
     let out = super::detail::detail_json(&arr);
     arr.stop()?;
+    if let (Metadata::V090, Some(n)) = (o.metadata, &a.name) {
+        eprintln!("{}", v090_name_note(n, &out, &a.members));
+    }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -168,4 +177,25 @@ pub fn run(a: CreateArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// 0.90 superblocks have no name field: say so (never drop `--name` silently) and give the
+/// `serve --config` entry that exports the array under that name.
+fn v090_name_note(name: &str, out: &serde_json::Value, members: &[std::path::PathBuf]) -> String {
+    let list: Vec<String> = members
+        .iter()
+        .map(|p| {
+            let p = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+            format!("{:?}", p.display().to_string())
+        })
+        .collect();
+    format!(
+        "raidkit: note: 0.90 superblocks have no name field, so --name {name:?} is not stored on the members; \
+         without a config `serve` exports the array by its UUID ({}). To export it as {name:?}, serve it with \
+         --export {name:?} or from a --config file with this entry (`raidkit scan --config FILE` writes one for every array found):\n\
+         [[array]]\nname = {name:?}\nuuid = {:?}\nmembers = [{}]",
+        out["uuid"].as_str().unwrap_or(""),
+        out["uuid"].as_str().unwrap_or(""),
+        list.join(", ")
+    )
 }

@@ -54,7 +54,12 @@ pub fn run(a: DetailArgs) -> Result<()> {
     let mut o = asm_opts(&a.asm, false)?;
     o.report_only = true;
     let arr = crate::cmd::assemble(&a.asm.members, &o)?;
-    let v = detail_json(&arr);
+    let mut v = detail_json(&arr);
+    let (ms, shape) = raidkit_tools::disks::of_array(&arr);
+    let domains = raidkit_tools::disks::check_members(&ms, Some(&shape));
+    let smart = raidkit_tools::disks::smart::check_smart(&ms);
+    v["disk_warnings"] = json!(domains);
+    v["smart"] = json!(smart);
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -99,6 +104,13 @@ pub fn run(a: DetailArgs) -> Result<()> {
     }
     for m in members.iter().filter(|m| m.role.is_none()) {
         outln!("       -  {:<12} {}", m.state, m.device);
+    }
+    let lines = raidkit_tools::disks::report_lines(&domains, &smart);
+    if !lines.is_empty() {
+        outln!("\n    Disks:");
+        for l in lines {
+            outln!("    {l}");
+        }
     }
     Ok(())
 }

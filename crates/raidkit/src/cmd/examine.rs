@@ -21,6 +21,10 @@ pub struct ExamineArgs {
     /// which array it belongs to and which array sectors it holds.
     #[arg(long, value_name = "FILE")]
     pub backup_file: Option<PathBuf>,
+    /// Show the write-intent bitmap instead (like `mdadm -X`): chunk, events, the dirty
+    /// bits per region, and what a resync or a re-add would copy.
+    #[arg(long, short = 'X')]
+    pub bitmap: bool,
     /// Devices or files.
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -70,6 +74,9 @@ struct Examined {
 
 /// Run `examine`.
 pub fn run(a: ExamineArgs) -> Result<()> {
+    if a.bitmap {
+        return super::bitmap::run(&a.members, a.json);
+    }
     let mut found: Vec<Examined> = Vec::new();
     let mut errors: Vec<(PathBuf, String)> = Vec::new();
     for p in &a.members {
@@ -293,29 +300,7 @@ fn reshape_lines(sb: &Super, line: &mut dyn FnMut(&str, String)) {
 }
 
 fn fmt_time(t: u64) -> String {
-    // UTC, like `date -u`: YYYY-MM-DD HH:MM:SS
-    let days = t / 86400;
-    let secs = t % 86400;
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
-}
-
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z.rem_euclid(146097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    raidkit_tools::human::timestamp(t)
 }
 
 fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {

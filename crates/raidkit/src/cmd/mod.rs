@@ -6,13 +6,16 @@
 pub mod advise;
 pub mod bench_io;
 pub mod bench_parity;
+pub mod bitmap;
 pub mod checksums;
 pub mod create;
 pub mod demo;
 pub mod detail;
 pub mod examine;
 pub mod grow;
+pub mod install_units;
 pub mod probe;
+pub mod scan;
 pub mod scrub;
 pub mod trace;
 pub mod transfer;

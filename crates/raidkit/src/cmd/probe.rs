@@ -1,11 +1,11 @@
-//! `raidkit probe`: rotational or not, 512 B vs 4 KiB direct writes, erase-block estimate.
+//! `raidkit probe`: rotational or not, 512 B vs 4 KiB direct writes, erase-block estimate;
+//! with several paths, their sequential read speeds against each other and their links.
 
 use crate::units::parse_size;
 use anyhow::{anyhow, Result};
 use clap::Args;
-use raidkit_tools::plot::{self, Lines};
-use raidkit_tools::probe::{probe, ProbeOptions};
-use raidkit_tools::trace::size_label;
+use raidkit_tools::charts;
+use raidkit_tools::probe::{probe, probe_peers, PeerOptions, ProbeOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -40,8 +40,11 @@ pub struct ProbeArgs {
     #[arg(long = "seconds-per-point", default_value = "2")]
     pub seconds_per_point: f64,
     /// A block device, a file, a directory (a scratch file is made and removed there) or a
-    /// new file name (made and removed).
-    pub path: PathBuf,
+    /// new file name (made and removed). Several: the members of an array, compared by
+    /// sequential read speed (read-only; --offset, --bytes-per-point, --seconds-per-point
+    /// apply to each).
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
 }
 
 /// Run `probe`.
@@ -49,6 +52,26 @@ pub fn run(a: ProbeArgs) -> Result<()> {
     let sz = |s: &str| parse_size(s, 1).map_err(|e| anyhow!(e));
     if !(a.seconds_per_point > 0.0 && a.seconds_per_point <= 60.0) {
         return Err(anyhow!("--seconds-per-point must be in (0, 60]"));
+    }
+    if a.paths.len() > 1 {
+        let r = probe_peers(
+            &a.paths,
+            &PeerOptions {
+                offset: sz(&a.offset)?,
+                bytes: sz(&a.bytes_per_point)?,
+                time: Duration::from_secs_f64(a.seconds_per_point),
+                ..PeerOptions::default()
+            },
+        )?;
+        if let Some(p) = &a.plot {
+            charts::draw(p, &charts::peers_figure(&r))?;
+        }
+        if a.json {
+            outln!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            out!("{}", r.to_text());
+        }
+        return Ok(());
     }
     let o = ProbeOptions {
         force: a.force,
@@ -59,26 +82,9 @@ pub fn run(a: ProbeArgs) -> Result<()> {
         time_per_point: Duration::from_secs_f64(a.seconds_per_point),
         no_write: a.no_write,
     };
-    let r = probe(&a.path, &o)?;
+    let r = probe(&a.paths[0], &o)?;
     if let Some(p) = &a.plot {
-        plot::lines(
-            p,
-            &Lines {
-                title: format!(
-                    "{} sequential writes: {}{}",
-                    if r.direct_io { "direct" } else { "buffered" },
-                    r.kind,
-                    r.erase_block_estimate
-                        .map(|e| format!(", knee at {}", size_label(e)))
-                        .unwrap_or_default()
-                ),
-                x_desc: "write size".into(),
-                y_desc: "MiB/s".into(),
-                labels: r.sweep.iter().map(|p| size_label(p.block)).collect(),
-                series: vec![("MiB/s".into(), r.sweep.iter().map(|p| p.mib_s).collect())],
-            },
-        )
-        .map_err(|e| anyhow!(e))?;
+        charts::draw(p, &charts::probe_figure(&r))?;
     }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);

@@ -1,10 +1,10 @@
 //! `raidkit trace analyze`: read/write mix, size histogram, per-process or per-export
 //! breakdown of a `blkparse` text trace or a raidkit JSON-lines trace.
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use raidkit_tools::plot::{self, Bars};
-use raidkit_tools::trace::{analyze, parse, size_label};
+use raidkit_tools::charts;
+use raidkit_tools::trace::{analyze, parse};
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -55,38 +55,7 @@ fn analyze_cmd(a: TraceAnalyzeArgs) -> Result<()> {
     let tr = parse(&text, &a.file)?;
     let r = analyze(&tr, a.action)?;
     if let Some(p) = &a.plot {
-        let total: u64 = r.size_histogram.iter().map(|x| x.1).sum();
-        // Every power of two from the smallest to the largest bucket, empty ones too.
-        let mut buckets: Vec<(u64, u64)> = Vec::new();
-        if let (Some(lo), Some(hi)) = (r.size_histogram.first(), r.size_histogram.last()) {
-            let mut b = lo.0;
-            while b <= hi.0 && buckets.len() < 64 {
-                let c = r
-                    .size_histogram
-                    .iter()
-                    .find(|x| x.0 == b)
-                    .map_or(0, |x| x.1);
-                buckets.push((b, c));
-                b = b.saturating_mul(2);
-            }
-        }
-        plot::bars(
-            p,
-            &Bars {
-                title: format!(
-                    "IO sizes: {} IOs, {:.0}% reads, mode {}",
-                    total,
-                    r.read_fraction * 100.0,
-                    size_label(r.mode_size)
-                ),
-                x_desc: "size (power of two ≤ size)".into(),
-                y_desc: "IOs".into(),
-                labels: buckets.iter().map(|x| size_label(x.0)).collect(),
-                series: vec![("IOs".into(), buckets.iter().map(|x| x.1 as f64).collect())],
-                log_y: false,
-            },
-        )
-        .map_err(|e| anyhow!(e))?;
+        charts::draw(p, &charts::trace_figure(&a.file, &r))?;
     }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);

@@ -6,6 +6,7 @@
 //! server that died (ECONNREFUSED: nobody listens), which are removed when they are this
 //! user's and never listed.
 
+use super::names::{pick, Ident};
 use super::protocol::Request;
 use super::{check_dir, client_run_dirs, run_dir, user_name};
 use anyhow::{anyhow, bail, Context, Result};
@@ -163,21 +164,34 @@ pub fn all_status() -> Result<(Vec<Value>, Vec<String>)> {
     Ok((out, denied))
 }
 
-/// The control socket of the process serving array `name`.
-pub fn socket_for(name: &str) -> Result<PathBuf> {
+/// How commands may name an array of a status reply.
+pub fn ident_of(a: &Value) -> Ident {
+    let text = |k: &str| a[k].as_str().unwrap_or("").to_string();
+    Ident {
+        name: text("name"),
+        uuid: text("uuid"),
+        md_name: text("md_name"),
+    }
+}
+
+/// The control socket of the process serving the array `spec` names: its export name,
+/// UUID or superblock `host:name`. A word naming several running arrays is refused,
+/// listing them and how to pick one.
+pub fn socket_for(spec: &str) -> Result<PathBuf> {
     let (arrays, denied) = all_status()?;
-    for a in arrays {
-        if a["name"] == name {
-            if let Some(p) = a["control_socket"].as_str() {
-                return Ok(PathBuf::from(p));
-            }
+    let ids: Vec<Ident> = arrays.iter().map(ident_of).collect();
+    match pick(&ids, spec, "") {
+        Ok(i) => match arrays[i]["control_socket"].as_str() {
+            Some(p) => Ok(PathBuf::from(p)),
+            None => bail!("the server of {spec:?} did not say its control socket"),
+        },
+        Err(e) if ids.iter().any(|x| x.matches(spec)) => bail!("{e}"),
+        Err(_) if !denied.is_empty() => {
+            bail!(
+                "no running array named {spec:?} that you may use; {}",
+                denied[0]
+            )
         }
+        Err(e) => bail!("{e} (control sockets live in {})", run_dir().display()),
     }
-    if let Some(d) = denied.first() {
-        bail!("no running array named {name:?} that you may use; {d}");
-    }
-    bail!(
-        "no running array named {name:?} (see `raidkit status`; control sockets live in {})",
-        run_dir().display()
-    )
 }

@@ -13,6 +13,7 @@
 //! other users see the sockets and are told they may not use them).
 
 pub mod client;
+pub mod names;
 pub mod peer;
 pub mod protocol;
 pub mod server;

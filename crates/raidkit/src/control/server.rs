@@ -3,6 +3,7 @@
 //! that follows). Replies are the supervisors' typed status, serialized; refusals are
 //! worded here (the engine names no commands).
 
+use super::names;
 use super::peer::{self, Peer, Policy};
 use super::protocol::{ManageOp, Request};
 use anyhow::{anyhow, bail, Context, Result};
@@ -140,16 +141,29 @@ fn accept(mut conn: UnixStream, ctx: &Arc<Ctx>) {
     }
 }
 
-fn find<'a>(sups: &'a [Arc<Supervisor>], name: &str) -> Result<&'a Arc<Supervisor>> {
-    sups.iter().find(|s| s.name() == name).ok_or_else(|| {
-        anyhow!(
-            "no array named {name:?} here (serving: {})",
-            sups.iter()
-                .map(|s| s.name().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    })
+/// How commands may name a supervisor's array.
+fn ident(s: &Supervisor) -> names::Ident {
+    names::Ident {
+        name: s.name().to_string(),
+        uuid: s.array().uuid_text(),
+        md_name: s.array().name().to_string(),
+    }
+}
+
+/// The array `spec` (export name, UUID or superblock `host:name`) names in this process;
+/// several matches are an error listing them, never the first.
+fn find<'a>(sups: &'a [Arc<Supervisor>], spec: &str) -> Result<&'a Arc<Supervisor>> {
+    let ids: Vec<names::Ident> = sups.iter().map(|s| ident(s)).collect();
+    names::pick(&ids, spec, " here")
+        .map(|i| &sups[i])
+        .map_err(|e| anyhow!(e))
+}
+
+/// An array's status with the superblock's name (`host:name`), which commands accept too.
+fn status_json(s: &Supervisor) -> Value {
+    let mut v = json!(s.status());
+    v["md_name"] = json!(s.array().name());
+    v
 }
 
 /// A supervisor's refusal in the CLI's words: what is wrong and which command helps.
@@ -216,7 +230,7 @@ fn dispatch(req: &Request, sups: &[Arc<Supervisor>]) -> Result<Value> {
     match req {
         Request::Status => Ok(json!({
             "pid": std::process::id(),
-            "arrays": sups.iter().map(|s| s.status()).collect::<Vec<_>>(),
+            "arrays": sups.iter().map(|s| status_json(s)).collect::<Vec<_>>(),
         })),
         Request::Manage { array, op, force } => manage(find(sups, array)?, op, *force),
         Request::Grow {
@@ -243,7 +257,7 @@ fn dispatch(req: &Request, sups: &[Arc<Supervisor>]) -> Result<Value> {
         } => crate::cmd::grow::online_request(find(sups, array)?, op, spec, *speed_limit),
         Request::Stats { array } => Ok(json!({"arrays": sups
             .iter()
-            .filter(|s| array.is_empty() || s.name() == array)
+            .filter(|s| array.is_empty() || ident(s).matches(array))
             .map(|s| s.stats())
             .collect::<Vec<_>>()})),
         Request::TraceStart {

@@ -3,6 +3,7 @@
 //! `trace record`.
 
 pub mod deliver;
+pub mod health;
 pub mod manage;
 pub mod monitor;
 pub mod prometheus;

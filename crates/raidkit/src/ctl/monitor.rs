@@ -57,7 +57,18 @@ fn print(a: &MonitorArgs, e: &Value) {
     if a.json {
         outln!("{e}");
     } else if let Ok(ev) = serde_json::from_value::<wire::Event>(e.clone()) {
-        outln!("{} {}: {} {}", ev.time, ev.array, ev.kind, ev.detail);
+        if crate::sd::stderr_is_journal() {
+            // journald stamps every line itself.
+            outln!("{}: {} {}", ev.array, ev.kind, ev.detail);
+        } else {
+            outln!(
+                "{} {}: {} {}",
+                raidkit_tools::human::timestamp(ev.time),
+                ev.array,
+                ev.kind,
+                ev.detail
+            );
+        }
     }
 }
 

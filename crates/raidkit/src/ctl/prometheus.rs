@@ -8,6 +8,7 @@
 //! (`tiny_http` was considered: it serves each connection on its own thread too, but has no
 //! read timeouts and no bound on connections, so silent clients would pile up threads.)
 
+use super::health::esc;
 use super::stats::stats_now;
 use super::wire;
 use anyhow::{Context, Result};
@@ -107,15 +108,19 @@ fn reply(c: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
     c.flush()
 }
 
-/// A label value with `\\`, `"` and newlines escaped, as the text format wants.
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// Prometheus text exposition of every running array's health (see [`super::health`])
+/// and IO counters.
+pub fn prometheus_text() -> String {
+    let status = crate::control::client::all_status()
+        .map(|(s, _)| s)
+        .unwrap_or_default();
+    let mut o = super::health::health_text(&status);
+    o.push_str(&io_text());
+    o
 }
 
-/// Prometheus text exposition of every running array's counters.
-pub fn prometheus_text() -> String {
+/// The IO counters of every running array.
+fn io_text() -> String {
     let mut arrays: Vec<wire::Stats> = stats_now(None)
         .unwrap_or_default()
         .into_iter()

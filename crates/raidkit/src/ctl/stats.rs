@@ -159,24 +159,11 @@ pub fn print_stripe_cache(c: &wire::StripeCache) {
     );
 }
 
-fn print_members(list: &[wire::MemberIo]) {
-    let ios: u64 = list.iter().map(|x| x.reads + x.writes).sum();
-    let bytes: u64 = list.iter().map(|x| x.read_bytes + x.write_bytes).sum();
-    let share = |part: u64, all: u64| {
-        if all > 0 {
-            part as f64 * 100.0 / all as f64
-        } else {
-            0.0
-        }
-    };
-    for x in list {
-        outln!(
-            "  member {} {:<40} {:>5.1}% of IOs {:>5.1}% of bytes",
-            x.role,
-            x.device,
-            share(x.reads + x.writes, ios),
-            share(x.read_bytes + x.write_bytes, bytes)
-        );
+/// One line per member, labelled by device name (with `window`: the rates of that window).
+fn print_members(members: &Value, window: Option<f64>) {
+    let members = raidkit_tools::watch::parse_members(members);
+    for l in raidkit_tools::watch::member_lines(&members, window) {
+        outln!("{l}");
     }
 }
 
@@ -194,9 +181,9 @@ pub fn run(a: StatsArgs) -> Result<()> {
         }
         None => {
             for v in prev {
-                let s: wire::Stats = serde_json::from_value(v)?;
+                let s: wire::Stats = serde_json::from_value(v.clone())?;
                 print_stats(&s.name, &s.uuid, &s.io, None);
-                print_members(&s.members);
+                print_members(&v["members"], None);
                 if let Some(c) = &s.stripe_cache {
                     print_stripe_cache(c);
                 }
@@ -211,26 +198,29 @@ fn watch(a: &StatsArgs, mut prev: Vec<Value>, every: u64) -> Result<()> {
     loop {
         std::thread::sleep(Duration::from_secs(every));
         let now = stats_now(a.name.as_deref())?;
+        if !a.json {
+            outln!("{}", raidkit_tools::human::timestamp_now());
+        }
         for s in &now {
             let before = prev.iter().find(|p| p["name"] == s["name"]);
             let win_io = before
                 .map(|b| diff(&s["io"], &b["io"]))
                 .unwrap_or_else(|| s["io"].clone());
+            // Members are matched by role and device (a replaced member counts from 0).
             let win_m = before
-                .map(|b| diff(&s["members"], &b["members"]))
+                .map(|b| raidkit_tools::watch::window_json(&s["members"], &b["members"]))
                 .unwrap_or_else(|| s["members"].clone());
             if a.json {
                 outln!(
                     "{}",
-                    json!({"name": s["name"], "window_seconds": every, "window": win_io, "members_window": win_m, "total": s["io"]})
+                    json!({"name": s["name"], "time": raidkit_tools::human::now_unix(), "window_seconds": every, "window": win_io, "members_window": win_m, "total": s["io"]})
                 );
             } else {
                 let io: wire::Io = serde_json::from_value(win_io)?;
-                let members: Vec<wire::MemberIo> = serde_json::from_value(win_m)?;
                 let name = s["name"].as_str().unwrap_or("?");
                 let uuid = s["uuid"].as_str().unwrap_or("");
                 print_stats(name, uuid, &io, Some(every as f64));
-                print_members(&members);
+                print_members(&win_m, Some(every as f64));
             }
         }
         prev = now;

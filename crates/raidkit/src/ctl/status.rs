@@ -5,7 +5,7 @@ use crate::control::client::all_status;
 use crate::units::human;
 use anyhow::{bail, Result};
 use clap::Args;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// `status`.
 #[derive(Args, Debug)]
@@ -17,7 +17,11 @@ pub struct StatusArgs {
 
 /// `raidkit status`.
 pub fn run(a: StatusArgs) -> Result<()> {
-    let (st, denied) = all_status()?;
+    let (mut st, denied) = all_status()?;
+    for s in st.iter_mut() {
+        let (ms, shape) = raidkit_tools::disks::of_status(s);
+        s["disk_warnings"] = json!(raidkit_tools::disks::check_members(&ms, shape.as_ref()));
+    }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&Value::Array(st))?);
     } else if st.is_empty() && denied.is_empty() {
@@ -145,6 +149,9 @@ fn print_array(s: &wire::Status) {
     }
     if let Some(c) = &s.stripe_cache {
         super::stats::print_stripe_cache(c);
+    }
+    for f in &s.disk_warnings {
+        outln!("      {}: {}", f.severity, f.message);
     }
 }
 

@@ -29,6 +29,9 @@ pub struct Status {
     /// The reshape in progress (the engine's status, see `grow`).
     #[serde(default)]
     pub reshape: Option<Reshape>,
+    /// Members sharing a failure domain (added by `status` itself, not the server).
+    #[serde(default)]
+    pub disk_warnings: Vec<DiskWarning>,
 }
 
 /// A reshape in progress, as `status` prints it.
@@ -52,6 +55,13 @@ pub struct Shape {
     pub layout: String,
     pub chunk_sectors: u64,
     pub raid_disks: usize,
+}
+
+/// A failure-domain finding about some members.
+#[derive(Clone, Debug, Deserialize)]
+pub struct DiskWarning {
+    pub severity: String,
+    pub message: String,
 }
 
 /// A member or spare.
@@ -145,11 +155,8 @@ pub struct Dir {
 #[derive(Clone, Debug, Deserialize)]
 pub struct MemberIo {
     pub role: usize,
-    pub device: String,
     pub reads: u64,
-    pub read_bytes: u64,
     pub writes: u64,
-    pub write_bytes: u64,
 }
 
 /// One event as monitors receive it.

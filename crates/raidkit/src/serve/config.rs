@@ -30,8 +30,12 @@ pub struct ConfigFile {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ArrayEntry {
-    /// Export name (default: the array's name without its home host).
+    /// Export name (default: the array's name without its home host; for 0.90 arrays,
+    /// which have no name field, the UUID).
     pub name: Option<String>,
+    /// The array's UUID: when given, members holding another array are refused (a
+    /// renamed or swapped device) instead of being served under this name.
+    pub uuid: Option<String>,
     /// Member devices or files, in any order (required; missing or empty is refused
     /// with a message saying so).
     #[serde(default)]

@@ -7,7 +7,7 @@
 //! requests, flush, mark clean, exit 0).
 
 mod backend;
-mod config;
+pub mod config;
 mod hints;
 
 use crate::online::{self, ArraySpec, ControlArgs, Online, Served};
@@ -126,12 +126,17 @@ pub fn default_workers() -> usize {
         .clamp(4, 16)
 }
 
-/// The export name of an array: its name without the home host, or `raidkit`.
-fn export_name_of(arr: &Array) -> String {
-    let n = arr.name();
-    let n = n.rsplit(':').next().unwrap_or(n);
+/// The export name of an array: its name without the home host, or (0.90 superblocks
+/// have no name field) its UUID, which the same array keeps on every machine.
+pub fn export_name_of(arr: &Array) -> String {
+    export_name(arr.name(), &arr.uuid_text())
+}
+
+/// [`export_name_of`] from the superblock's name and the UUID text.
+pub fn export_name(md_name: &str, uuid: &str) -> String {
+    let n = md_name.rsplit(':').next().unwrap_or(md_name);
     if n.is_empty() {
-        "raidkit".into()
+        uuid.into()
     } else {
         n.into()
     }
@@ -153,6 +158,7 @@ fn entries(a: &ServeArgs) -> Result<(ConfigFile, Vec<ArrayEntry>)> {
             ConfigFile::default(),
             vec![ArrayEntry {
                 name: a.export.clone(),
+                uuid: None,
                 members: a.members.clone(),
                 read_only: a.read_only,
                 force: a.force,
@@ -241,6 +247,17 @@ fn open_export(a: &ServeArgs, e: &ArrayEntry) -> Result<(Served, Export)> {
         .map_err(|e| anyhow!("--stripe-cache-max: {e}"))?;
     arr.configure_stripe_cache(cache_max, a.stripe_cache.map(|e| e as usize))
         .context("--stripe-cache / --stripe-cache-max")?;
+    if let Some(u) = &e.uuid {
+        if crate::control::names::uuid_digits(u)
+            != crate::control::names::uuid_digits(&arr.uuid_text())
+        {
+            bail!(
+                "the members given for {} hold array {}, not {u} as the config says: a device was renamed or replaced? `raidkit scan` lists what is on them",
+                e.name.as_deref().unwrap_or("this [[array]]"),
+                arr.uuid_text()
+            );
+        }
+    }
     let name = e.name.clone().unwrap_or_else(|| export_name_of(&arr));
     outln_lossy!(
         "raidkit: export '{name}': {} array {} ({}, {}{})",
@@ -300,6 +317,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let addr = server.local_addr();
     raidkit_nbd::shutdown_on_signals(server.handle(), |sig| {
         let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+        crate::sd::notify("STOPPING=1");
         online::note(format_args!(
             "{name}: finishing in-flight requests, flushing and marking clean (again to exit at once)"
         ));
@@ -313,6 +331,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         (None, None) => hints::Tls::None,
     };
     hints::print_clients(&listen, &addr, &names, &hint);
+    crate::sd::notify(&format!("READY=1\nSTATUS=serving {}", names.join(", ")));
     let res = server.run();
     let clean = online.shutdown();
     res?;

@@ -7,7 +7,15 @@
 //! existing file or a device region the caller allows with `force`), each point of the
 //! sweep stops after `bytes_per_point` bytes or `time_per_point`, whichever comes first.
 
+mod peers;
+
+pub use peers::{compare, probe_peers, PeerOptions, PeerReport, PeerSample, SpeedFinding};
+
+use crate::disks::link::{link_of_disk, LinkInfo};
+use crate::disks::{resolve, HostSystem, MemberRef};
 use crate::error::{Result, ToolsError};
+use crate::human;
+use crate::machine::Machine;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -72,12 +80,18 @@ pub struct SweepPoint {
 /// The result.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProbeReport {
+    /// When, Unix seconds.
+    pub started_unix: u64,
+    /// Where.
+    pub machine: Machine,
     /// What was probed.
     pub path: String,
     /// `block device`, `file on ext4`, ...
     pub kind: String,
     /// Rotational (None when unknown).
     pub rotational: Option<bool>,
+    /// The interface of the disk under it (SATA link, NVMe PCIe link), when sysfs shows it.
+    pub link: Option<LinkInfo>,
     /// sysfs queue facts for the (backing) device: logical/physical block size, optimal
     /// IO size, discard granularity, scheduler.
     pub queue: Vec<(String, String)>,
@@ -111,7 +125,7 @@ fn fs_name(magic: i64) -> &'static str {
     }
 }
 
-fn statfs_name(path: &Path) -> Option<&'static str> {
+pub(crate) fn statfs_name(path: &Path) -> Option<&'static str> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: `c` is a valid NUL-terminated path; `st` is a properly sized, writable
@@ -161,8 +175,48 @@ fn queue_facts(dir: &Path) -> (Option<bool>, Vec<(String, String)>) {
     (rot, v)
 }
 
+/// The link of the first physical disk under `path` (a device, or the file system of a
+/// file or folder).
+pub fn link_of(path: &Path) -> Option<LinkInfo> {
+    let sys = HostSystem;
+    let id = resolve(
+        &sys,
+        &MemberRef {
+            role: None,
+            path: path.display().to_string(),
+        },
+    );
+    id.disks
+        .iter()
+        .filter(|d| !d.is_virtual)
+        .find_map(|d| link_of_disk(&sys, d))
+}
+
+/// What `path` is, in a few words: `block device (rotational)`, `block device (SSD)`,
+/// `file on ext4`, `directory on tmpfs`.
+pub fn kind_of(path: &Path) -> String {
+    match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_block_device() => {
+            match sysfs_dir(m.rdev()).and_then(|d| queue_facts(&d).0) {
+                Some(true) => "block device (rotational)".into(),
+                Some(false) => "block device (SSD or virtual)".into(),
+                None => "block device".into(),
+            }
+        }
+        Ok(m) if m.is_dir() => format!(
+            "directory on {}",
+            statfs_name(path).unwrap_or("an unknown filesystem")
+        ),
+        Ok(_) => format!(
+            "file on {}",
+            statfs_name(path).unwrap_or("an unknown filesystem")
+        ),
+        Err(_) => "missing".into(),
+    }
+}
+
 /// A buffer aligned to 4096 carved out of a Vec.
-fn aligned(len: usize) -> (Vec<u8>, usize) {
+pub(crate) fn aligned(len: usize) -> (Vec<u8>, usize) {
     let v = vec![0xa5u8; len + 4096];
     let s = v.as_ptr().align_offset(4096).min(4096);
     (v, s)
@@ -235,10 +289,20 @@ pub fn probe(path: &Path, o: &ProbeOptions) -> Result<ProbeReport> {
             )
         }
     };
+    let link = link_of(path);
+    if let Some(l) = link.as_ref().filter(|l| l.degraded()) {
+        notes.push(format!(
+            "its {}: check its cable and controller port",
+            l.describe()
+        ));
+    }
     if rotational.is_none() {
         notes.push("no sysfs queue for the backing device (virtual or network filesystem): rotational unknown".into());
     }
     let mut rep = ProbeReport {
+        started_unix: human::now_unix(),
+        machine: Machine::this(),
+        link,
         path: name.clone(),
         kind,
         rotational,
@@ -411,6 +475,9 @@ impl ProbeReport {
                 None => "unknown",
             }
         );
+        if let Some(l) = &self.link {
+            s += &format!("  interface: {}\n", l.describe());
+        }
         for (k, v) in &self.queue {
             s += &format!("  {k}: {v}\n");
         }
