@@ -167,8 +167,13 @@ fn rebuild_loss_survives_a_restart_through_the_bad_block_logs() {
         assert!(b == ch, "offset {o}");
     }
     // The loss cannot be repaired: --update no-bbl refuses and names the range...
-    let e = arr.remove_bbl(false).unwrap_err().to_string();
-    assert!(e.contains("[53248..57344]") && e.contains("--force"), "{e}");
+    let err = arr.remove_bbl(false).unwrap_err();
+    assert_eq!(err.remedy(), Some(raidkit_engine::Remedy::RestoreLostData));
+    let e = err.to_string();
+    assert!(
+        e.contains("[53248..57344]") && e.contains("after forcing the removal"),
+        "{e}"
+    );
     assert_eq!(sb_and_log(&ps[0]).1, Some(vec![(2088, 8)]));
     // ...and with force the logs go, the range reads as zeros, redundancy is consistent.
     let r = arr.remove_bbl(true).unwrap();
@@ -315,8 +320,10 @@ fn without_a_log_format_the_loss_is_kept_in_memory_and_said_loudly() {
     o.create_size = Some(2 << 20);
     o.metadata = raidkit_engine::sb::Metadata::V090;
     o.bbl = true;
-    let e = create(&o, &mut |_, _| {}).unwrap_err().to_string();
-    assert!(e.contains("0.90") && e.contains("--bbl"), "{e}");
+    let err = create(&o, &mut |_, _| {}).unwrap_err();
+    assert_eq!(err.remedy(), Some(raidkit_engine::Remedy::BadBlockLogNeeds1x));
+    let e = err.to_string();
+    assert!(e.contains("0.90") && e.contains("bad-block log"), "{e}");
     o.bbl = false;
     let arr = create(&o, &mut |_, _| {}).unwrap();
     arr.stop().unwrap();
