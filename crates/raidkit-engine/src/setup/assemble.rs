@@ -138,6 +138,27 @@ pub(crate) fn checked_areas(dev: &dyn BlockDev, sb: &Super) -> Result<MemberArea
 
 /// Assemble the array formed by `devs`.
 pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<Array> {
+    assemble_with(devs, opts, Position::FromMembers)
+}
+
+/// How far a reshape found on the members really got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Position {
+    /// As md may have left it: the data may be moved past the recorded position, which
+    /// is looked for in the data.
+    FromMembers,
+    /// Exactly the recorded one: raidkit flushed, recorded it and switched geometry
+    /// itself, so nothing past it is moved (old and new copies that happen to agree
+    /// there are not a move).
+    Recorded,
+}
+
+/// [`assemble`], saying how far a reshape on the members got.
+pub(crate) fn assemble_with(
+    devs: Vec<Arc<dyn BlockDev>>,
+    opts: &AssembleOptions,
+    position: Position,
+) -> Result<Array> {
     if devs.is_empty() {
         return Err(EngineError::Invalid("no members given".into()));
     }
@@ -232,7 +253,7 @@ pub fn assemble(devs: Vec<Arc<dyn BlockDev>>, opts: &AssembleOptions) -> Result<
         arr.set_replacement(r, Some(Arc::new(m)));
     }
     if let Some(r) = reshaping {
-        r.install(&arr, opts.backup_file.clone(), opts.force)?;
+        r.install(&arr, opts.backup_file.clone(), opts.force, position)?;
     } else {
         // Where bad blocks exceed the redundancy the data is gone: reads there fail.
         let lost = arr.derive_lost();

@@ -13,6 +13,7 @@ use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
 use crate::jobs::reshape::backup;
 use crate::sb::Super;
+use crate::setup::assemble::Position;
 use raidkit_format::reshape::ReshapeInfo;
 use raidkit_layout::reshape::{Direction, Reshape};
 use raidkit_layout::{Geometry, Level};
@@ -161,6 +162,7 @@ impl Reshaping {
         arr: &Array,
         backup_file: Option<PathBuf>,
         force: bool,
+        exact: Position,
     ) -> Result<()> {
         let old = self.old_view(arr);
         let recorded = self.info.position;
@@ -193,9 +195,17 @@ impl Reshaping {
         }
         let dev_of =
             |r: usize| -> Option<Arc<dyn BlockDev>> { arr.member(r).map(|m| m.dev.clone()) };
+        // raidkit's own switch of geometry knows its position exactly: nothing past it is
+        // moved, and taking agreeing copies for a move would leave the progress ahead of
+        // the record with no mover running, so client writes there would have nothing to
+        // wait for.
+        let steps = match exact {
+            Position::Recorded => 0,
+            Position::FromMembers => INFER_STEPS,
+        };
         let progress = route
             .plan
-            .infer_progress(position, INFER_STEPS, |f, t| {
+            .infer_progress(position, steps, |f, t| {
                 evidence(&route.plan, f, t, &dev_of)
                     .unwrap_or(raidkit_layout::reshape::StepEvidence::Differ)
             })

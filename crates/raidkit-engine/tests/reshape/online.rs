@@ -262,3 +262,66 @@ fn revert_at_random_points() {
         }
     }
 }
+
+/// Right after a revert, before anything moves the data back, the position the members
+/// record is where the data stands: copies that happen to agree below it (the old places
+/// of data moved forwards still hold it) are not taken for a move back, so a client write
+/// there goes to the right side at once instead of failing for want of a mover.
+#[test]
+fn writes_right_after_a_revert() {
+    for (name, level, n, req) in [
+        (
+            "raid5 4->5",
+            Level::Raid5,
+            4usize,
+            ReshapeRequest {
+                raid_disks: Some(5),
+                ..Default::default()
+            },
+        ),
+        (
+            "raid6 chunk",
+            Level::Raid6,
+            5,
+            ReshapeRequest {
+                chunk_sectors: Some(256),
+                ..Default::default()
+            },
+        ),
+    ] {
+        let add_n = usize::from(req.raid_disks.is_some());
+        let m = make(level, "left-symmetric", n, "1.2", 64, add_n);
+        let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());
+        let opts = ReshapeOptions {
+            buffer_sectors: Some(1024),
+            stop_at: Some(4608),
+            ..Default::default()
+        };
+        let r = ReshapeRequest {
+            add: add(&m),
+            ..req.clone()
+        };
+        let (cur, end) = reshape(&arr, &r, &opts, &mut |_| {}).unwrap();
+        let back = revert(&cur, &ReshapeOptions::default()).unwrap();
+        let st = back.reshape_status().unwrap();
+        let mut model = vec![0u8; m.bytes as usize];
+        fill_tagged(m.seed, 0, &mut model);
+        let p = st.recorded_sectors * 512;
+        let off = p.saturating_sub(64 << 10);
+        let mut buf = vec![0u8; (p - off) as usize];
+        fill_tagged(0xabcd, off, &mut buf);
+        back.write(off, &buf)
+            .unwrap_or_else(|e| panic!("{name}: a write below the position: {e}"));
+        model[off as usize..p as usize].copy_from_slice(&buf);
+        let st = back.reshape_status().unwrap();
+        assert_eq!(
+            st.progress_sectors, st.recorded_sectors,
+            "{name} ({end:?}): the progress after the revert"
+        );
+        let end = continue_reshape(&back, &ReshapeOptions::default(), &mut |_| {}).unwrap();
+        assert_eq!(end, ReshapeEnd::Finished, "{name}");
+        let last = arr.current();
+        check_model(name, &last, &model);
+        clean_check(name, &last);
+    }
+}

@@ -11,7 +11,7 @@ use crate::jobs::reshape::finish::{checkpoint, reverse, reverted};
 use crate::jobs::reshape::start::{problems, stages, ReshapeRequest, Room, Stage};
 use crate::jobs::reshape::{backup, mover, ReshapeEnd, ReshapeOptions};
 use crate::locks::lock;
-use crate::setup::assemble::{assemble, AssembleOptions};
+use crate::setup::assemble::{assemble_with, AssembleOptions, Position};
 use raidkit_layout::reshape::Reshape;
 use serde::Serialize;
 use std::sync::Arc;
@@ -56,7 +56,8 @@ pub(crate) fn switch(
             backup_file,
             ..Default::default()
         };
-        assemble(devs, &opts)
+        // The position the superblocks just written record is exact.
+        assemble_with(devs, &opts, Position::Recorded)
     })
 }
 

@@ -63,7 +63,20 @@ pub(crate) fn finish(arr: &Array, r: &Route) -> Result<()> {
         }
     }
     arr.take_route();
-    r.window.set_mover(false);
+    // Everything is moved and recorded (the final superblocks): a client write that took
+    // the route before it came down and waits in the window for the last stretch to be
+    // recorded may go now, to the new geometry (the array's own), instead of finding no
+    // mover left to wait for.
+    r.window.with(|st| {
+        debug_assert_eq!(
+            st.progress,
+            r.plan.end_position(),
+            "finished short of the end"
+        );
+        st.recorded = st.progress;
+        st.backup = None;
+        st.mover = false;
+    });
     Ok(())
 }
 
