@@ -8,6 +8,7 @@
 mod error;
 mod event;
 mod idle;
+mod members;
 mod reconnect;
 mod reshape;
 mod state_file;
@@ -690,130 +691,6 @@ impl Supervisor {
             members: a.member_stats(),
             stripe_cache: a.stripe_cache_stats(),
         }
-    }
-
-    fn find_role(&self, device: &str) -> Option<usize> {
-        self.cur()
-            .members()
-            .into_iter()
-            .find(|m| same_device(&m.device, device))
-            .and_then(|m| m.role)
-    }
-
-    fn canonical_member_name(&self, device: &str) -> String {
-        self.cur()
-            .members()
-            .into_iter()
-            .map(|m| m.device)
-            .chain(self.cur().device_names())
-            .find(|d| same_device(d, device))
-            .unwrap_or_else(|| device.to_string())
-    }
-
-    /// Fail a member.
-    pub fn fail(&self, device: &str) -> Result<()> {
-        let role = self
-            .find_role(device)
-            .ok_or_else(|| SupervisorError::NotAMember {
-                device: device.to_string(),
-                array: self.name.clone(),
-            })?;
-        Ok(self
-            .cur()
-            .fail_member_checked(role, "failed by the administrator")?)
-    }
-
-    /// Remove a failed member or a spare.
-    pub fn remove(&self, device: &str) -> Result<()> {
-        self.cur()
-            .remove_member(&self.canonical_member_name(device))?;
-        self.emit(Event::MemberRemoved {
-            device: device.to_string(),
-        });
-        Ok(())
-    }
-
-    /// Add a device as a spare; if a role is missing, recovery onto it starts.
-    pub fn add(self: &Arc<Self>, path: &Path, force: bool) -> Result<()> {
-        let dev = crate::dev::open_member(path, true).map_err(|e| {
-            EngineError::io(&path.display().to_string(), "opening the new member", e)
-        })?;
-        self.cur().add_spare(dev, force)?;
-        if !self.cur().missing_roles().is_empty() {
-            self.sync_action("recover")?;
-        }
-        Ok(())
-    }
-
-    /// Re-add a member that left (bitmap-guided when possible), in the background. One
-    /// that changed while it was away (split brain, or newer than this array) is refused
-    /// unless `discard_its_changes` (then it is rebuilt in full from this array).
-    pub fn re_add(self: &Arc<Self>, path: &Path, discard_its_changes: bool) -> Result<()> {
-        let dev = crate::dev::open_member(path, true)
-            .map_err(|e| EngineError::io(&path.display().to_string(), "opening the member", e))?;
-        self.re_add_dev(dev, discard_its_changes)
-    }
-
-    /// [`Supervisor::re_add`] of an open device: checked now (nothing written if it is
-    /// refused), caught up in the background.
-    fn re_add_dev(
-        self: &Arc<Self>,
-        dev: Arc<dyn crate::dev::BlockDev>,
-        discard_its_changes: bool,
-    ) -> Result<()> {
-        let mut job = lock(&self.job);
-        self.busy(&job)?;
-        if self.shutting_down.load(Ordering::Acquire) {
-            return Err(EngineError::Invalid("the array is stopping".into()).into());
-        }
-        let (sb, role) = self
-            .array
-            .returning_member(dev.as_ref(), discard_its_changes)?;
-        let guided = self.cur().guided_catch_up(&sb, discard_its_changes);
-        let device = dev.name().to_string();
-        self.emit(Event::ResyncStarted {
-            role,
-            device: device.clone(),
-            bitmap_guided: guided,
-        });
-        let me = self.clone();
-        *job = Some(self.spawn_job("recovery", move |stop| {
-            let opts = me.rebuild_options(&stop);
-            let t0 = Instant::now();
-            let r = me
-                .cur()
-                .re_add_with(dev, discard_its_changes, &opts, &mut |d, t| {
-                    me.progress(d, t)
-                });
-            let (v, copied, error) = match r {
-                Ok(rep) => {
-                    let _ = me.cur().mark_clean();
-                    let sectors = rep.sectors;
-                    let v = JobResult::Rebuild(RebuildResult {
-                        action: "re-add".into(),
-                        roles: rep.roles,
-                        sectors: Some(sectors),
-                        lost: rep.lost,
-                    });
-                    (v, sectors * 512, None)
-                }
-                Err(e) => {
-                    let msg = e.to_string();
-                    (JobResult::failed("re-add", e), 0, Some(msg))
-                }
-            };
-            me.emit(Event::ResyncFinished {
-                role,
-                device,
-                bytes_copied: copied,
-                millis: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
-                error,
-            });
-            me.emit(Event::RebuildFinished(v.clone()));
-            *lock(&me.last_result) = Some(v);
-            me.set_idle();
-        })?);
-        Ok(())
     }
 
     /// Add or remove the internal write-intent bitmap (writes pause while switching).

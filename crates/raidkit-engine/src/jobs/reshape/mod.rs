@@ -18,6 +18,7 @@
 pub mod backup;
 pub mod drive;
 pub mod finish;
+pub(crate) mod health;
 pub mod mover;
 pub(crate) mod stage;
 pub mod start;
