@@ -321,7 +321,10 @@ fn without_a_log_format_the_loss_is_kept_in_memory_and_said_loudly() {
     o.metadata = raidkit_engine::sb::Metadata::V090;
     o.bbl = true;
     let err = create(&o, &mut |_, _| {}).unwrap_err();
-    assert_eq!(err.remedy(), Some(raidkit_engine::Remedy::BadBlockLogNeeds1x));
+    assert_eq!(
+        err.remedy(),
+        Some(raidkit_engine::Remedy::BadBlockLogNeeds1x)
+    );
     let e = err.to_string();
     assert!(e.contains("0.90") && e.contains("bad-block log"), "{e}");
     o.bbl = false;

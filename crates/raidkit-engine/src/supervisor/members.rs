@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 impl Supervisor {
-    fn find_role(&self, device: &str) -> Option<usize> {
+    pub(super) fn find_role(&self, device: &str) -> Option<usize> {
         self.cur()
             .members()
             .into_iter()
@@ -18,7 +18,7 @@ impl Supervisor {
             .and_then(|m| m.role)
     }
 
-    fn canonical_member_name(&self, device: &str) -> String {
+    pub(super) fn canonical_member_name(&self, device: &str) -> String {
         self.cur()
             .members()
             .into_iter()
@@ -74,7 +74,7 @@ impl Supervisor {
 
     /// [`Supervisor::re_add`] of an open device: checked now (nothing written if it is
     /// refused), caught up in the background.
-    fn re_add_dev(
+    pub(super) fn re_add_dev(
         self: &Arc<Self>,
         dev: Arc<dyn crate::dev::BlockDev>,
         discard_its_changes: bool,

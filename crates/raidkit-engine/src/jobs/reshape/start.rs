@@ -5,13 +5,13 @@
 //! the buffer the mover uses, a time estimate from the members' measured speed, and what
 //! is wrong with the array first (degraded, lost data, a slow member).
 
+pub(crate) use super::health::problems;
+use super::health::{measure, measure_rounds, median, slow_members};
 use crate::array::Array;
 use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
 use crate::locks::lock;
 use crate::sb::Super;
-use super::health::{measure, measure_rounds, median, slow_members};
-pub(crate) use super::health::problems;
 use raidkit_layout::reshape::{takeover, Direction, Reshape, Step};
 use raidkit_layout::{Geometry, Level, SECTOR};
 use serde::Serialize;
