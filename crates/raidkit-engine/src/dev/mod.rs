@@ -80,24 +80,6 @@ fn open_boxed(spec: &Path, write: bool) -> stdio::Result<Box<dyn BlockDev>> {
     Ok(Box::new(FileDev::open(spec, write)?))
 }
 
-/// What makes two member names the same device: a file's `(st_dev, st_ino)`, a block
-/// device's number, or an NBD URI as written.
-pub fn identity(spec: &Path) -> stdio::Result<String> {
-    let text = spec.to_str().unwrap_or_default();
-    if let Some(Ok((_, inner))) = fault::parse_spec(text) {
-        return identity(&inner);
-    }
-    if nbd::is_nbd_uri(text) {
-        return Ok(text.to_string());
-    }
-    let md = std::fs::metadata(spec)?;
-    Ok(if md.file_type().is_file() {
-        format!("file {}:{}", md.dev(), md.ino())
-    } else {
-        format!("device {}", md.rdev())
-    })
-}
-
 /// Check that `[offset, offset + len)` lies within a device of `size` bytes.
 pub(crate) fn check_bounds(what: &str, offset: u64, len: usize, size: u64) -> stdio::Result<()> {
     let end = offset

@@ -37,25 +37,15 @@ pub struct AssembleOptions {
 pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array> {
     // Every member a device of its own, refused before anything is opened (see
     // `setup::identity`: a FIFO would hang the open); NBD URIs are told apart by their text.
-    let mut ids = Vec::with_capacity(paths.len());
-    for p in paths {
-        let real: PathBuf = match p.to_str().and_then(crate::fault::parse_spec) {
-            Some(Ok((_, path))) => path,
-            _ => p.clone(),
-        };
-        if real.to_str().is_some_and(crate::dev::nbd::is_nbd_uri) {
-            ids.push((p.as_path(), None));
-            continue;
-        }
-        let id = crate::setup::identity::identity(&real).map_err(|e| match e {
-            EngineError::BadMember { why, .. } => EngineError::BadMember {
-                device: p.display().to_string(),
-                why,
-            },
-            e => e,
-        })?;
-        ids.push((p.as_path(), Some(id)));
-    }
+    let ids = paths
+        .iter()
+        .map(|p| {
+            Ok((
+                p.as_path(),
+                crate::setup::identity::member_identity(p, true)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
     crate::setup::identity::check_distinct(&ids)?;
     let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
     for p in paths {

@@ -10,6 +10,27 @@ use std::path::Path;
 /// `(u64::MAX, st_rdev)`; a loop device over a file counts as that file.
 pub(crate) type Identity = (u64, u64);
 
+/// The identity of member `p` as given: a fault spec (`fault:RULES:PATH`) is the file it
+/// wraps; an NBD URI has none (two are told apart by their text, see [`check_distinct`]);
+/// nor has a path that does not exist yet, unless `must_exist` (then looking it up fails).
+/// Errors name `p` as given.
+pub(crate) fn member_identity(p: &Path, must_exist: bool) -> Result<Option<Identity>> {
+    let real = match p.to_str().and_then(crate::fault::parse_spec) {
+        Some(Ok((_, path))) => path,
+        _ => p.to_path_buf(),
+    };
+    if real.to_str().is_some_and(crate::dev::nbd::is_nbd_uri) || (!must_exist && !real.exists()) {
+        return Ok(None);
+    }
+    identity(&real).map(Some).map_err(|e| match e {
+        EngineError::BadMember { why, .. } => EngineError::BadMember {
+            device: p.display().to_string(),
+            why,
+        },
+        e => e,
+    })
+}
+
 /// The identity of the existing path `p`; an error for a path that is neither a regular
 /// file nor a block device (nothing is opened).
 pub(crate) fn identity(p: &Path) -> Result<Identity> {

@@ -312,7 +312,7 @@ fn check_shape(opts: &CreateOptions) -> Result<Shape> {
 }
 
 /// Open the members (creating missing files, sparse, if asked), refusing any that is not
-/// blank unless forced, and any given twice.
+/// blank unless forced, and any given twice (by identity, before anything is opened).
 fn open_members(opts: &CreateOptions) -> Result<Vec<Option<Arc<dyn BlockDev>>>> {
     // Before anything is opened, created or written: every path a device or file of
     // its own (a FIFO would hang the open; a link or a loop device to another member
@@ -320,11 +320,10 @@ fn open_members(opts: &CreateOptions) -> Result<Vec<Option<Arc<dyn BlockDev>>>> 
     let mut ids = Vec::new();
     for m in &opts.members {
         if let MemberSpec::Path(p) = m {
-            let id = match p.exists() {
-                true => Some(crate::setup::identity::identity(p)?),
-                false => None,
-            };
-            ids.push((p.as_path(), id));
+            ids.push((
+                p.as_path(),
+                crate::setup::identity::member_identity(p, false)?,
+            ));
         }
     }
     crate::setup::identity::check_distinct(&ids)?;
@@ -362,23 +361,6 @@ fn open_members(opts: &CreateOptions) -> Result<Vec<Option<Arc<dyn BlockDev>>>> 
             check_blank(d.as_ref(), opts.force)?;
         }
         devs.push(Some(d));
-    }
-    let ids: Vec<Option<String>> = opts
-        .members
-        .iter()
-        .map(|m| match m {
-            MemberSpec::Path(p) => crate::dev::identity(p).ok(),
-            _ => None,
-        })
-        .collect();
-    for (i, a) in devs.iter().enumerate() {
-        for (j, b) in devs.iter().enumerate().skip(i + 1) {
-            if let (Some(a), Some(_)) = (a, b) {
-                if ids[i].is_some() && ids[i] == ids[j] {
-                    return Err(EngineError::Invalid(format!("{} is given twice", a.name())));
-                }
-            }
-        }
     }
     Ok(devs)
 }
