@@ -10,7 +10,9 @@
 
 use crate::{FuseError, StopHandle};
 use std::io;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// The blocked stop signals, from [`block_stop_signals`].
 pub struct StopSignals {
@@ -62,6 +64,60 @@ pub fn block_stop_signals() -> Result<StopSignals, FuseError> {
     Ok(StopSignals { set })
 }
 
+/// The signal thread started by [`stop_on_signals`].
+///
+/// The mount ends as soon as a signal's unmount takes effect, which is before the thread
+/// has reported it; [`SignalWatcher::settle`] waits for that report, and only when a
+/// signal's stop is in flight (after an unmount from outside it returns at once).
+pub struct SignalWatcher {
+    in_flight: Arc<InFlight>,
+    thread: JoinHandle<()>,
+}
+
+/// How many signals are being handled (received, report not yet made).
+#[derive(Default)]
+struct InFlight {
+    count: Mutex<u32>,
+    reported: Condvar,
+}
+
+impl InFlight {
+    fn begin(&self) {
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    }
+
+    fn end(&self) {
+        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        *n = n.saturating_sub(1);
+        self.reported.notify_all();
+    }
+}
+
+/// The longest [`SignalWatcher::settle`] waits for a report: an unmount request is one
+/// syscall, so this bounds a wedged kernel, not normal operation.
+const SETTLE_LIMIT: Duration = Duration::from_secs(5);
+
+impl SignalWatcher {
+    /// Wait until every signal received so far has been reported by the callback
+    /// (bounded by a few seconds). Returns at once when no signal is being handled.
+    pub fn settle(&self) {
+        let n = self
+            .in_flight
+            .count
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let _ = self
+            .in_flight
+            .reported
+            .wait_timeout_while(n, SETTLE_LIMIT, |n| *n > 0);
+    }
+
+    /// Whether the thread has ended (after a successful stop).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+}
+
 /// Start the thread that waits for the blocked signals and stops the mount through
 /// `handle`, calling `on_event` for each signal received. The thread ends after a
 /// successful stop.
@@ -69,9 +125,11 @@ pub fn stop_on_signals(
     signals: StopSignals,
     handle: StopHandle,
     mut on_event: impl FnMut(&StopEvent) + Send + 'static,
-) -> Result<JoinHandle<()>, FuseError> {
+) -> Result<SignalWatcher, FuseError> {
     let set = signals.set;
-    std::thread::Builder::new()
+    let in_flight = Arc::new(InFlight::default());
+    let flight = Arc::clone(&in_flight);
+    let thread = std::thread::Builder::new()
         .name("raidkit-signals".into())
         .spawn(move || loop {
             let mut sig: libc::c_int = 0;
@@ -85,6 +143,8 @@ pub fn stop_on_signals(
                 .iter()
                 .find(|(s, _)| *s == sig)
                 .map_or("signal", |(_, n)| *n);
+            // Counted before the unmount, so a mount that ends because of it sees it.
+            flight.begin();
             let result = handle.request_stop();
             let done = result.is_ok();
             on_event(&StopEvent {
@@ -92,6 +152,7 @@ pub fn stop_on_signals(
                 name,
                 result,
             });
+            flight.end();
             if done {
                 return;
             }
@@ -99,7 +160,8 @@ pub fn stop_on_signals(
         .map_err(|e| FuseError::Os {
             what: "starting the signal thread",
             source: e,
-        })
+        })?;
+    Ok(SignalWatcher { in_flight, thread })
 }
 
 fn os_err(what: &'static str) -> FuseError {

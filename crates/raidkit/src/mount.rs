@@ -116,14 +116,9 @@ pub fn run(a: MountArgs) -> Result<()> {
             }
         })?;
     let stats = mounted.run()?;
-    // A signal's stop ends the mount before the signal thread has said so (it speaks after
-    // the unmount request returns): a moment for it, so the log says why the mount ended.
-    // The thread ends after a successful stop; after an unmount from outside it is still
-    // waiting for a signal, and this waits the moment for nothing.
-    let waited = std::time::Instant::now();
-    while !signal_thread.is_finished() && waited.elapsed() < std::time::Duration::from_millis(500) {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    // A signal's stop ends the mount before the signal thread has said so: let it say
+    // why the mount ended (returns at once after an unmount from outside).
+    signal_thread.settle();
     online.shutdown()?;
     if cfg.read_only {
         note(format_args!("unmounted {}", mp.display()));
