@@ -238,6 +238,12 @@ fn names_uuids_and_scan() {
         mds.contains(&"alpha:dup") && mds.contains(&"beta:dup"),
         "{st}"
     );
+    // The text form tells the two apart too.
+    let text = bin_ok(RAIDKIT, &d, Some(&run), &["status"]);
+    assert!(
+        text.contains("dup (alpha:dup) : active") && text.contains("dup (beta:dup) : active"),
+        "{text}"
+    );
     sa.stop("TERM");
     sb.stop("TERM");
 

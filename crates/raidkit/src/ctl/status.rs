@@ -94,8 +94,9 @@ fn print_array(s: &wire::Status) {
         })
         .collect();
     outln!(
-        "{} : {} {} {}",
+        "{}{} : {} {} {}",
         s.name,
+        md_name_suffix(&s.name, &s.md_name),
         if s.read_only {
             "active (read-only)"
         } else {
@@ -205,6 +206,16 @@ fn print_reshape(name: &str, r: &wire::Reshape) {
 /// The flag `status` prints after a member, as md's /proc/mdstat does: `(F)` faulty,
 /// `(S)` spare, `(R)` replacement; none for an active member or one being recovered (the
 /// recovery line shows that).
+/// ` (host:name)` when the superblock's name says more than the export name (mdadm's
+/// `--detail` shows it as `Name`); empty otherwise.
+fn md_name_suffix(export: &str, md_name: &str) -> String {
+    if md_name.is_empty() || md_name == export {
+        String::new()
+    } else {
+        format!(" ({md_name})")
+    }
+}
+
 fn member_flag(state: Option<&str>) -> &'static str {
     match state {
         Some("failed") => "(F)",
@@ -216,7 +227,14 @@ fn member_flag(state: Option<&str>) -> &'static str {
 
 #[cfg(test)]
 mod flag_tests {
-    use super::member_flag;
+    use super::{md_name_suffix, member_flag};
+
+    #[test]
+    fn the_superblock_name_is_shown_when_it_says_more() {
+        assert_eq!(md_name_suffix("vol0", "host1:vol0"), " (host1:vol0)");
+        assert_eq!(md_name_suffix("vol0", "vol0"), "");
+        assert_eq!(md_name_suffix("a1b2", ""), "");
+    }
 
     #[test]
     fn member_flags_are_mdstat_flags() {

@@ -9,6 +9,9 @@ use serde::Deserialize;
 pub struct Status {
     pub name: String,
     pub uuid: String,
+    /// The superblock's name (`host:name` on 1.x; empty on 0.90).
+    #[serde(default)]
+    pub md_name: String,
     pub level: String,
     pub layout: String,
     pub chunk_bytes: u64,
