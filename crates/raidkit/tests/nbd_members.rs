@@ -221,7 +221,8 @@ fn client_flush_and_fua_reach_the_remote_as_flush() {
         return;
     };
     let d = td.path();
-    let det: Value = serde_json::from_str(&ok(d, &["detail", "--json", "local.img", &uri])).unwrap();
+    let det: Value =
+        serde_json::from_str(&ok(d, &["detail", "--json", "local.img", &uri])).unwrap();
     let link = &det["members"][1]["link"];
     assert_eq!(link["state"], "connected", "{det}");
     assert_eq!(link["uri"], uri.as_str(), "{det}");
@@ -240,7 +241,10 @@ fn client_flush_and_fua_reach_the_remote_as_flush() {
         else {
             return (false, 0);
         };
-        let flushes = lines[i..].iter().filter(|l| l.contains(" Flush id=")).count();
+        let flushes = lines[i..]
+            .iter()
+            .filter(|l| l.contains(" Flush id="))
+            .count();
         (true, flushes)
     };
     for (i, fua) in [(0u64, false), (1, true)] {
@@ -253,6 +257,9 @@ fn client_flush_and_fua_reach_the_remote_as_flush() {
         // Read at once: before the idle timer (1 s) could flush for its own reasons.
         let (seen, flushes) = after_write(DATA_OFFSET + at);
         assert!(seen, "the write at {at} is not in nbdkit's log");
-        assert!(flushes >= 1, "fua={fua}: no flush reached the remote after the write");
+        assert!(
+            flushes >= 1,
+            "fua={fua}: no flush reached the remote after the write"
+        );
     }
 }

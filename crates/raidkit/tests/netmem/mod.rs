@@ -185,8 +185,17 @@ impl Remote {
                 &r.dir,
                 Some(&dir),
                 &[
-                    "create", "--level", "1", "--raid-devices", "1", "--name", name,
-                    "--homehost", "none", "--force", &img,
+                    "create",
+                    "--level",
+                    "1",
+                    "--raid-devices",
+                    "1",
+                    "--name",
+                    name,
+                    "--homehost",
+                    "none",
+                    "--force",
+                    &img,
                 ],
             );
         }
@@ -225,7 +234,10 @@ impl Remote {
 
     /// Start (again) on the same socket; returns once it accepts connections.
     pub fn start(&mut self) {
-        assert!(self.proc.is_none() && self.group.is_none(), "already running");
+        assert!(
+            self.proc.is_none() && self.group.is_none(),
+            "already running"
+        );
         let _ = std::fs::remove_file(&self.sock);
         self.starts += 1;
         let mut c = Command::new(&self.prog);
@@ -241,7 +253,8 @@ impl Remote {
                 };
                 match &self.tls {
                     Some(RemoteTls::Psk(f)) => {
-                        c.arg("--tls=require").arg(format!("--tls-psk={}", f.display()));
+                        c.arg("--tls=require")
+                            .arg(format!("--tls-psk={}", f.display()));
                     }
                     Some(RemoteTls::X509(d)) => {
                         c.arg("--tls=require")
@@ -277,7 +290,8 @@ impl Remote {
                 let st = c.arg("-C").arg(&conf).arg("-p").arg(&pid_file).status();
                 assert!(st.is_ok_and(|s| s.success()), "nbd-server did not start");
                 proc::wait_for("nbd-server's pid file", 20, || {
-                    std::fs::read_to_string(&pid_file).is_ok_and(|t| t.trim().parse::<u32>().is_ok())
+                    std::fs::read_to_string(&pid_file)
+                        .is_ok_and(|t| t.trim().parse::<u32>().is_ok())
                 });
                 let pid = std::fs::read_to_string(&pid_file).unwrap();
                 self.group = pid.trim().parse().ok();
@@ -388,6 +402,14 @@ pub fn create(d: &Path, level: &str, members: &[&str], extra: &[&str]) {
     args.extend_from_slice(extra);
     args.extend_from_slice(members);
     ok(d, &args);
+}
+
+/// Wait until the served array is marked clean (its bitmap bits cleared: the idle timer
+/// does it a second after the last write), so only later writes leave dirty bits.
+pub fn wait_clean(d: &Path) {
+    proc::wait_for("the array marked clean", 30, || {
+        status(d).is_some_and(|s| s["state"].as_str().is_some_and(|t| t.starts_with("clean")))
+    });
 }
 
 /// `raidkit serve` of `members` (and `extra` options), stderr (its event lines) to
@@ -503,11 +525,18 @@ pub fn data_area(p: &Path) -> Vec<u8> {
     all[DATA_OFFSET as usize..].to_vec()
 }
 
-/// `a` and `b` agree on their common length (member sizes may differ by a little).
+/// `a` and `b` agree on their common length (member sizes may differ by a little); where
+/// they do not is printed.
 pub fn same_prefix(a: &[u8], b: &[u8]) -> bool {
     let n = a.len().min(b.len());
     assert!(n > 0);
-    a[..n] == b[..n]
+    let differs = |i: &usize| a[*i..(*i + 512).min(n)] != b[*i..(*i + 512).min(n)];
+    let Some(first) = (0..n).step_by(512).find(differs) else {
+        return true;
+    };
+    let last = (0..n).step_by(512).rev().find(differs).unwrap_or(first);
+    eprintln!("the data differs in bytes {first}..{} (of {n})", last + 512);
+    false
 }
 
 /// A TCP port of 127.0.0.1 free a moment ago.
@@ -524,9 +553,21 @@ pub fn x509_dir(dir: &Path) -> Option<PathBuf> {
     let st = Command::new(openssl)
         .current_dir(dir)
         .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-            "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-            "-keyout", "server-key.pem", "-out", "server-cert.pem",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+            "server-key.pem",
+            "-out",
+            "server-cert.pem",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
