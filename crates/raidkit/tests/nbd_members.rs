@@ -19,11 +19,11 @@ use std::time::Duration;
 
 /// A RAID1 of `local.img` and a remote nbdkit (`r`); returns (dir, remote, URI).
 fn setup(tag: &str) -> Option<(TempDir, Remote, String)> {
-    let bin = Server::Nbdkit.available("nbd_members")?;
+    let bin = Program::Nbdkit.available("nbd_members")?;
     let td = TempDir::new(&format!("rk-netmem-{tag}")).unwrap();
     let d = td.path();
     sparse(d, "local.img", MEMBER_BYTES);
-    let mut remote = Remote::new(Server::Nbdkit, bin, d, "r", MEMBER_BYTES);
+    let mut remote = Remote::new(Program::Nbdkit, bin, d, "r", MEMBER_BYTES);
     remote.start();
     let uri = remote.uri();
     create(d, "1", &["local.img", &uri], &[]);

@@ -29,7 +29,7 @@ enum Outage {
 /// The run: RAID1 of `local.img` and a remote on `server`; the remote goes away as
 /// `outage` says and comes back. Returns the directory and the remote (stopped) for
 /// further checks, or None when the server is not installed.
-fn outage_and_return(server: Server, outage: Outage, tag: &str) -> Option<(TempDir, Remote)> {
+fn outage_and_return(server: Program, outage: Outage, tag: &str) -> Option<(TempDir, Remote)> {
     let bin = server.available("net_servers")?;
     let td = TempDir::new(&format!("rk-netsrv-{tag}")).unwrap();
     let d = td.path();
@@ -99,29 +99,29 @@ fn outage_and_return(server: Server, outage: Outage, tag: &str) -> Option<(TempD
 
 #[test]
 fn qemu_nbd_member_black_holed() {
-    let _ = outage_and_return(Server::QemuNbd, Outage::Stop, "qemu-stop");
+    let _ = outage_and_return(Program::QemuNbd, Outage::Stop, "qemu-stop");
 }
 
 #[test]
 fn nbd_server_member_killed_and_restarted() {
-    let _ = outage_and_return(Server::NbdServer, Outage::Kill, "nbdsrv-kill");
+    let _ = outage_and_return(Program::NbdServer, Outage::Kill, "nbdsrv-kill");
 }
 
 #[test]
 fn nbd_server_member_black_holed() {
-    let _ = outage_and_return(Server::NbdServer, Outage::Stop, "nbdsrv-stop");
+    let _ = outage_and_return(Program::NbdServer, Outage::Stop, "nbdsrv-stop");
 }
 
 #[test]
 fn raidkit_member_killed_and_restarted() {
-    let _ = outage_and_return(Server::Raidkit, Outage::Kill, "rk-kill");
+    let _ = outage_and_return(Program::Raidkit, Outage::Kill, "rk-kill");
 }
 
 /// qemu-nbd killed and restarted; afterwards the kernel assembles the local member file
 /// and the remote's backing file: in sync, the data the client wrote, `mismatch_cnt=0`.
 #[test]
 fn qemu_nbd_member_killed_and_restarted_then_the_kernel_agrees() {
-    let Some((td, remote)) = outage_and_return(Server::QemuNbd, Outage::Kill, "qemu-kill") else {
+    let Some((td, remote)) = outage_and_return(Program::QemuNbd, Outage::Kill, "qemu-kill") else {
         return;
     };
     let Some(md) = locate_or_skip() else { return };
@@ -205,13 +205,13 @@ fn tls_mirror(d: &std::path::Path, remote: &mut Remote, tls_opt: &[&str]) {
 
 #[test]
 fn tls_psk_member_over_a_unix_socket() {
-    let Some(bin) = Server::Nbdkit.available("net_servers") else {
+    let Some(bin) = Program::Nbdkit.available("net_servers") else {
         return;
     };
     let td = TempDir::new("rk-netsrv-psk").unwrap();
     let d = td.path();
     std::fs::write(d.join("keys.psk"), PSK).unwrap();
-    let mut remote = Remote::new(Server::Nbdkit, bin, d, "r", MEMBER_BYTES);
+    let mut remote = Remote::new(Program::Nbdkit, bin, d, "r", MEMBER_BYTES);
     remote.tls = Some(RemoteTls::Psk(d.join("keys.psk")));
     assert!(remote.uri().starts_with("nbds+unix:///?socket="));
     tls_mirror(d, &mut remote, &["--member-tls-psk", "keys.psk"]);
@@ -228,7 +228,7 @@ fn tls_x509_member_over_tcp() {
     let Some(certs) = x509_dir(&d.join("certs")) else {
         return;
     };
-    let mut remote = Remote::new(Server::Raidkit, RAIDKIT.into(), d, "r", MEMBER_BYTES);
+    let mut remote = Remote::new(Program::Raidkit, RAIDKIT.into(), d, "r", MEMBER_BYTES);
     remote.tls = Some(RemoteTls::X509(certs));
     remote.tcp = Some(free_port());
     assert!(remote.uri().starts_with("nbds://127.0.0.1:"));
@@ -238,7 +238,7 @@ fn tls_x509_member_over_tcp() {
 
 #[test]
 fn a_wrong_psk_is_refused_with_a_clear_error() {
-    let Some(bin) = Server::Nbdkit.available("net_servers") else {
+    let Some(bin) = Program::Nbdkit.available("net_servers") else {
         return;
     };
     let td = TempDir::new("rk-netsrv-badpsk").unwrap();
@@ -250,7 +250,7 @@ fn a_wrong_psk_is_refused_with_a_clear_error() {
     )
     .unwrap();
     sparse(d, "local.img", MEMBER_BYTES);
-    let mut remote = Remote::new(Server::Nbdkit, bin, d, "r", MEMBER_BYTES);
+    let mut remote = Remote::new(Program::Nbdkit, bin, d, "r", MEMBER_BYTES);
     remote.tls = Some(RemoteTls::Psk(d.join("keys.psk")));
     remote.start();
     let uri = remote.uri();

@@ -96,7 +96,7 @@ impl Drop for Killing {
 
 /// A real NBD server that can be a remote member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Server {
+pub enum Program {
     /// nbdkit's file plugin behind its log filter (writes, flushes, trims are logged).
     Nbdkit,
     /// qemu-nbd of a raw file, persistent, several connections.
@@ -108,14 +108,14 @@ pub enum Server {
     Raidkit,
 }
 
-impl Server {
+impl Program {
     /// The program, or None (printing why the test skips) when it is not installed.
     pub fn available(self, test: &str) -> Option<PathBuf> {
         match self {
-            Server::Nbdkit => proc::system_tool("nbdkit", test),
-            Server::QemuNbd => proc::system_tool("qemu-nbd", test),
-            Server::NbdServer => proc::system_tool("nbd-server", test),
-            Server::Raidkit => Some(PathBuf::from(RAIDKIT)),
+            Program::Nbdkit => proc::system_tool("nbdkit", test),
+            Program::QemuNbd => proc::system_tool("qemu-nbd", test),
+            Program::NbdServer => proc::system_tool("nbd-server", test),
+            Program::Raidkit => Some(PathBuf::from(RAIDKIT)),
         }
     }
 }
@@ -132,7 +132,7 @@ pub enum RemoteTls {
 
 /// A remote member: a server of the file `backing` on the Unix socket `sock`.
 pub struct Remote {
-    pub server: Server,
+    pub server: Program,
     prog: PathBuf,
     dir: PathBuf,
     pub name: String,
@@ -151,7 +151,7 @@ pub struct Remote {
 
 impl Remote {
     /// A remote named `name` in `dir` serving a new sparse file of `bytes` (not started).
-    pub fn new(server: Server, prog: PathBuf, dir: &Path, name: &str, bytes: u64) -> Remote {
+    pub fn new(server: Program, prog: PathBuf, dir: &Path, name: &str, bytes: u64) -> Remote {
         let backing = dir.join(format!("{name}.img"));
         std::fs::File::create(&backing)
             .unwrap()
@@ -170,7 +170,7 @@ impl Remote {
             group: None,
             starts: 0,
         };
-        if server == Server::Raidkit {
+        if server == Program::Raidkit {
             // The remote's array: a one-member RAID1 on a file 1 MiB larger (its data
             // offset), so the export is as large as a plain file's.
             std::fs::File::create(&r.backing)
@@ -209,7 +209,7 @@ impl Remote {
     /// The export name in the URI.
     fn export(&self) -> &str {
         match self.server {
-            Server::Nbdkit => "",
+            Program::Nbdkit => "",
             _ => &self.name,
         }
     }
@@ -246,7 +246,7 @@ impl Remote {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         match self.server {
-            Server::Nbdkit => {
+            Program::Nbdkit => {
                 match self.tcp {
                     Some(port) => c.args(["-f", "-i", "127.0.0.1", "-p", &port.to_string()]),
                     None => c.args(["-f", "-U"]).arg(&self.sock),
@@ -266,14 +266,14 @@ impl Remote {
                     .arg(&self.backing)
                     .arg(format!("logfile={}", self.log(self.starts).display()));
             }
-            Server::QemuNbd => {
+            Program::QemuNbd => {
                 c.args(["-f", "raw", "-t", "-e", "8", "--discard=unmap", "-x"])
                     .arg(&self.name)
                     .arg("-k")
                     .arg(&self.sock)
                     .arg(&self.backing);
             }
-            Server::NbdServer => {
+            Program::NbdServer => {
                 let conf = self.dir.join(format!("{}.conf", self.name));
                 std::fs::write(
                     &conf,
@@ -296,7 +296,7 @@ impl Remote {
                 let pid = std::fs::read_to_string(&pid_file).unwrap();
                 self.group = pid.trim().parse().ok();
             }
-            Server::Raidkit => {
+            Program::Raidkit => {
                 c.env("RAIDKIT_RUN_DIR", self.run_dir()).arg("serve");
                 match self.tcp {
                     Some(port) => c.args(["--listen", &format!("127.0.0.1:{port}")]),
@@ -319,7 +319,7 @@ impl Remote {
                 c.arg(&self.backing);
             }
         }
-        if self.server != Server::NbdServer {
+        if self.server != Program::NbdServer {
             self.proc = Some(Killing(Some(c.spawn().expect("start the remote"))));
         }
         // Until it accepts (the socket file exists from bind(), before listen()).
