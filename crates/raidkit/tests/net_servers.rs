@@ -117,6 +117,11 @@ fn raidkit_member_killed_and_restarted() {
     let _ = outage_and_return(Program::Raidkit, Outage::Kill, "rk-kill");
 }
 
+#[test]
+fn raidkit_member_black_holed() {
+    let _ = outage_and_return(Program::Raidkit, Outage::Stop, "rk-stop");
+}
+
 /// qemu-nbd killed and restarted; afterwards the kernel assembles the local member file
 /// and the remote's backing file: in sync, the data the client wrote, `mismatch_cnt=0`.
 #[test]
