@@ -39,6 +39,9 @@ fn main() {
 /// Dispatch a command.
 fn run(cli: Cli) -> Result<()> {
     use cmd::scrub;
+    if let Some(tls) = member_tls(&cli.cmd) {
+        tls.apply()?;
+    }
     match cli.cmd {
         Command::Create(a) => cmd::create::run(a),
         Command::Examine(a) => cmd::examine::run(a),
@@ -81,6 +84,23 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The member TLS options of a command that opens members itself (`serve` and `mount`
+/// apply theirs with their other member options; `manage` and an online `grow` ask the
+/// server, which opens members with its own).
+fn member_tls(c: &Command) -> Option<&online::MemberTlsArgs> {
+    Some(match c {
+        Command::Create(a) => &a.tls,
+        Command::Examine(a) => &a.tls,
+        Command::Detail(a) => &a.asm.tls,
+        Command::Export(a) => &a.asm.tls,
+        Command::Import(a) => &a.asm.tls,
+        Command::Check(a) => &a.asm.tls,
+        Command::Repair(a) => &a.scrub.asm.tls,
+        Command::Grow(a) => &a.tls,
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ pub fn run(a: MountArgs) -> Result<()> {
     // Before assembling (and maybe resyncing), so a typo fails fast.
     raidkit_fuse::check_mountpoint(&a.mountpoint)?;
     crate::control::prepare_run_dir()?;
-    a.member.apply();
+    a.member.apply()?;
     let spec = ArraySpec {
         members: a.members.clone(),
         read_only: a.read_only,

@@ -8,8 +8,9 @@
 //! leaves every array flushed and clean.
 
 use crate::control::server::{ControlServer, SocketAccess};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use raidkit_engine::assemble::AssembleOptions;
+use raidkit_engine::dev::nbd::MemberTls;
 use raidkit_engine::sb::Metadata;
 use raidkit_engine::supervisor::{IdleClean, MonitorEvent, Supervisor, WriteActivity};
 use raidkit_engine::sync::{self, SyncMode};
@@ -43,9 +44,55 @@ impl ControlArgs {
     }
 }
 
+/// TLS credentials for network members (`nbds://`, `nbds+unix://`) whose URI names none:
+/// on every command that opens members. The same files as `serve`'s `--tls-psk`, and
+/// libnbd's `tls-psk-file` / `tls-certificates` URI parameters (which take precedence).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MemberTlsArgs {
+    /// Pre-shared keys for TLS members, `username:hexkey` lines (psktool's format, as
+    /// `serve --tls-psk`). The key used is the URI's user (`nbds://alice@host/...`), else
+    /// the local user's, else the file's only key.
+    #[arg(long, value_name = "FILE", conflicts_with = "member_tls_certificates")]
+    pub member_tls_psk: Option<PathBuf>,
+    /// X.509 for TLS members: a directory with `ca-cert.pem` (the CA the servers'
+    /// certificates must chain to; default: the system's) and, for servers that ask for a
+    /// client certificate, `client-cert.pem` and `client-key.pem`.
+    #[arg(long, value_name = "DIR")]
+    pub member_tls_certificates: Option<PathBuf>,
+}
+
+impl MemberTlsArgs {
+    /// The credentials, paths made absolute (a server may change directory later).
+    pub fn credentials(&self) -> Result<Option<MemberTls>> {
+        let abs = |p: &PathBuf, what: &str| -> Result<PathBuf> {
+            std::path::absolute(p).with_context(|| format!("{what} {}", p.display()))
+        };
+        Ok(
+            match (&self.member_tls_psk, &self.member_tls_certificates) {
+                (Some(f), _) => Some(MemberTls::PskFile(abs(f, "--member-tls-psk")?)),
+                (None, Some(d)) => Some(MemberTls::Certificates(abs(
+                    d,
+                    "--member-tls-certificates",
+                )?)),
+                (None, None) => None,
+            },
+        )
+    }
+
+    /// Apply the options (process-wide), before any member is opened.
+    pub fn apply(&self) -> Result<()> {
+        if let Some(c) = self.credentials()? {
+            raidkit_engine::dev::nbd::set_default_tls(Some(c));
+        }
+        Ok(())
+    }
+}
+
 /// Member options shared by `serve` and `mount`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct MemberArgs {
+    #[command(flatten)]
+    pub tls: MemberTlsArgs,
     /// Deadline of every member IO (e.g. `5s`, `500ms`): a member that has not answered
     /// by then is failed and the IO completes on the other copies (default: 5 s for
     /// network members, 30 s for local ones; RAIDKIT_MEMBER_TIMEOUT in the environment).
@@ -64,10 +111,11 @@ fn parse_member_timeout(v: &str) -> Result<std::time::Duration, String> {
 
 impl MemberArgs {
     /// Apply the options (process-wide), before any member is opened.
-    pub fn apply(&self) {
+    pub fn apply(&self) -> Result<()> {
         if self.member_timeout.is_some() {
             raidkit_engine::dev::io::set_member_timeout(self.member_timeout);
         }
+        self.tls.apply()
     }
 }
 

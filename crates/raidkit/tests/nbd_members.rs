@@ -8,216 +8,31 @@
 //!
 //! Skips (printing why) without nbdkit (tests/nbd/install-deps.sh installs it).
 
-use raidkit_nbd::client::{Client, ClientOptions};
+mod netmem;
+
+use netmem::*;
 use raidkit_testkit::proc;
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
-const MIB: u64 = 1 << 20;
-/// Member files: 32 MiB; data offset 1 MiB (1.2 superblock, 1 MiB bitmap chunks).
-const MEMBER_BYTES: u64 = 32 * MIB;
-const DATA_OFFSET: u64 = MIB;
-/// The member deadline the server runs with.
-const TIMEOUT_SECS: u64 = 2;
-
-fn rk(d: &Path, args: &[&str]) -> Output {
-    proc::bin_in(RAIDKIT, d, Some(&d.join("run")), args)
-}
-
-fn ok(d: &Path, args: &[&str]) -> String {
-    proc::bin_ok(RAIDKIT, d, Some(&d.join("run")), args)
-}
-
-fn status(d: &Path) -> Option<Value> {
-    let o = rk(d, &["status", "--json"]);
-    let v: Value = serde_json::from_slice(&o.stdout).ok()?;
-    v.as_array()?.first().cloned()
-}
-
-/// The member in role `role` from `status --json`.
-fn member(d: &Path, role: u64) -> Value {
-    let st = status(d).expect("status");
-    st["members"]
-        .as_array()
-        .and_then(|ms| ms.iter().find(|m| m["role"] == role).cloned())
-        .unwrap_or_else(|| panic!("no role {role} in {st}"))
-}
-
-/// A process killed (and reaped) when dropped.
-struct Killing(Option<Child>);
-
-impl Killing {
-    fn pid(&self) -> u32 {
-        self.0.as_ref().map_or(0, Child::id)
-    }
-    fn signal(&self, sig: &str) {
-        let _ = Command::new("kill")
-            .args([&format!("-{sig}"), &self.pid().to_string()])
-            .status();
-    }
-    /// Send `sig` and wait for the exit (at most `secs`); the time it took.
-    fn stop(&mut self, sig: &str, secs: u64) -> Duration {
-        let t0 = Instant::now();
-        self.signal(sig);
-        let mut c = self.0.take().expect("running");
-        loop {
-            if let Ok(Some(_)) = c.try_wait() {
-                return t0.elapsed();
-            }
-            if t0.elapsed() > Duration::from_secs(secs) {
-                let _ = c.kill();
-                let _ = c.wait();
-                panic!("pid {} did not exit within {secs} s of SIG{sig}", c.id());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Killing {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = Command::new("kill")
-                .args(["-CONT", &c.id().to_string()])
-                .status();
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// nbdkit serving `file` on the Unix socket `sock`, writes logged to `log`.
-fn nbdkit(nbdkit: &Path, d: &Path, sock: &Path, file: &str, log: &str) -> Killing {
-    let _ = std::fs::remove_file(sock);
-    let c = Command::new(nbdkit)
-        .current_dir(d)
-        .args(["-f", "-U"])
-        .arg(sock)
-        .args(["--filter=log", "file", file])
-        .arg(format!("logfile={}", d.join(log).display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nbdkit");
-    let k = Killing(Some(c));
-    // Until it accepts (the socket file exists from bind(), before listen()).
-    proc::wait_for("nbdkit's socket", 20, || {
-        std::os::unix::net::UnixStream::connect(sock).is_ok()
-    });
-    k
-}
-
-/// `raidkit serve` of `members`, stderr (its event lines) to `serve.log`.
-fn serve(d: &Path, members: &[&str]) -> Killing {
-    let log = std::fs::File::create(d.join("serve.log")).unwrap();
-    let c = Command::new(RAIDKIT)
-        .current_dir(d)
-        .env("RAIDKIT_RUN_DIR", d.join("run"))
-        .args(["serve", "--socket", "a.sock", "--export", "net"])
-        .args(["--member-timeout", &format!("{TIMEOUT_SECS}s")])
-        .args(members)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start raidkit serve");
-    let k = Killing(Some(c));
-    proc::wait_for("the control socket", 60, || status(d).is_some());
-    k
-}
-
-/// The event lines of kind `kind` the server logged so far.
-fn events(d: &Path, kind: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(d.join("serve.log")).unwrap_or_default();
-    let tag = format!("]: {kind} ");
-    text.lines()
-        .filter_map(|l| l.split_once(&tag).map(|(_, j)| j))
-        .filter_map(|j| serde_json::from_str(j).ok())
-        .collect()
-}
-
-fn wait_event(d: &Path, kind: &str, secs: u64) -> Value {
-    proc::wait_for(kind, secs, || !events(d, kind).is_empty());
-    events(d, kind).remove(0)
-}
-
-/// Bytes nbdkit's log filter saw written at or past `from` (the data area).
-fn logged_write_bytes(d: &Path, log: &str, from: u64) -> u64 {
-    let text = std::fs::read_to_string(d.join(log)).unwrap_or_default();
-    let field = |l: &str, k: &str| -> Option<u64> {
-        let v = l.split_whitespace().find_map(|w| w.strip_prefix(k))?;
-        u64::from_str_radix(v.trim_start_matches("0x"), 16).ok()
-    };
-    text.lines()
-        .filter(|l| l.contains(" Write id=") && l.contains("count="))
-        .filter_map(|l| Some((field(l, "offset=")?, field(l, "count=")?)))
-        .filter(|(off, _)| *off >= from)
-        .map(|(_, n)| n)
-        .sum()
-}
-
-fn client(d: &Path) -> Client {
-    let uri = format!("nbd+unix:///net?socket={}", d.join("a.sock").display());
-    Client::connect(&uri, &ClientOptions::default()).expect("connect to raidkit serve")
-}
-
-/// Write `data` at `offset` and flush, through the array; the time it took.
-fn write_flush(c: &Client, offset: u64, data: &[u8]) -> Duration {
-    let t0 = Instant::now();
-    c.write(offset, data, false, Duration::from_secs(60))
-        .expect("client write");
-    c.flush(Duration::from_secs(60)).expect("client flush");
-    t0.elapsed()
-}
-
-fn data_area(p: &Path) -> Vec<u8> {
-    let all = std::fs::read(p).unwrap();
-    all[DATA_OFFSET as usize..].to_vec()
-}
-
-/// A RAID1 of `local.img` and `remote.img` behind nbdkit; returns (dir, nbdkit, URI).
-fn setup(tag: &str) -> Option<(TempDir, PathBuf, Killing, String)> {
-    let nbdkit_bin = proc::system_tool("nbdkit", "nbd_members")?;
+/// A RAID1 of `local.img` and a remote nbdkit (`r`); returns (dir, remote, URI).
+fn setup(tag: &str) -> Option<(TempDir, Remote, String)> {
+    let bin = Program::Nbdkit.available("nbd_members")?;
     let td = TempDir::new(&format!("rk-netmem-{tag}")).unwrap();
-    let d = td.path().to_path_buf();
-    for f in ["local.img", "remote.img"] {
-        std::fs::File::create(d.join(f))
-            .unwrap()
-            .set_len(MEMBER_BYTES)
-            .unwrap();
-    }
-    let sock = d.join("r.sock");
-    let remote = nbdkit(&nbdkit_bin, &d, &sock, "remote.img", "r1.log");
-    let uri = format!("nbd+unix:///?socket={}", sock.display());
-    ok(
-        &d,
-        &[
-            "create",
-            "--level",
-            "1",
-            "--raid-devices",
-            "2",
-            "--bitmap",
-            "internal",
-            "--bitmap-chunk",
-            "1M",
-            "--name",
-            "net",
-            "--homehost",
-            "none",
-            "local.img",
-            &uri,
-        ],
-    );
-    Some((td, nbdkit_bin, remote, uri))
+    let d = td.path();
+    sparse(d, "local.img", MEMBER_BYTES);
+    let mut remote = Remote::new(Program::Nbdkit, bin, d, "r", MEMBER_BYTES);
+    remote.start();
+    let uri = remote.uri();
+    create(d, "1", &["local.img", &uri], &[]);
+    Some((td, remote, uri))
 }
 
 #[test]
 fn black_holed_remote_is_failed_at_its_deadline_and_stop_does_not_wait() {
-    let Some((td, _bin, remote, uri)) = setup("stop") else {
+    let Some((td, remote, uri)) = setup("stop") else {
         return;
     };
     let d = td.path();
@@ -233,6 +48,11 @@ fn black_holed_remote_is_failed_at_its_deadline_and_stop_does_not_wait() {
         "{text}"
     );
 
+    let st = member(d, 1);
+    assert!(st["link"]["latency_us"].as_u64() > Some(0), "{st}");
+    assert!(st["link"]["requests"].as_u64() > Some(0), "{st}");
+    assert_eq!(st["link"]["error"], Value::Null, "{st}");
+    let stopped_at = unix_now();
     remote.signal("STOP");
     let data = proc::xorshift_bytes(MIB as usize, 2);
     let took = write_flush(&c, 4 * MIB, &data);
@@ -246,6 +66,10 @@ fn black_holed_remote_is_failed_at_its_deadline_and_stop_does_not_wait() {
     let ev = wait_event(d, "member_disconnected", 10);
     let st = member(d, 1);
     assert_eq!(st["link"]["state"], "disconnected", "{st}");
+    // Disconnected since the deadline passed, and why.
+    let since = st["link"]["since"].as_u64().unwrap_or(0);
+    assert!(since >= stopped_at && since <= unix_now(), "{st}");
+    assert!(st["link"]["error"].is_string(), "{st}");
     let text = ok(d, &["status"]);
     assert!(text.contains(&format!("{uri}: disconnected for")), "{text}");
     assert_eq!(ev["role"], 1, "{ev}");
@@ -270,13 +94,13 @@ fn black_holed_remote_is_failed_at_its_deadline_and_stop_does_not_wait() {
 
 #[test]
 fn killed_remote_returns_with_only_the_dirty_regions_copied() {
-    let Some((td, bin, mut remote, uri)) = setup("return") else {
+    let Some((td, mut remote, uri)) = setup("return") else {
         return;
     };
     let d = td.path();
     let _server = serve(d, &["local.img", &uri]);
     let c = client(d);
-    remote.stop("KILL", 10);
+    remote.kill();
     let data = proc::xorshift_bytes(MIB as usize, 3);
     let took = write_flush(&c, 8 * MIB, &data);
     assert!(
@@ -291,7 +115,7 @@ fn killed_remote_returns_with_only_the_dirty_regions_copied() {
     });
 
     // The remote comes back on the same socket: re-added by itself.
-    let _remote = nbdkit(&bin, d, &d.join("r.sock"), "remote.img", "r2.log");
+    remote.start();
     let ev = wait_event(d, "member_reconnected", 60);
     assert_eq!(ev["role"], 1, "{ev}");
     let ev = wait_event(d, "resync_finished", 60);
@@ -310,23 +134,23 @@ fn killed_remote_returns_with_only_the_dirty_regions_copied() {
     assert_eq!(st["link"]["state"], "connected", "{st}");
     assert_eq!(st["link"]["connects"], 2, "{st}");
     // Only the dirty region (1 MiB: one bitmap chunk) was written to the data area.
-    assert_eq!(logged_write_bytes(d, "r2.log", DATA_OFFSET), MIB);
+    assert_eq!(logged_write_bytes(&remote.log(2), DATA_OFFSET), MIB);
     // New writes reach both again.
     let more = proc::xorshift_bytes(MIB as usize, 4);
     write_flush(&c, 16 * MIB, &more);
     drop(c);
-    assert!(data_area(&d.join("local.img")) == data_area(&d.join("remote.img")));
+    assert!(data_area(&d.join("local.img")) == data_area(&remote.backing));
 }
 
 #[test]
 fn remote_that_ran_on_its_own_is_refused_until_its_changes_are_discarded() {
-    let Some((td, bin, mut remote, uri)) = setup("split") else {
+    let Some((td, mut remote, uri)) = setup("split") else {
         return;
     };
     let d = td.path();
     let _server = serve(d, &["local.img", &uri]);
     let c = client(d);
-    remote.stop("KILL", 10);
+    remote.kill();
     write_flush(&c, 2 * MIB, &proc::xorshift_bytes(MIB as usize, 5));
     wait_event(d, "member_disconnected", 10);
 
@@ -334,7 +158,7 @@ fn remote_that_ran_on_its_own_is_refused_until_its_changes_are_discarded() {
     // brain.
     let other = d.join("other");
     std::fs::create_dir_all(&other).unwrap();
-    let remote_img = d.join("remote.img");
+    let remote_img = remote.backing.clone();
     let log = std::fs::File::create(other.join("serve.log")).unwrap();
     let alone = Command::new(RAIDKIT)
         .current_dir(&other)
@@ -354,13 +178,13 @@ fn remote_that_ran_on_its_own_is_refused_until_its_changes_are_discarded() {
     );
     alone.stop("TERM", 30);
 
-    let _remote = nbdkit(&bin, d, &d.join("r.sock"), "remote.img", "r2.log");
+    remote.start();
     let ev = wait_event(d, "member_refused", 60);
     let why = ev["why"].as_str().unwrap_or_default();
     assert!(why.contains("split brain"), "{ev}");
     assert!(why.contains("discarding its changes"), "{ev}");
     assert_eq!(member(d, 1)["state"], "failed");
-    assert_eq!(logged_write_bytes(d, "r2.log", 0), 0, "nothing written");
+    assert_eq!(logged_write_bytes(&remote.log(2), 0), 0, "nothing written");
     // A plain re-add is refused too, naming the explicit choice.
     let o = rk(d, &["manage", "net", "--re-add", &uri]);
     assert!(!o.status.success());
@@ -379,4 +203,63 @@ fn remote_that_ran_on_its_own_is_refused_until_its_changes_are_discarded() {
     assert_eq!(ev["bytes_copied"], MEMBER_BYTES - DATA_OFFSET, "{ev}");
     drop(c);
     assert!(data_area(&d.join("local.img")) == data_area(&remote_img));
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A client FLUSH on the array is a FLUSH on the remote member, after the write it covers;
+/// a FUA write too (FUA is a write, then a flush of every member). `detail --json` shows
+/// the link of the network member.
+#[test]
+fn client_flush_and_fua_reach_the_remote_as_flush() {
+    let Some((td, remote, uri)) = setup("flush") else {
+        return;
+    };
+    let d = td.path();
+    let det: Value =
+        serde_json::from_str(&ok(d, &["detail", "--json", "local.img", &uri])).unwrap();
+    let link = &det["members"][1]["link"];
+    assert_eq!(link["state"], "connected", "{det}");
+    assert_eq!(link["uri"], uri.as_str(), "{det}");
+    assert_eq!(link["tls"], false, "{det}");
+    let _server = serve(d, &["local.img", &uri]);
+    let c = client(d);
+    let log = remote.log(1);
+    // The index of the log line of the write at member offset `at`, and the flushes after it.
+    let after_write = |at: u64| -> (bool, usize) {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tag = format!("offset={at:#x} ");
+        let Some(i) = lines
+            .iter()
+            .rposition(|l| l.contains(" Write id=") && l.contains(&tag))
+        else {
+            return (false, 0);
+        };
+        let flushes = lines[i..]
+            .iter()
+            .filter(|l| l.contains(" Flush id="))
+            .count();
+        (true, flushes)
+    };
+    for (i, fua) in [(0u64, false), (1, true)] {
+        let at = (4 + i) * MIB;
+        let data = proc::xorshift_bytes(4096, 20 + i as u32);
+        c.write(at, &data, fua, Duration::from_secs(30)).unwrap();
+        if !fua {
+            c.flush(Duration::from_secs(30)).unwrap();
+        }
+        // Read at once: before the idle timer (1 s) could flush for its own reasons.
+        let (seen, flushes) = after_write(DATA_OFFSET + at);
+        assert!(seen, "the write at {at} is not in nbdkit's log");
+        assert!(
+            flushes >= 1,
+            "fua={fua}: no flush reached the remote after the write"
+        );
+    }
 }

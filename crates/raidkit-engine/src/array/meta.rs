@@ -353,33 +353,44 @@ impl Array {
     }
 
     pub(crate) fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        let failed: Vec<(usize, EngineError)> = {
-            let bm = self.bm();
-            let Some(bm) = bm.as_ref() else {
-                return Ok(());
-            };
-            let mut b = lock(bm);
-            let new_bits = b.mark_new(start, n);
-            if new_bits.is_empty() {
-                return Ok(());
-            }
-            let devs = self.devs();
-            let failed: Vec<(usize, EngineError)> = self
-                .live_devices()
-                .into_iter()
-                .filter_map(|i| b.write_bits(&devs, &[i]).err().map(|e| (i, e)))
-                .collect();
-            if !failed.is_empty() {
-                // Until every member that stays has them on disk, the bits are not set:
-                // the next write of the range writes them again.
+        // Each round that fails a member leaves one member fewer; one more round than
+        // there are devices ends it whatever happens.
+        for _ in 0..=self.devs().len() {
+            let failed: Vec<(usize, EngineError)> = {
+                let bm = self.bm();
+                let Some(bm) = bm.as_ref() else {
+                    return Ok(());
+                };
+                let mut b = lock(bm);
+                let new_bits = b.mark_new(start, n);
+                if new_bits.is_empty() {
+                    return Ok(());
+                }
+                let devs = self.devs();
+                let failed: Vec<(usize, EngineError)> = self
+                    .live_devices()
+                    .into_iter()
+                    .filter_map(|i| b.write_bits(&devs, &[i]).err().map(|e| (i, e)))
+                    .collect();
+                if failed.is_empty() {
+                    return Ok(());
+                }
+                // Until every member that stays has them on disk, the bits are not set.
                 for i in new_bits {
                     b.clear(i);
                 }
-            }
-            failed
-        };
-        // Outside the bitmap lock: failing a member writes the bitmap header.
-        self.metadata_write_failed(failed)
+                failed
+            };
+            // Outside the bitmap lock: failing a member writes the bitmap header.
+            self.metadata_write_failed(failed)?;
+            // The write this mark covers goes on without the failed members: its bits
+            // must be on every member that stays, or a returning member's bitmap-guided
+            // catch-up would skip the range (found by a network member killed before the
+            // first write of a new region). Mark again on those that stay.
+        }
+        Err(EngineError::Invalid(
+            "the write-intent bitmap could not be written to the members that stay".into(),
+        ))
     }
 
     pub(crate) fn set_resync_done(&self) {

@@ -21,8 +21,9 @@
 use crate::dev::io::{self as mio, AsyncDev, AsyncIo, AsyncKind, Started, Submission};
 use crate::dev::BlockDev;
 use crate::locks::lock;
-use raidkit_nbd::client::{Client, ClientError, ClientOptions, ClientTls, NbdUri, ZeroFlags};
+use raidkit_nbd::client::{Client, ClientError, ClientOptions, NbdUri, ZeroFlags};
 use std::io;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -35,13 +36,38 @@ pub const DEFAULT_NET_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time allowed to connect and finish the handshake (TLS included).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Credentials for `nbds` members whose URI names none, as the URI would name them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemberTls {
+    /// Pre-shared keys, `username:hexkey` lines (the URI's `tls-psk-file`). The identity is
+    /// the URI's user name, else the local user's, else the file's only key.
+    PskFile(PathBuf),
+    /// A directory with `ca-cert.pem` and, for servers that ask for one, `client-cert.pem`
+    /// and `client-key.pem` (the URI's `tls-certificates`).
+    Certificates(PathBuf),
+}
+
 /// Credentials for `nbds` members whose URI names none.
-static DEFAULT_TLS: RwLock<Option<ClientTls>> = RwLock::new(None);
+static DEFAULT_TLS: RwLock<Option<MemberTls>> = RwLock::new(None);
 
 /// TLS credentials for network members whose `nbds://` URI carries none (process-wide;
-/// the command line's member TLS options set it).
-pub fn set_default_tls(tls: Option<ClientTls>) {
+/// the command line's member TLS options set it, before any member is opened).
+pub fn set_default_tls(tls: Option<MemberTls>) {
     *crate::locks::write(&DEFAULT_TLS) = tls;
+}
+
+/// `uri` with the default credentials ([`set_default_tls`]) filled in where a TLS URI
+/// names none.
+fn with_default_tls(mut uri: NbdUri) -> NbdUri {
+    let from_uri = uri.tls_psk_file.is_some() || uri.tls_certificates.is_some();
+    if uri.tls && !from_uri {
+        match crate::locks::read(&DEFAULT_TLS).clone() {
+            Some(MemberTls::PskFile(f)) => uri.tls_psk_file = Some(f),
+            Some(MemberTls::Certificates(d)) => uri.tls_certificates = Some(d),
+            None => {}
+        }
+    }
+    uri
 }
 
 /// Is `spec` an NBD URI (a network member) rather than a path?
@@ -169,14 +195,11 @@ impl NbdDev {
     pub fn open(spec: &str, write: bool) -> io::Result<NbdDev> {
         let uri = NbdUri::parse(spec)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let mut opts = ClientOptions {
+        let uri = with_default_tls(uri);
+        let opts = ClientOptions {
             connect_timeout: CONNECT_TIMEOUT,
             ..ClientOptions::default()
         };
-        let from_uri = uri.tls_psk_file.is_some() || uri.tls_certificates.is_some();
-        if uri.tls && !from_uri {
-            opts.tls = crate::locks::read(&DEFAULT_TLS).clone();
-        }
         let client = Client::connect_to(&uri, &opts).map_err(|e| to_io(spec, &e))?;
         let info = client.info().clone();
         if write && info.read_only() {

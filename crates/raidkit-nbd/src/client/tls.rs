@@ -61,10 +61,11 @@ impl ClientTls {
             return Ok(None);
         }
         if let Some(file) = &u.tls_psk_file {
-            let identity = u.tls_username.clone().or_else(local_user).ok_or_else(|| {
-                ClientError::Tls("no PSK user name: give user@ in the URI or tls-username=".into())
-            })?;
-            return Self::psk_from_file(file, &identity).map(Some);
+            return match &u.tls_username {
+                Some(identity) => Self::psk_from_file(file, identity),
+                None => Self::psk_for_local_user(file),
+            }
+            .map(Some);
         }
         let dir = u.tls_certificates.as_deref();
         let existing = |name: &str| dir.map(|d| d.join(name)).filter(|p| p.exists());
@@ -81,12 +82,29 @@ impl ClientTls {
         }))
     }
 
+    /// A PSK from a `username:hexkey` file (psktool's format) when no user name was
+    /// given: the local user's key (as libnbd), else the file's only key.
+    pub fn psk_for_local_user(file: &Path) -> Result<ClientTls, ClientError> {
+        let keys = read_psk_file(file)?;
+        if let Some(user) = local_user().filter(|u| keys.contains_key(u.as_bytes())) {
+            return Self::psk_from_file(file, &user);
+        }
+        match keys.into_iter().collect::<Vec<_>>().as_slice() {
+            [(id, key)] => Ok(ClientTls::Psk {
+                identity: String::from_utf8_lossy(id).into_owned(),
+                key: key.clone(),
+            }),
+            _ => Err(ClientError::Tls(format!(
+                "{} has no key for the local user {:?} and more than one key: name the user (user@ in the URI, or tls-username=)",
+                file.display(),
+                local_user().unwrap_or_default()
+            ))),
+        }
+    }
+
     /// A PSK from a `username:hexkey` file (psktool's format), for `identity`.
     pub fn psk_from_file(file: &Path, identity: &str) -> Result<ClientTls, ClientError> {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| tls_err(&format!("reading PSK file {}", file.display()), e))?;
-        let keys =
-            crate::tls::parse_psk(&text).map_err(|e| tls_err(&file.display().to_string(), e))?;
+        let keys = read_psk_file(file)?;
         let key = keys.get(identity.as_bytes()).cloned().ok_or_else(|| {
             ClientError::Tls(format!(
                 "{} has no key for user {identity:?}",
@@ -137,6 +155,28 @@ impl ClientTls {
         Ok(b.build())
     }
 
+    /// The error of a handshake the server or this side broke off, saying what it
+    /// usually means for these credentials.
+    fn refused(&self, e: &openssl::ssl::Error) -> ClientError {
+        let verify = e
+            .ssl_error()
+            .and_then(|s| s.errors().first())
+            .and_then(|x| x.reason())
+            .filter(|r| r.contains("certificate verify failed"));
+        let hint = match self {
+            ClientTls::Psk { identity, .. } => format!(
+                "the server refused the pre-shared key of user {identity:?} (a wrong key, or a user the server does not know)"
+            ),
+            ClientTls::X509 { .. } if verify.is_some() => {
+                "the server's certificate is not trusted: it does not chain to the CA (ca-cert.pem), or does not name the host".to_string()
+            }
+            ClientTls::X509 { .. } => {
+                "the server refused the connection (does it want a client certificate, or a pre-shared key?)".to_string()
+            }
+        };
+        ClientError::Tls(format!("handshake failed ({e}): {hint}"))
+    }
+
     /// Run the TLS handshake over `wire` (after `NBD_OPT_STARTTLS` was acknowledged),
     /// by `until`.
     pub(crate) fn start(&self, wire: &mut Wire, until: Instant) -> Result<(), ClientError> {
@@ -148,11 +188,23 @@ impl ClientTls {
             ..
         } = self
         {
-            ssl.set_hostname(h).map_err(|e| tls_err("server name", e))?;
+            // An address is checked against the certificate's IP names, and is never sent
+            // as the server name (SNI carries host names only).
+            let ip = h
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .ok();
+            if ip.is_none() {
+                ssl.set_hostname(h).map_err(|e| tls_err("server name", e))?;
+            }
             if *verify_peer {
-                ssl.param_mut()
-                    .set_host(h)
-                    .map_err(|e| tls_err("server name", e))?;
+                let p = ssl.param_mut();
+                match ip {
+                    Some(ip) => p.set_ip(ip),
+                    None => p.set_host(h),
+                }
+                .map_err(|e| tls_err("server name", e))?;
             }
         }
         let sock = wire.raw_clone().map_err(|e| tls_err("socket", e))?;
@@ -172,15 +224,20 @@ impl ClientTls {
                     })?;
                     step = mid.handshake();
                 }
-                Err(HandshakeError::Failure(mid)) => {
-                    return Err(tls_err("handshake failed", mid.error()))
-                }
+                Err(HandshakeError::Failure(mid)) => return Err(self.refused(mid.error())),
                 Err(HandshakeError::SetupFailure(e)) => return Err(tls_err("setup", e)),
             }
         };
         wire.set_tls(stream);
         Ok(())
     }
+}
+
+/// The keys of a `username:hexkey` file.
+fn read_psk_file(file: &Path) -> Result<std::collections::HashMap<Vec<u8>, Vec<u8>>, ClientError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| tls_err(&format!("reading PSK file {}", file.display()), e))?;
+    crate::tls::parse_psk(&text).map_err(|e| tls_err(&file.display().to_string(), e))
 }
 
 fn psk(b: &mut SslContextBuilder, identity: &str, key: &[u8]) -> Result<(), ClientError> {

@@ -16,6 +16,8 @@ use std::sync::Arc;
 /// `create`.
 #[derive(Args, Debug)]
 pub struct CreateArgs {
+    #[command(flatten)]
+    pub tls: crate::online::MemberTlsArgs,
     /// RAID level: linear, 0, 1, 4, 5, 6, 10.
     #[arg(short, long)]
     pub level: String,

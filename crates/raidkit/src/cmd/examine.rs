@@ -28,6 +28,8 @@ pub struct ExamineArgs {
     /// Devices or files.
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
+    #[command(flatten)]
+    pub tls: crate::online::MemberTlsArgs,
 }
 
 /// A level number as its name (`raid5`), or `level N` for one raidkit does not know.

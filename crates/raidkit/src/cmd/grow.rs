@@ -44,6 +44,8 @@ Examples:
 #[derive(Args, Debug)]
 #[command(after_help = GROW_HELP)]
 pub struct GrowArgs {
+    #[command(flatten)]
+    pub tls: crate::online::MemberTlsArgs,
     /// New number of active devices (mdadm's --raid-devices).
     #[arg(long, value_name = "N")]
     pub raid_devices: Option<usize>,

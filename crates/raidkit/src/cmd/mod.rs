@@ -45,6 +45,8 @@ pub struct AssembleArgs {
     /// Member devices or files, in any order.
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
+    #[command(flatten)]
+    pub tls: crate::online::MemberTlsArgs,
 }
 
 /// A progress bar on stderr counting bytes.

@@ -290,7 +290,7 @@ fn open_export(a: &ServeArgs, e: &ArrayEntry) -> Result<(Served, Export)> {
 pub fn run(a: ServeArgs) -> Result<()> {
     // First, so that nothing starts when the run directory cannot be trusted.
     crate::control::prepare_run_dir()?;
-    a.member.apply();
+    a.member.apply()?;
     let (file, list) = entries(&a)?;
     let tls = tls_choice(&a, &file)?;
     // Assemble everything first, so that nothing is served if one array cannot start.
