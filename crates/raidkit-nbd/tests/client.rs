@@ -695,3 +695,27 @@ fn server_killed_mid_request() {
     );
     let _ = k.child.wait();
 }
+
+/// A write sent to a stopped server is carried out when it resumes, even though the
+/// client gave up on it: the client says when that can no longer happen (the server has
+/// closed the lost connection), and not before.
+#[test]
+fn a_lost_connection_is_closed_only_after_the_server_ran_what_it_read() {
+    let Some(k) = nbdkit("klost", &["memory", "size=16M"]) else {
+        return;
+    };
+    let c = connect(&k.uri(""));
+    k.stop();
+    let d = Duration::from_millis(500);
+    assert!(c.write(0, &[7u8; 4096], false, d).unwrap_err().is_timeout());
+    assert!(c.broken().is_some());
+    // Still stopped: the request sits unread in its socket.
+    assert!(!c.wait_server_closed(Instant::now() + Duration::from_millis(300)));
+    k.signal(libc::SIGCONT);
+    assert!(c.wait_server_closed(Instant::now() + Duration::from_secs(10)));
+    // It ran the write before it closed.
+    let again = connect(&k.uri(""));
+    let mut b = vec![0u8; 4096];
+    again.read(0, &mut b, T).unwrap();
+    assert_eq!(b, vec![7u8; 4096]);
+}

@@ -33,6 +33,10 @@ use std::time::{Duration, Instant};
 /// in this long is better failed and resynced later than waited for).
 pub const DEFAULT_NET_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a reconnection waits for the server to close the connections that were lost
+/// (see [`NbdDev::reconnect`]).
+pub const LOST_CLOSE_WAIT: Duration = Duration::from_secs(5);
+
 /// Time allowed to connect and finish the handshake (TLS included).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -119,6 +123,10 @@ pub struct LinkStatus {
 
 struct Link {
     client: Option<Arc<Client>>,
+    /// Lost connections whose server has not yet closed its side: it may still carry out
+    /// requests it read before the loss (a stopped process, a partition that heals), so
+    /// no new connection is used until they are closed ([`NbdDev::reconnect`]).
+    lost: Vec<Arc<Client>>,
     state: LinkState,
     since: u64,
     error: Option<String>,
@@ -225,6 +233,7 @@ impl NbdDev {
             lbs: info.min_block.max(512),
             link: Mutex::new(Link {
                 client: Some(Arc::new(client)),
+                lost: Vec::new(),
                 state: LinkState::Connected,
                 since: unix_now(),
                 error: None,
@@ -252,6 +261,7 @@ impl NbdDev {
     fn set_down(link: &mut Link, why: String) {
         if let Some(c) = link.client.take() {
             c.expire("the connection was dropped", Duration::ZERO);
+            link.lost.push(c);
         }
         if link.state != LinkState::Disconnected {
             link.since = unix_now();
@@ -297,8 +307,9 @@ impl NbdDev {
         Self::set_down(&mut lock(&self.link), why.to_string());
     }
 
-    /// Connect again (after a loss). The export must still have the size it had. Ok if a
-    /// connection is up (a new one, or the one there was).
+    /// Connect again (after a loss). The export must still have the size it had, and the
+    /// server must have closed the lost connections (it carries out what it had read from
+    /// one before it closes it). Ok if a connection is up (a new one, or the one there was).
     pub fn reconnect(&self) -> io::Result<()> {
         {
             let mut link = lock(&self.link);
@@ -312,7 +323,8 @@ impl NbdDev {
         }
         let r = Client::connect_to(&self.uri, &self.opts)
             .map_err(|e| to_io(&self.name, &e))
-            .and_then(|c| self.check_same_export(c));
+            .and_then(|c| self.check_same_export(c))
+            .and_then(|c| self.lost_connections_closed().map(|()| c));
         let mut link = lock(&self.link);
         match r {
             Ok(c) => {
@@ -332,6 +344,26 @@ impl NbdDev {
                 Err(e)
             }
         }
+    }
+
+    /// Ok once the server has closed every lost connection (waiting up to
+    /// [`LOST_CLOSE_WAIT`]): until then a write sent on one before the loss may still
+    /// land, after a catch-up has copied its region, and leave the member stale.
+    fn lost_connections_closed(&self) -> io::Result<()> {
+        let lost: Vec<Arc<Client>> = lock(&self.link).lost.clone();
+        let until = Instant::now() + LOST_CLOSE_WAIT;
+        let open = lost.iter().filter(|c| !c.wait_server_closed(until)).count();
+        lock(&self.link)
+            .lost
+            .retain(|c| !c.wait_server_closed(Instant::now()));
+        if open == 0 {
+            return Ok(());
+        }
+        Err(io::Error::other(format!(
+            "{}: the server accepts connections again but has not closed {open} lost connection(s) in {} s: it may still carry out writes sent on them before the loss, so the member is not taken back until it does (a stopped server process must be resumed or killed)",
+            self.name,
+            LOST_CLOSE_WAIT.as_secs()
+        )))
     }
 
     fn check_same_export(&self, c: Client) -> io::Result<Client> {

@@ -406,6 +406,9 @@ impl Inner {
             };
             if let Err(why) = r {
                 self.kill(why);
+                // Until the server has closed its side it may still carry out requests
+                // it read before our close: see when it does.
+                self.wire.drain_until_peer_closes();
                 return;
             }
         }

@@ -469,6 +469,14 @@ impl Client {
         )
     }
 
+    /// After the connection was lost or closed: wait until the server has closed its side
+    /// too (true), or until `until` (false). A server that stopped answering (a stopped
+    /// process, a network partition) may still carry out the requests it had read when it
+    /// comes back; once it has closed the connection, none can land any more.
+    pub fn wait_server_closed(&self, until: Instant) -> bool {
+        self.inner.wire.wait_peer_closed(until)
+    }
+
     /// Disconnect: `NBD_CMD_DISC` (after which the server finishes what is in flight),
     /// close. Requests still waiting fail with `Disconnected`. Dropping the client does
     /// the same.
@@ -492,6 +500,7 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         self.close();
+        self.inner.wire.abandon();
         if let Some(r) = self.reader.take() {
             let _ = r.join();
         }

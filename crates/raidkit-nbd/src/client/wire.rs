@@ -9,7 +9,7 @@ use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often a wait without a deadline looks at the closed flag.
@@ -43,11 +43,24 @@ impl Sock {
             Sock::Tcp(s) => Sock::Tcp(s.try_clone()?),
         })
     }
-    fn shutdown(&self) {
+    fn shutdown(&self, how: Shutdown) {
         let _ = match self {
-            Sock::Unix(s) => s.shutdown(Shutdown::Both),
-            Sock::Tcp(s) => s.shutdown(Shutdown::Both),
+            Sock::Unix(s) => s.shutdown(how),
+            Sock::Tcp(s) => s.shutdown(how),
         };
+    }
+    /// One non-blocking read from the socket itself (under any TLS session).
+    fn read_raw(&self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => {
+                let mut r: &UnixStream = s;
+                r.read(b)
+            }
+            Sock::Tcp(s) => {
+                let mut r: &TcpStream = s;
+                r.read(b)
+            }
+        }
     }
 }
 
@@ -111,6 +124,11 @@ pub(crate) struct Wire {
     sock: Sock,
     tls: Option<Mutex<SslStream<Sock>>>,
     closed: AtomicBool,
+    /// Set by [`Wire::abandon`]: stop waiting for the server's side to close.
+    abandoned: AtomicBool,
+    /// The server has closed its side after ours ([`Wire::drain_until_peer_closes`]).
+    peer_closed: Mutex<bool>,
+    peer_closed_cv: Condvar,
 }
 
 impl Wire {
@@ -127,6 +145,9 @@ impl Wire {
             sock,
             tls: None,
             closed: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
+            peer_closed: Mutex::new(false),
+            peer_closed_cv: Condvar::new(),
         })
     }
 
@@ -140,10 +161,68 @@ impl Wire {
         self.tls = Some(Mutex::new(s));
     }
 
-    /// Close the connection: every wait in progress returns `Closed` promptly.
+    /// Close the connection: every wait in progress returns `Closed` promptly. Only our
+    /// sending side is shut: the server still reads what was sent (then end of file) and
+    /// answers it, and [`Wire::drain_until_peer_closes`] sees when it has closed too.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.sock.shutdown();
+        self.sock.shutdown(Shutdown::Write);
+    }
+
+    /// Close both directions and stop waiting for the server (the connection is being
+    /// dropped and nobody will ask whether the server has closed).
+    pub(crate) fn abandon(&self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+        self.closed.store(true, Ordering::SeqCst);
+        self.sock.shutdown(Shutdown::Both);
+    }
+
+    /// After [`Wire::close`]: read and discard the server's answers until it closes its
+    /// side (end of file or an error), then record that. Returns early, recording
+    /// nothing, once [`Wire::abandon`] is called.
+    pub(crate) fn drain_until_peer_closes(&self) {
+        let mut scratch = vec![0u8; 64 * 1024];
+        loop {
+            if self.abandoned.load(Ordering::SeqCst) {
+                return;
+            }
+            if !poll_in(self.sock.fd(), TICK) {
+                continue;
+            }
+            match self.sock.read_raw(&mut scratch) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        if self.abandoned.load(Ordering::SeqCst) {
+            return;
+        }
+        *lock(&self.peer_closed) = true;
+        self.peer_closed_cv.notify_all();
+    }
+
+    /// Whether the server closed its side (see [`Wire::drain_until_peer_closes`]) by
+    /// `until`.
+    pub(crate) fn wait_peer_closed(&self, until: Instant) -> bool {
+        let mut closed = lock(&self.peer_closed);
+        while !*closed {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            closed = self
+                .peer_closed_cv
+                .wait_timeout(closed, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        true
     }
 
     /// Wait for the socket as `want` says, until `until` (or a tick, without one).
