@@ -110,6 +110,7 @@ impl CopyLoop<'_> {
     /// that stripe on a worker; `copied(x_end, out)` takes each step's outcome in order,
     /// once every sector below `x_end` is copied, while its stripe is still locked (the
     /// recovery point moves there). Stops, checkpoints and the speed limit as in `run`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_stripes<L, T: Send>(
         &self,
         chunk: u64,
