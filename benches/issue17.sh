@@ -22,7 +22,8 @@
 # The other targets have their own scripts: benches/raid6-vs-raw.sh (RAID6 full-stripe
 # writes against raw), benches/nbd-vs-anchors.sh (NBD against nbdkit on tmpfs).
 #   benches/issue17.sh [SECTION...]   (default: qd1 randwrite sync qd)
-# RT=seconds per fio run (default 3). RAIDKIT=path picks the binary.
+# RT=seconds per fio run (default 3). RAIDKIT=path picks the binary. COMP_MIB = the sync
+# section's component size (default 256; larger makes process start and polling matter less).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RT="${RT:-3}"
@@ -31,7 +32,7 @@ RAIDKIT="$(realpath "${RAIDKIT:-target/release/raidkit}")"
 W=$(mktemp -d /dev/shm/rk-i17.XXXXXX)
 export RAIDKIT_RUN_DIR="$W/run"
 mkdir -m 0700 "$RAIDKIT_RUN_DIR"
-trap 'kill $(jobs -p) 2>/dev/null; sleep 0.5; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; sleep 0.5; rm -rf "$W"' EXIT
 SECTIONS=("$@")
 [ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(qd1 randwrite sync qd)
 MODEL="fault:slow=500us,qd=4,bw=100M"
@@ -116,7 +117,7 @@ sync_() {
   echo
   echo "### Rebuild and check against the members' raw sequential bandwidth (RAID5, 4 tmpfs members, 512 KiB chunk)"
   local d="$W/sync"; mkdir -p "$d"
-  local m=("$d"/m0 "$d"/m1 "$d"/m2 "$d"/m3) comp=256
+  local m=("$d"/m0 "$d"/m1 "$d"/m2 "$d"/m3) comp=${COMP_MIB:-256}
   "$RAIDKIT" create --level 5 --raid-devices 4 --size $((comp + 8))M --name s "${m[@]}" >/dev/null
   "$RAIDKIT" import --input <(head -c $((3 * comp))M /dev/urandom) "${m[@]}" >/dev/null
   local args=()

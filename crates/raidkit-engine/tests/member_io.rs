@@ -262,7 +262,7 @@ fn a_member_that_does_not_answer_is_failed_at_its_deadline() {
 }
 
 #[test]
-fn a_parity_rebuild_writes_each_block_with_the_next_stripes_reads() {
+fn a_parity_rebuild_has_several_stripes_in_flight_with_its_writes_among_the_reads() {
     let dir = TempDir::new("rk-mio").unwrap();
     let (arr, gate, _) = gated(&dir, Level::Raid5, "default", 4);
     let d = data(6 * 3 * (64 << 10), 8);
@@ -277,12 +277,12 @@ fn a_parity_rebuild_writes_each_block_with_the_next_stripes_reads() {
         name: sp.display().to_string(),
     });
     arr.add_spare(spare, false).unwrap();
-    // 4 IOs, reads and writes, released together only if the target's write of one
-    // stripe and the 3 reads of the next are in flight at once; what arrives otherwise
-    // (the first stripe's reads, the last block's write) is let through by a sweeper,
-    // which counts nothing.
+    // 6 IOs are released together only if the reads of two stripes (3 each), or a
+    // target's write and the reads of other stripes, are in flight at once; what arrives
+    // otherwise (the last stripes' IOs) is let through by a sweeper, which counts nothing.
+    gate.most.store(0, Ordering::Relaxed);
     gate.most_mixed.store(0, Ordering::Relaxed);
-    gate.batch.store(4, Ordering::Release);
+    gate.batch.store(6, Ordering::Release);
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -304,7 +304,8 @@ fn a_parity_rebuild_writes_each_block_with_the_next_stripes_reads() {
         rep.unwrap();
     });
     gate.batch.store(0, Ordering::Release);
-    assert_eq!(gate.most_mixed.load(Ordering::Relaxed), 4);
+    assert_eq!(gate.most.load(Ordering::Relaxed), 6);
+    assert_eq!(gate.most_mixed.load(Ordering::Relaxed), 6);
     assert_eq!(arr.missing_roles(), Vec::<usize>::new());
     let rep = raidkit_engine::sync::run(
         &arr,

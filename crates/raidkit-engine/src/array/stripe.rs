@@ -117,8 +117,9 @@ impl Array {
     ) -> Result<StripeData> {
         let member_sector = stripe * self.geo.chunk_sectors + at;
         let len = (sectors * SECTOR) as usize;
-        let mut data: Vec<Vec<u8>> = vec![vec![0u8; len]; layout.data.len()];
-        let mut pq: Vec<Vec<u8>> = vec![vec![0u8; len]; 1 + usize::from(layout.q.is_some())];
+        let mut data: Vec<Vec<u8>> = crate::dev::io::alloc::zeroed_blocks(layout.data.len(), len);
+        let mut pq: Vec<Vec<u8>> =
+            crate::dev::io::alloc::zeroed_blocks(1 + usize::from(layout.q.is_some()), len);
         // Every readable member of the stripe at once: data, P, Q.
         let roles: Vec<usize> = stripe_members(layout).collect();
         let readable: Vec<bool> = roles

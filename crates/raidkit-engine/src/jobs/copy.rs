@@ -5,6 +5,7 @@
 
 use crate::array::member::Member;
 use crate::error::{EngineError, Result};
+use crate::jobs::pipeline;
 use crate::jobs::rebuild::RebuildOptions;
 use raidkit_layout::{Geometry, SECTOR};
 use std::sync::atomic::Ordering;
@@ -103,6 +104,46 @@ impl CopyLoop<'_> {
         Ok(CopyEnd::Done)
     }
 
+    /// [`CopyLoop::run`] for parity levels, whole stripes of `chunk` sectors at a time with
+    /// up to `depth` of them in flight (see [`pipeline`]). `lock(x)` takes the stripe lock
+    /// of data sector `x`, on the job's thread and in ascending order; `step(x)` copies
+    /// that stripe on a worker; `copied(x_end, out)` takes each step's outcome in order,
+    /// once every sector below `x_end` is copied, while its stripe is still locked (the
+    /// recovery point moves there). Stops, checkpoints and the speed limit as in `run`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_stripes<L, T: Send>(
+        &self,
+        chunk: u64,
+        depth: usize,
+        progress: &mut dyn FnMut(u64, u64),
+        lock: impl FnMut(u64) -> L,
+        step: impl Fn(u64) -> T + Sync,
+        copied: impl FnMut(u64, T) -> Result<()>,
+        checkpoint: impl FnMut(u64) -> Result<()>,
+    ) -> Result<CopyEnd> {
+        let mut steps = StripeSteps {
+            copy: self,
+            chunk,
+            range: 0,
+            x: self.ranges.first().map_or(0, |r| r.0),
+            done: 0,
+            total: self.total(),
+            started: Instant::now(),
+            last_checkpoint: Instant::now(),
+            stopped: None,
+            progress,
+            lock,
+            copied,
+            checkpoint,
+            out: std::marker::PhantomData,
+        };
+        pipeline::run(depth, &mut steps, step)?;
+        Ok(match steps.stopped {
+            Some(at) => CopyEnd::Stopped { at },
+            None => CopyEnd::Done,
+        })
+    }
+
     /// Sleep so that `done` sectors since `started` stay within the speed limit.
     fn throttle(&self, done: u64, started: Instant) {
         let limit = self
@@ -117,5 +158,90 @@ impl CopyLoop<'_> {
                 std::thread::sleep(should - elapsed);
             }
         }
+    }
+}
+
+/// The coordinator's state of [`CopyLoop::run_stripes`].
+struct StripeSteps<'a, 'p, T, LF, CF, KF> {
+    copy: &'a CopyLoop<'a>,
+    chunk: u64,
+    /// The range being handed out, and the next step's data sector in it.
+    range: usize,
+    x: u64,
+    done: u64,
+    total: u64,
+    started: Instant,
+    last_checkpoint: Instant,
+    stopped: Option<u64>,
+    progress: &'p mut dyn FnMut(u64, u64),
+    lock: LF,
+    copied: CF,
+    checkpoint: KF,
+    /// The steps' outcome type (taken by `copied`).
+    out: std::marker::PhantomData<fn(T)>,
+}
+
+impl<L, T, LF, CF, KF> pipeline::Steps for StripeSteps<'_, '_, T, LF, CF, KF>
+where
+    T: Send,
+    LF: FnMut(u64) -> L,
+    CF: FnMut(u64, T) -> Result<()>,
+    KF: FnMut(u64) -> Result<()>,
+{
+    type Key = u64;
+    type Held = L;
+    type Out = T;
+
+    fn next(&mut self) -> Result<Option<(u64, L)>> {
+        while self.x >= self.copy.ranges.get(self.range).map_or(u64::MAX, |r| r.1) {
+            self.range += 1;
+            match self.copy.ranges.get(self.range) {
+                Some(r) => self.x = r.0,
+                None => return Ok(None),
+            }
+        }
+        if self.copy.ranges.get(self.range).is_none() {
+            return Ok(None);
+        }
+        let x = self.x;
+        let c = self.copy;
+        if c.opts
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+        {
+            self.stopped = Some(x);
+            return Ok(None);
+        }
+        if c.target.is_failed() {
+            return Err(EngineError::WriteFailed {
+                offset: 0,
+                end: 0,
+                why: format!("the {} {} failed", c.target_is, c.target.dev.name()),
+            });
+        }
+        c.throttle(self.done, self.started);
+        self.x += self.chunk;
+        Ok(Some((x, (self.lock)(x))))
+    }
+
+    fn commit(&mut self, x: u64, out: T, held: L) -> Result<()> {
+        let end = x + self.chunk;
+        (self.copied)(end, out)?;
+        drop(held);
+        self.done += self.chunk;
+        (self.progress)(self.done, self.total);
+        if self.copy.checkpoints
+            && self.last_checkpoint.elapsed()
+                >= self
+                    .copy
+                    .opts
+                    .checkpoint_every
+                    .unwrap_or(Duration::from_secs(1))
+        {
+            (self.checkpoint)(end)?;
+            self.last_checkpoint = Instant::now();
+        }
+        Ok(())
     }
 }

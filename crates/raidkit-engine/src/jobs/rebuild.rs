@@ -2,13 +2,14 @@
 //! onto spares, checkpointing `recovery_offset` so a restart resumes where it stopped.
 
 use crate::array::events::ArrayEvent;
-use crate::array::member::{Member, MemberOp};
+use crate::array::member::Member;
 use crate::array::parity_write::stripe_members;
 use crate::array::Array;
 use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
 use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
+use crate::jobs::pipeline;
 use crate::locks::lock;
 use crate::meta::sb::Super;
 use crate::ranges::coalesce_pairs;
@@ -182,9 +183,6 @@ pub(crate) fn rebuild_role(
             .map_err(|e| EngineError::io(m.dev.name(), "flushing the rebuild", e))
     };
     let mut lost: Vec<(u64, u64)> = Vec::new();
-    // Parity levels: a stripe's rebuilt block is written in the same batch as the next
-    // stripe's reads (the target and the sources busy at once).
-    let pending = std::cell::RefCell::new(None);
     let copy = CopyLoop {
         opts,
         target: m,
@@ -192,28 +190,39 @@ pub(crate) fn rebuild_role(
         ranges: &ranges,
         checkpoints: advance,
     };
-    let ended = copy.run(
-        progress,
-        |x, end| {
-            if arr.geo.level.has_parity() {
-                // Stripes are locked in ascending order (the previous one is still held),
-                // as client writes lock them: no cycle.
-                let lock = arr.lock_stripe(x / arr.geo.chunk_sectors);
-                let prev = pending.borrow_mut().take();
-                let (n, next) = rebuild_stripe(arr, role, m, x, advance, &mut lost, lock, prev)?;
-                *pending.borrow_mut() = next;
-                Ok(n)
-            } else {
-                rebuild_mirrored(arr, role, m, x, end, advance, &mut lost)
-            }
-        },
-        |x| {
-            write_pending(arr, role, m, advance, pending.borrow_mut().take())?;
-            flush()?;
-            checkpoint(arr, m, Some(x.min(full)))
-        },
-    )?;
-    write_pending(arr, role, m, advance, pending.into_inner())?;
+    let ended = if arr.geo.level.has_parity() {
+        // Several stripes in flight, each read, rebuilt and written by a worker; the
+        // recovery point moves past a stripe (in order) before its lock is dropped.
+        let chunk = arr.geo.chunk_sectors;
+        let stripe_bytes = (arr.geo.raid_disks as u64 + 1) * chunk * SECTOR;
+        copy.run_stripes(
+            chunk,
+            pipeline::depth_for(stripe_bytes),
+            progress,
+            |x| arr.lock_stripe(x / chunk),
+            |x| rebuild_stripe(arr, role, x),
+            |end, out| {
+                lost.extend(out?);
+                if advance {
+                    m.set_recovery(Some(end / chunk * chunk));
+                }
+                Ok(())
+            },
+            |x| {
+                flush()?;
+                checkpoint(arr, m, Some(x.min(full)))
+            },
+        )?
+    } else {
+        copy.run(
+            progress,
+            |x, end| rebuild_mirrored(arr, role, m, x, end, advance, &mut lost),
+            |x| {
+                flush()?;
+                checkpoint(arr, m, Some(x.min(full)))
+            },
+        )?
+    };
     flush()?;
     if let CopyEnd::Stopped { at } = ended {
         checkpoint(arr, m, Some(if advance { at } else { 0 }))?;
@@ -237,87 +246,27 @@ pub(crate) fn rebuild_role(
     Ok(())
 }
 
-/// A parity rebuild's last rebuilt block, not written yet: it goes out with the next
-/// stripe's reads. Its stripe stays locked (`G`, the stripe's IO lock) until then, and
-/// the recovery point moves past it only once it is written.
-struct Pending<G> {
-    _lock: G,
-    stripe: u64,
-    block: Vec<u8>,
-}
-
-/// Write a pending block on its own (before a checkpoint, at the end or a stop).
-fn write_pending<G>(
-    arr: &Array,
-    role: usize,
-    m: &Member,
-    advance: bool,
-    p: Option<Pending<G>>,
-) -> Result<()> {
-    if let Some(p) = p {
-        let chunk = arr.geo.chunk_sectors;
-        arr.write_block(role, p.stripe * chunk, &p.block)?;
-        if advance {
-            m.set_recovery(Some((p.stripe + 1) * chunk));
-        }
-    }
-    Ok(())
-}
-
-/// One stripe of a parity rebuild at data sector `x`, its IO lock held (`lock`): the
-/// role's block, reconstructed (returned, to be written with the next stripe's reads);
-/// narrowed down page by page where that fails. `prev`, the previous stripe's block, is
-/// written in the same batch as this stripe's reads. Returns the sectors rebuilt.
-#[allow(clippy::too_many_arguments)]
-fn rebuild_stripe<G>(
-    arr: &Array,
-    role: usize,
-    m: &Member,
-    x: u64,
-    advance: bool,
-    lost: &mut Vec<(u64, u64)>,
-    lock: G,
-    prev: Option<Pending<G>>,
-) -> Result<(u64, Option<Pending<G>>)> {
+/// One stripe of a parity rebuild at data sector `x` (its lock held by the job): the
+/// role's block reconstructed from the others and written; narrowed down page by page
+/// where that fails. Returns the array byte ranges found lost.
+fn rebuild_stripe(arr: &Array, role: usize, x: u64) -> Result<Vec<(u64, u64)>> {
     let chunk = arr.geo.chunk_sectors;
     let stripe = x / chunk;
     let layout = arr.stripe_layout(stripe)?;
-    let writes = prev
-        .iter()
-        .map(|p| MemberOp::write(role, p.stripe * chunk, &p.block))
-        .collect();
-    let (read, wrote) = arr.read_stripe_with(stripe, &layout, 0, chunk, true, writes);
-    if let Some(p) = prev {
-        for w in wrote {
-            w?;
-        }
-        if advance {
-            m.set_recovery(Some((p.stripe + 1) * chunk));
-        }
-    }
-    let next = match read {
+    let mut lost = Vec::new();
+    match arr.read_stripe(stripe, &layout, 0, chunk, true) {
         Ok(known) => {
             let block = known.into_block(&layout, role);
-            if block.is_empty() {
-                None
-            } else {
-                Some(Pending {
-                    _lock: lock,
-                    stripe,
-                    block,
-                })
+            if !block.is_empty() {
+                arr.write_block(role, stripe * chunk, &block)?;
             }
         }
         Err(EngineError::Unreadable { .. }) => {
-            rebuild_pages(arr, role, stripe, &layout, lost)?;
-            None
+            rebuild_pages(arr, role, stripe, &layout, &mut lost)?;
         }
         Err(e) => return Err(e),
-    };
-    if next.is_none() && advance {
-        m.set_recovery(Some((stripe + 1) * chunk));
     }
-    Ok((chunk, next))
+    Ok(lost)
 }
 
 /// Rebuild what can be rebuilt of a stripe page by page; for the rest, the target block

@@ -254,7 +254,7 @@ impl Array {
     ) -> Result<()> {
         let len = ((rows.end - rows.start) * SECTOR) as usize;
         let byte = |sector: u64| ((sector - rows.start) * SECTOR) as usize;
-        let mut data: Vec<Vec<u8>> = vec![vec![0u8; len]; layout.data.len()];
+        let mut data: Vec<Vec<u8>> = crate::dev::io::alloc::zeroed_blocks(layout.data.len(), len);
         {
             let mut ops = Vec::with_capacity(2 * layout.data.len());
             for (block, buf) in data.iter_mut().enumerate() {

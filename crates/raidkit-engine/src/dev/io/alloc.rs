@@ -34,6 +34,13 @@ pub fn tune() {
     });
 }
 
+/// `n` zeroed buffers of `len` bytes each. (`vec![vec![0; len]; n]` clones the first
+/// buffer into the others: a memory copy of zeros on top of the clearing, measured at 8%
+/// of a parity check's time on tmpfs; each buffer cleared on its own costs the clearing.)
+pub fn zeroed_blocks(n: usize, len: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|_| vec![0u8; len]).collect()
+}
+
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn set_thresholds() {
     // SAFETY: mallopt only changes the allocator's parameters (under its own lock); it
@@ -57,6 +64,11 @@ mod tests {
         let v = vec![7u8; 3 << 20];
         assert!(v.iter().all(|&b| b == 7));
         drop(v);
+        let bs = super::zeroed_blocks(3, 1 << 20);
+        assert_eq!(bs.len(), 3);
+        assert!(bs
+            .iter()
+            .all(|b| b.len() == 1 << 20 && b.iter().all(|&x| x == 0)));
         let w = vec![0u8; 3 << 20];
         assert!(
             w.iter().all(|&b| b == 0),

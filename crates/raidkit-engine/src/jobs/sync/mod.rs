@@ -10,6 +10,7 @@ mod parity;
 
 use crate::array::Array;
 use crate::error::{EngineError, Result};
+use crate::jobs::pipeline;
 use crate::locks::lock;
 
 /// What a pass does.
@@ -84,6 +85,19 @@ impl SyncReport {
             }
         }
         self.verdicts.push(v);
+    }
+
+    /// Take in the report of the next part of the pass (merging as [`Self::add_verdict`]
+    /// and [`Self::add_mismatch`] do, as if it had been made here).
+    fn absorb(&mut self, part: SyncReport) {
+        self.sectors_skipped_holes += part.sectors_skipped_holes;
+        self.sectors_written += part.sectors_written;
+        for (off, len) in part.mismatches {
+            self.add_mismatch(off, len);
+        }
+        for v in part.verdicts {
+            self.add_verdict(v);
+        }
     }
 
     fn add_mismatch(&mut self, off: u64, len: u64) {
@@ -257,19 +271,7 @@ fn visit(
     progress: &mut dyn FnMut(u64, u64),
     rep: &mut SyncReport,
 ) -> Result<bool> {
-    let started = std::time::Instant::now();
-    let throttle = |done: u64| {
-        if let Some(l) = &opts.max_bytes_per_sec {
-            let l = l.load(std::sync::atomic::Ordering::Relaxed);
-            if l > 0 {
-                let should = std::time::Duration::from_secs_f64((done * 512) as f64 / l as f64);
-                let el = started.elapsed();
-                if should > el {
-                    std::thread::sleep(should - el);
-                }
-            }
-        }
-    };
+    let throttle = Throttle::new(opts);
     let geo = arr.geometry().clone();
     let todo: u64 = regions.iter().map(|(a, e)| e - a).sum();
     let mut done = 0u64;
@@ -278,38 +280,156 @@ fn visit(
         rep.sectors_done = done;
         return Ok(true);
     }
-    let chunk = geo.chunk_sectors;
+    if geo.level.has_parity() {
+        return visit_stripes(arr, mode, opts, regions, progress, rep);
+    }
     for &(start, end) in regions {
-        // Parity levels go whole stripes at a time, from the stripe holding `start`.
-        let mut at = if geo.level.has_parity() {
-            start / chunk * chunk
-        } else {
-            start
-        };
+        let mut at = start;
         while at < end {
-            if opts
-                .stop
-                .as_ref()
-                .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-            {
+            if stop_asked(opts) {
                 rep.stopped_at = Some(at);
                 rep.covered.1 = bytes_for_sync(arr, at);
                 rep.sectors_done = done;
                 return Ok(false);
             }
-            let n = if geo.level.has_parity() {
-                parity::parity_stripe(arr, at / chunk, mode, rep)?
-            } else {
-                mirror::mirror_region(arr, at, (end - at).min(MIRROR_STEP_SECTORS), mode, rep)?
-            };
+            let n = mirror::mirror_region(arr, at, (end - at).min(MIRROR_STEP_SECTORS), mode, rep)?;
             at += n;
             done += n;
             progress(done, todo);
-            throttle(done);
+            throttle.wait(done);
         }
     }
     rep.sectors_done = done;
     Ok(true)
+}
+
+fn stop_asked(opts: &SyncOptions) -> bool {
+    opts.stop
+        .as_ref()
+        .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// The speed limit of a pass.
+struct Throttle<'a> {
+    limit: Option<&'a std::sync::atomic::AtomicU64>,
+    started: std::time::Instant,
+}
+
+impl<'a> Throttle<'a> {
+    fn new(opts: &'a SyncOptions) -> Self {
+        Throttle {
+            limit: opts.max_bytes_per_sec.as_deref(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Sleep so that `done` sectors since the start stay within the limit.
+    fn wait(&self, done: u64) {
+        let Some(l) = self.limit else { return };
+        let l = l.load(std::sync::atomic::Ordering::Relaxed);
+        if l > 0 {
+            let should = std::time::Duration::from_secs_f64((done * 512) as f64 / l as f64);
+            let el = self.started.elapsed();
+            if should > el {
+                std::thread::sleep(should - el);
+            }
+        }
+    }
+}
+
+/// A parity pass over whole stripes, several in flight at once (each on a worker: read,
+/// recompute, compare, fix), their reports merged in stripe order: the report, the
+/// progress and where a stop leaves off are those of a pass one stripe at a time.
+fn visit_stripes(
+    arr: &Array,
+    mode: SyncMode,
+    opts: &SyncOptions,
+    regions: &[(u64, u64)],
+    progress: &mut dyn FnMut(u64, u64),
+    rep: &mut SyncReport,
+) -> Result<bool> {
+    let geo = arr.geometry();
+    let chunk = geo.chunk_sectors;
+    // A stripe's buffers: every member's chunk, and the recomputed P and Q.
+    let stripe_bytes = (geo.raid_disks as u64 + 2) * chunk * 512;
+    let mut pass = StripePass {
+        opts,
+        regions,
+        region: 0,
+        at: None,
+        chunk,
+        done: 0,
+        todo: regions.iter().map(|(a, e)| e - a).sum(),
+        throttle: Throttle::new(opts),
+        progress,
+        rep,
+        stopped: None,
+    };
+    pipeline::run(pipeline::depth_for(stripe_bytes), &mut pass, |at| {
+        let mut part = SyncReport::default();
+        let n = parity::parity_stripe(arr, at / chunk, mode, &mut part);
+        (n, part)
+    })?;
+    let (done, stopped) = (pass.done, pass.stopped);
+    rep.sectors_done = done;
+    if let Some(at) = stopped {
+        rep.stopped_at = Some(at);
+        rep.covered.1 = bytes_for_sync(arr, at);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// The coordinator's state of [`visit_stripes`].
+struct StripePass<'a, 'p> {
+    opts: &'a SyncOptions,
+    regions: &'a [(u64, u64)],
+    /// The region being handed out, and the next stripe's first sector in it.
+    region: usize,
+    at: Option<u64>,
+    chunk: u64,
+    done: u64,
+    todo: u64,
+    throttle: Throttle<'a>,
+    progress: &'p mut dyn FnMut(u64, u64),
+    rep: &'p mut SyncReport,
+    stopped: Option<u64>,
+}
+
+impl pipeline::Steps for StripePass<'_, '_> {
+    type Key = u64;
+    type Held = ();
+    type Out = (Result<u64>, SyncReport);
+
+    fn next(&mut self) -> Result<Option<(u64, ())>> {
+        let at = loop {
+            let Some(&(start, end)) = self.regions.get(self.region) else {
+                return Ok(None);
+            };
+            // Whole stripes, from the stripe holding the region's start.
+            let at = *self.at.get_or_insert(start / self.chunk * self.chunk);
+            if at < end {
+                break at;
+            }
+            self.region += 1;
+            self.at = None;
+        };
+        if stop_asked(self.opts) {
+            self.stopped = Some(at);
+            return Ok(None);
+        }
+        self.throttle.wait(self.done);
+        self.at = Some(at + self.chunk);
+        Ok(Some((at, ())))
+    }
+
+    fn commit(&mut self, _at: u64, (n, part): Self::Out, _: ()) -> Result<()> {
+        let n = n?;
+        self.rep.absorb(part);
+        self.done += n;
+        (self.progress)(self.done, self.todo);
+        Ok(())
+    }
 }
 
 /// Sectors a mirrored pass compares at most at once (512 KiB).

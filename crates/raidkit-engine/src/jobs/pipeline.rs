@@ -1,0 +1,228 @@
+//! Several steps of a long job (a rebuild's or a check's stripes) in flight at once, their
+//! outcomes taken in order.
+//!
+//! A job walks its address space one step (a stripe) at a time; a step's member IOs all
+//! go out together, but one step at a time leaves the members idle while the job
+//! computes, and a single step's IOs are one chunk per member. Here a few workers each
+//! run a whole step (read, compute, write), so the members see several stripes' IOs at
+//! once and the parity work of one stripe overlaps the IO of the others; the job's own
+//! thread (the coordinator) hands out the steps in order and takes their outcomes back
+//! **in the same order**: whatever a job records (progress, reports, the recovery point,
+//! checkpoints) moves exactly as if the steps had run one after another.
+//!
+//! The coordinator also takes each step's `Held` value (a stripe lock) before the step is
+//! handed out and drops it only after the step's outcome is committed: a rebuild keeps a
+//! stripe locked until the recovery point has moved past it, and locks are taken in
+//! ascending order, like client writes take them (no cycle).
+
+use crate::error::Result;
+use crate::locks::lock;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::mpsc;
+use std::sync::Mutex;
+
+/// Steps in flight at most (and workers), whatever the memory allows.
+pub(crate) const MAX_DEPTH: usize = 4;
+
+/// Bytes the buffers of the steps in flight may take together (about).
+const BUDGET_BYTES: u64 = 64 << 20;
+
+/// How many steps of `step_bytes` each (member bytes a step reads and writes) to keep in
+/// flight: [`MAX_DEPTH`], fewer when steps are large, at least one.
+pub(crate) fn depth_for(step_bytes: u64) -> usize {
+    (BUDGET_BYTES / step_bytes.max(1)).clamp(1, MAX_DEPTH as u64) as usize
+}
+
+/// The coordinator's side of a pipelined job.
+pub(crate) trait Steps {
+    /// What names a step (its first sector, say).
+    type Key: Copy + Send;
+    /// Held from before a step is handed out until its outcome is committed.
+    type Held;
+    /// A step's outcome, made by a worker.
+    type Out: Send;
+
+    /// The next step and what to hold while it runs; `None` when there is no more work
+    /// (done, or stopped on request: the implementation records which).
+    fn next(&mut self) -> Result<Option<(Self::Key, Self::Held)>>;
+
+    /// Take a step's outcome, in the order the steps were handed out. An error ends the
+    /// job: nothing more is handed out, and what is in flight is waited for and dropped.
+    fn commit(&mut self, key: Self::Key, out: Self::Out, held: Self::Held) -> Result<()>;
+}
+
+/// A worker's outcome: the step's sequence number, and its output (or its panic).
+type Done<O> = (u64, std::thread::Result<O>);
+
+/// Run the steps of `steps` with up to `depth` of them in flight, each by `work` on a
+/// worker thread (the threads live as long as the job). With `depth` 1 the steps run on
+/// the calling thread, one after another.
+pub(crate) fn run<S: Steps>(
+    depth: usize,
+    steps: &mut S,
+    work: impl Fn(S::Key) -> S::Out + Sync,
+) -> Result<()> {
+    if depth <= 1 {
+        while let Some((key, held)) = steps.next()? {
+            let out = work(key);
+            steps.commit(key, out, held)?;
+        }
+        return Ok(());
+    }
+    let (job_tx, job_rx) = mpsc::channel::<(u64, S::Key)>();
+    let job_rx = Mutex::new(job_rx);
+    let (done_tx, done_rx) = mpsc::channel::<Done<S::Out>>();
+    std::thread::scope(|scope| {
+        for _ in 0..depth {
+            let (job_rx, done_tx, work) = (&job_rx, done_tx.clone(), &work);
+            scope.spawn(move || loop {
+                // The lock is released once a step is received (the guard is a temporary).
+                let Ok((seq, key)) = lock(job_rx).recv() else {
+                    break;
+                };
+                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(key)));
+                if done_tx.send((seq, out)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(done_tx);
+        let r = coordinate(depth, steps, &job_tx, &done_rx);
+        // Closing the queue ends the workers; the scope joins them.
+        drop(job_tx);
+        r
+    })
+}
+
+/// The coordinator's loop: keep `depth` steps in flight, commit outcomes in order.
+fn coordinate<S: Steps>(
+    depth: usize,
+    steps: &mut S,
+    job_tx: &mpsc::Sender<(u64, S::Key)>,
+    done_rx: &mpsc::Receiver<Done<S::Out>>,
+) -> Result<()> {
+    let mut in_flight: VecDeque<(S::Key, S::Held)> = VecDeque::with_capacity(depth);
+    let mut finished: BTreeMap<u64, S::Out> = BTreeMap::new();
+    let (mut next_seq, mut commit_seq) = (0u64, 0u64);
+    let mut more = true;
+    let mut failed = None;
+    loop {
+        while more && in_flight.len() < depth {
+            match steps.next() {
+                Ok(Some((key, held))) => {
+                    if job_tx.send((next_seq, key)).is_err() {
+                        // Every worker is gone (they only end when the queue closes).
+                        unreachable!("pipeline workers ended with the queue open");
+                    }
+                    in_flight.push_back((key, held));
+                    next_seq += 1;
+                }
+                Ok(None) => more = false,
+                Err(e) => {
+                    more = false;
+                    failed = Some(e);
+                }
+            }
+        }
+        if in_flight.is_empty() {
+            break;
+        }
+        let Ok((seq, out)) = done_rx.recv() else {
+            unreachable!("pipeline workers ended with steps in flight");
+        };
+        let out = match out {
+            Ok(o) => o,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        finished.insert(seq, out);
+        while let Some(out) = finished.remove(&commit_seq) {
+            commit_seq += 1;
+            let Some((key, held)) = in_flight.pop_front() else {
+                unreachable!("an outcome for a step not in flight");
+            };
+            if failed.is_none() {
+                if let Err(e) = steps.commit(key, out, held) {
+                    more = false;
+                    failed = Some(e);
+                }
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::EngineError;
+
+    /// Steps 0..n, committed into `seen`; fails at `fail_at`.
+    struct Count {
+        n: u64,
+        at: u64,
+        seen: Vec<u64>,
+        fail_at: Option<u64>,
+    }
+
+    impl Steps for Count {
+        type Key = u64;
+        type Held = u64;
+        type Out = u64;
+        fn next(&mut self) -> Result<Option<(u64, u64)>> {
+            if self.at == self.n {
+                return Ok(None);
+            }
+            self.at += 1;
+            Ok(Some((self.at - 1, self.at - 1)))
+        }
+        fn commit(&mut self, key: u64, out: u64, held: u64) -> Result<()> {
+            assert_eq!((key * 10, key), (out, held));
+            if self.fail_at == Some(key) {
+                return Err(EngineError::Invalid("stop here".into()));
+            }
+            self.seen.push(key);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn outcomes_are_committed_in_order_whatever_order_they_finish_in() {
+        for depth in [1, 2, 4] {
+            let mut c = Count {
+                n: 40,
+                at: 0,
+                seen: Vec::new(),
+                fail_at: None,
+            };
+            run(depth, &mut c, |k| {
+                // Later steps finish first.
+                std::thread::sleep(std::time::Duration::from_micros((40 - k) * 50));
+                k * 10
+            })
+            .unwrap();
+            assert_eq!(c.seen, (0..40).collect::<Vec<_>>(), "depth {depth}");
+        }
+    }
+
+    #[test]
+    fn an_error_commits_nothing_after_it_and_hands_out_nothing_more() {
+        let mut c = Count {
+            n: 100,
+            at: 0,
+            seen: Vec::new(),
+            fail_at: Some(7),
+        };
+        let e = run(4, &mut c, |k| k * 10).unwrap_err();
+        assert!(e.to_string().contains("stop here"), "{e}");
+        assert_eq!(c.seen, (0..7).collect::<Vec<_>>());
+        assert!(c.at <= 7 + 1 + 4, "handed out {} steps", c.at);
+    }
+
+    #[test]
+    fn depth_keeps_the_buffers_within_the_budget() {
+        assert_eq!(depth_for(2 << 20), MAX_DEPTH);
+        assert_eq!(depth_for(20 << 20), 3);
+        assert_eq!(depth_for(1 << 30), 1);
+        assert_eq!(depth_for(0), MAX_DEPTH);
+    }
+}
