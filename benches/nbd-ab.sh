@@ -14,7 +14,7 @@ A="${A:?set A=path to the baseline raidkit binary}"
 B="${B:-target/release/raidkit}"
 LEVELS="${LEVELS:-0 5}"
 W=$(mktemp -d /dev/shm/rk-ab.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; sleep 0.5; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; sleep 0.5; rm -rf "$W"' EXIT
 jobs_spec=(
   "seqwrite:--rw=write --bs=1M --iodepth=16"
   "seqread:--rw=read --bs=1M --iodepth=16"

@@ -8,7 +8,7 @@
 set -euo pipefail
 RT=$1; REP=$2; shift 2
 W=$(mktemp -d /dev/shm/rk-rw.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; sleep 0.5; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; sleep 0.5; rm -rf "$W"' EXIT
 wait_sock() { for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.1; done; return 1; }
 run_fio() {
   fio --name=b --ioengine=nbd --uri="nbd+unix:///$2?socket=$1" --rw=randwrite --bs=4k \

@@ -14,7 +14,7 @@ RT="${1:-8}"
 RAIDKIT="${RAIDKIT:-target/release/raidkit}"
 [ -x "$RAIDKIT" ] || cargo build --release -q -p raidkit
 W=$(mktemp -d /dev/shm/rk-bench.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; sleep 0.5; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; sleep 0.5; rm -rf "$W"' EXIT
 SIZE_MIB=1024   # array data size target per target
 # Writes first: every target is fully written (no holes) before anything is read, so no
 # server can answer reads from sparse regions without moving data.
