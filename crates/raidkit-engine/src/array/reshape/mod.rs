@@ -306,10 +306,20 @@ impl Array {
     /// then each piece through the side that holds it).
     pub(crate) fn write_routed(&self, r: &Route, s: u64, buf: &[u8]) -> Result<()> {
         let e = s + buf.len() as u64 / SECTOR;
-        let Some(t) = r.window.enter(&r.plan, s, e, true) else {
-            return Err(EngineError::Invalid(format!(
-                "array sectors {s}..{e} are in the part of the array the reshape is moving, and nothing is moving it now: continue the reshape to write there"
-            )));
+        let mut settled = 0;
+        let t = loop {
+            if let Some(t) = r.window.enter(&r.plan, s, e, true) {
+                break t;
+            }
+            // Nothing moves the window this write waits for: move it on (as md's reshape
+            // thread would) to where no write waits, then enter again.
+            if settled == 3 {
+                return Err(EngineError::Invalid(format!(
+                    "array sectors {s}..{e} are in the part of the array the reshape is moving, and the reshape could not be moved past them: continue the reshape to write there"
+                )));
+            }
+            settled += 1;
+            crate::jobs::reshape::mover::settle(self, r)?;
         };
         let res = (|| {
             let _gate = self.write_gate();
