@@ -75,6 +75,23 @@ pub(crate) struct Route {
     pub(crate) overlay: Vec<Overlay>,
     /// Things the admin should know (a stale recorded position, a restored backup).
     pub(crate) notes: Mutex<Vec<String>>,
+    /// Where a reverted reshape was turned around: it moves the data back from there, not
+    /// from the far end of the array (set once by the revert; a reshape found on the
+    /// members counts from its plan's start, as md does).
+    pub(crate) origin: OnceLock<u64>,
+}
+
+impl Route {
+    /// Where this reshape's work starts and ends (array sectors): progress and ETA count
+    /// between them, in its direction of travel.
+    pub(crate) fn span(&self) -> (u64, u64) {
+        let start = self
+            .origin
+            .get()
+            .copied()
+            .unwrap_or_else(|| self.plan.start_position());
+        (start, self.plan.end_position())
+    }
 }
 
 /// Where a reshape stands, for status, detail and examine.
@@ -111,7 +128,7 @@ pub struct ReshapeStatus {
 }
 
 /// One geometry, for reports.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ShapeInfo {
     /// Level name (`raid5`).
     pub level: String,
@@ -220,7 +237,7 @@ impl Array {
         }
         let r = self.route()?;
         let (progress, recorded) = r.window.positions();
-        let (start, end) = (r.plan.start_position(), r.plan.end_position());
+        let (start, end) = r.span();
         let off = r
             .plan
             .new_offsets()

@@ -173,7 +173,7 @@ impl<'a> Mover<'a> {
 
     fn run(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<ReshapeEnd> {
         let plan = &self.r.plan;
-        let (start, end) = (plan.start_position(), plan.end_position());
+        let (start, end) = self.r.span();
         let total = end.abs_diff(start);
         self.refresh_unrecorded()?;
         loop {
