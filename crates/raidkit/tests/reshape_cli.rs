@@ -613,3 +613,141 @@ fn online_revert_counts_back_and_reshape_events() {
     let out = exported(d, &["a0", "a1", "a2"]);
     assert!(out[..data.len()] == data[..], "data after the revert");
 }
+
+/// Arrays the kernel left mid-reshape (the committed fixtures, no VM) through the CLI:
+/// `examine` prints mdadm's reshape lines as mdadm printed them for the same members, and
+/// the fields in `--json`; `export` (with mdadm's backup file on 0.90) and `detail` work
+/// on them as they stand; `grow --continue [--backup-file FILE]` finishes them with the
+/// data intact and a clean check.
+#[test]
+fn kernel_mid_reshape_arrays_through_the_cli() {
+    use raidkit_testkit::fixtures::decompress_file;
+    use raidkit_testkit::pattern::fill_tagged;
+    for fx in ["r5-to-r6-4to5", "r5-grow-3to4-m090"] {
+        let t = TempDir::new("rk-reshape-kfx").unwrap();
+        let d = t.path();
+        std::fs::create_dir(run_dir(d)).unwrap();
+        let src = raidkit_testkit::repo_root()
+            .join("tests/fixtures/kernel-reshape")
+            .join(fx);
+        let m: Value =
+            serde_json::from_str(&std::fs::read_to_string(src.join("manifest.json")).unwrap())
+                .unwrap();
+        let mut members = Vec::new();
+        for (i, mm) in m["members"].as_array().unwrap().iter().enumerate() {
+            let out = d.join(format!("m{i}.img"));
+            if let Err(e) = decompress_file(&src.join(mm["file"].as_str().unwrap()), &out) {
+                eprintln!("skipping {fx}: {e} (scripts/deps.sh installs xz and zstd)");
+                return;
+            }
+            members.push(format!("m{i}.img"));
+        }
+        let backup = m["backup"].as_str().map(|f| {
+            decompress_file(&src.join(f), &d.join("md.backup")).unwrap();
+            "md.backup"
+        });
+        let with = |cmd: &[&str]| -> Vec<String> {
+            let mut a: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+            if let Some(b) = backup {
+                a.extend(["--backup-file".to_string(), b.to_string()]);
+            }
+            a.extend(members.iter().cloned());
+            a
+        };
+        let run = |a: Vec<String>| ok(d, &a.iter().map(String::as_str).collect::<Vec<_>>());
+        // examine: mdadm's reshape lines, as mdadm printed them for member 0.
+        let ours = ok(d, &["examine", "m0.img"]);
+        let theirs = std::fs::read_to_string(src.join("examine-0.txt")).unwrap();
+        let labels = [
+            "Reshape pos'n :",
+            "Delta Devices :",
+            "New Level :",
+            "New Layout :",
+            "New Chunksize :",
+            "New Offset :",
+        ];
+        let pick = |text: &str| -> Vec<String> {
+            text.lines()
+                .map(str::trim)
+                .filter(|l| labels.iter().any(|p| l.starts_with(p)))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                // mdadm adds the size in decimal units too: "(7.50 MiB 7.86 MB)".
+                .map(|l| match l.split_once(" (") {
+                    Some((a, _)) if l.starts_with("Reshape") => a.to_string(),
+                    _ => l,
+                })
+                .collect()
+        };
+        assert!(!pick(&theirs).is_empty(), "{fx}: {theirs}");
+        assert_eq!(pick(&ours), pick(&theirs), "{fx}: ours\n{ours}");
+        let x = examine_json(d, "m0.img");
+        let pos = x["reshape"]["position_sectors"].as_u64().unwrap();
+        let line = pick(&theirs)
+            .into_iter()
+            .find(|l| l.starts_with("Reshape pos'n"))
+            .unwrap();
+        let kib: u64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+        assert_eq!(pos, kib * 2, "{fx}: {x}");
+        let delta: i64 = pick(&theirs)
+            .iter()
+            .find_map(|l| l.strip_prefix("Delta Devices : "))
+            .map_or(0, |v| v.split_whitespace().next().unwrap().parse().unwrap());
+        assert_eq!(x["reshape"]["delta_devices"], delta, "{fx}: {x}");
+        // export, detail, check as it stands.
+        let bytes = m["array_bytes"].as_u64().unwrap() as usize;
+        let mut want = vec![0u8; bytes];
+        fill_tagged(m["seed"].as_u64().unwrap(), 0, &mut want);
+        run(with(&["export", "--output", "out.img"]));
+        let out = std::fs::read(d.join("out.img")).unwrap();
+        assert!(out[..bytes] == want[..], "{fx}: export mid-reshape");
+        let detail = run(with(&["detail"]));
+        assert!(detail.contains("  Reshape Status : "), "{fx}: {detail}");
+        // (`check` as it stands: see check_of_kernel_mid_reshape_arrays_is_clean.)
+        // grow --continue finishes it.
+        let e = {
+            let a = with(&["grow", "--continue"]);
+            ok_err(d, &a.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        assert!(e.contains("raidkit: reshape finished: "), "{fx}: {e}");
+        assert_eq!(position(d, "m0.img"), None, "{fx}");
+        let mut a = vec!["export", "--output", "out.img"];
+        a.extend(members.iter().map(String::as_str));
+        ok(d, &a);
+        let out = std::fs::read(d.join("out.img")).unwrap();
+        assert!(
+            out[..bytes] == want[..],
+            "{fx}: export after grow --continue"
+        );
+        let mut a = vec!["check"];
+        a.extend(members.iter().map(String::as_str));
+        let c = ok(d, &a);
+        assert!(c.contains(": 0 mismatched range(s)"), "{fx}: {c}");
+    }
+}
+
+/// `check` of a kernel-made array as it stands mid-reshape. Found failing: the check runs
+/// the new geometry over the whole member range, so on the RAID5->6 fixture the part not
+/// yet moved (old layout) shows 2821 mismatched ranges; a `repair`, or the resync after an
+/// unclean stop, would then "fix" old-layout data with new-layout parity on a RAID6. The
+/// sync jobs must check each side of the reshape position in its own geometry. Ignored
+/// until they do (the assertion must not be weakened).
+#[test]
+#[ignore = "check/resync/repair are not reshape-aware yet (false mismatches mid-reshape on RAID6)"]
+fn check_of_kernel_mid_reshape_arrays_is_clean() {
+    use raidkit_testkit::fixtures::decompress_file;
+    let t = TempDir::new("rk-reshape-kck").unwrap();
+    let d = t.path();
+    std::fs::create_dir(run_dir(d)).unwrap();
+    let src = raidkit_testkit::repo_root().join("tests/fixtures/kernel-reshape/r5-to-r6-4to5");
+    let mut args = vec!["check".to_string()];
+    for i in 0..5 {
+        let out = d.join(format!("m{i}.img"));
+        if let Err(e) = decompress_file(&src.join(format!("{i}.img.xz")), &out) {
+            eprintln!("skipping: {e} (scripts/deps.sh installs xz and zstd)");
+            return;
+        }
+        args.push(format!("m{i}.img"));
+    }
+    let c = ok(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(c.contains(": 0 mismatched range(s)"), "{c}");
+}
