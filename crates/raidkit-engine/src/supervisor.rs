@@ -17,7 +17,7 @@ mod status;
 pub use error::{Result, SupervisorError};
 pub use event::{Event, MonitorEvent};
 pub use idle::{IdleClean, Watched, WriteActivity};
-pub use reshape::{ReshapeProgress, ReshapeResult};
+pub use reshape::{ReshapeProgress, ReshapeReport, ReshapeResult};
 pub use status::{
     ArrayStats, ArrayStatus, JobFailure, JobResult, JobStatus, RebuildResult, SyncResult,
 };

@@ -424,18 +424,7 @@ fn online_grow_export_grows() {
     std::fs::create_dir(run_dir(d)).unwrap();
     let data = array(d, "5", &["a0", "a1", "a2"], 8 << 20);
     files(d, &["a3"], 16 << 20);
-    let serve = proc::Stopping(
-        Command::new(RAIDKIT)
-            .current_dir(d)
-            .env("RAIDKIT_RUN_DIR", run_dir(d))
-            .args([
-                "serve", "--socket", "s.sock", "--export", "vol", "a0", "a1", "a2",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let serve = serve_logged(d, &["a0", "a1", "a2"]);
     let uri = format!("nbd+unix:///vol?socket={}", d.join("s.sock").display());
     let size = || Client::connect(&uri, &ClientOptions::default()).map(|c| c.info().size);
     wait_for("the NBD socket", 30, || size().is_ok());
@@ -458,6 +447,20 @@ fn online_grow_export_grows() {
     });
     let after = size().unwrap();
     assert_eq!(after, before / 2 * 3, "3 data members instead of 2");
+    // Its own events: started 3 -> 4, finished with every byte of the new size moved.
+    let started = events(d, "reshape_started");
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["action"], "reshape");
+    assert_eq!(started[0]["from"]["raid_disks"], 3);
+    assert_eq!(started[0]["to"]["raid_disks"], 4);
+    let fin = events(d, "reshape_finished");
+    assert_eq!(fin.len(), 1, "{fin:?}");
+    assert_eq!(fin[0]["end"], "finished", "{fin:?}");
+    assert_eq!(fin[0]["from"]["array_sectors"], before / 512, "{fin:?}");
+    assert_eq!(fin[0]["to"]["array_sectors"], after / 512, "{fin:?}");
+    assert_eq!(fin[0]["bytes_moved"], after, "{fin:?}");
+    assert_eq!(fin[0]["array_bytes"], after, "{fin:?}");
+    assert!(events(d, "rebuild_finished").is_empty());
     assert_eq!(status()["array_bytes"], after);
     assert_eq!(status()["raid_disks"], 4);
     let st = serve.stop();
@@ -465,4 +468,286 @@ fn online_grow_export_grows() {
     let out = exported(d, &["a0", "a1", "a2", "a3"]);
     assert_eq!(out.len() as u64, after);
     assert!(out[..data.len()] == data[..]);
+}
+
+/// The event lines of `kind` that `serve` logged to `serve.log` (their JSON detail).
+fn events(d: &Path, kind: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(d.join("serve.log")).unwrap_or_default();
+    let tag = format!("]: {kind} ");
+    text.lines()
+        .filter_map(|l| l.split_once(&tag).map(|(_, j)| j))
+        .filter_map(|j| serde_json::from_str(j).ok())
+        .collect()
+}
+
+/// `raidkit serve` of `members` as `vol`, stderr (its event lines) to `serve.log`.
+fn serve_logged(d: &Path, members: &[&str]) -> proc::Stopping {
+    let log = std::fs::File::create(d.join("serve.log")).unwrap();
+    proc::Stopping(
+        Command::new(RAIDKIT)
+            .current_dir(d)
+            .env("RAIDKIT_RUN_DIR", run_dir(d))
+            .args(["serve", "--socket", "s.sock", "--export", "vol"])
+            .args(members)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn status_of(d: &Path) -> Value {
+    let o = proc::bin_in(RAIDKIT, d, Some(&run_dir(d)), &["status", "--json"]);
+    serde_json::from_slice::<Value>(&o.stdout)
+        .map(|v| v[0].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// `grow NAME --revert` half-way: `status` counts the way back from where the reshape was
+/// turned (not from the far end of the array), on the reshape line and the job line alike,
+/// with the speed of this job (within the speed limit) and an ETA that follows from it.
+/// The reshape jobs say what they did in their own events: `reshape_started`,
+/// `reshape_finished` (the forward job, stopped by the revert) and `reshape_reverted`, with
+/// the shapes before and after and the bytes moved.
+#[test]
+fn online_revert_counts_back_and_reshape_events() {
+    let t = TempDir::new("rk-reshape-rev").unwrap();
+    let d = t.path();
+    std::fs::create_dir(run_dir(d)).unwrap();
+    let data = array(d, "5", &["a0", "a1", "a2"], 8 << 20);
+    files(d, &["a3"], 16 << 20);
+    let serve = serve_logged(d, &["a0", "a1", "a2"]);
+    wait_for("the control socket", 30, || !status_of(d).is_null());
+    let before = status_of(d)["array_bytes"].clone();
+    let limit: u64 = 2 << 20;
+    ok_err(d, &["grow", "vol", "--speed-limit", "2M"]);
+    ok_err(d, &["grow", "vol", "--add", "a3", "--raid-devices", "4"]);
+    // Let it move 6 MiB or more (of 48), then turn it back.
+    wait_for("the reshape to move 6 MiB", 60, || {
+        status_of(d)["reshape"]["progress_sectors"]
+            .as_u64()
+            .is_some_and(|p| p >= 12288)
+    });
+    ok_err(d, &["grow", "vol", "--revert"]);
+    let s = status_of(d);
+    let r = &s["reshape"];
+    assert_eq!(r["direction"], "backwards", "{s}");
+    let (start, total, done, p) = (
+        r["start_sectors"].as_u64().unwrap(),
+        r["total_sectors"].as_u64().unwrap(),
+        r["done_sectors"].as_u64().unwrap(),
+        r["progress_sectors"].as_u64().unwrap(),
+    );
+    // The way back is from the turn to 0: as long as the way there was.
+    assert_eq!(r["end_sectors"], 0, "{s}");
+    assert_eq!(total, start, "{s}");
+    assert!(
+        (12288..=32768).contains(&start),
+        "turned at {start} sectors of 65536: {s}"
+    );
+    assert_eq!(done + p, total, "{s}");
+    // The job line: the same span, this job's own speed (once it has moved 3 MiB: the
+    // limiter lets half a second's worth go at once), an ETA from it.
+    wait_for("the revert job to move 3 MiB", 30, || {
+        let s = status_of(d);
+        s["reshape"].is_null() || s["sync"]["done_sectors"].as_u64().unwrap_or(0) >= 6144
+    });
+    let s = status_of(d);
+    if !s["reshape"].is_null() {
+        let j = &s["sync"];
+        assert_eq!(j["total_sectors"], total, "{s}");
+        let jd = j["done_sectors"].as_u64().unwrap();
+        assert!(jd <= total, "{s}");
+        let speed = j["speed_bytes_per_sec"].as_u64().unwrap();
+        assert!(
+            speed <= 2 * limit,
+            "speed {speed} over twice the limit: {s}"
+        );
+        let eta = j["eta_seconds"].as_u64().unwrap();
+        assert_eq!(eta, (total - jd) * 512 / speed, "{s}");
+    }
+    wait_for("the revert to finish", 120, || {
+        let s = status_of(d);
+        s["reshape"].is_null() && s["last_result"]["action"] == "reshape-revert"
+    });
+    assert_eq!(status_of(d)["raid_disks"], 3);
+    // The events.
+    let started = events(d, "reshape_started");
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_eq!(started[0]["action"], "reshape");
+    assert_eq!(
+        (
+            started[0]["from"]["raid_disks"].clone(),
+            started[0]["to"]["raid_disks"].clone()
+        ),
+        (3.into(), 4.into())
+    );
+    assert_eq!(started[1]["action"], "reshape-revert");
+    assert_eq!(
+        (
+            started[1]["from"]["raid_disks"].clone(),
+            started[1]["to"]["raid_disks"].clone()
+        ),
+        (4.into(), 3.into())
+    );
+    let fin = events(d, "reshape_finished");
+    assert_eq!(fin.len(), 1, "{fin:?}");
+    assert_eq!(
+        (fin[0]["action"].clone(), fin[0]["end"].clone()),
+        ("reshape".into(), "stopped".into())
+    );
+    let fwd = fin[0]["bytes_moved"].as_u64().unwrap();
+    assert!(fwd >= 12288 * 512, "{fin:?}");
+    let rev = events(d, "reshape_reverted");
+    assert_eq!(rev.len(), 1, "{rev:?}");
+    assert_eq!(rev[0]["end"], "finished", "{rev:?}");
+    assert_eq!(rev[0]["to"]["raid_disks"], 3, "{rev:?}");
+    assert_eq!(rev[0]["bytes_moved"], total * 512, "{rev:?}");
+    assert_eq!(rev[0]["array_bytes"], before, "{rev:?}");
+    assert!(
+        events(d, "rebuild_finished").is_empty(),
+        "a reshape reported as a rebuild"
+    );
+    let st = serve.stop();
+    assert!(st.is_some_and(|s| s.success()), "serve: {st:?}");
+    let out = exported(d, &["a0", "a1", "a2"]);
+    assert!(out[..data.len()] == data[..], "data after the revert");
+}
+
+/// Arrays the kernel left mid-reshape (the committed fixtures, no VM) through the CLI:
+/// `examine` prints mdadm's reshape lines as mdadm printed them for the same members, and
+/// the fields in `--json`; `export` (with mdadm's backup file on 0.90) and `detail` work
+/// on them as they stand; `grow --continue [--backup-file FILE]` finishes them with the
+/// data intact and a clean check.
+#[test]
+fn kernel_mid_reshape_arrays_through_the_cli() {
+    use raidkit_testkit::fixtures::decompress_file;
+    use raidkit_testkit::pattern::fill_tagged;
+    for fx in ["r5-to-r6-4to5", "r5-grow-3to4-m090"] {
+        let t = TempDir::new("rk-reshape-kfx").unwrap();
+        let d = t.path();
+        std::fs::create_dir(run_dir(d)).unwrap();
+        let src = raidkit_testkit::repo_root()
+            .join("tests/fixtures/kernel-reshape")
+            .join(fx);
+        let m: Value =
+            serde_json::from_str(&std::fs::read_to_string(src.join("manifest.json")).unwrap())
+                .unwrap();
+        let mut members = Vec::new();
+        for (i, mm) in m["members"].as_array().unwrap().iter().enumerate() {
+            let out = d.join(format!("m{i}.img"));
+            if let Err(e) = decompress_file(&src.join(mm["file"].as_str().unwrap()), &out) {
+                eprintln!("skipping {fx}: {e} (scripts/deps.sh installs xz and zstd)");
+                return;
+            }
+            members.push(format!("m{i}.img"));
+        }
+        let backup = m["backup"].as_str().map(|f| {
+            decompress_file(&src.join(f), &d.join("md.backup")).unwrap();
+            "md.backup"
+        });
+        let with = |cmd: &[&str]| -> Vec<String> {
+            let mut a: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+            if let Some(b) = backup {
+                a.extend(["--backup-file".to_string(), b.to_string()]);
+            }
+            a.extend(members.iter().cloned());
+            a
+        };
+        let run = |a: Vec<String>| ok(d, &a.iter().map(String::as_str).collect::<Vec<_>>());
+        // examine: mdadm's reshape lines, as mdadm printed them for member 0.
+        let ours = ok(d, &["examine", "m0.img"]);
+        let theirs = std::fs::read_to_string(src.join("examine-0.txt")).unwrap();
+        let labels = [
+            "Reshape pos'n :",
+            "Delta Devices :",
+            "New Level :",
+            "New Layout :",
+            "New Chunksize :",
+            "New Offset :",
+        ];
+        let pick = |text: &str| -> Vec<String> {
+            text.lines()
+                .map(str::trim)
+                .filter(|l| labels.iter().any(|p| l.starts_with(p)))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                // mdadm adds the size in decimal units too: "(7.50 MiB 7.86 MB)".
+                .map(|l| match l.split_once(" (") {
+                    Some((a, _)) if l.starts_with("Reshape") => a.to_string(),
+                    _ => l,
+                })
+                .collect()
+        };
+        assert!(!pick(&theirs).is_empty(), "{fx}: {theirs}");
+        assert_eq!(pick(&ours), pick(&theirs), "{fx}: ours\n{ours}");
+        let x = examine_json(d, "m0.img");
+        let pos = x["reshape"]["position_sectors"].as_u64().unwrap();
+        let line = pick(&theirs)
+            .into_iter()
+            .find(|l| l.starts_with("Reshape pos'n"))
+            .unwrap();
+        let kib: u64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+        assert_eq!(pos, kib * 2, "{fx}: {x}");
+        let delta: i64 = pick(&theirs)
+            .iter()
+            .find_map(|l| l.strip_prefix("Delta Devices : "))
+            .map_or(0, |v| v.split_whitespace().next().unwrap().parse().unwrap());
+        assert_eq!(x["reshape"]["delta_devices"], delta, "{fx}: {x}");
+        // export, detail, check as it stands.
+        let bytes = m["array_bytes"].as_u64().unwrap() as usize;
+        let mut want = vec![0u8; bytes];
+        fill_tagged(m["seed"].as_u64().unwrap(), 0, &mut want);
+        run(with(&["export", "--output", "out.img"]));
+        let out = std::fs::read(d.join("out.img")).unwrap();
+        assert!(out[..bytes] == want[..], "{fx}: export mid-reshape");
+        let detail = run(with(&["detail"]));
+        assert!(detail.contains("  Reshape Status : "), "{fx}: {detail}");
+        // (`check` as it stands: see check_of_kernel_mid_reshape_arrays_is_clean.)
+        // grow --continue finishes it.
+        let e = {
+            let a = with(&["grow", "--continue"]);
+            ok_err(d, &a.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        assert!(e.contains("raidkit: reshape finished: "), "{fx}: {e}");
+        assert_eq!(position(d, "m0.img"), None, "{fx}");
+        let mut a = vec!["export", "--output", "out.img"];
+        a.extend(members.iter().map(String::as_str));
+        ok(d, &a);
+        let out = std::fs::read(d.join("out.img")).unwrap();
+        assert!(
+            out[..bytes] == want[..],
+            "{fx}: export after grow --continue"
+        );
+        let mut a = vec!["check"];
+        a.extend(members.iter().map(String::as_str));
+        let c = ok(d, &a);
+        assert!(c.contains(": 0 mismatched range(s)"), "{fx}: {c}");
+    }
+}
+
+/// `check` of a kernel-made array as it stands mid-reshape. Found failing: the check runs
+/// the new geometry over the whole member range, so on the RAID5->6 fixture the part not
+/// yet moved (old layout) shows 2821 mismatched ranges; a `repair`, or the resync after an
+/// unclean stop, would then "fix" old-layout data with new-layout parity on a RAID6. The
+/// sync jobs must check each side of the reshape position in its own geometry. Ignored
+/// until they do (the assertion must not be weakened).
+#[test]
+#[ignore = "check/resync/repair are not reshape-aware yet (false mismatches mid-reshape on RAID6)"]
+fn check_of_kernel_mid_reshape_arrays_is_clean() {
+    use raidkit_testkit::fixtures::decompress_file;
+    let t = TempDir::new("rk-reshape-kck").unwrap();
+    let d = t.path();
+    std::fs::create_dir(run_dir(d)).unwrap();
+    let src = raidkit_testkit::repo_root().join("tests/fixtures/kernel-reshape/r5-to-r6-4to5");
+    let mut args = vec!["check".to_string()];
+    for i in 0..5 {
+        let out = d.join(format!("m{i}.img"));
+        if let Err(e) = decompress_file(&src.join(format!("{i}.img.xz")), &out) {
+            eprintln!("skipping: {e} (scripts/deps.sh installs xz and zstd)");
+            return;
+        }
+        args.push(format!("m{i}.img"));
+    }
+    let c = ok(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(c.contains(": 0 mismatched range(s)"), "{c}");
 }

@@ -174,6 +174,7 @@ impl Reshaping {
             backup_file: Mutex::new(backup_file.clone()),
             overlay: Vec::new(),
             notes: Mutex::new(Vec::new()),
+            origin: std::sync::OnceLock::new(),
         };
         let mut position = recorded;
         if let Some(path) = &backup_file {

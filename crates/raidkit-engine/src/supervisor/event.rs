@@ -2,7 +2,9 @@
 //! `{"time": .., "array": .., "kind": "member_failed", "detail": {..}}`; the frontends word
 //! and print them.
 
+use super::reshape::ReshapeReport;
 use super::status::JobResult;
+use crate::array::reshape::ShapeInfo;
 use crate::array::ArrayEvent;
 use crate::grow::BitmapChange;
 use crate::sync::Verdict;
@@ -67,6 +69,21 @@ pub enum Event {
     RebuildFinished(JobResult),
     /// A hot replacement failed.
     ReplaceFinished(JobResult),
+    /// A reshape job started (`grow NAME ...`, a reshape found on the members continued,
+    /// or one turned back): its action and the shapes before and after.
+    ReshapeStarted {
+        /// `reshape`, `reshape-continue` or `reshape-revert`.
+        action: String,
+        /// The shape it starts from.
+        from: ShapeInfo,
+        /// The shape it goes to.
+        to: ShapeInfo,
+    },
+    /// A reshape job ended: finished (the array has the new shape and size), stopped at a
+    /// safe position, or failed; with the bytes it moved.
+    ReshapeFinished(ReshapeReport),
+    /// A reverted reshape's job ended (`end` `finished`: the array has its old shape back).
+    ReshapeReverted(ReshapeReport),
     /// The write-intent bitmap was added or removed.
     Bitmap(BitmapChange),
     /// The scrub position could not be recorded (a later resume will not find it).
@@ -149,6 +166,9 @@ impl Event {
             Event::SyncFinished(_) => "sync_finished",
             Event::RebuildFinished(_) => "rebuild_finished",
             Event::ReplaceFinished(_) => "replace_finished",
+            Event::ReshapeStarted { .. } => "reshape_started",
+            Event::ReshapeFinished(_) => "reshape_finished",
+            Event::ReshapeReverted(_) => "reshape_reverted",
             Event::Bitmap(c) if c.bitmap => "bitmap_added",
             Event::Bitmap(_) => "bitmap_removed",
             Event::StateFileError { .. } => "state_file_error",

@@ -5,7 +5,8 @@
 //! the array to its next geometry, frontends see the new size on their next connection.
 
 use super::{lock, Event, JobResult, JobStatus, Result, Supervisor};
-use crate::array::reshape::ReshapeStatus;
+use crate::array::reshape::{ReshapeStatus, ShapeInfo};
+use crate::array::Array;
 use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::jobs::reshape::{self as rs, ReshapeEnd, ReshapeOptions, ReshapePlan, ReshapeRequest};
@@ -25,6 +26,48 @@ pub struct ReshapeProgress {
     pub paused: bool,
     /// No job moves the data now (stopped, failed, or waiting to be continued).
     pub running: bool,
+}
+
+/// How a reshape job ended, for the `reshape_finished` and `reshape_reverted` events.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ReshapeReport {
+    /// `reshape`, `reshape-continue` or `reshape-revert`.
+    pub action: String,
+    /// `finished`, `stopped` (at a safe position, recorded) or `failed`.
+    pub end: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The shape the job started from.
+    pub from: ShapeInfo,
+    /// The shape it reshapes to (the array has it if `end` is `finished`).
+    pub to: ShapeInfo,
+    /// Array bytes this job moved to their new place.
+    pub bytes_moved: u64,
+    /// Array bytes now.
+    pub array_bytes: u64,
+}
+
+/// Bytes a reshape job moved: what its restripe stages advanced.
+#[derive(Default)]
+struct Moved {
+    stage: usize,
+    last: Option<u64>,
+    bytes: u64,
+}
+
+impl Moved {
+    fn add(&mut self, p: &rs::Progress) {
+        if p.what != "restripe" {
+            return;
+        }
+        if p.stage != self.stage {
+            (self.stage, self.last) = (p.stage, None);
+        }
+        if let Some(l) = self.last {
+            self.bytes += p.done.saturating_sub(l) * 512;
+        }
+        self.last = Some(p.done);
+    }
 }
 
 /// What a reshape job ended with.
@@ -67,21 +110,18 @@ impl Supervisor {
         self.busy(&job)?;
         // Refusals (degraded, too small, room) come back to the caller, not as a failed
         // job: the plan runs every check the start does.
-        self.cur().plan_reshape(&req)?;
+        let plan = self.cur().plan_reshape(&req)?;
         self.reshape_paused.store(false, Ordering::Relaxed);
-        let me = self.clone();
-        *job = Some(self.spawn_job("reshape", move |stop| {
-            let opts = me.reshape_options(&stop, req.backup_file.clone());
-            let arr = me.array.clone();
-            let mut seen = me.cur();
-            let r = rs::reshape(&arr, &req, &opts, &mut |p| {
-                me.follow(&mut seen);
-                me.progress(p.done, p.total)
-            })
-            .map(|(_, end)| end);
-            me.follow(&mut seen);
-            me.reshape_done("reshape", r);
-        })?);
+        let shapes = (plan.from, plan.to);
+        *job = Some(
+            self.reshape_job("reshape", shapes, move |arr, opts, progress| {
+                let opts = ReshapeOptions {
+                    backup_file: req.backup_file.clone(),
+                    ..opts.clone()
+                };
+                rs::reshape(arr, &req, &opts, progress).map(|(_, end)| end)
+            })?,
+        );
         Ok(())
     }
 
@@ -90,23 +130,13 @@ impl Supervisor {
     pub fn continue_reshape(self: &Arc<Self>) -> Result<()> {
         let mut job = lock(&self.job);
         self.busy(&job)?;
-        if self.cur().reshape_status().is_none() {
+        let Some(st) = self.cur().reshape_status() else {
             return Err(
                 EngineError::Invalid("no reshape is in progress on this array".into()).into(),
             );
-        }
-        let me = self.clone();
-        *job = Some(self.spawn_job("reshape", move |stop| {
-            let opts = me.reshape_options(&stop, None);
-            let arr = me.array.clone();
-            let mut seen = me.cur();
-            let r = rs::continue_reshape(&arr, &opts, &mut |p| {
-                me.follow(&mut seen);
-                me.progress(p.done, p.total)
-            });
-            me.follow(&mut seen);
-            me.reshape_done("reshape-continue", r);
-        })?);
+        };
+        *job =
+            Some(self.reshape_job("reshape-continue", (st.old, st.new), rs::continue_reshape)?);
         Ok(())
     }
 
@@ -141,19 +171,66 @@ impl Supervisor {
         let mut seen = self.cur();
         rs::revert(&self.array, &self.reshape_options(&stop0, None))?;
         self.follow(&mut seen);
+        let Some(st) = self.cur().reshape_status() else {
+            return Err(EngineError::Invalid("the reverted reshape is gone".into()).into());
+        };
+        *job = Some(self.reshape_job("reshape-revert", (st.old, st.new), rs::continue_reshape)?);
+        Ok(())
+    }
+
+    /// A reshape job: announce it (`reshape_started`), run `body` with the job's stop,
+    /// pause and speed limit, follow the array through the stages' switches, count the
+    /// bytes moved, and report the end (`reshape_finished` / `reshape_reverted`).
+    fn reshape_job(
+        self: &Arc<Self>,
+        action: &'static str,
+        (from, to): (ShapeInfo, ShapeInfo),
+        body: impl FnOnce(
+                &Arc<Array>,
+                &ReshapeOptions,
+                &mut dyn FnMut(&rs::Progress),
+            ) -> crate::error::Result<ReshapeEnd>
+            + Send
+            + 'static,
+    ) -> Result<super::Job> {
+        self.emit(Event::ReshapeStarted {
+            action: action.into(),
+            from: from.clone(),
+            to: to.clone(),
+        });
         let me = self.clone();
-        *job = Some(self.spawn_job("reshape", move |stop| {
+        self.spawn_job("reshape", move |stop| {
             let opts = me.reshape_options(&stop, None);
             let arr = me.array.clone();
             let mut seen = me.cur();
-            let r = rs::continue_reshape(&arr, &opts, &mut |p| {
+            let mut count = Moved::default();
+            let mut base: Option<(u64, Instant)> = None;
+            let r = body(&arr, &opts, &mut |p| {
                 me.follow(&mut seen);
-                me.progress(p.done, p.total)
+                count.add(p);
+                me.reshape_progress_at(p.done, p.total, &mut base);
             });
             me.follow(&mut seen);
-            me.reshape_done("reshape-revert", r);
-        })?);
-        Ok(())
+            me.reshape_done(action, r, from, to, count.bytes);
+        })
+    }
+
+    /// The job's progress, its speed counted from where this job started (a reshape
+    /// continued half-way, or turned back, does not count what was moved before it).
+    fn reshape_progress_at(&self, done: u64, total: u64, base: &mut Option<(u64, Instant)>) {
+        let (b, since) = match *base {
+            Some((b, t)) if b <= done => (b, t),
+            _ => *base.insert((done, Instant::now())),
+        };
+        if let Some(j) = lock(&self.job).as_mut() {
+            let el = since.elapsed().as_secs_f64().max(1e-3);
+            let speed = (((done - b) * 512) as f64 / el) as u64;
+            j.status.done_sectors = done;
+            j.status.total_sectors = total;
+            j.status.speed_bytes_per_sec = speed;
+            j.status.speed_limit = self.speed_limit.load(Ordering::Relaxed);
+            j.status.eta_seconds = (speed > 0).then(|| (total.saturating_sub(done) * 512) / speed);
+        }
     }
 
     /// Pause (true) or resume (false) the reshape; it rests at the next safe position,
@@ -206,22 +283,44 @@ impl Supervisor {
         }
     }
 
-    fn reshape_done(&self, action: &str, r: crate::error::Result<ReshapeEnd>) {
-        let v = match r {
+    fn reshape_done(
+        &self,
+        action: &str,
+        r: crate::error::Result<ReshapeEnd>,
+        from: ShapeInfo,
+        to: ShapeInfo,
+        bytes_moved: u64,
+    ) {
+        let (v, end, error) = match r {
             Ok(end) => {
                 let _ = self.cur().mark_clean();
-                JobResult::Reshape(ReshapeResult {
+                let end = match end {
+                    ReshapeEnd::Finished => "finished",
+                    ReshapeEnd::Stopped { .. } => "stopped",
+                };
+                let v = JobResult::Reshape(ReshapeResult {
                     action: action.into(),
-                    end: match end {
-                        ReshapeEnd::Finished => "finished".into(),
-                        ReshapeEnd::Stopped { .. } => "stopped".into(),
-                    },
+                    end: end.into(),
                     array_bytes: self.cur().size_bytes(),
-                })
+                });
+                (v, end, None)
             }
-            Err(e) => JobResult::failed(action, e),
+            Err(e) => (JobResult::failed(action, &e), "failed", Some(e.to_string())),
         };
-        self.emit(Event::RebuildFinished(v.clone()));
+        let report = ReshapeReport {
+            action: action.into(),
+            end: end.into(),
+            error,
+            from,
+            to,
+            bytes_moved,
+            array_bytes: self.cur().size_bytes(),
+        };
+        self.emit(if action == "reshape-revert" {
+            Event::ReshapeReverted(report)
+        } else {
+            Event::ReshapeFinished(report)
+        });
         *lock(&self.last_result) = Some(v);
         if let Some(j) = lock(&self.job).as_mut() {
             j.status = JobStatus {

@@ -171,3 +171,88 @@ fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
     }
     assert!(done >= 9, "fixtures finished: {done}");
 }
+
+/// A kernel-made array just assembled for writing, before anything continues its reshape:
+/// client writes anywhere are taken — around the recorded position too, where an old
+/// stripe is cut by it or the data was moved past the record (md's reshape thread would
+/// move that window; here the write moves it to the next resting position and goes on).
+/// Every byte written reads back, before and after raidkit finishes the reshape.
+#[test]
+fn kernel_reshapes_take_writes_anywhere_before_they_are_continued() {
+    let mut done = 0;
+    for dir in fixtures() {
+        let tmp = TempDir::new("rk-reshape-kw").unwrap();
+        let Some(f) = unpack(&dir, tmp.path()) else {
+            return;
+        };
+        let rw = AssembleOptions {
+            writable: true,
+            backup_file: f.backup.clone(),
+            ..Default::default()
+        };
+        let arr = Arc::new(
+            assemble_paths(&f.members, &rw)
+                .unwrap_or_else(|e| panic!("{}: assembly for writing: {e}", f.name)),
+        );
+        let st = arr.reshape_status().expect("a reshape in progress");
+        let size = arr.size_bytes();
+        let mut model = vec![0u8; size as usize];
+        fill_tagged(f.seed, 0, &mut model[..f.bytes.min(size) as usize]);
+        // Both positions, each with 1 MiB either side (clipped to the array), and the ends.
+        let mut ranges = Vec::new();
+        for p in [st.recorded_sectors * 512, st.progress_sectors * 512] {
+            let lo = p.saturating_sub(1 << 20).min(size);
+            let hi = (p + (1 << 20)).min(size);
+            ranges.push((lo, hi));
+        }
+        ranges.push((0, 64 << 10));
+        ranges.push((size - (64 << 10), size));
+        for (i, &(lo, hi)) in ranges.iter().enumerate() {
+            if lo >= hi {
+                continue;
+            }
+            // Odd sizes: 4 KiB pieces, but not aligned to any stripe.
+            let mut at = lo;
+            while at < hi {
+                let len = (hi - at).min(12 << 10);
+                let mut buf = vec![0u8; len as usize];
+                fill_tagged(0x5eed_0000 + i as u64, at, &mut buf);
+                arr.write(at, &buf).unwrap_or_else(|e| {
+                    panic!(
+                        "{}: a write of {len} bytes at {at} (recorded position {}): {e}",
+                        f.name,
+                        st.recorded_sectors * 512
+                    )
+                });
+                model[at as usize..(at + len) as usize].copy_from_slice(&buf);
+                at += len;
+            }
+        }
+        let check = |what: &str, a: &Array| {
+            let mut got = vec![0u8; size as usize];
+            a.read(0, &mut got).unwrap();
+            if got != model {
+                let bad = got.iter().zip(&model).position(|(a, b)| a != b).unwrap();
+                panic!(
+                    "{} {what}: array byte {bad} is not what was written",
+                    f.name
+                );
+            }
+        };
+        check("right after the writes", &arr);
+        let end = continue_reshape(&arr, &ReshapeOptions::default(), &mut |_| {})
+            .unwrap_or_else(|e| panic!("{}: continuing: {e}", f.name));
+        assert_eq!(end, ReshapeEnd::Finished, "{}", f.name);
+        check("after raidkit finished the reshape", &arr);
+        let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+        assert!(
+            rep.mismatches.is_empty(),
+            "{}: mismatches after finishing: {:?}",
+            f.name,
+            rep.mismatches
+        );
+        arr.mark_clean().unwrap();
+        done += 1;
+    }
+    assert!(done >= 9, "fixtures done: {done}");
+}

@@ -177,7 +177,15 @@ fn size_opt(what: &str, v: Option<&str>) -> Result<Option<u64>> {
         .transpose()
 }
 
+/// A new member as the server should open it: a path made absolute (the server runs
+/// elsewhere); an NBD URI or a fault-injection spec as given.
 fn resolved(p: &Path) -> PathBuf {
+    use raidkit_engine::dev::{fault, nbd};
+    if p.to_str()
+        .is_some_and(|t| nbd::is_nbd_uri(t) || fault::parse_spec(t).is_some())
+    {
+        return p.to_path_buf();
+    }
     std::fs::canonicalize(p).unwrap_or_else(|_| absolute(p))
 }
 

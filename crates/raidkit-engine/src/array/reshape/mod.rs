@@ -75,6 +75,23 @@ pub(crate) struct Route {
     pub(crate) overlay: Vec<Overlay>,
     /// Things the admin should know (a stale recorded position, a restored backup).
     pub(crate) notes: Mutex<Vec<String>>,
+    /// Where a reverted reshape was turned around: it moves the data back from there, not
+    /// from the far end of the array (set once by the revert; a reshape found on the
+    /// members counts from its plan's start, as md does).
+    pub(crate) origin: OnceLock<u64>,
+}
+
+impl Route {
+    /// Where this reshape's work starts and ends (array sectors): progress and ETA count
+    /// between them, in its direction of travel.
+    pub(crate) fn span(&self) -> (u64, u64) {
+        let start = self
+            .origin
+            .get()
+            .copied()
+            .unwrap_or_else(|| self.plan.start_position());
+        (start, self.plan.end_position())
+    }
 }
 
 /// Where a reshape stands, for status, detail and examine.
@@ -111,7 +128,7 @@ pub struct ReshapeStatus {
 }
 
 /// One geometry, for reports.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ShapeInfo {
     /// Level name (`raid5`).
     pub level: String,
@@ -220,7 +237,7 @@ impl Array {
         }
         let r = self.route()?;
         let (progress, recorded) = r.window.positions();
-        let (start, end) = (r.plan.start_position(), r.plan.end_position());
+        let (start, end) = r.span();
         let off = r
             .plan
             .new_offsets()
@@ -306,10 +323,20 @@ impl Array {
     /// then each piece through the side that holds it).
     pub(crate) fn write_routed(&self, r: &Route, s: u64, buf: &[u8]) -> Result<()> {
         let e = s + buf.len() as u64 / SECTOR;
-        let Some(t) = r.window.enter(&r.plan, s, e, true) else {
-            return Err(EngineError::Invalid(format!(
-                "array sectors {s}..{e} are in the part of the array the reshape is moving, and nothing is moving it now: continue the reshape to write there"
-            )));
+        let mut settled = 0;
+        let t = loop {
+            if let Some(t) = r.window.enter(&r.plan, s, e, true) {
+                break t;
+            }
+            // Nothing moves the window this write waits for: move it on (as md's reshape
+            // thread would) to where no write waits, then enter again.
+            if settled == 3 {
+                return Err(EngineError::Invalid(format!(
+                    "array sectors {s}..{e} are in the part of the array the reshape is moving, and the reshape could not be moved past them: continue the reshape to write there"
+                )));
+            }
+            settled += 1;
+            crate::jobs::reshape::mover::settle(self, r)?;
         };
         let res = (|| {
             let _gate = self.write_gate();

@@ -92,7 +92,8 @@ impl Window {
     /// Enter the window for IO on array sectors `[s, e)`: a read may go once nothing of
     /// it is being moved; a write also waits where md makes writes wait
     /// ([`Reshape::write_access`]). Registered until [`Window::leave`]. None: the write
-    /// would wait for a mover and none is running.
+    /// would wait for a mover and none is running (the caller moves the window on itself,
+    /// [`crate::jobs::reshape::mover::settle`], and enters again).
     pub(crate) fn enter(&self, plan: &Reshape, s: u64, e: u64, write: bool) -> Option<Ticket> {
         let mut st = lock(&self.st);
         loop {
@@ -115,9 +116,25 @@ impl Window {
         }
     }
 
-    /// A mover starts (true) or stops (false).
-    pub(crate) fn set_mover(&self, running: bool) {
-        self.with(|st| st.mover = running);
+    /// A mover starts: waits while another one moves (a client write settling the window
+    /// finishes within a few steps), then claims the window.
+    pub(crate) fn claim_mover(&self) {
+        let mut st = lock(&self.st);
+        while st.mover {
+            st = wait(&self.cv, st);
+        }
+        st.mover = true;
+    }
+
+    /// Claim the window for a mover if none runs now (false: one does; wait for it).
+    pub(crate) fn try_claim_mover(&self) -> bool {
+        let mut st = lock(&self.st);
+        !std::mem::replace(&mut st.mover, true)
+    }
+
+    /// The mover stops.
+    pub(crate) fn release_mover(&self) {
+        self.with(|st| st.mover = false);
     }
 
     /// Leave the window.

@@ -285,7 +285,7 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
     let info = r.info;
     let position = r.window.positions().0;
     let file = lock(&r.backup_file).clone();
-    switch(&cur, file, |a| {
+    let back = switch(&cur, file, |a| {
         let mut meta = lock(&a.meta.sb);
         let live = a.live_devices();
         for &i in &live {
@@ -301,7 +301,12 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
             )?;
         }
         a.write_superblocks(&mut meta, |_| {})
-    })
+    })?;
+    // The way back is as long as the way here was: progress counts from the turn.
+    if let Some(r) = back.route() {
+        let _ = r.origin.set(position);
+    }
+    Ok(back)
 }
 
 /// The reshape back: old and new swapped, the direction flipped.

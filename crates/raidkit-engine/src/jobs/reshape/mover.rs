@@ -96,11 +96,40 @@ pub(crate) fn run(
     if let Some(f) = &opts.backup_file {
         *lock(&r.backup_file) = Some(f.clone());
     }
-    r.window.set_mover(true);
+    r.window.claim_mover();
     let res = Mover::new(arr, &r, opts).run(progress);
-    r.window.set_mover(false);
+    r.window.release_mover();
     arr.sync_failures(&r);
     res
+}
+
+/// Move a reshape that nothing is moving on to the next position where no client write
+/// waits, and record it there: what a client write does when it lands in the window of
+/// an array assembled mid-reshape before anything continues it (a position that cuts an
+/// old stripe, as the kernel and a crash leave them, or data moved past the record). md's
+/// reshape thread would move that window; the write waits while it moves, as in md.
+/// Returns at once if another mover has the window (the caller waits for it instead).
+pub(crate) fn settle(arr: &Array, r: &Route) -> Result<()> {
+    if !arr.writable {
+        return Err(EngineError::Invalid(
+            "the array was assembled read-only".into(),
+        ));
+    }
+    if !r.window.try_claim_mover() {
+        return Ok(());
+    }
+    let opts = ReshapeOptions {
+        stop: Some(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(
+            true,
+        ))),
+        ..Default::default()
+    };
+    let mut m = Mover::new(arr, r, &opts);
+    m.settling = true;
+    let res = m.run(&mut |_, _| {});
+    r.window.release_mover();
+    arr.sync_failures(r);
+    res.map(|_| ())
 }
 
 struct Mover<'a> {
@@ -113,6 +142,9 @@ struct Mover<'a> {
     /// Throttle: sectors moved since `since`.
     moved: u64,
     since: Instant,
+    /// Settling for a client write: rest only where no write waits (no retained backup
+    /// either).
+    settling: bool,
 }
 
 impl<'a> Mover<'a> {
@@ -131,6 +163,7 @@ impl<'a> Mover<'a> {
             last_checkpoint: Instant::now(),
             moved: 0,
             since: Instant::now(),
+            settling: false,
         }
     }
 
@@ -140,7 +173,7 @@ impl<'a> Mover<'a> {
 
     fn run(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<ReshapeEnd> {
         let plan = &self.r.plan;
-        let (start, end) = (plan.start_position(), plan.end_position());
+        let (start, end) = self.r.span();
         let total = end.abs_diff(start);
         self.refresh_unrecorded()?;
         loop {
@@ -152,7 +185,8 @@ impl<'a> Mover<'a> {
             });
             let stop = Self::flag(&self.opts.stop) || reached;
             let pause = Self::flag(&self.opts.pause);
-            if (stop || pause) && quiet(plan, p) {
+            let held = self.settling && self.r.window.with(|st| st.backup.is_some());
+            if (stop || pause) && quiet(plan, p) && !held {
                 if recorded != p {
                     self.checkpoint(p)?;
                 }
