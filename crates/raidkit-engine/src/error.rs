@@ -243,6 +243,8 @@ pub enum Remedy {
     BadBlockLogNeeds1x,
     /// Give a size, so that member files that do not exist are created.
     GiveMemberSize,
+    /// Let the reshape in progress finish (or revert it) first.
+    FinishReshape,
 }
 
 /// `a..b, c..d` of `(offset, length)` ranges.

@@ -116,6 +116,9 @@ pub fn remedy_text(e: &raidkit_engine::EngineError) -> Option<String> {
             "; use --metadata 1.2 (or 1.0/1.1) with --bbl, or drop --bbl"
         }
         (_, Remedy::GiveMemberSize) => "; pass --size SIZE to create member files (sparse)",
+        (_, Remedy::FinishReshape) => {
+            "; let the reshape finish first (`raidkit grow --continue MEMBER...` on a stopped array; a served one continues by itself), or revert it (`raidkit grow NAME --revert`)"
+        }
         _ => return None,
     };
     Some(text.to_string())

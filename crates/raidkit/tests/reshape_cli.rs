@@ -725,14 +725,10 @@ fn kernel_mid_reshape_arrays_through_the_cli() {
     }
 }
 
-/// `check` of a kernel-made array as it stands mid-reshape. Found failing: the check runs
-/// the new geometry over the whole member range, so on the RAID5->6 fixture the part not
-/// yet moved (old layout) shows 2821 mismatched ranges; a `repair`, or the resync after an
-/// unclean stop, would then "fix" old-layout data with new-layout parity on a RAID6. The
-/// sync jobs must check each side of the reshape position in its own geometry. Ignored
-/// until they do (the assertion must not be weakened).
+/// `check` of a kernel-made array as it stands mid-reshape: each side of the position in
+/// its own geometry (checked in the new geometry throughout, the part not yet moved showed
+/// 2821 mismatched ranges on the RAID5->6 fixture); `repair` is refused there.
 #[test]
-#[ignore = "check/resync/repair are not reshape-aware yet (false mismatches mid-reshape on RAID6)"]
 fn check_of_kernel_mid_reshape_arrays_is_clean() {
     use raidkit_testkit::fixtures::decompress_file;
     let t = TempDir::new("rk-reshape-kck").unwrap();
@@ -750,4 +746,10 @@ fn check_of_kernel_mid_reshape_arrays_is_clean() {
     }
     let c = ok(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(c.contains(": 0 mismatched range(s)"), "{c}");
+    args[0] = "repair".to_string();
+    let e = err(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        e.contains("the array is in the middle of a reshape: a repair would rewrite parity or copies across two geometries; let the reshape finish first"),
+        "{e}"
+    );
 }

@@ -7,6 +7,7 @@
 
 mod mirror;
 mod parity;
+mod reshaping;
 
 use crate::array::Array;
 use crate::error::{EngineError, Result};
@@ -202,6 +203,9 @@ pub fn run_opts(
     opts: &SyncOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SyncReport> {
+    if let Some(route) = arr.route() {
+        return reshaping::run(arr, &route, mode, opts, progress);
+    }
     let total = sync_space(arr);
     let (w0, w1) = opts.window.unwrap_or((0, total));
     let mut rep = SyncReport {

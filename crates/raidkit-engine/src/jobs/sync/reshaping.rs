@@ -1,0 +1,98 @@
+//! Passes over an array in the middle of a reshape. Each side of the reshape position
+//! is in its own geometry: the part already moved in the new one (the array's), the rest
+//! in the old one (the route's view). A check visits each side in its geometry; the rows
+//! the position cuts are left out (they belong to neither geometry whole). Nothing is
+//! rewritten across geometries: a repair is refused, and a resync waits for the reshape
+//! (which writes every stripe it moves with parity computed from the data), as md runs
+//! the reshape before a pending resync.
+
+use super::{sync_space, visit, SyncMode, SyncOptions, SyncReport};
+use crate::array::reshape::Route;
+use crate::array::Array;
+use crate::error::{EngineError, Remedy, Result};
+
+/// Run a pass over `arr`, which is mid-reshape along `route`.
+pub(super) fn run(
+    arr: &Array,
+    route: &Route,
+    mode: SyncMode,
+    opts: &SyncOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<SyncReport> {
+    let Some(st) = arr.reshape_status() else {
+        return Ok(SyncReport::default());
+    };
+    let refuse = |why: String| {
+        Err(EngineError::Request {
+            why,
+            remedy: Remedy::FinishReshape,
+        })
+    };
+    if st.moving {
+        return refuse("a reshape is moving data now; a redundancy pass would read stripes as they change geometry".into());
+    }
+    match mode {
+        SyncMode::Resync => return Ok(SyncReport::default()),
+        SyncMode::Repair => {
+            return refuse("the array is in the middle of a reshape: a repair would rewrite parity or copies across two geometries".into())
+        }
+        SyncMode::Check => {}
+    }
+    if opts.window.is_some() {
+        return refuse("the array is in the middle of a reshape: a pass over a window of it is not possible (each geometry has its own sync addresses)".into());
+    }
+    let moved = (
+        st.start_sectors.min(st.progress_sectors) * 512,
+        st.start_sectors.max(st.progress_sectors) * 512,
+    );
+    let limit = arr.routed_sectors().unwrap_or(0) * 512;
+    let sides = [
+        (arr, moved.0, moved.1),
+        (&route.old, 0, moved.0),
+        (&route.old, moved.1, limit),
+    ];
+    let mut rep = SyncReport {
+        covered: (0, limit),
+        ..Default::default()
+    };
+    for (side, from, to) in sides {
+        let (w0, w1) = rows_inside(side, from, to);
+        if w0 >= w1 {
+            continue;
+        }
+        let mut part = SyncReport::default();
+        if !visit(side, mode, opts, &[(w0, w1)], progress, &mut part)? {
+            rep.stopped_at = Some(0);
+            rep.covered.1 = 0;
+            return Ok(rep);
+        }
+        rep.sectors_done += part.sectors_done;
+        rep.absorb(part);
+    }
+    Ok(rep)
+}
+
+/// The sync-space sectors of `arr` whose rows lie wholly inside the array byte range
+/// `[from, to)`: whole stripe rows for parity levels, whole 4 KiB pages for mirrors.
+fn rows_inside(arr: &Array, from: u64, to: u64) -> (u64, u64) {
+    let total = sync_space(arr);
+    let to = to.min(arr.size_bytes());
+    let g = arr.geometry();
+    let (row_bytes, row_sectors) = if g.level.has_parity() {
+        (
+            g.chunk_sectors * 512 * g.data_disks() as u64,
+            g.chunk_sectors,
+        )
+    } else {
+        (super::PAGE as u64, super::PAGE as u64 / 512)
+    };
+    if row_bytes == 0 || from >= to {
+        return (0, 0);
+    }
+    let first = from.div_ceil(row_bytes);
+    let end = to / row_bytes;
+    (
+        (first * row_sectors).min(total),
+        (end * row_sectors).min(total),
+    )
+}
