@@ -243,6 +243,10 @@ pub enum Remedy {
     BadBlockLogNeeds1x,
     /// Give a size, so that member files that do not exist are created.
     GiveMemberSize,
+    /// Write-behind needs a write-intent bitmap: add one.
+    WriteBehindNeedsBitmap,
+    /// Write-behind applies to write-mostly members: mark the slow member(s) so.
+    WriteBehindNeedsWriteMostly,
 }
 
 /// `a..b, c..d` of `(offset, length)` ranges.

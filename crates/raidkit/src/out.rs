@@ -116,6 +116,12 @@ pub fn remedy_text(e: &raidkit_engine::EngineError) -> Option<String> {
             "; use --metadata 1.2 (or 1.0/1.1) with --bbl, or drop --bbl"
         }
         (_, Remedy::GiveMemberSize) => "; pass --size SIZE to create member files (sparse)",
+        (_, Remedy::WriteBehindNeedsBitmap) => {
+            "; add --bitmap internal (on a running array first `raidkit grow NAME --bitmap internal`)"
+        }
+        (_, Remedy::WriteBehindNeedsWriteMostly) => {
+            "; mark the slow member(s) with --write-mostly MEMBER"
+        }
         _ => return None,
     };
     Some(text.to_string())

@@ -305,6 +305,8 @@ impl Array {
         }
         // Pausing writes also writes out what the stripe cache holds.
         let _gate = self.pause_writes();
+        // The bitmap bits of writes queued behind are cleared only once they are written.
+        self.drain_write_behind();
         self.flush_members()?;
         if let Some(cs) = self.checksums() {
             cs.mark_clean()?;
