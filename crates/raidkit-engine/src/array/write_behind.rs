@@ -5,10 +5,10 @@
 //! (the bitmap superblock's `write_behind`, RAID1 only, as md), a client write is
 //! acknowledged once every other copy has it; the write-mostly members' copies are queued
 //! here and written in the background, at most `N` outstanding (a write that would exceed
-//! it waits). Their bitmap bits were set before the write and are cleared only by
-//! [`Array::mark_clean`], which first waits for this queue to drain: a crash, or the member
-//! failing with writes outstanding, leaves those regions dirty, and the member's return
-//! resyncs exactly them. A client flush does not wait for the queue (the data is durable
+//! it waits; so does one that would queue more than [`MAX_QUEUED_BYTES`]). Their bitmap
+//! bits were set before the write and are cleared only by [`Array::mark_clean`], which
+//! first waits for this queue to drain: a crash, or the member failing with writes
+//! outstanding, leaves those regions dirty, and the member's return resyncs exactly them. A client flush does not wait for the queue (the data is durable
 //! on the other copies, as in md). Overlapping queued writes are written in order, never
 //! at once. A read that only a write-mostly member can serve waits until no queued write
 //! overlaps it.
@@ -42,6 +42,10 @@ impl Job {
         self.data.len() as u64 / SECTOR
     }
 }
+
+/// Most bytes of data queued behind at once, whatever `N` is (each queued write holds a
+/// copy of its data, as md's behind pages): a client cannot make the queue hold more.
+pub const MAX_QUEUED_BYTES: u64 = 64 << 20;
 
 /// A queued write's place: (id, role, data sector, sectors).
 type Pending = (u64, usize, u64, u64);
@@ -102,7 +106,9 @@ impl WriteBehind {
             if limit == 0 {
                 return false;
             }
-            if q.pending.len() < limit {
+            let queued_bytes: u64 = q.pending.iter().map(|p| p.3 * SECTOR).sum();
+            let fits = q.pending.is_empty() || queued_bytes + data.len() as u64 <= MAX_QUEUED_BYTES;
+            if q.pending.len() < limit && fits {
                 break;
             }
             q = self
