@@ -445,6 +445,9 @@ impl Array {
             ));
         }
         let (sb, role) = self.returning_member(dev.as_ref(), discard_its_changes)?;
+        // Writes still queued behind for the member it was (failed since) are done or
+        // dropped first: none lands on the device after its catch-up copied the region.
+        self.drain_write_behind();
         // Which regions did it miss? (None: all of them.)
         let guided = if self.guided_catch_up(&sb, discard_its_changes) {
             self.bm().as_ref().map(|bm| lock(bm).dirty())
