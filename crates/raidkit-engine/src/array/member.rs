@@ -431,11 +431,15 @@ impl Array {
                 });
             }
         }
-        let spare_wm: Vec<bool> = lock(&self.meta.sb)
-            .sbs
-            .iter()
-            .map(|sb| sb.write_mostly())
-            .collect();
+        // Spares' flags are in their superblocks; never wait for the superblock lock here
+        // (a superblock write to a member that stopped answering holds it until the
+        // deadline, and status must answer meanwhile): contended, they read as unset.
+        let spare_wm: Vec<bool> = self
+            .meta
+            .sb
+            .try_lock()
+            .map(|m| m.sbs.iter().map(|sb| sb.write_mostly()).collect())
+            .unwrap_or_default();
         let devs = self.devs();
         for &i in self.spares().iter() {
             v.push(MemberInfo {
