@@ -141,7 +141,10 @@ fn create_shows_and_changes_write_mostly_and_write_behind() {
     ok(d, &["grow", "--write-behind", "32", "a", "b"]);
     for m in ["a", "b"] {
         let bm = ok(d, &["examine", "--bitmap", m]);
-        assert!(bm.contains("Write Mode : Allow write behind, max 32\n"), "{bm}");
+        assert!(
+            bm.contains("Write Mode : Allow write behind, max 32\n"),
+            "{bm}"
+        );
     }
     assert_eq!(json(d, &["detail", "--json", "a", "b"])["write_behind"], 32);
 }
