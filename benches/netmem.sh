@@ -11,6 +11,12 @@
 #          come from raidkit's member counters (status --json)
 #   return the remote killed, CHANGED_MIB (default 1) MiB written at spread offsets, the remote
 #          restarted: time from its restart to in sync, and the bytes copied to it
+#   wm-write / wm-read  the same mirror created with the remote `--write-mostly` and
+#          `--write-behind WB` (default 256): writes acknowledged once the local copy has
+#          them (compared with the local member alone), reads never sent to the remote
+# BMCHUNK=SIZE is the bitmap chunk of every array (default 1M: the return copies 1 MiB).
+# DELAY=DUR puts nbdkit's delay filter in front of the remote (e.g. DELAY=2ms: every remote
+# read and write takes 2 ms more, a slow link), in the anchor and in the mirrors alike.
 # RAIDKIT=path picks the binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +49,11 @@ wait_sock() {
 
 start_nbdkit() { # start_nbdkit FILE
   rm -f "$W/r.sock"
-  nbdkit -f -U "$W/r.sock" file "$1" >/dev/null 2>&1 &
+  if [ -n "${DELAY:-}" ]; then
+    nbdkit -f -U "$W/r.sock" --filter=delay file "$1" delay-read="$DELAY" delay-write="$DELAY" >/dev/null 2>&1 &
+  else
+    nbdkit -f -U "$W/r.sock" file "$1" >/dev/null 2>&1 &
+  fi
   NBDKIT=$!
   wait_sock "$W/r.sock"
 }
@@ -79,14 +89,14 @@ for r in $(seq "$ROUNDS"); do
   remote_w=$(fio_mibs "$URI_R" write)
   stop_nbdkit
   fresh
-  "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk 1M "$W/local.img" >/dev/null
+  "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" "$W/local.img" >/dev/null
   start_server "$W/local.img"
   local_w=$(fio_mibs "$URI_A" write)
   local_r=$(fio_mibs "$URI_A" read)
   stop_server
   fresh
   start_nbdkit "$W/remote.img"
-  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk 1M --assume-clean "$W/local.img" "$URI_R" >/dev/null
+  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean "$W/local.img" "$URI_R" >/dev/null
   start_server "$W/local.img" "$URI_R"
   raid_w=$(fio_mibs "$URI_A" write)
   raid_r=$(fio_mibs "$URI_A" read)
@@ -106,6 +116,19 @@ for r in $(seq "$ROUNDS"); do
   t1=$(date +%s.%N)
   copied=$(grep -o '"bytes_copied":[0-9]*' "$W/serve.log" | tail -1 | cut -d: -f2)
   python3 -c "print('$r return', '-', '-', f'{$t1-$t0:.2f}s', '-', '-', 'copied=${copied}B changed=${n}MiB')"
+  stop_server
+  stop_nbdkit -KILL
+  # Write-mostly + write-behind: the remote is written behind, never read.
+  fresh
+  start_nbdkit "$W/remote.img"
+  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean \
+    --write-mostly "$URI_R" --write-behind "${WB:-256}" "$W/local.img" "$URI_R" >/dev/null
+  start_server "$W/local.img" "$URI_R"
+  wm_w=$(fio_mibs "$URI_A" write)
+  wm_r=$(fio_mibs "$URI_A" read)
+  reads=$(member_reads)
+  python3 -c "print('$r wm-write $remote_w $local_w $wm_w', f'{$wm_w/$remote_w:.2f}', f'{$wm_w/$local_w:.2f}', '-')"
+  python3 -c "print('$r wm-read - $local_r $wm_r', '-', f'{$wm_r/$local_r:.2f}', '$reads')"
   stop_server
   stop_nbdkit -KILL
 done

@@ -245,6 +245,10 @@ pub enum Remedy {
     GiveMemberSize,
     /// Let the reshape in progress finish (or revert it) first.
     FinishReshape,
+    /// Write-behind needs a write-intent bitmap: add one.
+    WriteBehindNeedsBitmap,
+    /// Write-behind applies to write-mostly members: mark the slow member(s) so.
+    WriteBehindNeedsWriteMostly,
 }
 
 /// `a..b, c..d` of `(offset, length)` ranges.

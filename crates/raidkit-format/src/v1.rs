@@ -150,6 +150,14 @@ pub struct SuperblockV1 {
     pub dev_roles: Vec<u16>,
 }
 
+/// `devflags` bits (per device, in its own superblock).
+pub mod devflag {
+    /// md's WriteMostly: read this member only when no other copy can serve.
+    pub const WRITE_MOSTLY: u8 = 1 << 0;
+    /// md's FailFast.
+    pub const FAILFAST: u8 = 1 << 1;
+}
+
 /// Offset of `sb_csum` in the structure.
 const CSUM_OFF: usize = 216;
 /// Size of the area mdadm writes/fills (one 4 KiB block).

@@ -119,6 +119,12 @@ pub fn remedy_text(e: &raidkit_engine::EngineError) -> Option<String> {
         (_, Remedy::FinishReshape) => {
             "; let the reshape finish first (`raidkit grow --continue MEMBER...` on a stopped array; a served one continues by itself), or revert it (`raidkit grow NAME --revert`)"
         }
+        (_, Remedy::WriteBehindNeedsBitmap) => {
+            "; add --bitmap internal (on a running array first `raidkit grow NAME --bitmap internal`)"
+        }
+        (_, Remedy::WriteBehindNeedsWriteMostly) => {
+            "; mark the slow member(s) with --write-mostly MEMBER"
+        }
         _ => return None,
     };
     Some(text.to_string())

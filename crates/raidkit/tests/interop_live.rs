@@ -46,6 +46,10 @@ struct Config {
     /// Negative control: flip one byte of member 1's first data chunk after the import;
     /// the kernel must then read wrong data and count mismatches.
     corrupt: bool,
+    /// Slot created `--write-mostly` (the kernel must list it write_mostly).
+    write_mostly: Option<usize>,
+    /// `--write-behind` (the kernel's bitmap must allow it).
+    write_behind: u32,
 }
 
 impl Config {
@@ -69,6 +73,8 @@ impl Config {
             sizes_mib: sizes_mib.to_vec(),
             missing: None,
             corrupt: false,
+            write_mostly: None,
+            write_behind: 0,
         }
     }
 
@@ -202,15 +208,19 @@ fn sample_configs() -> Vec<Config> {
             "none",
             &uniform(3, 3),
         ),
-        c(
-            "r1-3d-bitmap",
-            "1",
-            None,
-            None,
-            "1.2",
-            "internal",
-            &uniform(3, 3),
-        ),
+        Config {
+            write_mostly: Some(2),
+            write_behind: 64,
+            ..c(
+                "r1-3d-bitmap",
+                "1",
+                None,
+                None,
+                "1.2",
+                "internal",
+                &uniform(3, 3),
+            )
+        },
         c(
             "r0-zones",
             "0",
@@ -230,7 +240,10 @@ fn sample_configs() -> Vec<Config> {
             "none",
             &uniform(3, 3),
         ),
-        c("r1-m10", "1", None, None, "1.0", "none", &uniform(2, 3)),
+        Config {
+            write_mostly: Some(1),
+            ..c("r1-m10", "1", None, None, "1.0", "none", &uniform(2, 3))
+        },
         c(
             "r5-m11",
             "5",
@@ -356,6 +369,12 @@ fn prepare(dir: &Path, cfg: &Config) -> Result<u64, String> {
     if uniform_size {
         create.args(["--size", &format!("{}M", cfg.sizes_mib[0])]);
     }
+    if let Some(Some(p)) = cfg.write_mostly.map(|s| &members[s]) {
+        create.arg("--write-mostly").arg(p);
+    }
+    if cfg.write_behind > 0 {
+        create.args(["--write-behind", &cfg.write_behind.to_string()]);
+    }
     for m in &members {
         match m {
             Some(p) => create.arg(p),
@@ -469,7 +488,10 @@ judge() { # judge MD NAME SEED "DISKS"
 		mdref-wait "$md"
 		mm=$(cat "/sys/block/$md/md/mismatch_cnt")
 	fi
-	echo "RESULT $name assemble=ok checksums=$ck state=$st initial_action=$act size=$size level=$level degraded=$deg pattern=$pat mismatch_cnt=$mm"
+	wm=$(for s in /sys/block/$md/md/dev-*; do grep -q write_mostly "$s/state" && cat "$s/slot"; done | sort -n | tr '\n' ',')
+	wm=${wm%,}
+	wb=$(mdadm -X ${disks%% *} 2>/dev/null | sed -n 's/.*Allow write behind, max \([0-9]*\).*/\1/p')
+	echo "RESULT $name assemble=ok checksums=$ck state=$st initial_action=$act size=$size level=$level degraded=$deg pattern=$pat mismatch_cnt=$mm write_mostly=${wm:-none} write_behind=${wb:-0}"
 	mdadm --stop "/dev/$md" >/dev/null 2>&1
 }
 "#;
@@ -480,7 +502,7 @@ fn expected_line(cfg: &Config, bytes: u64) -> String {
     if cfg.corrupt {
         // One flipped byte in one 4 KiB stripe page: wrong data, 8 sectors inconsistent.
         return format!(
-            "RESULT {} assemble=ok checksums=ok state=clean initial_action=idle size={bytes} level={} degraded=0 pattern=BAD mismatch_cnt=8",
+            "RESULT {} assemble=ok checksums=ok state=clean initial_action=idle size={bytes} level={} degraded=0 pattern=BAD mismatch_cnt=8 write_mostly=none write_behind=0",
             cfg.name,
             cfg.kernel_level()
         );
@@ -492,10 +514,14 @@ fn expected_line(cfg: &Config, bytes: u64) -> String {
     } else {
         ("idle", "0".to_string())
     };
+    let wm = cfg
+        .write_mostly
+        .map_or_else(|| "none".to_string(), |s| s.to_string());
     format!(
-        "RESULT {} assemble=ok checksums=ok state=clean initial_action={action} size={bytes} level={} degraded={degraded} pattern=ok mismatch_cnt={mm}",
+        "RESULT {} assemble=ok checksums=ok state=clean initial_action={action} size={bytes} level={} degraded={degraded} pattern=ok mismatch_cnt={mm} write_mostly={wm} write_behind={}",
         cfg.name,
-        cfg.kernel_level()
+        cfg.kernel_level(),
+        cfg.write_behind
     )
 }
 
@@ -654,10 +680,12 @@ fn expected_lines_and_configs() {
     let r0 = cfgs.iter().find(|c| c.name == "r0-zones").unwrap();
     assert_eq!(
         expected_line(r0, 100),
-        "RESULT r0-zones assemble=ok checksums=ok state=clean initial_action=n/a size=100 level=raid0 degraded=0 pattern=ok mismatch_cnt=n/a"
+        "RESULT r0-zones assemble=ok checksums=ok state=clean initial_action=n/a size=100 level=raid0 degraded=0 pattern=ok mismatch_cnt=n/a write_mostly=none write_behind=0"
     );
     let deg = cfgs.iter().find(|c| c.missing.is_some()).unwrap();
-    assert!(expected_line(deg, 1).ends_with("level=raid5 degraded=1 pattern=ok mismatch_cnt=n/a"));
+    assert!(expected_line(deg, 1).ends_with(
+        "level=raid5 degraded=1 pattern=ok mismatch_cnt=n/a write_mostly=none write_behind=0"
+    ));
     assert_eq!(
         member_paths(Path::new("d"), deg)
             .iter()

@@ -39,6 +39,8 @@ pub struct Member {
     pub(crate) read_errors: AtomicU32,
     /// Slow-member detection state.
     pub(crate) slow: crate::array::slow::SlowState,
+    /// md's write-mostly: read only when no other copy can serve (from the superblock).
+    pub(crate) write_mostly: AtomicBool,
 }
 
 /// Who is in which role: the array's devices, the member of each role, the spares, and
@@ -134,7 +136,13 @@ impl Member {
             stats: MemberStats::default(),
             read_errors: AtomicU32::new(0),
             slow: crate::array::slow::SlowState::default(),
+            write_mostly: AtomicBool::new(false),
         }
+    }
+
+    /// Is the member write-mostly (read only when no other copy can serve)?
+    pub fn is_write_mostly(&self) -> bool {
+        self.write_mostly.load(Ordering::Relaxed)
     }
 
     /// True once the member has been failed at run time.
@@ -323,6 +331,10 @@ pub struct MemberInfo {
     /// latency (absent for local members).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<crate::dev::nbd::LinkStatus>,
+    /// md's write-mostly: read only when no other copy can serve.
+    pub write_mostly: bool,
+    /// Writes acknowledged to clients and not yet on this member (write-behind).
+    pub write_behind_backlog: usize,
 }
 
 impl Array {
@@ -402,6 +414,8 @@ impl Array {
                     role: Some(r),
                     state: state.into(),
                     link: m.dev.network().map(|n| n.link_status()),
+                    write_mostly: m.is_write_mostly(),
+                    write_behind_backlog: self.wb.backlog_of(r),
                 });
             }
         }
@@ -412,9 +426,20 @@ impl Array {
                     role: Some(r),
                     state: "replacement".into(),
                     link: m.dev.network().map(|n| n.link_status()),
+                    write_mostly: m.is_write_mostly(),
+                    write_behind_backlog: 0,
                 });
             }
         }
+        // Spares' flags are in their superblocks; never wait for the superblock lock here
+        // (a superblock write to a member that stopped answering holds it until the
+        // deadline, and status must answer meanwhile): contended, they read as unset.
+        let spare_wm: Vec<bool> = self
+            .meta
+            .sb
+            .try_lock()
+            .map(|m| m.sbs.iter().map(|sb| sb.write_mostly()).collect())
+            .unwrap_or_default();
         let devs = self.devs();
         for &i in self.spares().iter() {
             v.push(MemberInfo {
@@ -422,6 +447,8 @@ impl Array {
                 role: None,
                 state: "spare".into(),
                 link: devs[i].network().map(|n| n.link_status()),
+                write_mostly: spare_wm.get(i).copied().unwrap_or(false),
+                write_behind_backlog: 0,
             });
         }
         v

@@ -303,8 +303,12 @@ impl Array {
         if !self.writable {
             return Ok(());
         }
+        // The bitmap bits of writes queued behind are cleared only once they are written:
+        // the queue drains first with writes still flowing, then (short) with them paused.
+        self.drain_write_behind();
         // Pausing writes also writes out what the stripe cache holds.
         let _gate = self.pause_writes();
+        self.drain_write_behind();
         self.flush_members()?;
         if let Some(cs) = self.checksums() {
             cs.mark_clean()?;

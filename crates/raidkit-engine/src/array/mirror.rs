@@ -39,21 +39,37 @@ impl Array {
                 self.bitmap_mark(at, n)?;
             }
         }
+        self.settle_write_behind();
         let mut ops = Vec::with_capacity(runs.iter().map(|r| r.2.len()).sum());
+        // Per run: the copies written now, and those queued behind (write-mostly members).
+        let mut counts = Vec::with_capacity(runs.len());
         for &(at, n, ref copies) in &runs {
             let from = ((at - start) * SECTOR) as usize;
             let data = &buf[from..from + (n * SECTOR) as usize];
+            let others = copies
+                .iter()
+                .filter(|c| self.member(c.0).is_some_and(|m| !m.is_write_mostly()))
+                .count();
+            let mut now = 0;
+            let mut behind = 0;
             for &(role, data_sector) in copies {
-                ops.push(MemberOp::write(role, data_sector, data));
+                // Behind only while another copy takes the write now.
+                if others > 0 && self.write_behind(role, data_sector, data) {
+                    behind += 1;
+                } else {
+                    ops.push(MemberOp::write(role, data_sector, data));
+                    now += 1;
+                }
             }
+            counts.push((now, behind));
         }
         self.member_io(&mut ops);
         let mut ops = ops.into_iter();
         let mut first_err = None;
         let mut unwritten = Vec::new();
-        for (at, n, copies) in runs {
-            let mut written = 0;
-            for op in ops.by_ref().take(copies.len()) {
+        for ((at, n, _), (now, behind)) in runs.into_iter().zip(counts) {
+            let mut written = behind;
+            for op in ops.by_ref().take(now) {
                 match op.write_result() {
                     Ok(true) => written += 1,
                     Ok(false) => {}
@@ -83,19 +99,37 @@ impl Array {
     }
 
     /// Members holding readable copies of `n` sectors at `copies`, with their load.
+    /// Write-mostly members are left out while another copy is readable (md's rule: they
+    /// serve reads only when nothing else can).
     pub(crate) fn candidates(&self, copies: &[(usize, u64)], n: u64) -> Vec<Candidate> {
         let now = balance::now_ns();
-        copies
+        let mut write_mostly = Vec::new();
+        let mut cands: Vec<Candidate> = copies
             .iter()
             .filter_map(|&(role, dsec)| {
                 let m = self.member(role)?;
-                m.readable(dsec, n).then(|| Candidate {
+                let c = m.readable(dsec, n).then(|| Candidate {
                     role,
                     cost: m.load.cost_at(now),
                     idle: m.load.idle(),
-                })
+                })?;
+                if m.is_write_mostly() {
+                    write_mostly.push(c);
+                    return None;
+                }
+                Some(c)
             })
-            .collect()
+            .collect();
+        if cands.is_empty() {
+            // Only write-mostly copies: read them once no write queued behind overlaps.
+            for c in &write_mostly {
+                if let Some(&(_, dsec)) = copies.iter().find(|x| x.0 == c.role) {
+                    self.wait_write_behind(c.role, dsec, n);
+                }
+            }
+            cands = write_mostly;
+        }
+        cands
     }
 
     /// The copies of a mirrored run in the order to try them, `off` sectors into the run:
@@ -133,6 +167,9 @@ impl Array {
             if !self.can_read(role, dsec, n) {
                 errs.push(format!("role {role} unavailable"));
                 continue;
+            }
+            if self.member(role).is_some_and(|m| m.is_write_mostly()) {
+                self.wait_write_behind(role, dsec, n);
             }
             match self.member_read(role, dsec, buf) {
                 Ok(()) => {

@@ -43,6 +43,7 @@ pub(crate) mod scratch;
 pub mod slow;
 pub(crate) mod stripe;
 pub(crate) mod stripe_lock;
+pub(crate) mod write_behind;
 
 pub use crate::array::cache::StripeCacheStats;
 pub use crate::array::events::{ArrayEvent, AssemblyNote};
@@ -90,6 +91,8 @@ pub struct Array {
     pub(crate) notes: Vec<crate::array::events::AssemblyNote>,
     /// A reshape in progress: the route by position, or the successor ([`reshape`]).
     pub(crate) reshape: reshape::ReshapeSlot,
+    /// Writes queued behind to write-mostly members ([`write_behind`]).
+    pub(crate) wb: write_behind::WriteBehind,
 }
 
 impl Array {
@@ -114,6 +117,15 @@ impl Array {
             && geo.chunk_sectors > 0
             && geo.chunk_sectors.is_multiple_of(PAGE_SECTORS);
         let cache = cached.then(|| StripeCache::new(geo.data_disks(), geo.chunk_sectors));
+        let wb = write_behind::WriteBehind::default();
+        if geo.level == Level::Raid1 {
+            wb.set_limit(bitmap.as_ref().map_or(0, |b| b.sb.write_behind));
+        }
+        for m in slots.iter().flatten() {
+            let wm = meta.sbs.get(m.index).is_some_and(|sb| sb.write_mostly());
+            m.write_mostly
+                .store(wm, std::sync::atomic::Ordering::Relaxed);
+        }
         Array {
             geo,
             uuid,
@@ -130,6 +142,7 @@ impl Array {
             checksums: std::sync::OnceLock::new(),
             notes: Vec::new(),
             reshape: reshape::ReshapeSlot::default(),
+            wb,
         }
     }
 
@@ -222,18 +235,28 @@ impl Array {
                 self.cache_drain_all(c);
             }
         }
-        self.flush_members()
+        self.settle_write_behind();
+        self.flush_members_of(false)
     }
 
     /// Flush the members, then report a failure of writing held data since the last flush.
     pub(crate) fn flush_members(&self) -> Result<()> {
+        self.flush_members_of(true)
+    }
+
+    /// [`Array::flush_members`]; with `all` false, members written behind are left out
+    /// (a client flush: the data is durable on the other copies, and their regions stay
+    /// dirty in the bitmap until [`Array::mark_clean`] flushes them too).
+    fn flush_members_of(&self, all: bool) -> Result<()> {
         // Every member's flush at once; one that misses its deadline is failed (the
         // others hold the data).
+        let behind = !all && self.wb.limit() > 0;
         let live: Vec<(usize, Arc<Member>)> = self
             .slots()
             .iter()
             .enumerate()
             .filter_map(|(r, m)| m.clone().filter(|m| !m.is_failed()).map(|m| (r, m)))
+            .filter(|(_, m)| !(behind && m.is_write_mostly()))
             .collect();
         let mut reqs: Vec<IoReq<'_>> = live
             .iter()

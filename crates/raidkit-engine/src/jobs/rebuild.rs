@@ -17,6 +17,7 @@ use raidkit_format::v090::{self, disk_state};
 use raidkit_format::v1::{self, feature};
 use raidkit_layout::Level;
 use raidkit_layout::{StripeLayout, SECTOR};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,11 +109,14 @@ pub(crate) fn promote(arr: &Array, idx: usize, role: usize) -> Result<()> {
         if let Super::V090(s) = sb {
             if let Some(d) = s.disks.get_mut(devnum) {
                 d.raid_disk = role as u32;
-                d.state = 0;
+                d.state &= disk_state::WRITEMOSTLY;
             }
         }
     }
     let member = Arc::new(Member::new(dev, idx, data_offset, Some(0), Vec::new()));
+    member
+        .write_mostly
+        .store(meta.sbs[idx].write_mostly(), Ordering::Relaxed);
     arr.set_slot(role, Some(member));
     arr.write_superblocks(&mut meta, |_| {})
 }
@@ -137,7 +141,9 @@ pub(crate) fn checkpoint(arr: &Array, m: &Member, at: Option<u64>) -> Result<()>
                 for sb in meta.sbs.iter_mut() {
                     if let Super::V090(s) = sb {
                         if let Some(d) = s.disks.get_mut(devnum) {
-                            d.state = disk_state::ACTIVE | disk_state::SYNC;
+                            d.state = disk_state::ACTIVE
+                                | disk_state::SYNC
+                                | (d.state & disk_state::WRITEMOSTLY);
                         }
                         if s.spare_disks > 0 {
                             s.spare_disks -= 1;
@@ -388,6 +394,9 @@ impl Array {
             ));
         }
         let (sb, role) = self.returning_member(dev.as_ref(), discard_its_changes)?;
+        // Writes still queued behind for the member it was (failed since) are done or
+        // dropped first: none lands on the device after its catch-up copied the region.
+        self.drain_write_behind();
         // Which regions did it miss? (None: all of them.)
         let guided = if self.guided_catch_up(&sb, discard_its_changes) {
             self.bm().as_ref().map(|bm| lock(bm).dirty())
@@ -427,6 +436,8 @@ impl Array {
             // valid data); nothing is copied from the other members.
             let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx], areas.bblog)?;
             let m = Arc::new(Member::new(dev.clone(), idx, data_offset, Some(0), bad));
+            m.write_mostly
+                .store(meta.sbs[idx].write_mostly(), Ordering::Relaxed);
             self.set_slot(role, Some(m.clone()));
             self.write_superblocks(&mut meta, |_| {})?;
             m

@@ -264,6 +264,45 @@ impl Super {
             },
         }
     }
+    /// Is this device write-mostly (1.x `devflags` bit 0; 0.90 its descriptor's state
+    /// bit 9)?
+    pub fn write_mostly(&self) -> bool {
+        match self {
+            Super::V090(s) => s.this_disk.state & disk_state::WRITEMOSTLY != 0,
+            Super::V1(s) => s.devflags & v1::devflag::WRITE_MOSTLY != 0,
+        }
+    }
+    /// Say whether the device with slot index `devnum` is write-mostly: a 1.x superblock
+    /// carries only its own flag (changed if `devnum` is its own slot); a 0.90 one carries
+    /// every device's, in its descriptor table.
+    pub fn set_write_mostly(&mut self, devnum: usize, on: bool) {
+        match self {
+            Super::V090(s) => {
+                let set = |st: &mut u32| {
+                    if on {
+                        *st |= disk_state::WRITEMOSTLY;
+                    } else {
+                        *st &= !disk_state::WRITEMOSTLY;
+                    }
+                };
+                if let Some(d) = s.disks.get_mut(devnum) {
+                    set(&mut d.state);
+                }
+                if s.this_disk.number as usize == devnum {
+                    set(&mut s.this_disk.state);
+                }
+            }
+            Super::V1(s) => {
+                if s.dev_number as usize == devnum {
+                    if on {
+                        s.devflags |= v1::devflag::WRITE_MOSTLY;
+                    } else {
+                        s.devflags &= !v1::devflag::WRITE_MOSTLY;
+                    }
+                }
+            }
+        }
+    }
     /// This device's own role according to its own table.
     pub fn own_role(&self) -> Role {
         match self {

@@ -41,6 +41,18 @@ impl Supervisor {
             .fail_member_checked(role, "failed by the administrator")?)
     }
 
+    /// Mark a member (or spare) write-mostly, or clear it.
+    pub fn set_write_mostly(&self, device: &str, on: bool) -> Result<()> {
+        Ok(self
+            .cur()
+            .set_write_mostly(&self.canonical_member_name(device), on)?)
+    }
+
+    /// Set md's write-behind limit (0: synchronous).
+    pub fn set_write_behind(&self, n: u32) -> Result<()> {
+        Ok(self.cur().set_write_behind(n)?)
+    }
+
     /// Remove a failed member or a spare.
     pub fn remove(&self, device: &str) -> Result<()> {
         self.cur()

@@ -180,3 +180,20 @@ fn resync_offset_rule() {
     sb.cp_events = 0;
     assert_eq!(sb.resync_offset(), 0);
 }
+
+#[test]
+fn write_mostly_bit_round_trips() {
+    let mut s = sample();
+    s.disks[1].state |= disk_state::WRITEMOSTLY;
+    s.this_disk = s.disks[1];
+    let b = s.encode();
+    // disks[1].state is word 128 + 32 + 4; this_disk.state word 992 + 4: bit 9 in both.
+    let word = |w: usize| u32::from_le_bytes(b[w * 4..w * 4 + 4].try_into().unwrap());
+    assert_eq!(word(164), 0x206);
+    assert_eq!(word(996), 0x206);
+    assert_eq!(word(132), 0x006);
+    let back = SuperblockV090::parse(&b).unwrap();
+    assert_eq!(back.disks[1].state & disk_state::WRITEMOSTLY, 1 << 9);
+    assert_eq!(back.disks[0].state & disk_state::WRITEMOSTLY, 0);
+    assert_eq!(back, s);
+}

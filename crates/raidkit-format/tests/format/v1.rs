@@ -311,3 +311,17 @@ fn encode_pads_short_role_table_and_large_max_dev() {
     assert_eq!(sb.encode().len(), 4096);
     assert_eq!(sb.write_len(), 4096);
 }
+
+#[test]
+fn write_mostly_devflag_round_trips() {
+    let mut sb = SuperblockV1::parse(&example1()).unwrap();
+    assert_eq!(sb.devflags, 0);
+    sb.devflags = v1::devflag::WRITE_MOSTLY;
+    let b = sb.encode();
+    // devflags is byte 184; bit 0 WriteMostly, bit 1 FailFast.
+    assert_eq!(b[184], 1);
+    assert_eq!(SuperblockV1::parse(&b).unwrap().devflags, 1);
+    sb.devflags = v1::devflag::WRITE_MOSTLY | v1::devflag::FAILFAST;
+    assert_eq!(sb.encode()[184], 3);
+    assert_eq!(SuperblockV1::parse(&sb.encode()).unwrap(), sb);
+}

@@ -74,6 +74,17 @@ pub struct CreateArgs {
     /// MD format) so scrubs of 2-way mirrors and RAID5 can tell which copy is right.
     #[arg(long, value_name = "PATH")]
     pub checksums: Option<PathBuf>,
+    /// Mark MEMBER (one of the members listed, by the same name) write-mostly, as mdadm's
+    /// `--write-mostly`: it is read only when no other copy can serve (a slow or remote
+    /// mirror). Repeat for more members. RAID1 and RAID10.
+    #[arg(long = "write-mostly", value_name = "MEMBER")]
+    pub write_mostly: Vec<PathBuf>,
+    /// md's write-behind (RAID1 with --bitmap internal and a --write-mostly member): a
+    /// write is acknowledged once the other members have it; at most N writes to the
+    /// write-mostly members are outstanding (their regions stay dirty in the bitmap until
+    /// written). Default 0: synchronous.
+    #[arg(long = "write-behind", value_name = "N", default_value_t = 0)]
+    pub write_behind: u32,
     /// Members in role order: files, block devices, or the word `missing`.
     #[arg(required = true, value_name = "MEMBER")]
     pub members: Vec<PathBuf>,
@@ -125,7 +136,31 @@ fn options(a: &CreateArgs, level: Level) -> Result<CreateOptions> {
         o.create_size = Some(parse_size(s, 1024).map_err(|e| anyhow!("--size: {e}"))?);
     }
     o.force = a.force;
+    for wm in &a.write_mostly {
+        let i = a
+            .members
+            .iter()
+            .position(|m| m == wm || (m.as_os_str() != "missing" && same_file(m, wm)))
+            .ok_or_else(|| {
+                anyhow!(
+                    "--write-mostly {}: not one of the members given; name it exactly as in the member list",
+                    wm.display()
+                )
+            })?;
+        if !o.write_mostly.contains(&i) {
+            o.write_mostly.push(i);
+        }
+    }
+    o.write_behind = a.write_behind;
     Ok(o)
+}
+
+/// Do two paths name the same existing file?
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
 }
 
 /// Run `create`.

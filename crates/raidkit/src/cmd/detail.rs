@@ -37,6 +37,7 @@ pub fn detail_json(arr: &Array) -> Value {
         "state": state.join(", "),
         "degraded": arr.is_degraded(),
         "members": arr.members(),
+        "write_behind": arr.write_behind_limit(),
         "missing_roles": missing,
         "bad_blocks": arr.bad_blocks(),
         "lost_ranges": arr.lost_ranges(),
@@ -98,12 +99,18 @@ pub fn run(a: DetailArgs) -> Result<()> {
     let members = arr.members();
     for r in 0..g.raid_disks {
         match members.iter().find(|m| m.role == Some(r)) {
-            Some(m) => outln!("    {r:>4}  {:<12} {}", m.state, m.device),
+            Some(m) => outln!("    {r:>4}  {:<12} {}{}", m.state, m.device, wm_mark(m)),
             None => outln!("    {r:>4}  {:<12} -", "missing"),
         }
     }
     for m in members.iter().filter(|m| m.role.is_none()) {
-        outln!("       -  {:<12} {}", m.state, m.device);
+        outln!("       -  {:<12} {}{}", m.state, m.device, wm_mark(m));
+    }
+    if arr.write_behind_limit() > 0 {
+        outln!(
+            "\n    Write-behind: max {} outstanding to the (W) members",
+            arr.write_behind_limit()
+        );
     }
     let lines = raidkit_tools::disks::report_lines(&domains, &smart);
     if !lines.is_empty() {
@@ -113,4 +120,13 @@ pub fn run(a: DetailArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// mdstat's mark of a write-mostly member, ` (W)` (empty for others).
+pub fn wm_mark(m: &raidkit_engine::array::MemberInfo) -> &'static str {
+    if m.write_mostly {
+        " (W)"
+    } else {
+        ""
+    }
 }

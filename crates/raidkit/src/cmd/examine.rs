@@ -239,6 +239,7 @@ fn examine_json(e: &Examined, array_bytes: Option<u64>) -> Value {
     if let Super::V1(s) = sb {
         v["device_uuid"] = json!(uuid::format(&s.device_uuid));
     }
+    v["write_mostly"] = json!(sb.write_mostly());
     v["reshape"] = reshape_json(sb);
     v
 }
@@ -396,6 +397,10 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
         if l.uses_chunk() {
             line("Chunk Size", format!("{}K", sb.chunk_sectors() / 2));
         }
+    }
+    if sb.write_mostly() {
+        // mdadm's line for devflags (1.x) and the 0.90 descriptor bit alike.
+        line("Flags", "write-mostly".into());
     }
     line(
         "Device Role",

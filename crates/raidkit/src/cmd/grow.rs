@@ -106,6 +106,11 @@ pub struct GrowArgs {
     /// Which superblock to use offline when a member carries both 0.90 and 1.x.
     #[arg(long, value_name = "0.90|1.0|1.1|1.2")]
     pub metadata: Option<String>,
+    /// md's write-behind, as `mdadm --grow --write-behind N`: at most N writes to the
+    /// write-mostly members outstanding after a write is acknowledged (0: synchronous).
+    /// RAID1 with a bitmap and a write-mostly member.
+    #[arg(long = "write-behind", value_name = "N")]
+    pub write_behind: Option<u32>,
     /// The name of a running array (as in `raidkit status`), or the members of a stopped
     /// array.
     #[arg(required = true, value_name = "NAME|MEMBER")]
@@ -135,10 +140,20 @@ impl GrowArgs {
             bail!("give one of {}", given.join(", "));
         }
         if self.bitmap.is_some() {
-            if self.shape_given() || !given.is_empty() || self.dry_run {
+            if self.shape_given()
+                || !given.is_empty()
+                || self.dry_run
+                || self.write_behind.is_some()
+            {
                 bail!("--bitmap is a change of its own: give it without reshape options");
             }
             return Ok("bitmap");
+        }
+        if self.write_behind.is_some() {
+            if self.shape_given() || !given.is_empty() || self.dry_run {
+                bail!("--write-behind is a change of its own: give it without reshape options");
+            }
+            return Ok("write-behind");
         }
         if let Some(g) = given.first() {
             if self.shape_given() {
@@ -245,6 +260,9 @@ pub fn run(a: GrowArgs) -> Result<()> {
             metadata: a.metadata.clone(),
             targets: a.targets.clone(),
         });
+    }
+    if let ("write-behind", Some(n)) = (op, a.write_behind) {
+        return write_behind(&a, n);
     }
     let speed = size_opt("--speed-limit", a.speed_limit.as_deref())?;
     let online = a.targets.len() == 1 && !a.targets[0].exists();
@@ -630,4 +648,40 @@ pub fn reshape_detail_lines(r: &rs::ReshapeStatus) -> Vec<(&'static str, String)
         v.push(("Backup File", f.clone()));
     }
     v
+}
+
+/// `grow --write-behind N`: through the control socket of a running array, or on the
+/// members of a stopped one.
+fn write_behind(a: &GrowArgs, n: u32) -> Result<()> {
+    let online = a.targets.len() == 1 && !a.targets[0].exists();
+    if online {
+        let name = a.targets[0].display().to_string();
+        let req = crate::control::protocol::Request::Manage {
+            array: name.clone(),
+            op: crate::control::protocol::ManageOp::WriteBehind { n },
+            force: false,
+        };
+        crate::control::client::request(&socket_for(&name)?, &req)?;
+    } else {
+        let opts = raidkit_engine::AssembleOptions {
+            writable: true,
+            metadata: a
+                .metadata
+                .as_deref()
+                .map(crate::cmd::parse_metadata)
+                .transpose()?,
+            ..Default::default()
+        };
+        let arr = crate::cmd::assemble(&a.targets, &opts)?;
+        let r = arr.set_write_behind(n);
+        let stop = arr.stop();
+        r?;
+        stop?;
+    }
+    if n == 0 {
+        eprintln!("raidkit: write-behind off (writes are synchronous on every member)");
+    } else {
+        eprintln!("raidkit: write-behind on, at most {n} write(s) outstanding to the write-mostly members");
+    }
+    Ok(())
 }

@@ -128,6 +128,21 @@ pub enum ManageOp {
     Add {
         /// The device.
         member: PathBuf,
+        /// Mark it write-mostly (md's `--add --write-mostly`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        write_mostly: bool,
+    },
+    /// Mark a member write-mostly (`on`) or not (md's `writemostly` / `-writemostly`).
+    WriteMostly {
+        /// The member.
+        member: PathBuf,
+        /// Set or clear.
+        on: bool,
+    },
+    /// Set md's write-behind limit (0: synchronous).
+    WriteBehind {
+        /// Most writes outstanding to write-mostly members.
+        n: u32,
     },
     /// Re-add a member that left.
     ReAdd {
@@ -166,7 +181,9 @@ impl Request {
     pub fn paths(&self) -> Vec<(&PathBuf, bool)> {
         match self {
             Request::Manage { op, .. } => match op {
-                ManageOp::Add { member } | ManageOp::ReAdd { member, .. } => vec![(member, false)],
+                ManageOp::Add { member, .. } | ManageOp::ReAdd { member, .. } => {
+                    vec![(member, false)]
+                }
                 ManageOp::Replace {
                     with: Some(with), ..
                 } => vec![(with, false)],

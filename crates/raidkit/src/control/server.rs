@@ -298,7 +298,18 @@ fn manage(s: &Arc<Supervisor>, op: &ManageOp, force: bool) -> Result<Value> {
         }
         ManageOp::Fail { member } => s.fail(&name(member)),
         ManageOp::Remove { member } => s.remove(&name(member)),
-        ManageOp::Add { member } => s.add(member, force),
+        ManageOp::Add {
+            member,
+            write_mostly,
+        } => s.add(member, force).and_then(|()| {
+            if *write_mostly {
+                s.set_write_mostly(&name(member), true)
+            } else {
+                Ok(())
+            }
+        }),
+        ManageOp::WriteMostly { member, on } => s.set_write_mostly(&name(member), *on),
+        ManageOp::WriteBehind { n } => s.set_write_behind(*n),
         ManageOp::ReAdd {
             member,
             discard_its_changes,

@@ -102,6 +102,8 @@ fn declare(o: &mut Out) {
         ("raidkit_member_bad_block_sectors", "gauge", "Sectors in the member's bad-block list."),
         ("raidkit_member_bad_blocks_logged", "gauge", "1 if the member's bad blocks are kept in an on-disk log."),
         ("raidkit_member_latency_seconds", "histogram", "Member IO service time."),
+        ("raidkit_member_write_mostly", "gauge", "1 if the member is write-mostly (read only when no other copy can serve)."),
+        ("raidkit_member_write_behind_backlog", "gauge", "Writes acknowledged to clients and not yet on this write-mostly member (write-behind)."),
         ("raidkit_member_link_up", "gauge", "Network member: 1 if connected."),
         ("raidkit_member_link_state", "gauge", "Network member link state (1 for the current one)."),
         ("raidkit_member_link_connects_total", "counter", "Network member: successful connections."),
@@ -286,6 +288,18 @@ fn member_metrics(o: &mut Out, a: &Value, al: &str) {
                 1,
             );
         }
+        o.sample(
+            "raidkit_member_write_mostly",
+            "raidkit_member_write_mostly",
+            &ml,
+            u64::from(m["write_mostly"] == true),
+        );
+        o.sample(
+            "raidkit_member_write_behind_backlog",
+            "raidkit_member_write_behind_backlog",
+            &ml,
+            u(&m["write_behind_backlog"]),
+        );
         let link = &m["link"];
         if link.is_object() {
             let st = link["state"].as_str().unwrap_or("");
@@ -494,7 +508,7 @@ mod tests {
             "members": [
                 {"device": "nbd://peer/x", "role": 0, "state": "in_sync",
                  "link": {"state": "connecting", "connects": 3, "failed_attempts": 2, "in_flight": 0, "latency_us": 1500}},
-                {"device": "b", "role": 1, "state": "failed"},
+                {"device": "b", "role": 1, "state": "failed", "write_mostly": true, "write_behind_backlog": 5},
                 {"device": "s", "role": null, "state": "spare"}
             ],
             "io": [{"device": "b", "role": 1, "read_lat_hist_us": [0, 2, 1], "write_lat_hist_us": [], "read_lat_sum_ns": 7000, "write_lat_sum_ns": 0}],
@@ -526,6 +540,9 @@ mod tests {
             "raidkit_member_state{array=\"vol\",device=\"s\",role=\"spare\",state=\"spare\"} 1",
             "raidkit_member_bad_block_sectors{array=\"vol\",device=\"b\",role=\"1\"} 16",
             "raidkit_member_link_up{array=\"vol\",device=\"nbd://peer/x\",role=\"0\"} 0",
+            "raidkit_member_write_mostly{array=\"vol\",device=\"b\",role=\"1\"} 1",
+            "raidkit_member_write_mostly{array=\"vol\",device=\"nbd://peer/x\",role=\"0\"} 0",
+            "raidkit_member_write_behind_backlog{array=\"vol\",device=\"b\",role=\"1\"} 5",
             "raidkit_member_link_state{array=\"vol\",device=\"nbd://peer/x\",role=\"0\",state=\"connecting\"} 1",
             "raidkit_member_link_latency_seconds{array=\"vol\",device=\"nbd://peer/x\",role=\"0\"} 0.0015",
             "raidkit_member_latency_seconds_bucket{array=\"vol\",device=\"b\",role=\"1\",op=\"read\",le=\"0.000004\"} 2",

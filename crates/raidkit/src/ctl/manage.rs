@@ -24,6 +24,18 @@ pub struct ManageArgs {
     /// Add a device as a hot spare (recovery starts if a role is missing).
     #[arg(long, value_name = "MEMBER", group = "op")]
     pub add: Option<PathBuf>,
+    /// Mark MEMBER write-mostly (md's `writemostly`): it is read only when no other copy
+    /// can serve. With --add and no MEMBER: the device added is write-mostly.
+    #[arg(long = "write-mostly", value_name = "MEMBER", num_args = 0..=1)]
+    pub write_mostly: Option<Option<PathBuf>>,
+    /// Clear write-mostly on MEMBER (md's `-writemostly`): it serves reads again.
+    #[arg(long, value_name = "MEMBER", group = "op")]
+    pub readwrite: Option<PathBuf>,
+    /// Set md's write-behind (mdadm --grow --write-behind): at most N writes to the
+    /// write-mostly members outstanding after a write is acknowledged; 0: synchronous.
+    /// RAID1 with a bitmap and a write-mostly member.
+    #[arg(long = "write-behind", value_name = "N", group = "op")]
+    pub write_behind: Option<u32>,
     /// Re-add a member that left; only regions written meanwhile are resynced when the bitmap allows.
     #[arg(long = "re-add", value_name = "MEMBER", group = "op")]
     pub re_add: Option<PathBuf>,
@@ -112,7 +124,42 @@ fn resolved(p: &Path) -> PathBuf {
 
 /// What `manage` asks for, from the options.
 fn manage_op(a: &ManageArgs) -> Result<ManageOp> {
-    Ok(if let Some(value) = &a.update {
+    if let (Some(wm), Some(add)) = (&a.write_mostly, &a.add) {
+        if wm.as_ref().is_some_and(|w| resolved(w) != resolved(add)) {
+            bail!("--add with --write-mostly: the added device is marked; give --write-mostly without a MEMBER");
+        }
+        return Ok(ManageOp::Add {
+            member: resolved(add),
+            write_mostly: true,
+        });
+    }
+    if let Some(wm) = &a.write_mostly {
+        let Some(m) = wm else {
+            bail!("--write-mostly needs a MEMBER (or goes with --add)");
+        };
+        if a.fail.is_some()
+            || a.remove.is_some()
+            || a.re_add.is_some()
+            || a.replace.is_some()
+            || a.update.is_some()
+            || a.readwrite.is_some()
+            || a.write_behind.is_some()
+        {
+            bail!("--write-mostly MEMBER is an operation of its own (or goes with --add)");
+        }
+        return Ok(ManageOp::WriteMostly {
+            member: resolved(m),
+            on: true,
+        });
+    }
+    Ok(if let Some(m) = &a.readwrite {
+        ManageOp::WriteMostly {
+            member: resolved(m),
+            on: false,
+        }
+    } else if let Some(n) = a.write_behind {
+        ManageOp::WriteBehind { n }
+    } else if let Some(value) = &a.update {
         ManageOp::Update {
             value: value.clone(),
         }
@@ -127,6 +174,7 @@ fn manage_op(a: &ManageArgs) -> Result<ManageOp> {
     } else if let Some(m) = &a.add {
         ManageOp::Add {
             member: resolved(m),
+            write_mostly: false,
         }
     } else if let Some(m) = &a.re_add {
         ManageOp::ReAdd {
@@ -139,7 +187,7 @@ fn manage_op(a: &ManageArgs) -> Result<ManageOp> {
             with: a.with.as_deref().map(resolved),
         }
     } else {
-        bail!("say what to do: --fail, --remove, --add, --re-add or --replace MEMBER, or --update no-bbl");
+        bail!("say what to do: --fail, --remove, --add, --re-add, --replace, --write-mostly or --readwrite MEMBER, --write-behind N, or --update no-bbl");
     })
 }
 
@@ -171,9 +219,24 @@ pub fn manage(a: ManageArgs) -> Result<()> {
             "raidkit: replacing {} on {n}: started (progress in `raidkit status`)",
             member.display()
         ),
+        ManageOp::WriteMostly { member, on } => eprintln!(
+            "raidkit: {} on {n} is {}",
+            member.display(),
+            if *on {
+                "write-mostly now (read only when no other copy can serve)"
+            } else {
+                "read-write now (serves reads again)"
+            }
+        ),
+        ManageOp::WriteBehind { n: 0 } => {
+            eprintln!("raidkit: {n}: write-behind off (writes are synchronous on every member)")
+        }
+        ManageOp::WriteBehind { n: max } => eprintln!(
+            "raidkit: {n}: write-behind on, at most {max} write(s) outstanding to the write-mostly members"
+        ),
         ManageOp::Fail { member }
         | ManageOp::Remove { member }
-        | ManageOp::Add { member }
+        | ManageOp::Add { member, .. }
         | ManageOp::ReAdd { member, .. } => {
             let verb = match &op {
                 ManageOp::Fail { .. } => "fail",

@@ -76,9 +76,10 @@ fn print_array(s: &wire::Status) {
         .iter()
         .map(|m| {
             format!(
-                "{}[{}]{}",
+                "{}[{}]{}{}",
                 m.device,
                 m.role.map_or_else(|| "S".into(), |r| r.to_string()),
+                if m.write_mostly { "(W)" } else { "" },
                 member_flag(Some(&m.state))
             )
         })
@@ -119,6 +120,13 @@ fn print_array(s: &wire::Status) {
     for m in &s.members {
         if let Some(l) = &m.link {
             outln!("      {}", link_line(&m.device, l));
+        }
+        if m.write_behind_backlog > 0 {
+            outln!(
+                "      {}: {} write(s) behind",
+                m.device,
+                m.write_behind_backlog
+            );
         }
     }
     for (l, what) in [

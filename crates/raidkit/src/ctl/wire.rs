@@ -76,6 +76,12 @@ pub struct Member {
     /// A network member's link.
     #[serde(default)]
     pub link: Option<Link>,
+    /// md's write-mostly.
+    #[serde(default)]
+    pub write_mostly: bool,
+    /// Writes acknowledged and not yet on this member (write-behind).
+    #[serde(default)]
+    pub write_behind_backlog: u64,
 }
 
 /// A network member's link.

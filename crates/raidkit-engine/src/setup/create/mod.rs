@@ -65,6 +65,12 @@ pub struct CreateOptions {
     pub force: bool,
     /// Members in role order.
     pub members: Vec<MemberSpec>,
+    /// Positions in `members` of the write-mostly members (md's `--write-mostly`: read
+    /// only when no other copy can serve).
+    pub write_mostly: Vec<usize>,
+    /// md's write-behind: most writes to write-mostly members outstanding after the
+    /// client's write is acknowledged (0: synchronous). RAID1 with a bitmap only.
+    pub write_behind: u32,
 }
 
 impl CreateOptions {
@@ -86,6 +92,8 @@ impl CreateOptions {
             create_size: None,
             force: false,
             members,
+            write_mostly: Vec::new(),
+            write_behind: 0,
         }
     }
 }
@@ -234,6 +242,26 @@ fn check_shape(opts: &CreateOptions) -> Result<Shape> {
     let missing: Vec<usize> = (0..n)
         .filter(|&i| opts.members[i] == MemberSpec::Missing)
         .collect();
+    if let Some(&i) = opts
+        .write_mostly
+        .iter()
+        .find(|&&i| i >= n || missing.contains(&i))
+    {
+        return Err(EngineError::Invalid(format!(
+            "write-mostly member {i} is not a member given (members 0..{n}, missing ones excluded)"
+        )));
+    }
+    if !opts.write_mostly.is_empty() && !level.mirrors() {
+        return Err(EngineError::Invalid(format!(
+            "write-mostly is for mirrored levels (RAID1, RAID10), not {level}"
+        )));
+    }
+    crate::array::write_behind::check_write_behind(
+        opts.write_behind,
+        level,
+        opts.bitmap,
+        !opts.write_mostly.is_empty(),
+    )?;
     let layout = opts.layout.unwrap_or_else(|| names::default_layout(level));
     let chunk_sectors = match level {
         Level::Raid1 => {

@@ -56,6 +56,11 @@ impl NewArray<'_> {
                 Metadata::V090 => self.v090_superblock(i, t),
             }));
         }
+        for sb in sbs.iter_mut().flatten() {
+            for &j in &self.opts.write_mostly {
+                sb.set_write_mostly(j, true);
+            }
+        }
         Ok(sbs)
     }
 
@@ -235,7 +240,7 @@ impl NewArray<'_> {
             state: 0,
             chunksize: plan.chunk,
             daemon_sleep: 5,
-            write_behind: 0,
+            write_behind: self.opts.write_behind,
             sectors_reserved: 0,
             nodes: 0,
             cluster_name: [0; 64],

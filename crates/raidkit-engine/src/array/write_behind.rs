@@ -1,0 +1,455 @@
+//! md's write-mostly and write-behind for mirrors over slow links.
+//!
+//! A *write-mostly* member (1.x `devflags` bit 0, 0.90 descriptor state bit 9) is read
+//! only when no other copy can serve ([`Array::candidates`]). With *write-behind* `N`
+//! (the bitmap superblock's `write_behind`, RAID1 only, as md), a client write is
+//! acknowledged once every other copy has it; the write-mostly members' copies are queued
+//! here and written in the background, at most `N` outstanding (a write that would exceed
+//! it waits; so does one that would queue more than [`MAX_QUEUED_BYTES`]). Their bitmap
+//! bits were set before the write and are cleared only by [`Array::mark_clean`], which
+//! first waits for this queue to drain: a crash, or the member failing with writes
+//! outstanding, leaves those regions dirty, and the member's return resyncs exactly them. A client flush does not wait for the queue (the data is durable
+//! on the other copies, as in md). Overlapping queued writes are written in order, never
+//! at once. A read that only a write-mostly member can serve waits until no queued write
+//! overlaps it.
+//!
+//! The queue runs on one thread per array, in batches (every queued write that overlaps
+//! none before it, at once, each until the member's deadline). A write it could not do
+//! is reported back and the member is failed by the next array operation that settles
+//! the queue ([`Array::settle_write_behind`]).
+
+use crate::array::member::Member;
+use crate::array::Array;
+use crate::dev::io::{self, IoOp, IoReq};
+use crate::locks::lock;
+use raidkit_layout::SECTOR;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// One queued write to a write-mostly member.
+struct Job {
+    id: u64,
+    role: usize,
+    member: Arc<Member>,
+    /// Data sector on the member.
+    dsec: u64,
+    data: Vec<u8>,
+}
+
+impl Job {
+    fn sectors(&self) -> u64 {
+        self.data.len() as u64 / SECTOR
+    }
+}
+
+/// Most bytes of data queued behind at once, whatever `N` is (each queued write holds a
+/// copy of its data, as md's behind pages): a client cannot make the queue hold more.
+pub const MAX_QUEUED_BYTES: u64 = 64 << 20;
+
+/// A queued write's place: (id, role, data sector, sectors).
+type Pending = (u64, usize, u64, u64);
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<Pending>,
+    next_id: u64,
+    /// Writes that failed: role, member, error (the member is failed on settling).
+    failed: Vec<(usize, Arc<Member>, String)>,
+}
+
+#[derive(Default)]
+struct Shared {
+    q: Mutex<Queue>,
+    changed: Condvar,
+}
+
+/// The array's write-behind state.
+#[derive(Default)]
+pub(crate) struct WriteBehind {
+    /// Most writes outstanding (0: synchronous, md's and DRBD's protocol C).
+    limit: AtomicU32,
+    shared: Arc<Shared>,
+    tx: Mutex<Option<Sender<Job>>>,
+}
+
+impl WriteBehind {
+    /// Outstanding writes.
+    pub(crate) fn backlog(&self) -> usize {
+        lock(&self.shared.q).pending.len()
+    }
+
+    /// Outstanding writes to `role`.
+    pub(crate) fn backlog_of(&self, role: usize) -> usize {
+        lock(&self.shared.q)
+            .pending
+            .iter()
+            .filter(|p| p.1 == role)
+            .count()
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_limit(&self, n: u32) {
+        self.limit.store(n, Ordering::Relaxed);
+        self.shared.changed.notify_all();
+    }
+
+    /// Queue a copy of `data` for `member` (role `role`) at data sector `dsec`; waits while
+    /// the limit is reached. False if write-behind is off (write it synchronously).
+    fn queue(&self, role: usize, member: Arc<Member>, dsec: u64, data: &[u8]) -> bool {
+        let mut q = lock(&self.shared.q);
+        loop {
+            let limit = self.limit() as usize;
+            if limit == 0 {
+                return false;
+            }
+            let queued_bytes: u64 = q.pending.iter().map(|p| p.3 * SECTOR).sum();
+            let fits = q.pending.is_empty() || queued_bytes + data.len() as u64 <= MAX_QUEUED_BYTES;
+            if q.pending.len() < limit && fits {
+                break;
+            }
+            q = self
+                .shared
+                .changed
+                .wait(q)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        let id = q.next_id;
+        q.next_id += 1;
+        let n = data.len() as u64 / SECTOR;
+        q.pending.push((id, role, dsec, n));
+        drop(q);
+        let job = Job {
+            id,
+            role,
+            member,
+            dsec,
+            data: data.to_vec(),
+        };
+        let mut tx = lock(&self.tx);
+        let sender = tx.get_or_insert_with(|| {
+            let (tx, rx) = channel();
+            let shared = self.shared.clone();
+            std::thread::Builder::new()
+                .name("raidkit-wbehind".into())
+                .spawn(move || worker(&shared, &rx))
+                .map(|_| tx)
+                .unwrap_or_else(|_| channel().0)
+        });
+        if let Err(std::sync::mpsc::SendError(job)) = sender.send(job) {
+            // No worker (it could not be started): the write fails as if the member had.
+            let mut q = lock(&self.shared.q);
+            q.pending.retain(|p| p.0 != job.id);
+            q.failed.push((
+                role,
+                job.member,
+                "write-behind thread could not be started".into(),
+            ));
+            self.shared.changed.notify_all();
+        }
+        true
+    }
+
+    /// Wait until no queued write overlaps data sectors `[dsec, dsec + n)` of `role`.
+    fn wait_overlap(&self, role: usize, dsec: u64, n: u64) {
+        let mut q = lock(&self.shared.q);
+        while q
+            .pending
+            .iter()
+            .any(|p| p.1 == role && p.2 < dsec + n && dsec < p.2 + p.3)
+        {
+            q = self
+                .shared
+                .changed
+                .wait(q)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Wait until nothing is queued.
+    fn drain(&self) {
+        let mut q = lock(&self.shared.q);
+        while !q.pending.is_empty() {
+            q = self
+                .shared
+                .changed
+                .wait(q)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    fn take_failed(&self) -> Vec<(usize, Arc<Member>, String)> {
+        std::mem::take(&mut lock(&self.shared.q).failed)
+    }
+}
+
+impl Drop for WriteBehind {
+    fn drop(&mut self) {
+        // The worker ends once the queue it was given is written.
+        lock(&self.tx).take();
+    }
+}
+
+/// The queue's thread: write batches of non-overlapping jobs, in queue order.
+fn worker(shared: &Shared, rx: &Receiver<Job>) {
+    let mut held: Option<Job> = None;
+    loop {
+        let first = match held.take() {
+            Some(j) => j,
+            None => match rx.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            },
+        };
+        let mut batch = vec![first];
+        while let Ok(j) = rx.try_recv() {
+            let overlaps = batch.iter().any(|b| {
+                b.role == j.role && b.dsec < j.dsec + j.sectors() && j.dsec < b.dsec + b.sectors()
+            });
+            if overlaps {
+                held = Some(j);
+                break;
+            }
+            batch.push(j);
+        }
+        let results = write_batch(&batch);
+        let mut q = lock(&shared.q);
+        for (job, res) in batch.into_iter().zip(results) {
+            q.pending.retain(|p| p.0 != job.id);
+            if let Err(e) = res {
+                q.failed.push((job.role, job.member, e));
+            }
+        }
+        drop(q);
+        shared.changed.notify_all();
+    }
+}
+
+/// Write the jobs at once, each until its member's deadline.
+fn write_batch(batch: &[Job]) -> Vec<Result<(), String>> {
+    let mut out = vec![Ok(()); batch.len()];
+    let mut reqs = Vec::with_capacity(batch.len());
+    let mut which = Vec::with_capacity(batch.len());
+    for (k, j) in batch.iter().enumerate() {
+        if j.member.is_failed() {
+            // Failed meanwhile: its bitmap regions stay dirty for its return.
+            out[k] = Err("the member was failed".into());
+            continue;
+        }
+        let at = (j.member.data_offset + j.dsec) * SECTOR;
+        let timeout = io::member_timeout(j.member.dev.as_ref());
+        reqs.push(IoReq::new(
+            j.member.dev.as_ref(),
+            at,
+            IoOp::Write(&j.data),
+            timeout,
+        ));
+        which.push(k);
+    }
+    let t0 = std::time::Instant::now();
+    io::run(&mut reqs, &mut |_| {});
+    for (r, &k) in reqs.iter_mut().zip(&which) {
+        let done_at = r.done_at;
+        let j = &batch[k];
+        match r.take_result() {
+            Ok(()) => {
+                let st = &j.member.stats;
+                st.writes.fetch_add(1, Ordering::Relaxed);
+                st.write_bytes
+                    .fetch_add(j.data.len() as u64, Ordering::Relaxed);
+                if let Some(d) = done_at {
+                    st.record_latency(true, d.saturating_duration_since(t0));
+                }
+            }
+            Err(e) => out[k] = Err(format!("write-behind write failed: {e}")),
+        }
+    }
+    out
+}
+
+impl Array {
+    /// Queue the write of `data` at data sector `dsec` of `role` behind (see the module
+    /// docs); false if it must be written now (write-behind off, not a write-mostly member,
+    /// or the member is not in sync).
+    pub(crate) fn write_behind(&self, role: usize, dsec: u64, data: &[u8]) -> bool {
+        if self.wb.limit() == 0 {
+            return false;
+        }
+        let Some(m) = self.member(role) else {
+            return false;
+        };
+        if !m.is_write_mostly() || m.recovery().is_some() || self.replacing() {
+            return false;
+        }
+        self.wb.queue(role, m, dsec, data)
+    }
+
+    /// Fail the write-mostly members whose queued writes failed.
+    pub(crate) fn settle_write_behind(&self) {
+        for (role, m, why) in self.wb.take_failed() {
+            let same = self
+                .slots()
+                .get(role)
+                .and_then(|s| s.as_ref())
+                .is_some_and(|s| Arc::ptr_eq(s, &m));
+            if same && !m.is_failed() {
+                // The array keeps running on the other copies; the regions stay dirty.
+                let _ = self.fail_member(role, &why);
+            }
+        }
+    }
+
+    /// Wait until every queued write-behind write is done, then fail the members whose
+    /// writes failed.
+    pub(crate) fn drain_write_behind(&self) {
+        self.wb.drain();
+        self.settle_write_behind();
+    }
+
+    /// Before reading `role` (a write-mostly member serving because nothing else can):
+    /// wait until no queued write overlaps the range.
+    pub(crate) fn wait_write_behind(&self, role: usize, dsec: u64, n: u64) {
+        if self.wb.limit() > 0 || self.wb.backlog() > 0 {
+            self.wb.wait_overlap(role, dsec, n);
+        }
+    }
+
+    /// Writes queued behind to write-mostly members and not yet done.
+    pub fn write_behind_backlog(&self) -> usize {
+        self.wb.backlog()
+    }
+
+    /// Writes queued behind to the member in `role`.
+    pub fn write_behind_backlog_of(&self, role: usize) -> usize {
+        self.wb.backlog_of(role)
+    }
+
+    /// The write-behind limit (0: synchronous).
+    pub fn write_behind_limit(&self) -> u32 {
+        self.wb.limit()
+    }
+}
+
+impl Array {
+    /// Mark the device named `device` (a member or a spare) write-mostly or not, in its
+    /// superblock (1.x `devflags`; 0.90 every superblock's descriptor of it) and for read
+    /// balancing at once. Clearing it on the last write-mostly member of an array with
+    /// write-behind is refused (md's write-behind applies to write-mostly members only).
+    pub fn set_write_mostly(&self, device: &str, on: bool) -> crate::error::Result<()> {
+        use crate::error::EngineError;
+        let idx = self
+            .devs()
+            .iter()
+            .position(|d| d.name() == device)
+            .ok_or_else(|| {
+                EngineError::Invalid(format!("{device} is not a device of this array"))
+            })?;
+        let slot = self
+            .slots()
+            .iter()
+            .flatten()
+            .find(|m| m.index == idx)
+            .cloned();
+        if !on && self.wb.limit() > 0 {
+            let others = self
+                .slots()
+                .iter()
+                .flatten()
+                .filter(|m| m.index != idx && m.is_write_mostly() && !m.is_failed())
+                .count();
+            if others == 0 && slot.as_ref().is_some_and(|m| m.is_write_mostly()) {
+                return Err(EngineError::Invalid(format!(
+                    "{device} is the last write-mostly member and the array writes behind (max {}); turn write-behind off first",
+                    self.wb.limit()
+                )));
+            }
+        }
+        let _gate = self.pause_writes();
+        if !on {
+            // Its queued writes land first: from now on it may serve reads.
+            self.drain_write_behind();
+        }
+        let mut meta = lock(&self.meta.sb);
+        let devnum = meta.sbs[idx].dev_number();
+        let result = self.write_superblocks(&mut meta, |sb| sb.set_write_mostly(devnum, on));
+        if result.is_ok() {
+            if let Some(m) = &slot {
+                m.write_mostly.store(on, Ordering::Relaxed);
+            }
+        }
+        result
+    }
+
+    /// Set md's write-behind limit (RAID1 with a write-intent bitmap; 0 turns it off) in
+    /// the bitmap superblock of every member. More than 0 needs a write-mostly member.
+    pub fn set_write_behind(&self, n: u32) -> crate::error::Result<()> {
+        use crate::error::EngineError;
+        check_write_behind(
+            n,
+            self.geo.level,
+            self.has_bitmap(),
+            self.members().iter().any(|m| m.write_mostly),
+        )?;
+        let _gate = self.pause_writes();
+        if n == 0 {
+            self.drain_write_behind();
+        }
+        let bm = self.bm();
+        let Some(bm) = bm.as_ref() else {
+            return Err(EngineError::Invalid("the array has no bitmap".into()));
+        };
+        let mut b = lock(bm);
+        let old = b.sb.write_behind;
+        b.sb.write_behind = n;
+        let live = self.live_devices();
+        if let Err(e) = b.write_header(&self.devs(), &live) {
+            b.sb.write_behind = old;
+            return Err(e);
+        }
+        drop(b);
+        self.wb.set_limit(n);
+        Ok(())
+    }
+}
+
+/// Is write-behind `n` possible: RAID1 (md's write-behind is RAID1 only), a write-intent
+/// bitmap (the regions written behind are kept dirty in it), a write-mostly member (only
+/// they are written behind), `n` within the kernel's limit.
+pub fn check_write_behind(
+    n: u32,
+    level: raidkit_layout::Level,
+    bitmap: bool,
+    any_write_mostly: bool,
+) -> crate::error::Result<()> {
+    use crate::error::EngineError;
+    if n == 0 {
+        return Ok(());
+    }
+    let max = raidkit_format::bitmap::MAX_WRITE_BEHIND;
+    if n > max {
+        return Err(EngineError::Invalid(format!(
+            "write-behind {n} is over the most md allows ({max})"
+        )));
+    }
+    if level != raidkit_layout::Level::Raid1 {
+        return Err(EngineError::Invalid(format!(
+            "write-behind is for RAID1 only (as in md), not {level}"
+        )));
+    }
+    if !bitmap {
+        return Err(EngineError::Request {
+            why: "write-behind needs a write-intent bitmap (the regions written behind stay dirty in it until the write-mostly member has them)".into(),
+            remedy: crate::error::Remedy::WriteBehindNeedsBitmap,
+        });
+    }
+    if !any_write_mostly {
+        return Err(EngineError::Request {
+            why: "write-behind applies only to write-mostly members, and there is none".into(),
+            remedy: crate::error::Remedy::WriteBehindNeedsWriteMostly,
+        });
+    }
+    Ok(())
+}
