@@ -165,16 +165,7 @@ pub fn assemble(spec: &ArraySpec) -> Result<Array> {
         }
     }
     if !spec.read_only && arr.needs_resync() {
-        if arr.reshape_status().is_some() {
-            // md runs the reshape before a pending resync: every stripe it moves is
-            // written whole with parity from its data. The array stays marked for resync.
-            note(format_args!(
-                "array {} was not stopped cleanly in the middle of a reshape: the reshape continues first and rewrites the redundancy of every stripe it moves",
-                arr.uuid_text()
-            ));
-        } else {
-            resync(&arr)?;
-        }
+        resync(&arr)?;
     }
     Ok(arr)
 }

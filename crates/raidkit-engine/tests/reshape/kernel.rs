@@ -256,3 +256,59 @@ fn kernel_reshapes_take_writes_anywhere_before_they_are_continued() {
     }
     assert!(done >= 9, "fixtures done: {done}");
 }
+
+/// Redundancy passes over the arrays as the kernel left them mid-reshape: a check takes
+/// each side of the position in its own geometry and finds nothing; a resync (as after an
+/// unclean stop) rewrites only the part in the new geometry and leaves every byte as it
+/// was; a repair is refused. A resync in the new geometry over the whole array rewrote
+/// not-yet-moved RAID6 data as parity.
+#[test]
+fn kernel_reshapes_check_and_resync_each_side_in_its_geometry() {
+    let mut done = 0;
+    for dir in fixtures() {
+        let tmp = TempDir::new("rk-reshape-ks").unwrap();
+        let Some(f) = unpack(&dir, tmp.path()) else {
+            return;
+        };
+        let rw = AssembleOptions {
+            writable: true,
+            backup_file: f.backup.clone(),
+            ..Default::default()
+        };
+        let arr = assemble_paths(&f.members, &rw)
+            .unwrap_or_else(|e| panic!("{}: assembly for writing: {e}", f.name));
+        assert!(arr.reshape_status().is_some(), "{}", f.name);
+        let size = arr.size_bytes();
+        let mut model = vec![0u8; size as usize];
+        fill_tagged(f.seed, 0, &mut model[..f.bytes.min(size) as usize]);
+        let check = |what: &str| {
+            let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+            assert!(
+                rep.mismatches.is_empty(),
+                "{} {what}: mismatches {:?}",
+                f.name,
+                rep.mismatches
+            );
+            assert!(rep.sectors_done > 0, "{} {what}: nothing checked", f.name);
+        };
+        check("as the kernel left it");
+        sync::run(&arr, SyncMode::Resync, true, &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("{}: resync: {e}", f.name));
+        let mut got = vec![0u8; size as usize];
+        arr.read(0, &mut got).unwrap();
+        if got != model {
+            let bad = got.iter().zip(&model).position(|(a, b)| a != b).unwrap();
+            panic!("{}: array byte {bad} changed by the resync", f.name);
+        }
+        check("after the resync");
+        let e = sync::run(&arr, SyncMode::Repair, true, &mut |_, _| {}).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the array is in the middle of a reshape: a repair would rewrite parity or copies across two geometries",
+            "{}",
+            f.name
+        );
+        done += 1;
+    }
+    assert!(done >= 9, "fixtures done: {done}");
+}

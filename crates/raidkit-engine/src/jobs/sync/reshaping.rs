@@ -2,9 +2,8 @@
 //! is in its own geometry: the part already moved in the new one (the array's), the rest
 //! in the old one (the route's view). A check visits each side in its geometry; the rows
 //! the position cuts are left out (they belong to neither geometry whole). Nothing is
-//! rewritten across geometries: a repair is refused, and a resync waits for the reshape
-//! (which writes every stripe it moves with parity computed from the data), as md runs
-//! the reshape before a pending resync.
+//! rewritten across geometries: a repair is refused. A resync (after an unclean stop) covers the part
+//! already in the new geometry; the rest is rewritten whole by the reshape as it moves it.
 
 use super::{sync_space, visit, SyncMode, SyncOptions, SyncReport};
 use crate::array::reshape::Route;
@@ -31,12 +30,8 @@ pub(super) fn run(
     if st.moving {
         return refuse("a reshape is moving data now; a redundancy pass would read stripes as they change geometry".into());
     }
-    match mode {
-        SyncMode::Resync => return Ok(SyncReport::default()),
-        SyncMode::Repair => {
-            return refuse("the array is in the middle of a reshape: a repair would rewrite parity or copies across two geometries".into())
-        }
-        SyncMode::Check => {}
+    if mode == SyncMode::Repair {
+        return refuse("the array is in the middle of a reshape: a repair would rewrite parity or copies across two geometries".into());
     }
     if opts.window.is_some() {
         return refuse("the array is in the middle of a reshape: a pass over a window of it is not possible (each geometry has its own sync addresses)".into());
@@ -46,11 +41,20 @@ pub(super) fn run(
         st.start_sectors.max(st.progress_sectors) * 512,
     );
     let limit = arr.routed_sectors().unwrap_or(0) * 512;
-    let sides = [
-        (arr, moved.0, moved.1),
-        (&route.old, 0, moved.0),
-        (&route.old, moved.1, limit),
-    ];
+    let mut sides = vec![(arr, moved.0, moved.1)];
+    if mode == SyncMode::Resync {
+        // Only the part in the new geometry: the reshape writes every stripe it moves
+        // whole, with parity from the data.
+        if !arr.is_writable() {
+            return Err(EngineError::Invalid(
+                "the array was assembled read-only; a resync needs it writable".into(),
+            ));
+        }
+        arr.ensure_dirty()?;
+    } else {
+        sides.push((&route.old, 0, moved.0));
+        sides.push((&route.old, moved.1, limit));
+    }
     let mut rep = SyncReport {
         covered: (0, limit),
         ..Default::default()
@@ -68,6 +72,10 @@ pub(super) fn run(
         }
         rep.sectors_done += part.sectors_done;
         rep.absorb(part);
+    }
+    if mode == SyncMode::Resync {
+        arr.set_resync_done();
+        arr.mark_clean()?;
     }
     Ok(rep)
 }
