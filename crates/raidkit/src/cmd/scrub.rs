@@ -161,6 +161,12 @@ pub fn run(a: ScrubArgs, mode: SyncMode) -> Result<()> {
         print_text(&arr, &rep, name, with_sidecar);
     }
     if !rep.mismatches.is_empty() && mode == SyncMode::Check {
+        if arr.reshape_status().is_some() {
+            bail!(
+                "{} mismatched range(s) found; the array is in the middle of a reshape: finish it first (`raidkit grow --continue MEMBER...`), then run `raidkit repair`",
+                rep.mismatches.len()
+            );
+        }
         bail!(
             "{} mismatched range(s) found; run `raidkit repair` to fix them",
             rep.mismatches.len()
