@@ -265,7 +265,7 @@ pub fn run(a: GrowArgs) -> Result<()> {
         return write_behind(&a, n);
     }
     let speed = size_opt("--speed-limit", a.speed_limit.as_deref())?;
-    let online = a.targets.len() == 1 && !a.targets[0].exists();
+    let online = crate::ctl::manage::grow_names_running_array(&a.targets);
     if online {
         return grow_online(&a, op, speed);
     }
@@ -653,7 +653,7 @@ pub fn reshape_detail_lines(r: &rs::ReshapeStatus) -> Vec<(&'static str, String)
 /// `grow --write-behind N`: through the control socket of a running array, or on the
 /// members of a stopped one.
 fn write_behind(a: &GrowArgs, n: u32) -> Result<()> {
-    let online = a.targets.len() == 1 && !a.targets[0].exists();
+    let online = crate::ctl::manage::grow_names_running_array(&a.targets);
     if online {
         let name = a.targets[0].display().to_string();
         let req = crate::control::protocol::Request::Manage {
@@ -663,15 +663,7 @@ fn write_behind(a: &GrowArgs, n: u32) -> Result<()> {
         };
         crate::control::client::request(&socket_for(&name)?, &req)?;
     } else {
-        let opts = raidkit_engine::AssembleOptions {
-            writable: true,
-            metadata: a
-                .metadata
-                .as_deref()
-                .map(crate::cmd::parse_metadata)
-                .transpose()?,
-            ..Default::default()
-        };
+        let opts = crate::ctl::manage::grow_offline_opts(a.metadata.as_deref())?;
         let arr = crate::cmd::assemble(&a.targets, &opts)?;
         let r = arr.set_write_behind(n);
         let stop = arr.stop();

@@ -269,18 +269,23 @@ fn bitmap_mode(a: &GrowArgs) -> Result<BitmapMode> {
     })
 }
 
+/// `grow NAME`: a single target that is not a file names a running array.
+pub(crate) fn grow_names_running_array(targets: &[PathBuf]) -> bool {
+    targets.len() == 1 && !targets[0].exists()
+}
+
+/// How `grow` assembles the members of a stopped array: writable, with the metadata given.
+pub(crate) fn grow_offline_opts(metadata: Option<&str>) -> Result<raidkit_engine::AssembleOptions> {
+    Ok(raidkit_engine::AssembleOptions {
+        writable: true,
+        metadata: metadata.map(crate::cmd::parse_metadata).transpose()?,
+        ..Default::default()
+    })
+}
+
 /// `grow` on the members of a stopped array.
 fn grow_offline(a: &GrowArgs, mode: BitmapMode) -> Result<Value> {
-    let opts = raidkit_engine::AssembleOptions {
-        writable: true,
-        metadata: a
-            .metadata
-            .as_deref()
-            .map(crate::cmd::parse_metadata)
-            .transpose()?,
-        ..Default::default()
-    };
-    let arr = crate::cmd::assemble(&a.targets, &opts)?;
+    let arr = crate::cmd::assemble(&a.targets, &grow_offline_opts(a.metadata.as_deref())?)?;
     let r = arr.set_bitmap(mode);
     let stop = arr.stop();
     let ch = r?;
@@ -292,7 +297,7 @@ fn grow_offline(a: &GrowArgs, mode: BitmapMode) -> Result<Value> {
 /// on the members of a stopped array (same engine code).
 pub fn grow(a: GrowArgs) -> Result<()> {
     let mode = bitmap_mode(&a)?;
-    let online = a.targets.len() == 1 && !a.targets[0].exists();
+    let online = grow_names_running_array(&a.targets);
     let change = if online {
         let name = a.targets[0].display().to_string();
         let sock = socket_for(&name)?;

@@ -85,22 +85,13 @@ pub(super) fn run(
 fn rows_inside(arr: &Array, from: u64, to: u64) -> (u64, u64) {
     let total = sync_space(arr);
     let to = to.min(arr.size_bytes());
-    let g = arr.geometry();
-    let (row_bytes, row_sectors) = if g.level.has_parity() {
-        (
-            g.chunk_sectors * 512 * g.data_disks() as u64,
-            g.chunk_sectors,
-        )
-    } else {
-        (super::PAGE as u64, super::PAGE as u64 / 512)
-    };
+    let page = super::PAGE as u64;
+    let (row_sectors, row_bytes) = super::row(arr).unwrap_or((page / 512, page));
     if row_bytes == 0 || from >= to {
         return (0, 0);
     }
-    let first = from.div_ceil(row_bytes);
-    let end = to / row_bytes;
     (
-        (first * row_sectors).min(total),
-        (end * row_sectors).min(total),
+        (from.div_ceil(row_bytes) * row_sectors).min(total),
+        (to / row_bytes * row_sectors).min(total),
     )
 }
