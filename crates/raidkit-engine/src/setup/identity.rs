@@ -44,7 +44,19 @@ pub(crate) fn identity(p: &Path) -> Result<Identity> {
     if ft.is_block_device() {
         return Ok(loop_backing(md.rdev()).unwrap_or((u64::MAX, md.rdev())));
     }
-    let what = if ft.is_fifo() {
+    let what = not_member_kind(ft).unwrap_or("not a file");
+    Err(EngineError::BadMember {
+        device: name,
+        why: format!("is {what}: members are regular files or block devices"),
+    })
+}
+
+/// What a path of file type `ft` is, said for a refusal ("a FIFO", "a directory", ...),
+/// or None for the kinds a member may be: a regular file or a block device.
+pub fn not_member_kind(ft: std::fs::FileType) -> Option<&'static str> {
+    Some(if ft.is_file() || ft.is_block_device() {
+        return None;
+    } else if ft.is_fifo() {
         "a FIFO"
     } else if ft.is_char_device() {
         "a character device"
@@ -54,10 +66,6 @@ pub(crate) fn identity(p: &Path) -> Result<Identity> {
         "a socket"
     } else {
         "not a file"
-    };
-    Err(EngineError::BadMember {
-        device: name,
-        why: format!("is {what}: members are regular files or block devices"),
     })
 }
 

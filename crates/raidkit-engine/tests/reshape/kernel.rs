@@ -84,14 +84,65 @@ fn check_pattern(name: &str, arr: &Array, seed: u64, bytes: u64) {
     }
 }
 
-#[test]
-fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
+/// Run `body` on every committed fixture, unpacked into a temporary directory of its own;
+/// all 9 must have run (a missing decompressor skips the whole test, said by `unpack`).
+fn for_each_fixture(tag: &str, mut body: impl FnMut(&Fix)) {
     let mut done = 0;
     for dir in fixtures() {
-        let tmp = TempDir::new("rk-reshape-k").unwrap();
+        let tmp = TempDir::new(tag).unwrap();
         let Some(f) = unpack(&dir, tmp.path()) else {
             return;
         };
+        body(&f);
+        done += 1;
+    }
+    assert!(done >= 9, "fixtures done: {done}");
+}
+
+impl Fix {
+    /// The array assembled for writing, as the kernel left it.
+    fn assemble_rw(&self) -> Array {
+        let rw = AssembleOptions {
+            writable: true,
+            backup_file: self.backup.clone(),
+            ..Default::default()
+        };
+        assemble_paths(&self.members, &rw)
+            .unwrap_or_else(|e| panic!("{}: assembly for writing: {e}", self.name))
+    }
+
+    /// What an array of `size` bytes holds: the pattern, then zeros.
+    fn model(&self, size: u64) -> Vec<u8> {
+        let mut model = vec![0u8; size as usize];
+        fill_tagged(self.seed, 0, &mut model[..self.bytes.min(size) as usize]);
+        model
+    }
+}
+
+/// Every byte of `arr` is `model`'s (`what`: when, for the message).
+fn assert_holds(name: &str, what: &str, arr: &Array, model: &[u8]) {
+    let mut got = vec![0u8; model.len()];
+    arr.read(0, &mut got).unwrap();
+    if got != model {
+        let bad = got.iter().zip(model).position(|(a, b)| a != b).unwrap();
+        panic!("{name} {what}: array byte {bad} is not what it should hold");
+    }
+}
+
+/// A check of the whole array finds no mismatch and checks something.
+fn assert_check_clean(name: &str, what: &str, arr: &Array) {
+    let rep = sync::run(arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+    assert!(
+        rep.mismatches.is_empty(),
+        "{name} {what}: mismatches {:?}",
+        rep.mismatches
+    );
+    assert!(rep.sectors_done > 0, "{name} {what}: nothing checked");
+}
+
+#[test]
+fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
+    for_each_fixture("rk-reshape-k", |f| {
         // As it stands, read-only.
         let ro = AssembleOptions {
             backup_file: f.backup.clone(),
@@ -124,15 +175,7 @@ fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
         check_pattern(&f.name, &arr, f.seed, f.bytes);
         drop(arr);
         // Finished by raidkit.
-        let rw = AssembleOptions {
-            writable: true,
-            backup_file: f.backup.clone(),
-            ..Default::default()
-        };
-        let arr = Arc::new(
-            assemble_paths(&f.members, &rw)
-                .unwrap_or_else(|e| panic!("{}: assembly for writing: {e}", f.name)),
-        );
+        let arr = Arc::new(f.assemble_rw());
         let end = continue_reshape(&arr, &ReshapeOptions::default(), &mut |_| {})
             .unwrap_or_else(|e| panic!("{}: continuing: {e}", f.name));
         assert_eq!(end, ReshapeEnd::Finished, "{}", f.name);
@@ -140,7 +183,7 @@ fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
         check_pattern(&f.name, &arr, f.seed, f.bytes);
         let new = st.new.clone();
         drop(arr);
-        let arr = assemble_paths(&f.members, &rw).unwrap();
+        let arr = f.assemble_rw();
         assert!(
             arr.reshape_status().is_none(),
             "{}: reshape still recorded",
@@ -159,17 +202,9 @@ fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
             f.name
         );
         check_pattern(&f.name, &arr, f.seed, f.bytes);
-        let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert!(
-            rep.mismatches.is_empty(),
-            "{}: mismatches after finishing: {:?}",
-            f.name,
-            rep.mismatches
-        );
+        assert_check_clean(&f.name, "after finishing", &arr);
         arr.stop().unwrap();
-        done += 1;
-    }
-    assert!(done >= 9, "fixtures finished: {done}");
+    });
 }
 
 /// A kernel-made array just assembled for writing, before anything continues its reshape:
@@ -179,25 +214,11 @@ fn kernel_reshapes_read_as_they_stand_and_raidkit_finishes_them() {
 /// Every byte written reads back, before and after raidkit finishes the reshape.
 #[test]
 fn kernel_reshapes_take_writes_anywhere_before_they_are_continued() {
-    let mut done = 0;
-    for dir in fixtures() {
-        let tmp = TempDir::new("rk-reshape-kw").unwrap();
-        let Some(f) = unpack(&dir, tmp.path()) else {
-            return;
-        };
-        let rw = AssembleOptions {
-            writable: true,
-            backup_file: f.backup.clone(),
-            ..Default::default()
-        };
-        let arr = Arc::new(
-            assemble_paths(&f.members, &rw)
-                .unwrap_or_else(|e| panic!("{}: assembly for writing: {e}", f.name)),
-        );
+    for_each_fixture("rk-reshape-kw", |f| {
+        let arr = Arc::new(f.assemble_rw());
         let st = arr.reshape_status().expect("a reshape in progress");
         let size = arr.size_bytes();
-        let mut model = vec![0u8; size as usize];
-        fill_tagged(f.seed, 0, &mut model[..f.bytes.min(size) as usize]);
+        let mut model = f.model(size);
         // Both positions, each with 1 MiB either side (clipped to the array), and the ends.
         let mut ranges = Vec::new();
         for p in [st.recorded_sectors * 512, st.progress_sectors * 512] {
@@ -208,10 +229,7 @@ fn kernel_reshapes_take_writes_anywhere_before_they_are_continued() {
         ranges.push((0, 64 << 10));
         ranges.push((size - (64 << 10), size));
         for (i, &(lo, hi)) in ranges.iter().enumerate() {
-            if lo >= hi {
-                continue;
-            }
-            // Odd sizes: 4 KiB pieces, but not aligned to any stripe.
+            // Odd sizes: 12 KiB pieces, not aligned to any stripe.
             let mut at = lo;
             while at < hi {
                 let len = (hi - at).min(12 << 10);
@@ -228,33 +246,14 @@ fn kernel_reshapes_take_writes_anywhere_before_they_are_continued() {
                 at += len;
             }
         }
-        let check = |what: &str, a: &Array| {
-            let mut got = vec![0u8; size as usize];
-            a.read(0, &mut got).unwrap();
-            if got != model {
-                let bad = got.iter().zip(&model).position(|(a, b)| a != b).unwrap();
-                panic!(
-                    "{} {what}: array byte {bad} is not what was written",
-                    f.name
-                );
-            }
-        };
-        check("right after the writes", &arr);
+        assert_holds(&f.name, "right after the writes", &arr, &model);
         let end = continue_reshape(&arr, &ReshapeOptions::default(), &mut |_| {})
             .unwrap_or_else(|e| panic!("{}: continuing: {e}", f.name));
         assert_eq!(end, ReshapeEnd::Finished, "{}", f.name);
-        check("after raidkit finished the reshape", &arr);
-        let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert!(
-            rep.mismatches.is_empty(),
-            "{}: mismatches after finishing: {:?}",
-            f.name,
-            rep.mismatches
-        );
+        assert_holds(&f.name, "after raidkit finished the reshape", &arr, &model);
+        assert_check_clean(&f.name, "after finishing", &arr);
         arr.mark_clean().unwrap();
-        done += 1;
-    }
-    assert!(done >= 9, "fixtures done: {done}");
+    });
 }
 
 /// Redundancy passes over the arrays as the kernel left them mid-reshape: a check takes
@@ -264,43 +263,15 @@ fn kernel_reshapes_take_writes_anywhere_before_they_are_continued() {
 /// not-yet-moved RAID6 data as parity.
 #[test]
 fn kernel_reshapes_check_and_resync_each_side_in_its_geometry() {
-    let mut done = 0;
-    for dir in fixtures() {
-        let tmp = TempDir::new("rk-reshape-ks").unwrap();
-        let Some(f) = unpack(&dir, tmp.path()) else {
-            return;
-        };
-        let rw = AssembleOptions {
-            writable: true,
-            backup_file: f.backup.clone(),
-            ..Default::default()
-        };
-        let arr = assemble_paths(&f.members, &rw)
-            .unwrap_or_else(|e| panic!("{}: assembly for writing: {e}", f.name));
+    for_each_fixture("rk-reshape-ks", |f| {
+        let arr = f.assemble_rw();
         assert!(arr.reshape_status().is_some(), "{}", f.name);
-        let size = arr.size_bytes();
-        let mut model = vec![0u8; size as usize];
-        fill_tagged(f.seed, 0, &mut model[..f.bytes.min(size) as usize]);
-        let check = |what: &str| {
-            let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-            assert!(
-                rep.mismatches.is_empty(),
-                "{} {what}: mismatches {:?}",
-                f.name,
-                rep.mismatches
-            );
-            assert!(rep.sectors_done > 0, "{} {what}: nothing checked", f.name);
-        };
-        check("as the kernel left it");
+        let model = f.model(arr.size_bytes());
+        assert_check_clean(&f.name, "as the kernel left it", &arr);
         sync::run(&arr, SyncMode::Resync, true, &mut |_, _| {})
             .unwrap_or_else(|e| panic!("{}: resync: {e}", f.name));
-        let mut got = vec![0u8; size as usize];
-        arr.read(0, &mut got).unwrap();
-        if got != model {
-            let bad = got.iter().zip(&model).position(|(a, b)| a != b).unwrap();
-            panic!("{}: array byte {bad} changed by the resync", f.name);
-        }
-        check("after the resync");
+        assert_holds(&f.name, "after the resync", &arr, &model);
+        assert_check_clean(&f.name, "after the resync", &arr);
         let e = sync::run(&arr, SyncMode::Repair, true, &mut |_, _| {}).unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -308,7 +279,5 @@ fn kernel_reshapes_check_and_resync_each_side_in_its_geometry() {
             "{}",
             f.name
         );
-        done += 1;
-    }
-    assert!(done >= 9, "fixtures done: {done}");
+    });
 }

@@ -26,7 +26,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::sb::Metadata;
 use raidkit_engine::Array;
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 /// Options shared by commands that assemble an existing array.
@@ -85,19 +84,8 @@ pub fn check_member(p: &Path) -> Result<()> {
     let Ok(md) = std::fs::metadata(p) else {
         return Ok(());
     };
-    let ft = md.file_type();
-    let what = if ft.is_file() || ft.is_block_device() {
+    let Some(what) = raidkit_engine::not_member_kind(md.file_type()) else {
         return Ok(());
-    } else if ft.is_fifo() {
-        "a FIFO"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else if ft.is_dir() {
-        "a directory"
-    } else if ft.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
     };
     bail!(
         "{} is {what}: members are regular files or block devices",
