@@ -10,102 +10,112 @@ use raidkit_engine::jobs::reshape::{reshape, ReshapeOptions, ReshapeRequest};
 use raidkit_layout::{names, Level};
 use std::sync::Arc;
 
+/// What a reshape of the tables below asks (None: keep it as it is).
+#[derive(Clone, Copy, Default)]
+struct Ask {
+    level: Option<Level>,
+    disks: Option<usize>,
+    chunk_k: Option<u64>,
+    layout: Option<&'static str>,
+}
+
+/// Make an array `from` = (level, layout, members, chunk KiB, spares) with 1.2 metadata,
+/// reshape it as `ask` says (the spares added), and check it became `want` = (level,
+/// members, layout, chunk KiB) with its data intact (see [`run`]).
+fn case(
+    name: &str,
+    from: (Level, &str, usize, u64, usize),
+    ask: Ask,
+    want: (Level, usize, &'static str, u64),
+) {
+    let (level, layout, n, chunk_k, spares) = from;
+    let m = make(level, layout, n, "1.2", chunk_k, spares);
+    let req = ReshapeRequest {
+        level: ask.level,
+        raid_disks: ask.disks,
+        chunk_sectors: ask.chunk_k.map(|k| k * 2),
+        layout: ask.layout.map(|l| names::parse_layout(want.0, l).unwrap()),
+        add: add(&m),
+        ..Default::default()
+    };
+    let (level, n, layout, chunk_k) = want;
+    run(
+        name,
+        &m,
+        req,
+        Want {
+            level,
+            n,
+            layout,
+            chunk_k,
+        },
+    );
+}
+
 #[test]
 fn grow_raid456_and_raid10_by_offset_change() {
-    for (level, layout, n, add_n, want_layout) in [
-        (Level::Raid5, "left-symmetric", 4, 1, "left-symmetric"),
-        (Level::Raid5, "left-symmetric", 3, 2, "left-symmetric"),
-        (Level::Raid6, "left-symmetric", 4, 1, "left-symmetric"),
-        (Level::Raid4, "parity-last", 3, 1, "parity-last"),
-        (Level::Raid10, "n2", 4, 1, "n2"),
+    for (level, layout, n, add_n) in [
+        (Level::Raid5, "left-symmetric", 4, 1),
+        (Level::Raid5, "left-symmetric", 3, 2),
+        (Level::Raid6, "left-symmetric", 4, 1),
+        (Level::Raid4, "parity-last", 3, 1),
+        (Level::Raid10, "n2", 4, 1),
     ] {
-        let name = format!("{level} {n}+{add_n}");
-        let m = make(level, layout, n, "1.2", 64, add_n);
-        let req = ReshapeRequest {
-            raid_disks: Some(n + add_n),
-            add: add(&m),
+        let ask = Ask {
+            disks: Some(n + add_n),
             ..Default::default()
         };
-        run(
-            &name,
-            &m,
-            req,
-            Want {
-                level,
-                n: n + add_n,
-                layout: want_layout,
-                chunk_k: 64,
-            },
+        case(
+            &format!("{level} {n}+{add_n}"),
+            (level, layout, n, 64, add_n),
+            ask,
+            (level, n + add_n, layout, 64),
         );
     }
 }
 
 #[test]
 fn chunk_and_layout_changes() {
-    let m = make(Level::Raid5, "left-symmetric", 5, "1.2", 64, 0);
-    let req = ReshapeRequest {
-        chunk_sectors: Some(256),
+    let (r5, r6, r10) = (Level::Raid5, Level::Raid6, Level::Raid10);
+    let ls = "left-symmetric";
+    let chunk = |k| Ask {
+        chunk_k: Some(k),
         ..Default::default()
     };
-    run(
+    let layout = |l| Ask {
+        layout: Some(l),
+        ..Default::default()
+    };
+    let both = Ask {
+        chunk_k: Some(32),
+        layout: Some("right-asymmetric"),
+        ..Default::default()
+    };
+    case(
         "raid5 chunk 64K->128K",
-        &m,
-        req,
-        Want {
-            level: Level::Raid5,
-            n: 5,
-            layout: "left-symmetric",
-            chunk_k: 128,
-        },
+        (r5, ls, 5, 64, 0),
+        chunk(128),
+        (r5, 5, ls, 128),
     );
-    let m = make(Level::Raid5, "left-symmetric", 4, "1.2", 64, 0);
-    let req = ReshapeRequest {
-        layout: Some(names::parse_layout(Level::Raid5, "left-asymmetric").unwrap()),
-        ..Default::default()
-    };
-    run(
+    let la = "left-asymmetric";
+    case(
         "raid5 ls->la",
-        &m,
-        req,
-        Want {
-            level: Level::Raid5,
-            n: 4,
-            layout: "left-asymmetric",
-            chunk_k: 64,
-        },
+        (r5, ls, 4, 64, 0),
+        layout(la),
+        (r5, 4, la, 64),
     );
-    let m = make(Level::Raid6, "left-symmetric", 5, "1.2", 128, 0);
-    let req = ReshapeRequest {
-        chunk_sectors: Some(64),
-        layout: Some(names::parse_layout(Level::Raid6, "right-asymmetric").unwrap()),
-        ..Default::default()
-    };
-    run(
+    let ra = "right-asymmetric";
+    case(
         "raid6 chunk 128K->32K + ra",
-        &m,
-        req,
-        Want {
-            level: Level::Raid6,
-            n: 5,
-            layout: "right-asymmetric",
-            chunk_k: 32,
-        },
+        (r6, ls, 5, 128, 0),
+        both,
+        (r6, 5, ra, 32),
     );
-    let m = make(Level::Raid10, "n2", 4, "1.2", 64, 0);
-    let req = ReshapeRequest {
-        chunk_sectors: Some(256),
-        ..Default::default()
-    };
-    run(
+    case(
         "raid10 chunk 64K->128K",
-        &m,
-        req,
-        Want {
-            level: Level::Raid10,
-            n: 4,
-            layout: "n2",
-            chunk_k: 128,
-        },
+        (r10, "n2", 4, 64, 0),
+        chunk(128),
+        (r10, 4, "n2", 128),
     );
 }
 
@@ -215,162 +225,30 @@ fn in_place_with_a_backup_file_on_090_and_10() {
 
 #[test]
 fn level_changes() {
-    let ls = "left-symmetric";
-    // RAID5 -> RAID6 with one more member (takeover to left-symmetric-6, then restripe).
-    let m = make(Level::Raid5, ls, 4, "1.2", 64, 1);
-    let req = ReshapeRequest {
-        level: Some(Level::Raid6),
-        add: add(&m),
+    use Level::{Raid0 as R0, Raid1 as R1, Raid10 as R10, Raid4 as R4, Raid5 as R5, Raid6 as R6};
+    let (ls, pl, d) = ("left-symmetric", "parity-last", "default");
+    let to = |level| Ask {
+        level: Some(level),
         ..Default::default()
     };
-    run(
-        "raid5->6",
-        &m,
-        req,
-        Want {
-            level: Level::Raid6,
-            n: 5,
-            layout: ls,
-            chunk_k: 64,
-        },
-    );
-    // RAID6 -> RAID5 (restripe to left-symmetric-6, then drop Q).
-    let m = make(Level::Raid6, ls, 5, "1.2", 64, 0);
-    let req = ReshapeRequest {
-        level: Some(Level::Raid5),
+    let disks = |n| Ask {
+        disks: Some(n),
         ..Default::default()
     };
-    run(
-        "raid6->5",
-        &m,
-        req,
-        Want {
-            level: Level::Raid5,
-            n: 4,
-            layout: ls,
-            chunk_k: 64,
-        },
-    );
-    // RAID0 -> RAID5 (parity-last, parity built).
-    let m = make(Level::Raid0, "default", 3, "1.2", 64, 1);
-    let req = ReshapeRequest {
-        level: Some(Level::Raid5),
-        add: add(&m),
-        ..Default::default()
-    };
-    run(
-        "raid0->5",
-        &m,
-        req,
-        Want {
-            level: Level::Raid5,
-            n: 4,
-            layout: "parity-last",
-            chunk_k: 64,
-        },
-    );
-    // RAID5 -> RAID0.
-    let m = make(Level::Raid5, ls, 4, "1.2", 64, 0);
-    let req = ReshapeRequest {
-        level: Some(Level::Raid0),
-        ..Default::default()
-    };
-    run(
-        "raid5->0",
-        &m,
-        req,
-        Want {
-            level: Level::Raid0,
-            n: 3,
-            layout: "",
-            chunk_k: 64,
-        },
-    );
+    // RAID5 -> RAID6 with one more member (takeover to left-symmetric-6, then restripe),
+    // and back (restripe to left-symmetric-6, then drop Q).
+    case("raid5->6", (R5, ls, 4, 64, 1), to(R6), (R6, 5, ls, 64));
+    case("raid6->5", (R6, ls, 5, 64, 0), to(R5), (R5, 4, ls, 64));
+    // RAID0 <-> RAID5 (parity-last, parity built).
+    case("raid0->5", (R0, d, 3, 64, 1), to(R5), (R5, 4, pl, 64));
+    case("raid5->0", (R5, ls, 4, 64, 0), to(R0), (R0, 3, "", 64));
     // RAID0 grow (through RAID4).
-    let m = make(Level::Raid0, "default", 3, "1.2", 64, 1);
-    let req = ReshapeRequest {
-        raid_disks: Some(4),
-        add: add(&m),
-        ..Default::default()
-    };
-    run(
-        "raid0 3->4",
-        &m,
-        req,
-        Want {
-            level: Level::Raid0,
-            n: 4,
-            layout: "",
-            chunk_k: 64,
-        },
-    );
+    case("raid0 3->4", (R0, d, 3, 64, 1), disks(4), (R0, 4, "", 64));
     // RAID0 -> RAID10 near=2 and back.
-    let m = make(Level::Raid0, "default", 2, "1.2", 64, 2);
-    let req = ReshapeRequest {
-        level: Some(Level::Raid10),
-        add: add(&m),
-        ..Default::default()
-    };
-    run(
-        "raid0->10",
-        &m,
-        req,
-        Want {
-            level: Level::Raid10,
-            n: 4,
-            layout: "n2",
-            chunk_k: 64,
-        },
-    );
-    let m = make(Level::Raid10, "n2", 4, "1.2", 64, 0);
-    let req = ReshapeRequest {
-        level: Some(Level::Raid0),
-        ..Default::default()
-    };
-    run(
-        "raid10->0",
-        &m,
-        req,
-        Want {
-            level: Level::Raid0,
-            n: 2,
-            layout: "",
-            chunk_k: 64,
-        },
-    );
-    // RAID1 member count, and RAID1(2) -> RAID5.
-    let m = make(Level::Raid1, "default", 2, "1.2", 64, 1);
-    let req = ReshapeRequest {
-        raid_disks: Some(3),
-        add: add(&m),
-        ..Default::default()
-    };
-    run(
-        "raid1 2->3",
-        &m,
-        req,
-        Want {
-            level: Level::Raid1,
-            n: 3,
-            layout: "",
-            chunk_k: 64,
-        },
-    );
+    case("raid0->10", (R0, d, 2, 64, 2), to(R10), (R10, 4, "n2", 64));
+    case("raid10->0", (R10, "n2", 4, 64, 0), to(R0), (R0, 2, "", 64));
+    // RAID1 member count.
+    case("raid1 2->3", (R1, d, 2, 64, 1), disks(3), (R1, 3, "", 64));
     // RAID4 <-> RAID5.
-    let m = make(Level::Raid4, "parity-last", 4, "1.2", 64, 0);
-    let req = ReshapeRequest {
-        level: Some(Level::Raid5),
-        ..Default::default()
-    };
-    run(
-        "raid4->5",
-        &m,
-        req,
-        Want {
-            level: Level::Raid5,
-            n: 4,
-            layout: "parity-last",
-            chunk_k: 64,
-        },
-    );
+    case("raid4->5", (R4, pl, 4, 64, 0), to(R5), (R5, 4, pl, 64));
 }
