@@ -3,21 +3,28 @@
 //! the lost range, are what mdadm and the kernel read (the kernel returns the written part
 //! and refuses to read the rest too); a kernel-made log is removed online by
 //! `raidkit manage NAME --update no-bbl`, after which mdadm sees no log and the kernel's
-//! `check` finds nothing.
+//! `check` finds nothing. raidkit decodes a kernel-made log exactly as mdadm prints it and
+//! never reads the sectors it lists (filled with garbage on the host, the export is still
+//! the data the kernel was given).
+//!
+//! The kernel-made array is made once per run of this file (one VM boot) and copied for
+//! each test that needs it.
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
+use raidkit_format::badblocks;
 use raidkit_format::v1::{feature, SuperblockV1};
 use raidkit_layout::Level;
-use raidkit_testkit::mdref::{locate_or_skip, Run};
+use raidkit_testkit::mdref::{locate_or_skip, Mdref, Run};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::proc::{Daemon, Killing};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
@@ -39,6 +46,121 @@ fn mdadm_list(text: &str) -> Vec<(u64, u64)> {
                 .flatten()
         })
         .collect()
+}
+
+/// The array data of the kernel-made array: 8 MiB of the pattern at its start.
+fn kernel_data() -> Vec<u8> {
+    let mut data = vec![0u8; 8 << 20];
+    fill_tagged(5, 0, &mut data);
+    data
+}
+
+/// A RAID5 the kernel made over three 16 MiB members (name `kbbl`, 64 KiB chunk), holding
+/// [`kernel_data`] with two ranges in the kernel's bad-block log of role 1 (`m1.img`,
+/// the VM's vdb). Made once (one VM boot) and copied into `d` with the data as `d/data`;
+/// returns the members and mdadm's list of role 1's bad blocks.
+fn kernel_bbl_array(md: &Mdref, d: &Path) -> (Vec<PathBuf>, Vec<(u64, u64)>) {
+    /// Where the made array is, and mdadm's list (or why it could not be made).
+    type Made = Result<(PathBuf, Vec<(u64, u64)>), String>;
+    static MADE: OnceLock<Made> = OnceLock::new();
+    let made = MADE.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel-bbl");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let disks: Vec<_> = (0..3).map(|i| dir.join(format!("m{i}.img"))).collect();
+        for p in &disks {
+            std::fs::File::create(p).unwrap().set_len(16 << 20).unwrap();
+        }
+        std::fs::write(dir.join("data"), kernel_data()).unwrap();
+        let script = r#"exec 2>&1
+set -e
+mdadm --create /dev/md0 --run --level=5 --raid-devices=3 --chunk=64 --assume-clean --homehost=mdref --name=kbbl $MDREF_DISKS
+dd if=/root/data of=/dev/md0 bs=1M oflag=direct status=none
+echo "2100 16" > /sys/block/md0/md/dev-vdb/bad_blocks
+echo "9000 200" > /sys/block/md0/md/dev-vdb/bad_blocks
+dd if=/root/data of=/dev/md0 bs=1M count=1 oflag=direct status=none
+sync
+mdadm --stop /dev/md0
+mdadm --examine-badblocks /dev/vdb
+"#;
+        let out = md
+            .run(&Run {
+                disks,
+                files: vec![dir.join("data")],
+                timeout_secs: 240,
+                script: script.into(),
+                ..Default::default()
+            })
+            .map_err(|e| e.to_string())?;
+        println!("{}", out.stdout);
+        if out.status != 0 {
+            return Err(format!("{}\n{}", out.stdout, out.stderr));
+        }
+        let mut theirs = mdadm_list(&out.stdout);
+        theirs.sort_unstable();
+        if theirs.is_empty() {
+            return Err(format!("mdadm printed no bad blocks:\n{}", out.stdout));
+        }
+        Ok((dir, theirs))
+    });
+    let (dir, theirs) = made
+        .as_ref()
+        .unwrap_or_else(|e| panic!("the kernel-made array: {e}"));
+    let disks: Vec<_> = (0..3).map(|i| d.join(format!("m{i}.img"))).collect();
+    for (i, p) in disks.iter().enumerate() {
+        std::fs::copy(dir.join(format!("m{i}.img")), p).unwrap();
+    }
+    std::fs::copy(dir.join("data"), d.join("data")).unwrap();
+    (disks, theirs.clone())
+}
+
+/// Fill the sectors `ranges` of member file `p` with garbage (0xEE).
+fn garble(p: &Path, ranges: &[(u64, u64)]) {
+    let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+    for &(s, n) in ranges {
+        f.write_all_at(&vec![0xEEu8; (n * 512) as usize], s * 512)
+            .unwrap();
+    }
+}
+
+#[test]
+fn kernel_bad_block_log_is_decoded_and_honoured() {
+    let Some(md) = locate_or_skip() else { return };
+    let t = TempDir::new("rk-bbl").unwrap();
+    let d = t.path();
+    let (disks, theirs) = kernel_bbl_array(&md, d);
+    // Our decoding of the same log.
+    let f = std::fs::File::open(&disks[1]).unwrap();
+    let mut sb = vec![0u8; 4096];
+    f.read_exact_at(&mut sb, 8 * 512).unwrap();
+    let sb = SuperblockV1::parse(&sb).unwrap();
+    let at = (sb.super_offset as i64 + i64::from(sb.bblog_offset)) as u64;
+    let mut log = vec![0u8; usize::from(sb.bblog_size) * 512];
+    f.read_exact_at(&mut log, at * 512).unwrap();
+    let mut ours: Vec<(u64, u64)> = badblocks::parse(&log, sb.bblog_shift)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.start, r.len))
+        .collect();
+    ours.sort_unstable();
+    assert_eq!(ours, theirs, "bad-block list differs from mdadm's");
+    // Garbage in the bad sectors must never reach the reader.
+    garble(&disks[1], &ours);
+    let exp = Command::new(RAIDKIT)
+        .current_dir(d)
+        .args(["export", "--output", "-", "m0.img", "m1.img", "m2.img"])
+        .output()
+        .unwrap();
+    assert!(
+        exp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&exp.stderr)
+    );
+    let data = kernel_data();
+    assert!(
+        exp.stdout[..data.len()] == data[..],
+        "export read sectors listed as bad"
+    );
 }
 
 #[test]
@@ -153,47 +275,9 @@ fn kernel_made_bad_block_log_is_removed_online() {
     let Some(md) = locate_or_skip() else { return };
     let t = TempDir::new("rk-ibbl").unwrap();
     let d = t.path();
-    let disks: Vec<_> = (0..3).map(|i| d.join(format!("m{i}.img"))).collect();
-    for p in &disks {
-        std::fs::File::create(p).unwrap().set_len(16 << 20).unwrap();
-    }
-    let mut data = vec![0u8; 8 << 20];
-    fill_tagged(5, 0, &mut data);
-    std::fs::write(d.join("data"), &data).unwrap();
-    let script = r#"exec 2>&1
-set -e
-mdadm --create /dev/md0 --run --level=5 --raid-devices=3 --chunk=64 --assume-clean --homehost=mdref --name=nobbl $MDREF_DISKS
-dd if=/root/data of=/dev/md0 bs=1M oflag=direct status=none
-echo "2100 16" > /sys/block/md0/md/dev-vdb/bad_blocks
-echo "9000 200" > /sys/block/md0/md/dev-vdb/bad_blocks
-dd if=/root/data of=/dev/md0 bs=1M count=1 oflag=direct status=none
-sync
-mdadm --stop /dev/md0
-mdadm --examine-badblocks /dev/vdb
-"#;
-    let out = md
-        .run(&Run {
-            disks: disks.clone(),
-            files: vec![d.join("data")],
-            timeout_secs: 240,
-            script: script.into(),
-            ..Default::default()
-        })
-        .unwrap();
-    println!("{}", out.stdout);
-    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
-    let theirs = mdadm_list(&out.stdout);
-    assert!(!theirs.is_empty(), "{}", out.stdout);
+    let (disks, theirs) = kernel_bbl_array(&md, d);
     // The bad sectors hold garbage on the host: only redundancy can supply them.
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&disks[1])
-        .unwrap();
-    for &(s, n) in &theirs {
-        f.write_all_at(&vec![0xEEu8; (n * 512) as usize], s * 512)
-            .unwrap();
-    }
-    drop(f);
+    garble(&disks[1], &theirs);
     // Serve it, watch events, remove the log online.
     let run = d.join("run");
     let mut server = Daemon::spawn(
@@ -239,7 +323,7 @@ mdadm --examine-badblocks /dev/vdb
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(500));
-    let o = rk(&["manage", "nobbl", "--update", "no-bbl"]);
+    let o = rk(&["manage", "kbbl", "--update", "no-bbl"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut mon = mon;
     // Other events may come first (a `slow_member` warning on a loaded machine).
