@@ -41,6 +41,20 @@ struct Case {
     member_mib: u64,
 }
 
+impl Case {
+    /// A case on 1.2 metadata (the default).
+    fn v12(level: Level, layout: &'static str, n: usize, chunk_k: u64, member_mib: u64) -> Case {
+        Case {
+            level,
+            layout,
+            n,
+            chunk_k,
+            meta: "1.2",
+            member_mib,
+        }
+    }
+}
+
 fn paths(dir: &TempDir, n: usize) -> Vec<PathBuf> {
     (0..n)
         .map(|i| dir.path().join(format!("m{i}.img")))
@@ -172,23 +186,9 @@ fn raid5_all_layouts() {
         "parity-first",
         "parity-last",
     ] {
-        run_case(Case {
-            level: Level::Raid5,
-            layout: l,
-            n: 4,
-            chunk_k: 16,
-            meta: "1.2",
-            member_mib: 3,
-        });
+        run_case(Case::v12(Level::Raid5, l, 4, 16, 3));
     }
-    run_case(Case {
-        level: Level::Raid5,
-        layout: "left-symmetric",
-        n: 2,
-        chunk_k: 8,
-        meta: "1.2",
-        member_mib: 2,
-    });
+    run_case(Case::v12(Level::Raid5, "left-symmetric", 2, 8, 2));
 }
 
 #[test]
@@ -209,14 +209,7 @@ fn raid6_all_layouts() {
         "right-symmetric-6",
         "parity-first-6",
     ] {
-        run_case(Case {
-            level: Level::Raid6,
-            layout: l,
-            n: 5,
-            chunk_k: 8,
-            meta: "1.2",
-            member_mib: 2,
-        });
+        run_case(Case::v12(Level::Raid6, l, 5, 8, 2));
     }
 }
 
@@ -243,38 +236,10 @@ fn large_chunks_full_stripe_writes_in_slices() {
 
 #[test]
 fn raid4_raid1_raid0_linear() {
-    run_case(Case {
-        level: Level::Raid4,
-        layout: "default",
-        n: 3,
-        chunk_k: 32,
-        meta: "1.2",
-        member_mib: 3,
-    });
-    run_case(Case {
-        level: Level::Raid1,
-        layout: "default",
-        n: 3,
-        chunk_k: 0,
-        meta: "1.2",
-        member_mib: 3,
-    });
-    run_case(Case {
-        level: Level::Raid0,
-        layout: "default",
-        n: 3,
-        chunk_k: 64,
-        meta: "1.2",
-        member_mib: 3,
-    });
-    run_case(Case {
-        level: Level::Linear,
-        layout: "default",
-        n: 3,
-        chunk_k: 0,
-        meta: "1.2",
-        member_mib: 2,
-    });
+    run_case(Case::v12(Level::Raid4, "default", 3, 32, 3));
+    run_case(Case::v12(Level::Raid1, "default", 3, 0, 3));
+    run_case(Case::v12(Level::Raid0, "default", 3, 64, 3));
+    run_case(Case::v12(Level::Linear, "default", 3, 0, 2));
 }
 
 #[test]
@@ -288,14 +253,7 @@ fn raid10_layouts() {
         ("f3", 5),
         ("o3", 4),
     ] {
-        run_case(Case {
-            level: Level::Raid10,
-            layout: l,
-            n,
-            chunk_k: 16,
-            meta: "1.2",
-            member_mib: 3,
-        });
+        run_case(Case::v12(Level::Raid10, l, n, 16, 3));
     }
 }
 
@@ -324,14 +282,7 @@ fn metadata_versions() {
 #[test]
 fn degraded_write_then_stale_member_refused() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid5,
-        layout: "left-symmetric",
-        n: 4,
-        chunk_k: 16,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid5, "left-symmetric", 4, 16, 2);
     let (ps, mut model) = make(&c, &dir);
     let sub: Vec<PathBuf> = ps[1..].to_vec();
     let arr = assemble_paths(&sub, &rw()).unwrap();
@@ -353,14 +304,7 @@ fn degraded_write_then_stale_member_refused() {
 fn wrong_array_and_duplicates_refused() {
     let d1 = TempDir::new("rk-engine").unwrap();
     let d2 = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid1,
-        layout: "default",
-        n: 2,
-        chunk_k: 0,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid1, "default", 2, 0, 2);
     let (a, _) = make(&c, &d1);
     let (b, _) = make(&c, &d2);
     let err = read_all(&[a[0].clone(), b[1].clone()], &ro())
@@ -378,14 +322,7 @@ fn wrong_array_and_duplicates_refused() {
 #[test]
 fn raid0_missing_member_names_role() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid0,
-        layout: "default",
-        n: 3,
-        chunk_k: 64,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid0, "default", 3, 64, 2);
     let (ps, _) = make(&c, &dir);
     let err = read_all(&ps[..2], &ro())
         .map(|v| v.len())
@@ -432,14 +369,7 @@ fn bad_block_log_is_honoured_on_reads() {
     use raidkit_format::v1::{feature, SuperblockV1};
     use std::os::unix::fs::FileExt;
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid5,
-        layout: "left-symmetric",
-        n: 3,
-        chunk_k: 64,
-        meta: "1.2",
-        member_mib: 4,
-    };
+    let c = Case::v12(Level::Raid5, "left-symmetric", 3, 64, 4);
     let (ps, model) = make(&c, &dir);
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -604,14 +534,7 @@ fn degraded_writes_every_level() {
         (Level::Raid4, "default", 4, vec![3]),
     ] {
         let dir = TempDir::new("rk-engine").unwrap();
-        let c = Case {
-            level,
-            layout,
-            n,
-            chunk_k: 16,
-            meta: "1.2",
-            member_mib: 2,
-        };
+        let c = Case::v12(level, layout, n, 16, 2);
         let (ps, mut model) = make(&c, &dir);
         let sub: Vec<PathBuf> = ps
             .iter()
@@ -663,14 +586,7 @@ impl raidkit_engine::BlockDev for Slow {
 #[test]
 fn mirror_reads_go_to_the_faster_member() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid1,
-        layout: "default",
-        n: 2,
-        chunk_k: 0,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid1, "default", 2, 0, 2);
     let (ps, model) = make(&c, &dir);
     let devs: Vec<std::sync::Arc<dyn raidkit_engine::BlockDev>> = vec![
         std::sync::Arc::new(Slow {
@@ -716,14 +632,7 @@ fn hot_spare_rebuild_every_redundant_level() {
         (Level::Raid10, "o2", 3, vec![0]),
     ] {
         let dir = TempDir::new("rk-engine").unwrap();
-        let c = Case {
-            level,
-            layout,
-            n,
-            chunk_k: 16,
-            meta: "1.2",
-            member_mib: 2,
-        };
+        let c = Case::v12(level, layout, n, 16, 2);
         let (ps, model) = make(&c, &dir);
         let sub: Vec<PathBuf> = ps
             .iter()
@@ -782,14 +691,7 @@ fn rebuild_resumes_from_checkpoint() {
     use raidkit_engine::rebuild::{rebuild, RebuildOptions};
     use std::sync::atomic::{AtomicBool, Ordering};
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid5,
-        layout: "left-symmetric",
-        n: 3,
-        chunk_k: 16,
-        meta: "1.2",
-        member_mib: 4,
-    };
+    let c = Case::v12(Level::Raid5, "left-symmetric", 3, 16, 4);
     let (ps, model) = make(&c, &dir);
     let sub = vec![ps[0].clone(), ps[2].clone()];
     let arr = assemble_paths(&sub, &rw()).unwrap();
@@ -848,14 +750,7 @@ fn rebuild_resumes_from_checkpoint() {
 #[test]
 fn read_errors_are_repaired_from_redundancy() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid5,
-        layout: "left-symmetric",
-        n: 3,
-        chunk_k: 16,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2);
     let (ps, model) = make(&c, &dir);
     // Member 1 holds data in stripe 0 (data offset 2048): its sectors 2050..2055 fail reads.
     let spec = PathBuf::from(format!("fault:reio@2050-2055:{}", ps[1].display()));
@@ -893,14 +788,7 @@ fn corrupt(p: &std::path::Path, byte: u64, len: usize) {
 #[test]
 fn scrub_verdicts_raid6_locates_the_bad_member() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid6,
-        layout: "left-asymmetric",
-        n: 5,
-        chunk_k: 16,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid6, "left-asymmetric", 5, 16, 2);
     let (ps, model) = make(&c, &dir);
     let arr = assemble_paths(&ps, &ro()).unwrap();
     let g = arr.geometry().clone();
@@ -955,14 +843,7 @@ fn scrub_raid5_reports_exact_ranges_and_mirrors_vote() {
     // RAID5: a flipped byte makes one 4 KiB row inconsistent: every data block of the row is
     // reported (RAID5 cannot tell which block is wrong).
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid5,
-        layout: "left-symmetric",
-        n: 4,
-        chunk_k: 64,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid5, "left-symmetric", 4, 64, 2);
     let (ps, _) = make(&c, &dir);
     corrupt(&ps[0], 2048 * 512 + 5 * 4096 + 1, 1); // stripe 0, member 0 = D0, page 5
     let arr = assemble_paths(&ps, &ro()).unwrap();
@@ -981,14 +862,7 @@ fn scrub_raid5_reports_exact_ranges_and_mirrors_vote() {
     drop(arr);
     // Three-way mirror: the odd copy out is named and repaired.
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid1,
-        layout: "default",
-        n: 3,
-        chunk_k: 0,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid1, "default", 3, 0, 2);
     let (ps, model) = make(&c, &dir);
     corrupt(&ps[2], 2048 * 512 + 300_000, 10);
     let arr = assemble_paths(&ps, &rw()).unwrap();
@@ -1127,14 +1001,7 @@ fn re_add_resyncs_only_what_was_missed() {
 fn supervisor_hot_spare_takes_over() {
     use raidkit_engine::supervisor::Supervisor;
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid5,
-        layout: "left-symmetric",
-        n: 4,
-        chunk_k: 16,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid5, "left-symmetric", 4, 16, 2);
     let (ps, model) = make(&c, &dir);
     let arr = std::sync::Arc::new(assemble_paths(&ps, &rw()).unwrap());
     let sup = Supervisor::start("t", arr.clone());
@@ -1203,14 +1070,7 @@ fn supervisor_hot_spare_takes_over() {
 fn rebuild_survives_unreadable_sectors_and_reports_the_loss() {
     use raidkit_engine::rebuild::{rebuild, RebuildOptions};
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid5,
-        layout: "left-symmetric",
-        n: 3,
-        chunk_k: 16,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2);
     let (ps, model) = make(&c, &dir);
     // Member 0 cannot read device sectors 2048+40 .. 2048+47 (stripe 1; chunk 32 sectors).
     let bad = PathBuf::from(format!("fault:reio@2088-2095:{}", ps[0].display()));
@@ -1282,14 +1142,7 @@ fn large_mirrored_reads_use_every_member_and_return_exact_data() {
     ];
     for (level, layout, n, len, want) in cases {
         let dir = TempDir::new("rk-engine").unwrap();
-        let c = Case {
-            level,
-            layout,
-            n,
-            chunk_k: 64,
-            meta: "1.2",
-            member_mib: 3,
-        };
+        let c = Case::v12(level, layout, n, 64, 3);
         let (ps, model) = make(&c, &dir);
         let arr = assemble_paths(&ps, &ro()).unwrap();
         assert!(arr.member_stats().iter().all(|m| m.reads == 0));
@@ -1324,14 +1177,7 @@ fn large_mirrored_reads_use_every_member_and_return_exact_data() {
     }
     // Large runs on different member pairs are each shared by their two copies.
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid10,
-        layout: "n2",
-        n: 4,
-        chunk_k: 256,
-        meta: "1.2",
-        member_mib: 4,
-    };
+    let c = Case::v12(Level::Raid10, "n2", 4, 256, 4);
     let (ps, model) = make(&c, &dir);
     let arr = assemble_paths(&ps, &ro()).unwrap();
     let mut b = vec![0u8; 512 << 10];
@@ -1347,14 +1193,7 @@ fn large_mirrored_reads_use_every_member_and_return_exact_data() {
 #[test]
 fn merged_mirror_read_falls_back_per_piece_on_a_read_error() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case {
-        level: Level::Raid10,
-        layout: "n2",
-        n: 2,
-        chunk_k: 64,
-        meta: "1.2",
-        member_mib: 2,
-    };
+    let c = Case::v12(Level::Raid10, "n2", 2, 64, 2);
     let (ps, model) = make(&c, &dir);
     // Data offset 2048: chunk 1 is member sectors 2176..2303; one sector of it fails.
     let spec = PathBuf::from(format!("fault:reio@2179:{}", ps[0].display()));
