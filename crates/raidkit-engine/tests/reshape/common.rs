@@ -147,6 +147,16 @@ pub struct Want {
     pub chunk_k: u64,
 }
 
+/// What a reshape must have made (see [`Want`]).
+pub fn want(level: Level, n: usize, layout: &'static str, chunk_k: u64) -> Want {
+    Want {
+        level,
+        n,
+        layout,
+        chunk_k,
+    }
+}
+
 /// Reshape a made array as `req` asks; check data, redundancy and the new shape.
 pub fn run(name: &str, m: &Made, req: ReshapeRequest, want: Want) {
     let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());

@@ -221,12 +221,7 @@ fn crashes_at_random_moments_are_continued() {
             ..Default::default()
         }),
         false,
-        Want {
-            level: Level::Raid5,
-            n: 5,
-            layout: "left-symmetric",
-            chunk_k: 64,
-        },
+        want(Level::Raid5, 5, "left-symmetric", 64),
     );
     let m = make(Level::Raid5, "left-symmetric", 5, "1.2", 64, 0);
     crash_case(
@@ -237,12 +232,7 @@ fn crashes_at_random_moments_are_continued() {
             ..Default::default()
         }),
         false,
-        Want {
-            level: Level::Raid5,
-            n: 5,
-            layout: "left-symmetric",
-            chunk_k: 128,
-        },
+        want(Level::Raid5, 5, "left-symmetric", 128),
     );
     let m = make(Level::Raid6, "left-symmetric", 4, "1.2", 64, 1);
     crash_case(
@@ -254,12 +244,7 @@ fn crashes_at_random_moments_are_continued() {
             ..Default::default()
         }),
         false,
-        Want {
-            level: Level::Raid6,
-            n: 5,
-            layout: "left-symmetric",
-            chunk_k: 64,
-        },
+        want(Level::Raid6, 5, "left-symmetric", 64),
     );
     let m = make(Level::Raid10, "n2", 4, "1.2", 64, 1);
     crash_case(
@@ -271,12 +256,7 @@ fn crashes_at_random_moments_are_continued() {
             ..Default::default()
         }),
         false,
-        Want {
-            level: Level::Raid10,
-            n: 5,
-            layout: "n2",
-            chunk_k: 64,
-        },
+        want(Level::Raid10, 5, "n2", 64),
     );
     let m = make(Level::Raid5, "left-symmetric", 3, "0.90", 64, 1);
     crash_case(
@@ -289,12 +269,7 @@ fn crashes_at_random_moments_are_continued() {
             ..Default::default()
         }),
         true,
-        Want {
-            level: Level::Raid5,
-            n: 4,
-            layout: "left-symmetric",
-            chunk_k: 64,
-        },
+        want(Level::Raid5, 4, "left-symmetric", 64),
     );
     let m = make(Level::Raid5, "left-symmetric", 5, "1.2", 64, 0);
     let full = m.bytes / 4 * 3 / 512;
@@ -308,11 +283,6 @@ fn crashes_at_random_moments_are_continued() {
             ..Default::default()
         }),
         true,
-        Want {
-            level: Level::Raid5,
-            n: 4,
-            layout: "left-symmetric",
-            chunk_k: 64,
-        },
+        want(Level::Raid5, 4, "left-symmetric", 64),
     );
 }

@@ -20,13 +20,13 @@ struct Ask {
 }
 
 /// Make an array `from` = (level, layout, members, chunk KiB, spares) with 1.2 metadata,
-/// reshape it as `ask` says (the spares added), and check it became `want` = (level,
+/// reshape it as `ask` says (the spares added), and check it became `to` = (level,
 /// members, layout, chunk KiB) with its data intact (see [`run`]).
 fn case(
     name: &str,
     from: (Level, &str, usize, u64, usize),
     ask: Ask,
-    want: (Level, usize, &'static str, u64),
+    to: (Level, usize, &'static str, u64),
 ) {
     let (level, layout, n, chunk_k, spares) = from;
     let m = make(level, layout, n, "1.2", chunk_k, spares);
@@ -34,22 +34,11 @@ fn case(
         level: ask.level,
         raid_disks: ask.disks,
         chunk_sectors: ask.chunk_k.map(|k| k * 2),
-        layout: ask.layout.map(|l| names::parse_layout(want.0, l).unwrap()),
+        layout: ask.layout.map(|l| names::parse_layout(to.0, l).unwrap()),
         add: add(&m),
         ..Default::default()
     };
-    let (level, n, layout, chunk_k) = want;
-    run(
-        name,
-        &m,
-        req,
-        Want {
-            level,
-            n,
-            layout,
-            chunk_k,
-        },
-    );
+    run(name, &m, req, want(to.0, to.1, to.2, to.3));
 }
 
 #[test]
@@ -154,12 +143,7 @@ fn shrink_needs_the_array_size_first() {
         "raid5 5->4 backup",
         &m,
         req,
-        Want {
-            level: Level::Raid5,
-            n: 4,
-            layout: "left-symmetric",
-            chunk_k: 64,
-        },
+        want(Level::Raid5, 4, "left-symmetric", 64),
     );
     // Three chunks less per member (mdadm's minimum offset change for 4→3 data members):
     // the component size shrinks and the data moves up, no backup needed.
@@ -174,12 +158,7 @@ fn shrink_needs_the_array_size_first() {
         "raid5 5->4 offset",
         &m,
         req,
-        Want {
-            level: Level::Raid5,
-            n: 4,
-            layout: "left-symmetric",
-            chunk_k: 64,
-        },
+        want(Level::Raid5, 4, "left-symmetric", 64),
     );
 }
 
@@ -209,17 +188,7 @@ fn in_place_with_a_backup_file_on_090_and_10() {
             backup_file: Some(backup),
             ..Default::default()
         };
-        run(
-            &name,
-            &m,
-            req,
-            Want {
-                level,
-                n: n + 1,
-                layout: "left-symmetric",
-                chunk_k: 64,
-            },
-        );
+        run(&name, &m, req, want(level, n + 1, "left-symmetric", 64));
     }
 }
 
