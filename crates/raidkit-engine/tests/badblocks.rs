@@ -7,9 +7,9 @@
 use raidkit_engine::array::ArrayEvent;
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::{create, CreateOptions, MemberSpec};
-use raidkit_engine::rebuild::{rebuild, RebuildOptions};
+use raidkit_engine::rebuild::{rebuild, RebuildOptions, RebuildReport};
 use raidkit_engine::sync::{self, SyncMode};
-use raidkit_engine::EngineError;
+use raidkit_engine::{Array, EngineError};
 use raidkit_format::badblocks;
 use raidkit_format::v1::{feature, SuperblockV1};
 use raidkit_layout::Level;
@@ -79,6 +79,19 @@ fn spare(dir: &TempDir, name: &str, mib: u64) -> PathBuf {
     p
 }
 
+/// Add a blank 2 MiB spare `s.img` in `dir` to `arr` and rebuild onto it: the spare's
+/// path and the rebuild's report.
+fn rebuild_onto_spare(arr: &Array, dir: &TempDir) -> (PathBuf, RebuildReport) {
+    let sp = spare(dir, "s.img", 2);
+    arr.add_spare(
+        std::sync::Arc::new(raidkit_engine::FileDev::open(&sp, true).unwrap()),
+        false,
+    )
+    .unwrap();
+    let rep = rebuild(arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+    (sp, rep)
+}
+
 /// Rebuild over an unreadable source sector → exact loss report, bad blocks recorded (with
 /// events) on the target and on the source in newly created logs → stop → reassemble
 /// without any fault: reads of exactly the lost range fail, everything else is right.
@@ -91,13 +104,7 @@ fn rebuild_loss_survives_a_restart_through_the_bad_block_logs() {
     let bad = PathBuf::from(format!("fault:reio@2088-2095:{}", ps[0].display()));
     let arr = assemble_paths(&[bad, ps[2].clone()], &rw()).unwrap();
     let rx = arr.subscribe();
-    let sp = spare(&dir, "s.img", 2);
-    arr.add_spare(
-        std::sync::Arc::new(raidkit_engine::FileDev::open(&sp, true).unwrap()),
-        false,
-    )
-    .unwrap();
-    let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+    let (sp, rep) = rebuild_onto_spare(&arr, &dir);
     // Stripe 1: P on role 1 (the spare), data k=0 on role 2, k=1 on role 0.
     assert_eq!(rep.lost, vec![(53248, 4096)]);
     let ev = drain(&rx);
@@ -334,13 +341,7 @@ fn without_a_log_format_the_loss_is_kept_in_memory_and_said_loudly() {
     let bad = PathBuf::from(format!("fault:reio@40-47:{}", ps[0].display()));
     let arr = assemble_paths(&[bad, ps[2].clone()], &rw()).unwrap();
     let rx = arr.subscribe();
-    let sp = spare(&dir, "s.img", 2);
-    arr.add_spare(
-        std::sync::Arc::new(raidkit_engine::FileDev::open(&sp, true).unwrap()),
-        false,
-    )
-    .unwrap();
-    let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+    let (_, rep) = rebuild_onto_spare(&arr, &dir);
     assert_eq!(rep.lost, vec![(53248, 4096)]);
     assert_eq!(arr.lost_ranges(), vec![(53248, 4096)]);
     let not: Vec<usize> = drain(&rx)
@@ -429,13 +430,7 @@ fn lost_after_rebuild(dir: &TempDir) -> (Vec<PathBuf>, Vec<u8>) {
     let (ps, model) = make_raid5(dir, 2, false);
     let bad = PathBuf::from(format!("fault:reio@2088-2095:{}", ps[0].display()));
     let arr = assemble_paths(&[bad, ps[2].clone()], &rw()).unwrap();
-    let sp = spare(dir, "s.img", 2);
-    arr.add_spare(
-        std::sync::Arc::new(raidkit_engine::FileDev::open(&sp, true).unwrap()),
-        false,
-    )
-    .unwrap();
-    let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap();
+    let (sp, rep) = rebuild_onto_spare(&arr, dir);
     assert_eq!(rep.lost, vec![(53248, 4096)]);
     arr.stop().unwrap();
     (vec![ps[0].clone(), sp, ps[2].clone()], model)
