@@ -211,18 +211,23 @@ fn crash_case(name: &str, m: &Made, req: Arc<Req>, backup: bool, want: Want) {
 
 #[test]
 fn crashes_at_random_moments_are_continued() {
-    let m = make(Level::Raid5, "left-symmetric", 4, "1.2", 64, 1);
-    crash_case(
-        "raid5 4->5",
-        &m,
-        Arc::new(|add, _| ReshapeRequest {
-            raid_disks: Some(5),
+    let grow_by_one = |n: usize| -> Arc<Req> {
+        Arc::new(move |add, _| ReshapeRequest {
+            raid_disks: Some(n + 1),
             add,
             ..Default::default()
-        }),
-        false,
-        want(Level::Raid5, 5, "left-symmetric", 64),
-    );
+        })
+    };
+    for (level, layout, n) in [
+        (Level::Raid5, "left-symmetric", 4),
+        (Level::Raid6, "left-symmetric", 4),
+        (Level::Raid10, "n2", 4),
+    ] {
+        let m = make(level, layout, n, "1.2", 64, 1);
+        let name = format!("{level} {n}->{}", n + 1);
+        let to = want(level, n + 1, layout, 64);
+        crash_case(&name, &m, grow_by_one(n), false, to);
+    }
     let m = make(Level::Raid5, "left-symmetric", 5, "1.2", 64, 0);
     crash_case(
         "raid5 chunk 64K->128K",
@@ -233,30 +238,6 @@ fn crashes_at_random_moments_are_continued() {
         }),
         false,
         want(Level::Raid5, 5, "left-symmetric", 128),
-    );
-    let m = make(Level::Raid6, "left-symmetric", 4, "1.2", 64, 1);
-    crash_case(
-        "raid6 4->5",
-        &m,
-        Arc::new(|add, _| ReshapeRequest {
-            raid_disks: Some(5),
-            add,
-            ..Default::default()
-        }),
-        false,
-        want(Level::Raid6, 5, "left-symmetric", 64),
-    );
-    let m = make(Level::Raid10, "n2", 4, "1.2", 64, 1);
-    crash_case(
-        "raid10 4->5",
-        &m,
-        Arc::new(|add, _| ReshapeRequest {
-            raid_disks: Some(5),
-            add,
-            ..Default::default()
-        }),
-        false,
-        want(Level::Raid10, 5, "n2", 64),
     );
     let m = make(Level::Raid5, "left-symmetric", 3, "0.90", 64, 1);
     crash_case(
