@@ -1,5 +1,5 @@
 //! kill -9 during an online reshape, under a client writing through NBD (issue 15): a
-//! RAID5 grows 3 -> 4 members while `serve` is killed with SIGKILL at random moments and
+//! RAID5 grows 3 -> 4 members (and a RAID6 4 -> 5) while `serve` is killed with SIGKILL at random moments and
 //! served again (which continues the reshape). The client writes tagged blocks, flushes
 //! every few writes and records what each acknowledged flush made durable; after every
 //! restart, and at the end (the reshape finished, the export grown), every sector reads
@@ -54,14 +54,17 @@ struct Model {
     acked: Vec<u64>,
     pending: Vec<Vec<(u64, u64)>>,
     life: u64,
+    /// The member files, searched for a lost sector's data when one is found wrong.
+    members: Vec<PathBuf>,
 }
 
 impl Model {
-    fn new(sectors: u64) -> Model {
+    fn new(sectors: u64, members: Vec<PathBuf>) -> Model {
         Model {
             acked: vec![0; sectors as usize],
             pending: vec![Vec::new(); sectors as usize],
             life: 0,
+            members,
         }
     }
 
@@ -116,16 +119,17 @@ impl Model {
                     got == want
                 });
             if !ok {
-                if let Some(dir) = std::env::var_os("RK_MEMBER_DIR") {
-                    let g = self.acked[sec as usize];
-                    let mut w = [0u8; 16];
-                    fill_tagged(g, sec * SECTOR, &mut w);
-                    for n in ["a0", "a1", "a2", "a3"] {
-                        let f = std::fs::read(Path::new(&dir).join(n)).unwrap();
-                        for (i, c) in f.chunks(512).enumerate() {
-                            if c[..16] == w {
-                                eprintln!("LOCATE sector {sec} gen {g}: {n} device sector {i}");
-                            }
+                let g = self.acked[sec as usize];
+                let mut w = [0u8; 16];
+                fill_tagged(g, sec * SECTOR, &mut w);
+                for p in &self.members {
+                    let f = std::fs::read(p).unwrap();
+                    for (i, c) in f.chunks(512).enumerate() {
+                        if c[..16] == w {
+                            eprintln!(
+                                "LOCATE sector {sec} gen {g}: {} device sector {i}",
+                                p.display()
+                            );
                         }
                     }
                 }
@@ -234,6 +238,18 @@ fn verify_all(what: &str, uri: &str, model: &Model, sectors: u64) {
 /// a sector found wrong is searched for in the member files.
 #[test]
 fn kill_9_during_an_online_reshape_loses_no_flushed_write() {
+    kill_loop(5, 3);
+}
+
+/// The same for a RAID6 growing 4 -> 5 (two parity blocks per stripe to move and keep).
+#[test]
+fn kill_9_during_an_online_raid6_reshape_loses_no_flushed_write() {
+    kill_loop(6, 4);
+}
+
+/// Grow a RAID`level` of `n` members by one, online under the writer, killing `serve`
+/// as the module documentation says. Two data members become three either way.
+fn kill_loop(level: u32, n: usize) {
     let kills = if let Some(k) = std::env::var("RK_KILLS").ok().and_then(|k| k.parse().ok()) {
         k
     } else if std::env::var_os("RAIDKIT_LONG").is_some() {
@@ -243,39 +259,33 @@ fn kill_9_during_an_online_reshape_loses_no_flushed_write() {
     };
     let t = TempDir::new("rk-reshape-kill").unwrap();
     let d = t.path();
-    // Where a lost sector's data is searched for in the member files.
-    std::env::set_var("RK_MEMBER_DIR", d);
     std::fs::create_dir(run_dir(d)).unwrap();
-    for n in ["a0", "a1", "a2", "a3"] {
-        std::fs::File::create(d.join(n))
+    let names: Vec<String> = (0..=n).map(|i| format!("a{i}")).collect();
+    for m in &names {
+        std::fs::File::create(d.join(m))
             .unwrap()
             .set_len(16 << 20)
             .unwrap();
     }
-    ok(
-        d,
-        &[
-            "create",
-            "--level",
-            "5",
-            "--raid-devices",
-            "3",
-            "--chunk",
-            "64",
-            "--name",
-            "k",
-            "--homehost",
-            "none",
-            "a0",
-            "a1",
-            "a2",
-        ],
-    );
-    let old: Vec<String> = ["a0", "a1", "a2"].iter().map(|n| spec(d, n)).collect();
-    let all: Vec<String> = ["a0", "a1", "a2", "a3"]
-        .iter()
-        .map(|n| spec(d, n))
-        .collect();
+    let (level_s, n_s) = (level.to_string(), n.to_string());
+    let mut create = vec![
+        "create",
+        "--level",
+        &level_s,
+        "--raid-devices",
+        &n_s,
+        "--chunk",
+        "64",
+        "--name",
+        "k",
+        "--homehost",
+        "none",
+    ];
+    create.extend(names[..n].iter().map(String::as_str));
+    ok(d, &create);
+    let old: Vec<String> = names[..n].iter().map(|m| spec(d, m)).collect();
+    let all: Vec<String> = names.iter().map(|m| spec(d, m)).collect();
+    let grown = (n + 1).to_string();
     let uri = format!("nbd+unix:///vol?socket={}", d.join("s.sock").display());
     let mut server = proc::Killing(serve(d, &old, "serve-0.log"));
     let c = connect(&uri);
@@ -290,9 +300,9 @@ fn kill_9_during_an_online_reshape_loses_no_flushed_write() {
             "grow",
             "vol",
             "--add",
-            &all[3],
+            &all[n],
             "--raid-devices",
-            "4",
+            &grown,
             "--force",
         ],
     );
@@ -301,7 +311,10 @@ fn kill_9_during_an_online_reshape_loses_no_flushed_write() {
         "grow: {}",
         String::from_utf8_lossy(&e.stderr)
     );
-    let model = Arc::new(Mutex::new(Model::new(old_sectors)));
+    let model = Arc::new(Mutex::new(Model::new(
+        old_sectors,
+        names.iter().map(|m| d.join(m)).collect(),
+    )));
     let gen = Arc::new(Mutex::new(0u64));
     let mut rng = 0x5eed_u64;
     let mut mid_reshape = 0;
@@ -333,10 +346,9 @@ fn kill_9_during_an_online_reshape_loses_no_flushed_write() {
             }));
             proc::terminate(&server.0);
             server.0.wait().unwrap();
-            ok(
-                d,
-                &["export", "--output", "out.img", "a0", "a1", "a2", "a3"],
-            );
+            let mut export = vec!["export", "--output", "out.img"];
+            export.extend(names.iter().map(String::as_str));
+            ok(d, &export);
             let img = std::fs::read(d.join("out.img")).unwrap();
             let r2 = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 m.verify("offline export", 0, &img[..(old_sectors * SECTOR) as usize])
@@ -353,10 +365,10 @@ fn kill_9_during_an_online_reshape_loses_no_flushed_write() {
         w.join().unwrap();
         model.lock().unwrap().killed();
         if std::env::var_os("RK_DEBUG_VERIFY").is_some() {
-            for n in ["a0", "a3"] {
-                let x: Value = serde_json::from_str(&ok(d, &["examine", "--json", n])).unwrap();
+            for m in [&names[0], &names[n]] {
+                let x: Value = serde_json::from_str(&ok(d, &["examine", "--json", m])).unwrap();
                 eprintln!(
-                    "examine {n}: data_offset {} reshape {} events {}",
+                    "examine {m}: data_offset {} reshape {} events {}",
                     x[0]["data_offset"], x[0]["reshape"], x[0]["events"]
                 );
             }
@@ -385,7 +397,7 @@ fn kill_9_during_an_online_reshape_loses_no_flushed_write() {
     };
     wait_for("the reshape to finish", 180, || {
         let s = status(d);
-        !s.is_null() && s["reshape"].is_null() && s["raid_disks"] == 4
+        !s.is_null() && s["reshape"].is_null() && s["raid_disks"] == n + 1
     });
     stop.store(true, Ordering::Relaxed);
     assert!(
@@ -410,6 +422,8 @@ fn kill_9_during_an_online_reshape_loses_no_flushed_write() {
     proc::terminate(&server.0);
     let st = server.0.wait().unwrap();
     assert!(st.success(), "serve: {st:?}");
-    let out = ok(d, &["check", "a0", "a1", "a2", "a3"]);
+    let mut check = vec!["check"];
+    check.extend(names.iter().map(String::as_str));
+    let out = ok(d, &check);
     assert!(out.contains(": 0 mismatched range(s)"), "{out}");
 }

@@ -227,7 +227,7 @@ impl Reshaping {
                 )
             } else {
                 format!(
-                    "md had moved the data up to {progress}, past the position it recorded ({position}); both copies of that stretch agree, so raidkit continues from {progress}"
+                    "the reshape had moved the data up to {progress}, past the position it recorded ({position}); both copies of that stretch agree, so raidkit continues from {progress}"
                 )
             };
             lock(&route.notes).push(note);
