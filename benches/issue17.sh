@@ -5,6 +5,7 @@
 #             combined modelled bandwidth (2 × 100 MiB/s); RAID1 (2) writes against one
 #             member (100 MiB/s). The model books completions on a virtual clock, so its
 #             capacity is exact whatever the load; fio (nbd engine) is the client.
+#             Also: ms per request against the model's ideal, and the ratio at QD2.
 #   randwrite RAID5 (4 members) / RAID6 (6 members) 4 KiB random writes on tmpfs, through
 #             the engine (`bench io --array`, iodepth = 2 × cores) and through NBD (fio,
 #             QD32), against the member-IO ceiling: fio's 4 KiB random IOPS on the same
@@ -64,8 +65,12 @@ echo "machine: $(nproc) cores, shared with other engineers' builds; load before:
 qd1() {
   echo
   echo "### QD1 1 MiB through NBD, members modelled at 100 MiB/s ($MODEL)"
-  echo "| array | op | MiB/s | anchor MiB/s | ratio |"
-  echo "|---|---|---|---|---|"
+  # Where a QD1 shortfall comes from: the time per request beyond the model's ideal (1 MiB
+  # split over the data members: latency + transfer, all members at once) is what the
+  # server, the client and the scheduler add serially; at QD2 a server that serialized
+  # requests would gain nothing.
+  echo "| array | op | QD1 MiB/s | anchor MiB/s | QD1 ratio | ms/request: ideal, measured | QD2 ratio |"
+  echo "|---|---|---|---|---|---|---|"
   for cfg in "raid0:0:2::read:200" "raid10-n2:10:4:--layout n2:read:200" \
              "raid5:5:3::read:200" "raid1:1:2::write:100"; do
     IFS=: read -r name lvl n extra op anchor <<<"$cfg"
@@ -78,8 +83,11 @@ qd1() {
     for f in "${m[@]}"; do dd if=/dev/urandom of="$f" bs=1M seek=8 count=150 conv=notrunc status=none; done
     serve "$d" "${fm[@]}"
     read -r bw _ < <(nbd_fio "$d/s.sock" a "$op" --rw="$op" --bs=1M --iodepth=1 --size=128M)
+    read -r bw2 _ < <(nbd_fio "$d/s.sock" a "$op" --rw="$op" --bs=1M --iodepth=2 --size=128M)
     unserve
-    echo "| $name ($n members) | $op | $bw | $anchor | $(py "print('%.2f' % ($bw / $anchor))")× |"
+    # Ideal: 0.5 ms latency + the request's share per data member at 100 MiB/s.
+    local ideal; ideal=$(py "print('%.2f' % (0.5 + 1024 / ($anchor / 100) / 100))")
+    echo "| $name ($n members) | $op | $bw | $anchor | $(py "print('%.2f' % ($bw / $anchor))")× | $ideal, $(py "print('%.2f' % (1000 / $bw))") | $(py "print('%.2f' % ($bw2 / $anchor))")× |"
   done
 }
 
