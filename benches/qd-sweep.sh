@@ -81,7 +81,8 @@ if svg:
     sub = f"medians of {len(rounds)} interleaved rounds · tmpfs · 2 vCPUs shared, load {min(loads):.1f}–{max(loads):.1f}"
     subprocess.run([rk, "bench", "plot", f.name, "--out", svg, "--unit", unit,
                     "--title", "NBD queue depth and clients: raidkit over 4 tmpfs members, nbdkit, raw files",
-                    "--subtitle", sub, "--x", "queue depth / clients", "--y", "throughput"], check=True)
+                    "--subtitle", sub, "--x", "queue depth / clients",
+                    "--y", "throughput" if unit == "bytes-per-sec" else "IOPS"], check=True)
     os.unlink(f.name)
 PY
 }
