@@ -5,14 +5,15 @@
 #   - qemu-nbd serving one tmpfs file,
 # all in the same run, interleaved: every server is started once, every target is written
 # in full, then each round runs each cell (workload) on every target back to back, so
-# the ratio of a cell is taken seconds apart. Prints a markdown table: the median over the
-# rounds (MiB/s, IOPS) and the median of the per-round ratios against nbdkit, with their
-# range when there is more than one round.
+# the ratio of a cell is taken seconds apart (no ramp: the fill is the warm-up). Prints a
+# markdown table: the median over the rounds (MiB/s, IOPS) and the median of the per-round
+# ratios against nbdkit, with their range when there is more than one round.
 #   benches/nbd-vs-anchors.sh [RUNTIME_SECONDS] [ROUNDS]   (default 8 s, 1 round)
 # RAIDKIT=path picks the binary; TARGETS="raid0 raid5" limits the raidkit levels run
 # (the anchors always run, so ratios stay same-run); SIZE_MIB = data per target (default
 # 1024); QEMU=0 leaves qemu-nbd out; CSV=file also writes every measurement
-# (round,cell,target,mib_s,iops,load1).
+# (round,cell,target,mib_s,iops,cpu_us,load1). A second table gives the server's CPU time
+# (user + system, from /proc/PID/stat) per request: steadier than throughput under load.
 # Needs: fio with the nbd engine, nbdkit, qemu-nbd (tests/nbd/install-deps.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,19 +39,26 @@ uri() { # target -> NBD URI
     *) echo "nbd+unix:///a?socket=$W/$1/s.sock" ;;
   esac
 }
-run_fio() { # target spec -> "MiB/s IOPS"
+declare -A SPID
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # user + system, clock ticks
+run_fio() { # target spec -> "MiB/s IOPS server-CPU-µs-per-request"
+  local c0 c1
+  c0=$(cpu_ticks "${SPID[$1]}")
   fio --name=b --ioengine=nbd --uri="$(uri "$1")" $2 \
-      --time_based --runtime="$RT" --ramp_time=1 --output-format=json --output="$W/fio.json" >/dev/null 2>&1
-  python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; r=j["read"]; w=j["write"]; d=r if r["io_bytes"]>0 else w; print("%.0f %.0f" % (d["bw_bytes"]/1048576, d["iops"]))' < "$W/fio.json"
+      --time_based --runtime="$RT" --output-format=json --output="$W/fio.json" >/dev/null 2>&1
+  c1=$(cpu_ticks "${SPID[$1]}")
+  python3 -c 'import json,sys,os; j=json.load(sys.stdin)["jobs"][0]; r=j["read"]; w=j["write"]; d=r if r["io_bytes"]>0 else w
+us = (int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf("SC_CLK_TCK") * 1e6 / max(d["total_ios"], 1)
+print("%.0f %.0f %.1f" % (d["bw_bytes"]/1048576, d["iops"], us))' "$c0" "$c1" < "$W/fio.json"
 }
 wait_sock() { for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.1; done; echo "no socket $1" >&2; return 1; }
 # Anchors: one tmpfs file of the same size.
 truncate -s "${SIZE_MIB}M" "$W/one.img"
-nbdkit -U "$W/nbdkit.sock" --exit-with-parent -f file "$W/one.img" & PIDS+=($!)
+nbdkit -U "$W/nbdkit.sock" --exit-with-parent -f file "$W/one.img" & PIDS+=($!); SPID[nbdkit]=$!
 wait_sock "$W/nbdkit.sock"
 ANCHORS="nbdkit"
 if [ "${QEMU:-1}" != 0 ]; then
-  qemu-nbd -k "$W/qemu.sock" -f raw -x q --cache=none --aio=threads "$W/one.img" -t & PIDS+=($!)
+  qemu-nbd -k "$W/qemu.sock" -f raw -x q --cache=none --aio=threads "$W/one.img" -t & PIDS+=($!); SPID[qemu-nbd]=$!
   wait_sock "$W/qemu.sock"
   ANCHORS="nbdkit qemu-nbd"
 fi
@@ -63,7 +71,7 @@ for cfg in "raid0:0:" "raid5:5:" "raid6:6:" "raid10:10:"; do
   [ "$lvl" = 0 ] && per=$(( SIZE_MIB / 4 + 8 ))M
   [ "$lvl" = 5 ] && per=$(( SIZE_MIB / 3 + 8 ))M
   "$RAIDKIT" create --level "$lvl" --raid-devices 4 --chunk 512K --size "$per" --assume-clean "$d"/m{0,1,2,3} >/dev/null 2>&1
-  "$RAIDKIT" serve --socket "$d/s.sock" --export a "$d"/m{0,1,2,3} >/dev/null 2>&1 & PIDS+=($!)
+  "$RAIDKIT" serve --socket "$d/s.sock" --export a "$d"/m{0,1,2,3} >/dev/null 2>&1 & PIDS+=($!); SPID[$name]=$!
   wait_sock "$d/s.sock"
 done
 ALL="$ANCHORS $TARGETS"
@@ -73,17 +81,16 @@ for t in $ALL; do
   fio --name=fill --ioengine=nbd --uri="$(uri "$t")" --rw=write --bs=1M --iodepth=16 \
       --output="$W/fill.out" >/dev/null 2>&1
 done
-declare -A RES
 : "${CSV:=$W/all.csv}"
-[ -s "$CSV" ] || echo "round,cell,target,mib_s,iops,load1" > "$CSV"
+[ -s "$CSV" ] || echo "round,cell,target,mib_s,iops,cpu_us,load1" > "$CSV"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq "$ROUNDS"); do
   for js in "${jobs_spec[@]}"; do
     n=${js%%:*}; spec=${js#*:}
     for t in $ALL; do
       load=$(cut -d' ' -f1 /proc/loadavg)
-      read -r bw iops < <(run_fio "$t" "$spec")
-      echo "$r,$n,$t,$bw,$iops,$load" >> "$CSV"
+      read -r bw iops us < <(run_fio "$t" "$spec")
+      echo "$r,$n,$t,$bw,$iops,$us,$load" >> "$CSV"
     done
   done
 done
@@ -118,4 +125,14 @@ for t in targets:
             cell += f" [{min(ratios):.2f}–{max(ratios):.2f}]"
         row += cell + ")"
     print(row + " |")
+print()
+print("server CPU per request, µs (median over the rounds)")
+print("| target | " + " | ".join(heads) + " |")
+print("|---" * (len(heads) + 1) + "|")
+for t in targets:
+    out = []
+    for c in cells:
+        us = [float(r["cpu_us"]) for r in rows if (r["cell"], r["target"]) == (c, t)]
+        out.append(f"{statistics.median(us):.1f}" if us else "–")
+    print(f"| {t} | " + " | ".join(out) + " |")
 PY
