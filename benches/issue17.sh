@@ -20,7 +20,9 @@
 #             member bytes moved per second (check: 4 × component; rebuild: 4 × component).
 #   qd        4 KiB random reads, one client at QD 1..32 and 1..8 clients at QD1: raidkit
 #             RAID0 over 4 tmpfs members against nbdkit (file plugin) on one tmpfs file and
-#             fio's io_uring engine on that raw file.
+#             fio's io_uring engine on that raw file. One sample per cell: the table and
+#             plot in BENCHMARKS come from benches/qd-sweep.sh (interleaved, repeated,
+#             RAID0 and RAID5, reads and writes).
 # The other targets have their own scripts: benches/raid6-vs-raw.sh (RAID6 full-stripe
 # writes against raw), benches/nbd-vs-anchors.sh (NBD against nbdkit on tmpfs).
 #   benches/issue17.sh [SECTION...]   (default: qd1 randwrite sync qd)
