@@ -50,7 +50,7 @@ print(f"rounds: {len(rounds)}; load average (1 min) during the points: {min(load
 for w in wls:
     unit = "MiB/s" if seq(w) else "IOPS"
     print(f"\n{w} ({unit}, median of {len(rounds)} rounds)\n")
-    head = "| load | " + " | ".join(tgs) + " | " + " | ".join(f"{l} / nbdkit | {l} / raw" for l in levels) + " |"
+    head = "| clients × QD | " + " | ".join(tgs) + " | " + " | ".join(f"{l} / nbdkit | {l} / raw" for l in levels) + " |"
     print(head)
     print("|" + "---|" * (1 + len(tgs) + 2 * len(levels)))
     for p in pts:
