@@ -5,6 +5,8 @@
 #             combined modelled bandwidth (2 × 100 MiB/s); RAID1 (2) writes against one
 #             member (100 MiB/s). The model books completions on a virtual clock, so its
 #             capacity is exact whatever the load; fio (nbd engine) is the client.
+#             Also: ms per request against the model's ideal, the ratio at QD2, and ms
+#             per request on the same members unmodelled (plain tmpfs).
 #   randwrite RAID5 (4 members) / RAID6 (6 members) 4 KiB random writes on tmpfs, through
 #             the engine (`bench io --array`, iodepth = 2 × cores) and through NBD (fio,
 #             QD32), against the member-IO ceiling: fio's 4 KiB random IOPS on the same
@@ -18,7 +20,9 @@
 #             member bytes moved per second (check: 4 × component; rebuild: 4 × component).
 #   qd        4 KiB random reads, one client at QD 1..32 and 1..8 clients at QD1: raidkit
 #             RAID0 over 4 tmpfs members against nbdkit (file plugin) on one tmpfs file and
-#             fio's io_uring engine on that raw file.
+#             fio's io_uring engine on that raw file. One sample per cell: the table and
+#             plot in BENCHMARKS come from benches/qd-sweep.sh (interleaved, repeated,
+#             RAID0 and RAID5, reads and writes).
 # The other targets have their own scripts: benches/raid6-vs-raw.sh (RAID6 full-stripe
 # writes against raw), benches/nbd-vs-anchors.sh (NBD against nbdkit on tmpfs).
 #   benches/issue17.sh [SECTION...]   (default: qd1 randwrite sync qd)
@@ -64,8 +68,19 @@ echo "machine: $(nproc) cores, shared with other engineers' builds; load before:
 qd1() {
   echo
   echo "### QD1 1 MiB through NBD, members modelled at 100 MiB/s ($MODEL)"
-  echo "| array | op | MiB/s | anchor MiB/s | ratio |"
-  echo "|---|---|---|---|---|"
+  # Where a QD1 shortfall comes from: the time per request beyond the model's ideal (1 MiB
+  # split over the data members: latency + transfer, all members at once) is what the
+  # server, the client and the scheduler add serially; at QD2 a server that serialized
+  # requests would gain nothing.
+  # The same members unmodelled (plain tmpfs) give the time a request costs outside the
+  # devices: NBD, engine, copies, scheduling.
+  # nbdkit's file plugin on one plain tmpfs file, same op at QD1, is that cost's anchor.
+  truncate -s 160M "$W/qd1-one.img"
+  dd if=/dev/urandom of="$W/qd1-one.img" bs=1M count=160 conv=notrunc status=none
+  nbdkit -U "$W/qd1-k.sock" --exit-with-parent -f file "$W/qd1-one.img" & local KPID=$!
+  wait_sock "$W/qd1-k.sock"
+  echo "| array | op | QD1 MiB/s | anchor MiB/s | QD1 ratio | ms/request: ideal, measured | QD2 ratio | ms/request on plain tmpfs: raidkit, nbdkit |"
+  echo "|---|---|---|---|---|---|---|---|"
   for cfg in "raid0:0:2::read:200" "raid10-n2:10:4:--layout n2:read:200" \
              "raid5:5:3::read:200" "raid1:1:2::write:100"; do
     IFS=: read -r name lvl n extra op anchor <<<"$cfg"
@@ -78,9 +93,17 @@ qd1() {
     for f in "${m[@]}"; do dd if=/dev/urandom of="$f" bs=1M seek=8 count=150 conv=notrunc status=none; done
     serve "$d" "${fm[@]}"
     read -r bw _ < <(nbd_fio "$d/s.sock" a "$op" --rw="$op" --bs=1M --iodepth=1 --size=128M)
+    read -r bw2 _ < <(nbd_fio "$d/s.sock" a "$op" --rw="$op" --bs=1M --iodepth=2 --size=128M)
     unserve
-    echo "| $name ($n members) | $op | $bw | $anchor | $(py "print('%.2f' % ($bw / $anchor))")× |"
+    serve "$d" "${m[@]}"
+    read -r bwp _ < <(nbd_fio "$d/s.sock" a "$op" --rw="$op" --bs=1M --iodepth=1 --size=128M)
+    unserve
+    read -r bwk _ < <(nbd_fio "$W/qd1-k.sock" "" "$op" --rw="$op" --bs=1M --iodepth=1 --size=128M)
+    # Ideal: 0.5 ms latency + the request's share per data member at 100 MiB/s.
+    local ideal; ideal=$(py "print('%.2f' % (0.5 + 1000 / $anchor))")
+    echo "| $name ($n members) | $op | $bw | $anchor | $(py "print('%.2f' % ($bw / $anchor))")× | $ideal, $(py "print('%.2f' % (1000 / $bw))") | $(py "print('%.2f' % ($bw2 / $anchor))")× | $(py "print('%.2f, %.2f' % (1000 / $bwp, 1000 / $bwk))") |"
   done
+  kill "$KPID" 2>/dev/null || true
 }
 
 randwrite() {

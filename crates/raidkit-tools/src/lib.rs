@@ -11,7 +11,7 @@
 //!   link speed), and members against their peers.
 //! * [`disks`]: members that share a failure domain, SMART health, link speeds.
 //! * [`plot`]: PNG and SVG figures; [`charts`]: the figures of bench, probe and trace, titled
-//!   with what was measured.
+//!   with what was measured; [`csvplot`]: line panels from a benchmark script's CSV.
 //! * [`human`]: human units and ISO-8601 timestamps; [`machine`]: what a benchmark ran on.
 //! * [`stats`]: latency histograms and percentiles; [`watch`]: member lines of `stats`.
 
@@ -20,6 +20,7 @@
 pub mod advise;
 pub mod bench;
 pub mod charts;
+pub mod csvplot;
 pub mod disks;
 pub mod error;
 pub mod human;

@@ -73,7 +73,7 @@ pub enum Command {
     Mount(crate::mount::MountArgs),
     /// mkfs alignment advice for an array (ext4 stride/stripe_width/-g/-J, xfs su/sw).
     Advise(cmd::advise::AdviseArgs),
-    /// Benchmarks: `bench parity` (parity kernels), `bench io` (fio-style workloads).
+    /// Benchmarks: `bench parity` (parity kernels), `bench io` (fio-style workloads), `bench plot` (CSV to chart).
     #[command(subcommand)]
     Bench(cmd::bench_parity::BenchCmd),
     /// IO trace tools: `trace analyze FILE` (blkparse text or raidkit JSON lines).

@@ -297,3 +297,40 @@ fn probe_compares_members_read_only_and_charts_draw() {
     assert!(text.contains("member traffic: "), "member panel");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_plot_draws_a_csv_and_names_bad_lines() {
+    let dir = std::env::temp_dir().join(format!("rk-tools-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("m.csv");
+    std::fs::write(
+        &csv,
+        "round,panel,x,series,value\n1,\"4 KiB reads, one client\",1,nbdkit,20919\n\
+         1,\"4 KiB reads, one client\",2,nbdkit,27588\n1,\"4 KiB reads, one client\",1,raidkit RAID0,29949\n",
+    )
+    .unwrap();
+    let svg = dir.join("m.svg");
+    let (cs, ss) = (csv.display().to_string(), svg.display().to_string());
+    let (ok, _, err) = rk(&[
+        "bench", "plot", &cs, "--out", &ss, "--title", "QD sweep", "--y", "IOPS",
+    ]);
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for want in [
+        "QD sweep",
+        "4 KiB reads, one client",
+        "raidkit RAID0",
+        "nbdkit",
+        "IOPS",
+    ] {
+        assert!(text.contains(want), "{want} missing from the SVG");
+    }
+    std::fs::write(&csv, "panel,x,series,value\np,1,s,fast\n").unwrap();
+    let (ok, _, err) = rk(&["bench", "plot", &cs, "--out", &ss]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("{cs}:2: value \"fast\" is not a number")),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

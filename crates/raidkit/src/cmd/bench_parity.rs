@@ -20,6 +20,8 @@ pub enum BenchCmd {
     Parity(BenchParityArgs),
     /// fio-style workloads on a file, a device or an array, with per-member IO shares.
     Io(Box<super::bench_io::BenchIoArgs>),
+    /// Draw a benchmark script's CSV (panel,x,series,value) as line charts (.svg/.png).
+    Plot(super::bench_plot::BenchPlotArgs),
 }
 
 /// `raidkit bench parity`. Every option takes a comma-separated list (or may be
@@ -63,6 +65,7 @@ pub fn cmd_bench(c: BenchCmd) -> Result<()> {
     match c {
         BenchCmd::Parity(a) => cmd_bench_parity(a),
         BenchCmd::Io(a) => super::bench_io::run(*a),
+        BenchCmd::Plot(a) => super::bench_plot::run(a),
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod advise;
 pub mod bench_io;
 pub mod bench_parity;
+pub mod bench_plot;
 pub mod bitmap;
 pub mod checksums;
 pub mod create;
