@@ -401,6 +401,7 @@ impl Array {
         let Some(bm) = bm.as_ref() else {
             return Err(EngineError::Invalid("the array has no bitmap".into()));
         };
+        let _io = lock(&self.meta.bitmap_io);
         let mut b = lock(bm);
         let old = b.sb.write_behind;
         b.sb.write_behind = n;
