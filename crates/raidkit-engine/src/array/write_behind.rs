@@ -35,6 +35,9 @@ struct Job {
     /// Data sector on the member.
     dsec: u64,
     data: Vec<u8>,
+    /// Zeros queued by a zeroing of the array ([`io::punch_zeroes`]): punched where the
+    /// member can.
+    punch: bool,
 }
 
 impl Job {
@@ -122,12 +125,19 @@ impl WriteBehind {
         let n = data.len() as u64 / SECTOR;
         q.pending.push((id, role, dsec, n));
         drop(q);
+        let punch = io::punching_zeroes() && io::is_zero(data);
         let job = Job {
             id,
             role,
             member,
             dsec,
-            data: data.to_vec(),
+            // Zeros need no copy (a fresh zeroed allocation is not touched until used).
+            data: if punch {
+                vec![0u8; data.len()]
+            } else {
+                data.to_vec()
+            },
+            punch,
         };
         let mut tx = lock(&self.tx);
         let sender = tx.get_or_insert_with(|| {
@@ -250,6 +260,7 @@ fn write_batch(batch: &[Job]) -> Vec<Result<(), String>> {
         which.push(k);
     }
     let t0 = std::time::Instant::now();
+    let _punch = batch.iter().any(|j| j.punch).then(io::punch_zeroes);
     io::run(&mut reqs, &mut |_| {});
     for (r, &k) in reqs.iter_mut().zip(&which) {
         let done_at = r.done_at;
