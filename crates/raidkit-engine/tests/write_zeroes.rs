@@ -144,8 +144,8 @@ fn write_behind_member_gets_the_zeroes_in_order() {
     model[(CHUNK + 4096) as usize..(CHUNK + 8192) as usize].fill(5);
     arr.stop().unwrap();
     // Each member alone holds the model.
-    for keep in 0..2 {
-        let one = vec![ps[keep].clone()];
+    for (keep, p) in ps.iter().enumerate() {
+        let one = vec![p.clone()];
         let arr = assemble_paths(&one, &rw()).unwrap();
         assert!(read_all(&arr) == model, "member {keep} alone");
         arr.stop().unwrap();
