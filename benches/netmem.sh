@@ -17,7 +17,9 @@
 # BMCHUNK=SIZE is the bitmap chunk of every array (default 1M: the return copies 1 MiB).
 # DELAY=DUR puts nbdkit's delay filter in front of the remote (e.g. DELAY=2ms: every remote
 # read and write takes 2 ms more, a slow link), in the anchor and in the mirrors alike.
-# RAIDKIT=path picks the binary.
+# RAIDKIT=path picks the binary. RAIDKIT_B=path makes it an A/B run: each round measures the
+# anchors, then the synchronous and the write-behind mirror's writes with RAIDKIT (rows
+# `A-write`, `A-wm-write`) and RAIDKIT_B (`B-...`), interleaved; no read or return rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE="${1:-256}"
@@ -81,6 +83,46 @@ member_reads() { # bytes read per role, from status
 fresh() { rm -f "$W"/*.img; truncate -s "${MEMBER_MIB}M" "$W/local.img" "$W/remote.img"; }
 URI_R="nbd+unix:///?socket=$W/r.sock"
 URI_A="nbd+unix:///a?socket=$W/a.sock"
+
+# mirror_write BIN [create options...]: MiB/s of the RAID1 (local + remote) written by fio.
+mirror_write() {
+  local bin="$1"; shift
+  fresh
+  start_nbdkit "$W/remote.img"
+  "$bin" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean \
+    "$@" "$W/local.img" "$URI_R" >/dev/null
+  local saved="$RAIDKIT"; RAIDKIT="$bin"
+  start_server "$W/local.img" "$URI_R"
+  fio_mibs "$URI_A" write
+  stop_server
+  RAIDKIT="$saved"
+  stop_nbdkit -KILL
+}
+
+if [ -n "${RAIDKIT_B:-}" ]; then
+  RAIDKIT_B="$(realpath "$RAIDKIT_B")"
+  echo "round test anchor_remote anchor_local raid1 ratio_vs_remote ratio_vs_local load"
+  for r in $(seq "$ROUNDS"); do
+    fresh
+    start_nbdkit "$W/remote.img"
+    remote_w=$(fio_mibs "$URI_R" write)
+    stop_nbdkit
+    fresh
+    "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" "$W/local.img" >/dev/null
+    start_server "$W/local.img"
+    local_w=$(fio_mibs "$URI_A" write)
+    stop_server
+    for ab in A B; do
+      bin="$RAIDKIT"; [ "$ab" = B ] && bin="$RAIDKIT_B"
+      w=$(mirror_write "$bin")
+      wm=$(mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}")
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      python3 -c "print('$r $ab-write $remote_w $local_w $w', f'{$w/$remote_w:.2f}', f'{$w/$local_w:.2f}', '$load')"
+      python3 -c "print('$r $ab-wm-write $remote_w $local_w $wm', f'{$wm/$remote_w:.2f}', f'{$wm/$local_w:.2f}', '$load')"
+    done
+  done
+  exit 0
+fi
 
 echo "round test anchor_remote anchor_local raid1 ratio_vs_remote ratio_vs_local member_reads"
 for r in $(seq "$ROUNDS"); do

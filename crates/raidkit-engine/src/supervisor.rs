@@ -152,6 +152,7 @@ impl Supervisor {
     /// Relay the events of `arr` (the array, or the one a reshape switched to) to this
     /// supervisor, on a thread of its own.
     pub(crate) fn watch_events(self: &Arc<Self>, arr: &Arc<Array>) {
+        arr.watch_write_behind();
         let rx = arr.subscribe();
         let weak = Arc::downgrade(self);
         std::thread::Builder::new()

@@ -718,6 +718,11 @@ impl Array {
         if m.failed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        self.record_failed(role, &m, why)
+    }
+
+    /// Tell of a member just marked failed: its event, and the others' superblocks.
+    pub(crate) fn record_failed(&self, role: usize, m: &Member, why: &str) -> Result<()> {
         self.emit(ArrayEvent::MemberFailed {
             role,
             device: m.dev.name().to_string(),

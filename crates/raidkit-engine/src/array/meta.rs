@@ -3,15 +3,18 @@
 //! client writes, and the write-intent bitmap's bits set before the writes they cover.
 
 use crate::array::{Array, ArrayEvent, Member};
+use crate::dev::io::{self, IoOp, IoReq};
+use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
 use crate::locks::lock;
 use crate::meta::bitmap::RunBitmap;
 use crate::meta::sb::write_super;
 use crate::meta::sb::Super;
+use raidkit_format::bitmap::BITMAP_SB_BYTES;
 use raidkit_format::{v090, MAX_SECTOR};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 /// The array's metadata at run time.
 pub(crate) struct MetaState {
@@ -27,6 +30,33 @@ pub(crate) struct MetaState {
     pub(crate) bitmap: RwLock<Option<Mutex<RunBitmap>>>,
     /// Forced start of a dirty degraded array: mark clean on the first write.
     pub(crate) forced_clean: bool,
+    /// Group commit of bitmap bits ([`Array::bitmap_mark`]).
+    pub(crate) commit: BitmapCommit,
+    /// Held while the bitmap is written to the devices (taken before `bitmap`'s mutex,
+    /// after `sb`'s): a group-commit round writes an image of the bitmap taken under it,
+    /// so no other bitmap write (a header with new events) lands between.
+    pub(crate) bitmap_io: Mutex<()>,
+}
+
+/// Writers waiting for bitmap bits, and the round that writes them.
+#[derive(Default)]
+pub(crate) struct BitmapCommit {
+    st: Mutex<CommitState>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct CommitState {
+    /// Bits wanted by writers waiting for the next round.
+    queued: Vec<u64>,
+    /// The round the bits queued now are written in.
+    next_round: u64,
+    /// Rounds up to this one are over.
+    done_round: u64,
+    /// A round is being written.
+    flushing: bool,
+    /// Rounds written since assembly.
+    rounds: u64,
 }
 
 impl MetaState {
@@ -38,6 +68,14 @@ impl MetaState {
             gate: RwLock::new(()),
             bitmap: RwLock::new(bitmap.map(Mutex::new)),
             forced_clean,
+            commit: BitmapCommit {
+                st: Mutex::new(CommitState {
+                    next_round: 1,
+                    ..CommitState::default()
+                }),
+                done: Condvar::new(),
+            },
+            bitmap_io: Mutex::new(()),
         }
     }
 }
@@ -147,6 +185,7 @@ impl Array {
             e => std::io::Error::other(e.to_string()),
         };
         if let Some(bm) = self.bm().as_ref() {
+            let _io = lock(&self.meta.bitmap_io);
             let mut b = lock(bm);
             b.sb.events = events;
             for &i in &live {
@@ -324,6 +363,7 @@ impl Array {
         }
         let degraded = self.is_degraded();
         if let Some(bm) = self.bm().as_ref() {
+            let _io = lock(&self.meta.bitmap_io);
             let mut b = lock(bm);
             if !degraded && resync == MAX_SECTOR {
                 b.clear_all();
@@ -356,45 +396,124 @@ impl Array {
         self.mark_clean()
     }
 
+    /// Set the bitmap bits covering array sectors `[start, start + n)` on every live
+    /// device before the write they cover goes on. Concurrent writers that need new bits
+    /// join one bitmap flush (md's batching of bit updates): while one writer (the
+    /// leader) writes the bitmap, the others queue their bits for the next round, which
+    /// one of them then writes for all. A bit is set in memory only once it is durable on
+    /// every device that stays, so a writer that finds its bits set goes on at once.
     pub(crate) fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        // Each round that fails a member leaves one member fewer; one more round than
-        // there are devices ends it whatever happens.
+        // Each failed round fails a member (one fewer each time) or ends in an error; one
+        // more round than there are devices ends it whatever happens.
         for _ in 0..=self.devs().len() {
-            let failed: Vec<(usize, EngineError)> = {
+            let needed = {
                 let bm = self.bm();
                 let Some(bm) = bm.as_ref() else {
                     return Ok(());
                 };
-                let mut b = lock(bm);
-                let new_bits = b.mark_new(start, n);
-                if new_bits.is_empty() {
-                    return Ok(());
-                }
-                let devs = self.devs();
-                let failed: Vec<(usize, EngineError)> = self
-                    .live_devices()
-                    .into_iter()
-                    .filter_map(|i| b.write_bits(&devs, &[i]).err().map(|e| (i, e)))
-                    .collect();
-                if failed.is_empty() {
-                    return Ok(());
-                }
-                // Until every member that stays has them on disk, the bits are not set.
-                for i in new_bits {
-                    b.clear(i);
-                }
-                failed
+                let b = lock(bm);
+                unset_bits(&b, start, n)
             };
-            // Outside the bitmap lock: failing a member writes the bitmap header.
-            self.metadata_write_failed(failed)?;
-            // The write this mark covers goes on without the failed members: its bits
-            // must be on every member that stays, or a returning member's bitmap-guided
-            // catch-up would skip the range (found by a network member killed before the
-            // first write of a new region). Mark again on those that stay.
+            if needed.is_empty() {
+                return Ok(());
+            }
+            self.bitmap_commit(needed)?;
         }
         Err(EngineError::Invalid(
             "the write-intent bitmap could not be written to the members that stay".into(),
         ))
+    }
+
+    /// Queue `bits` for a bitmap flush and wait for the round that writes them, leading
+    /// it if no flush is running. Ok once that round is over (its bits are set unless it
+    /// failed: the caller looks again); Err if this writer led a round that failed.
+    fn bitmap_commit(&self, bits: Vec<u64>) -> Result<()> {
+        let gc = &self.meta.commit;
+        let mut st = lock(&gc.st);
+        st.queued.extend(bits);
+        let mine = st.next_round;
+        loop {
+            if st.done_round >= mine {
+                return Ok(());
+            }
+            if !st.flushing {
+                st.flushing = true;
+                let round = st.next_round;
+                st.next_round += 1;
+                let bits = std::mem::take(&mut st.queued);
+                drop(st);
+                let r = self.bitmap_round(&bits);
+                st = lock(&gc.st);
+                st.flushing = false;
+                st.done_round = round;
+                st.rounds += 1;
+                gc.done.notify_all();
+                r?;
+                continue;
+            }
+            st = gc
+                .done
+                .wait(st)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// One group-commit round: write the bitmap with `bits` set to every live device at
+    /// once (one write, then one flush, per device), then set them in memory. A device
+    /// whose write fails is failed (the array goes on without it; the bits are then on
+    /// every device that stays) — unless it is one the array cannot lose: then Err and
+    /// the bits stay clear.
+    fn bitmap_round(&self, bits: &[u64]) -> Result<()> {
+        let failed = {
+            // Lock order as everywhere: the bitmap slot, the bitmap IO turn, the bitmap.
+            let bm = self.bm();
+            let Some(bm) = bm.as_ref() else {
+                return Ok(());
+            };
+            let _io_turn = lock(&self.meta.bitmap_io);
+            let (image, targets) = {
+                let b = lock(bm);
+                if bits
+                    .iter()
+                    .all(|&i| raidkit_format::bitmap::bit_is_set(&b.bits, i))
+                {
+                    return Ok(());
+                }
+                let mut image = b.sb.encode();
+                image.extend_from_slice(&b.bits);
+                for &i in bits {
+                    raidkit_format::bitmap::set_bit(&mut image[BITMAP_SB_BYTES..], i, true);
+                }
+                let devs = self.devs();
+                let targets: Vec<(usize, Arc<dyn BlockDev>, u64)> = self
+                    .live_devices()
+                    .into_iter()
+                    .filter_map(|i| {
+                        let loc = (*b.locs.get(i)?)?;
+                        Some((i, Arc::clone(devs.get(i)?), loc * 512))
+                    })
+                    .collect();
+                (image, targets)
+            };
+            write_bitmap_images(&image, &targets)
+        };
+        if !failed.is_empty() {
+            // Outside the bitmap's locks: failing a member writes the superblocks and the
+            // bitmap header. The devices that stay have the bits already.
+            self.metadata_write_failed(failed)?;
+        }
+        if let Some(bm) = self.bm().as_ref() {
+            let mut b = lock(bm);
+            for &i in bits {
+                raidkit_format::bitmap::set_bit(&mut b.bits, i, true);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bitmap flush rounds run since assembly (group commits of bitmap bits).
+    pub fn bitmap_flushes(&self) -> u64 {
+        lock(&self.meta.commit.st).rounds
     }
 
     pub(crate) fn set_resync_done(&self) {
@@ -417,6 +536,78 @@ impl Array {
             .as_ref()
             .map(|b| crate::array::lock(b).chunk_sectors)
     }
+}
+
+/// The bits covering array sectors `[start, start + n)` that are not set.
+fn unset_bits(b: &RunBitmap, start: u64, n: u64) -> Vec<u64> {
+    if n == 0 || b.chunk_sectors == 0 || b.chunks() == 0 {
+        return Vec::new();
+    }
+    let first = start / b.chunk_sectors;
+    let last = ((start + n - 1) / b.chunk_sectors).min(b.chunks() - 1);
+    (first..=last)
+        .filter(|&i| !raidkit_format::bitmap::bit_is_set(&b.bits, i))
+        .collect()
+}
+
+/// Write the bitmap `image` (superblock and bits) at byte offset `at` of each target
+/// device (index, device, offset), all at once through the member IO layer, then flush
+/// them all at once. Returns the devices whose write or flush failed.
+fn write_bitmap_images(
+    image: &[u8],
+    targets: &[(usize, Arc<dyn BlockDev>, u64)],
+) -> Vec<(usize, EngineError)> {
+    let mut failed = Vec::new();
+    // Each device's write, widened to its logical block size (read-modify-write of the
+    // partial blocks at the ends).
+    let mut bufs: Vec<(usize, u64, std::borrow::Cow<'_, [u8]>)> = Vec::new();
+    for (k, (_, dev, at)) in targets.iter().enumerate() {
+        let lbs = u64::from(dev.logical_block_size().max(512));
+        let start = at / lbs * lbs;
+        let end = (at + image.len() as u64).div_ceil(lbs) * lbs;
+        if start == *at && end == at + image.len() as u64 {
+            bufs.push((k, start, std::borrow::Cow::Borrowed(image)));
+            continue;
+        }
+        let mut buf = vec![0u8; (end - start) as usize];
+        let o = (at - start) as usize;
+        match io::run_one(dev.as_ref(), start, IoOp::Read(&mut buf)) {
+            Ok(()) => {
+                buf[o..o + image.len()].copy_from_slice(image);
+                bufs.push((k, start, std::borrow::Cow::Owned(buf)));
+            }
+            Err(e) => failed.push((k, EngineError::io(dev.name(), "reading the bitmap", e))),
+        }
+    }
+    let mut reqs: Vec<IoReq<'_>> = bufs
+        .iter()
+        .map(|(k, start, buf)| {
+            let dev = targets[*k].1.as_ref();
+            IoReq::new(dev, *start, IoOp::Write(buf), io::member_timeout(dev))
+        })
+        .collect();
+    io::run(&mut reqs, &mut |_| {});
+    let mut written = Vec::new();
+    for (r, (k, _, _)) in reqs.iter_mut().zip(&bufs) {
+        match r.take_result() {
+            Ok(()) => written.push(*k),
+            Err(e) => failed.push((*k, EngineError::io(r.dev.name(), "writing the bitmap", e))),
+        }
+    }
+    let mut flushes: Vec<IoReq<'_>> = written
+        .iter()
+        .map(|&k| {
+            let dev = targets[k].1.as_ref();
+            IoReq::new(dev, 0, IoOp::Flush, io::member_timeout(dev))
+        })
+        .collect();
+    io::run(&mut flushes, &mut |_| {});
+    for (r, k) in flushes.iter_mut().zip(written) {
+        if let Err(e) = r.take_result() {
+            failed.push((k, EngineError::io(r.dev.name(), "flushing the bitmap", e)));
+        }
+    }
+    failed.into_iter().map(|(k, e)| (targets[k].0, e)).collect()
 }
 
 pub(crate) fn update_090_counts(s: &mut v090::SuperblockV090, missing: &[usize]) {

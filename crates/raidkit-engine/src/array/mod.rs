@@ -44,6 +44,7 @@ pub mod slow;
 pub(crate) mod stripe;
 pub(crate) mod stripe_lock;
 pub(crate) mod write_behind;
+pub(crate) mod zeroes;
 
 pub use crate::array::cache::StripeCacheStats;
 pub use crate::array::events::{ArrayEvent, AssemblyNote};

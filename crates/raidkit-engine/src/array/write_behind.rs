@@ -15,8 +15,12 @@
 //!
 //! The queue runs on one thread per array, in batches (every queued write that overlaps
 //! none before it, at once, each until the member's deadline). A write it could not do
-//! is reported back and the member is failed by the next array operation that settles
-//! the queue ([`Array::settle_write_behind`]).
+//! fails the member at once: the thread marks it failed before the write leaves the
+//! queue (so whoever waits for the queue to drain sees it failed, and keeps its bitmap
+//! regions dirty), then records the failure — its event and the others' superblocks —
+//! itself if the array is held in an `Arc` ([`Array::watch_write_behind`], as a served
+//! array is), else the next array operation that settles the queue does
+//! ([`Array::settle_write_behind`]).
 
 use crate::array::member::Member;
 use crate::array::Array;
@@ -35,6 +39,9 @@ struct Job {
     /// Data sector on the member.
     dsec: u64,
     data: Vec<u8>,
+    /// Zeros queued by a zeroing of the array ([`io::punch_zeroes`]): punched where the
+    /// member can.
+    punch: bool,
 }
 
 impl Job {
@@ -54,7 +61,8 @@ type Pending = (u64, usize, u64, u64);
 struct Queue {
     pending: Vec<Pending>,
     next_id: u64,
-    /// Writes that failed: role, member, error (the member is failed on settling).
+    /// Members marked failed by the queue's thread, whose failure is not yet recorded:
+    /// role, member, error.
     failed: Vec<(usize, Arc<Member>, String)>,
 }
 
@@ -62,6 +70,8 @@ struct Queue {
 struct Shared {
     q: Mutex<Queue>,
     changed: Condvar,
+    /// The array, for the queue's thread to record a member's failure at once.
+    owner: Mutex<Option<std::sync::Weak<Array>>>,
 }
 
 /// The array's write-behind state.
@@ -122,12 +132,19 @@ impl WriteBehind {
         let n = data.len() as u64 / SECTOR;
         q.pending.push((id, role, dsec, n));
         drop(q);
+        let punch = io::punching_zeroes() && io::is_zero(data);
         let job = Job {
             id,
             role,
             member,
             dsec,
-            data: data.to_vec(),
+            // Zeros need no copy (a fresh zeroed allocation is not touched until used).
+            data: if punch {
+                vec![0u8; data.len()]
+            } else {
+                data.to_vec()
+            },
+            punch,
         };
         let mut tx = lock(&self.tx);
         let sender = tx.get_or_insert_with(|| {
@@ -217,14 +234,27 @@ fn worker(shared: &Shared, rx: &Receiver<Job>) {
         }
         let results = write_batch(&batch);
         let mut q = lock(&shared.q);
+        let mut newly_failed = false;
         for (job, res) in batch.into_iter().zip(results) {
-            q.pending.retain(|p| p.0 != job.id);
             if let Err(e) = res {
-                q.failed.push((job.role, job.member, e));
+                // Failed before the write leaves the queue: a drain sees the member failed.
+                if Array::set_failed(&job.member) {
+                    q.failed.push((job.role, job.member, e));
+                    newly_failed = true;
+                }
             }
+            q.pending.retain(|p| p.0 != job.id);
         }
         drop(q);
         shared.changed.notify_all();
+        if newly_failed {
+            let owner = lock(&shared.owner)
+                .as_ref()
+                .and_then(std::sync::Weak::upgrade);
+            if let Some(arr) = owner {
+                arr.settle_write_behind();
+            }
+        }
     }
 }
 
@@ -250,6 +280,7 @@ fn write_batch(batch: &[Job]) -> Vec<Result<(), String>> {
         which.push(k);
     }
     let t0 = std::time::Instant::now();
+    let _punch = batch.iter().any(|j| j.punch).then(io::punch_zeroes);
     io::run(&mut reqs, &mut |_| {});
     for (r, &k) in reqs.iter_mut().zip(&which) {
         let done_at = r.done_at;
@@ -287,7 +318,8 @@ impl Array {
         self.wb.queue(role, m, dsec, data)
     }
 
-    /// Fail the write-mostly members whose queued writes failed.
+    /// Record the failure (event, superblocks) of the write-mostly members whose queued
+    /// writes failed (the queue's thread marked them failed already).
     pub(crate) fn settle_write_behind(&self) {
         for (role, m, why) in self.wb.take_failed() {
             let same = self
@@ -295,11 +327,17 @@ impl Array {
                 .get(role)
                 .and_then(|s| s.as_ref())
                 .is_some_and(|s| Arc::ptr_eq(s, &m));
-            if same && !m.is_failed() {
+            if same {
                 // The array keeps running on the other copies; the regions stay dirty.
-                let _ = self.fail_member(role, &why);
+                let _ = self.record_failed(role, &m, &why);
             }
         }
+    }
+
+    /// Let the queue's thread record a member's failure as soon as its write behind
+    /// fails (see the module docs), for an array held in an `Arc`.
+    pub fn watch_write_behind(self: &Arc<Self>) {
+        *lock(&self.wb.shared.owner) = Some(Arc::downgrade(self));
     }
 
     /// Wait until every queued write-behind write is done, then fail the members whose
@@ -401,6 +439,7 @@ impl Array {
         let Some(bm) = bm.as_ref() else {
             return Err(EngineError::Invalid("the array has no bitmap".into()));
         };
+        let _io = lock(&self.meta.bitmap_io);
         let mut b = lock(bm);
         let old = b.sb.write_behind;
         b.sb.write_behind = n;

@@ -1,9 +1,11 @@
 //! An assembled array as an NBD backend.
 //!
-//! Backend semantics: FUA = write then flush of every member; TRIM is accepted and does
-//! nothing (md has no discard bookkeeping to keep in sync, and data after a trim is
-//! unspecified anyway, so leaving it is correct and keeps parity consistent); WRITE_ZEROES
-//! writes zero buffers in 1 MiB pieces (never "fast"). Preferred block size: the full
+//! Backend semantics: FUA = write then flush of every member; WRITE_ZEROES and TRIM both
+//! zero the range through the array ([`Array::write_zeroes`]: a write like any other, whose
+//! member writes of zeros become holes punched in member files and WRITE_ZEROES to NBD
+//! members where they can; with NO_HOLE the zeros are written), so that after a TRIM the
+//! range reads as zeros from every copy and parity stays consistent (never "fast": the
+//! write path decides per member). Preferred block size: the full
 //! stripe (chunk × data disks) when that is a power of two, else the largest power of
 //! two dividing it; minimum 512, or 4096 when a member has 4 KiB logical blocks.
 
@@ -15,15 +17,11 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Byte-size granularity of write-zeroes pieces.
-const ZERO_PIECE: usize = 1 << 20;
-
 /// An assembled array as an NBD backend.
 pub struct ArrayBackend {
     arr: Arc<Array>,
     read_only: bool,
     sizes: (u32, u32, u32),
-    zeroes: Vec<u8>,
     activity: Arc<WriteActivity>,
     description: String,
 }
@@ -92,7 +90,6 @@ impl ArrayBackend {
             sizes: block_sizes(&arr, members),
             arr,
             read_only,
-            zeroes: vec![0u8; ZERO_PIECE],
             activity,
             description,
         }
@@ -121,22 +118,14 @@ impl Backend for ArrayBackend {
     fn flush(&self) -> io::Result<()> {
         self.arr.flush().map_err(io_err)
     }
-    /// A no-op: see the module documentation.
-    fn trim(&self, _offset: u64, _len: u64) -> io::Result<()> {
-        Ok(())
+    /// Zeroes the range: see the module documentation.
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.write_zeroes(offset, len, false)
     }
-    fn write_zeroes(&self, offset: u64, len: u64, _no_hole: bool) -> io::Result<()> {
-        let mut done = 0u64;
-        while done < len {
-            let n = (len - done).min(ZERO_PIECE as u64) as usize;
-            let piece = self
-                .zeroes
-                .get(..n)
-                .ok_or_else(|| io::Error::other("zero buffer"))?;
-            self.write(offset + done, piece, false)?;
-            done += n as u64;
-        }
-        Ok(())
+    fn write_zeroes(&self, offset: u64, len: u64, no_hole: bool) -> io::Result<()> {
+        let r = self.arr.zero_range(offset, len, !no_hole).map_err(io_err);
+        self.activity.wrote();
+        r
     }
     fn block_sizes(&self) -> (u32, u32, u32) {
         self.sizes

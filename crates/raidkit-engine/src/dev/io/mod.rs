@@ -308,6 +308,60 @@ pub fn is_gone(e: &io::Error) -> bool {
     is_timeout(e) || e.kind() == io::ErrorKind::NotConnected
 }
 
+thread_local! {
+    /// Set while this thread zeroes a range of the array ([`punch_zeroes`]).
+    static PUNCH_ZEROES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While the returned guard lives, a write of an all-zero buffer in this thread's batches
+/// gives the storage back instead ([`BlockDev::punch_hole`]: a hole in a file, an NBD
+/// member's WRITE_ZEROES) where the device can, and is written as zeros where it cannot.
+pub fn punch_zeroes() -> PunchZeroes {
+    PunchZeroes(PUNCH_ZEROES.with(|p| p.replace(true)))
+}
+
+/// Does this thread zero a range now ([`punch_zeroes`])?
+pub fn punching_zeroes() -> bool {
+    PUNCH_ZEROES.with(std::cell::Cell::get)
+}
+
+/// The guard of [`punch_zeroes`]; dropping it restores what was before.
+pub struct PunchZeroes(bool);
+
+impl Drop for PunchZeroes {
+    fn drop(&mut self) {
+        PUNCH_ZEROES.with(|p| p.set(self.0));
+    }
+}
+
+/// Is every byte of `b` zero?
+pub fn is_zero(b: &[u8]) -> bool {
+    b.chunks(64).all(|c| c.iter().fold(0u8, |a, &x| a | x) == 0)
+}
+
+/// Under [`punch_zeroes`]: carry out a write of zeros as a punched hole if the device can
+/// (true: done, with its result).
+fn try_punch(r: &mut IoReq<'_>) -> bool {
+    let IoOp::Write(b) = &r.op else {
+        return false;
+    };
+    if b.is_empty() || !is_zero(b) {
+        return false;
+    }
+    let len = b.len();
+    if let Err(e) = super::check_bounds("write", r.offset, len, r.dev.size_bytes()) {
+        r.finish(Err(e), Instant::now());
+        return true;
+    }
+    match r.dev.punch_hole(r.offset, len as u64) {
+        Ok(false) => false,
+        res => {
+            r.finish(res.map(drop), Instant::now());
+            true
+        }
+    }
+}
+
 /// Run every IO of the batch at once and wait for all of them (each until its deadline).
 /// `on_late(i)` is called at the deadline of an IO `i` that the batch must still wait
 /// for (the kernel holds its memory); its result is then a timeout whatever the kernel
@@ -319,7 +373,11 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     }
     let mut fds = Vec::new();
     let mut asyncs = Vec::new();
+    let punch = punching_zeroes();
     for (i, r) in reqs.iter_mut().enumerate() {
+        if punch && try_punch(r) {
+            continue;
+        }
         match r.dev.submission() {
             Submission::Fd { fd, in_memory } => {
                 let size = r.dev.size_bytes();
