@@ -442,13 +442,13 @@ impl Array {
                 st.next_round += 1;
                 let bits = std::mem::take(&mut st.queued);
                 drop(st);
+                // Ends the round when dropped, also if the round unwinds, so the writers
+                // waiting for it look at their bits again instead of waiting forever.
+                let end = RoundEnd { gc, round };
                 let r = self.bitmap_round(&bits);
-                st = lock(&gc.st);
-                st.flushing = false;
-                st.done_round = round;
-                st.rounds += 1;
-                gc.done.notify_all();
+                drop(end);
                 r?;
+                st = lock(&gc.st);
                 continue;
             }
             st = gc
@@ -535,6 +535,23 @@ impl Array {
         self.bm()
             .as_ref()
             .map(|b| crate::array::lock(b).chunk_sectors)
+    }
+}
+
+/// The end of a group-commit round (see [`Array::bitmap_commit`]): when dropped, the
+/// round is over and its waiters are woken.
+struct RoundEnd<'a> {
+    gc: &'a BitmapCommit,
+    round: u64,
+}
+
+impl Drop for RoundEnd<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.gc.st);
+        st.flushing = false;
+        st.done_round = self.round;
+        st.rounds += 1;
+        self.gc.done.notify_all();
     }
 }
 
