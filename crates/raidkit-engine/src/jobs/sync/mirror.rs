@@ -21,10 +21,9 @@ pub(super) fn mirror_region(
         .locate(s)
         .ok_or_else(|| EngineError::Invalid(format!("sector {s} out of range")))?;
     let n = p.run.min(max);
-    // Copies are read, compared and rewritten with client writes held: a write landing
+    // The caller holds the region against client writes (range_gate): a write landing
     // between the read and the rewrite would otherwise be undone on one copy (and a
     // check would report a mismatch that is only a write in flight).
-    let _quiet = arr.is_writable().then(|| arr.pause_writes());
     let live: Vec<(usize, u64)> = p
         .copies
         .iter()
