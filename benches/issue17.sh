@@ -13,11 +13,14 @@
 #             member files (one psync job per file, randrw 50/50 = the mix of a small
 #             parity write: as many reads as writes), divided by 4 (RAID5: 2 reads + 2
 #             writes) or 6 (RAID6: 3 + 3).
-#   sync      RAID5 over 4 tmpfs members: `raidkit check` (offline) against fio reading
-#             the same files sequentially (one job per file, 1 MiB), and a rebuild onto a
-#             spare (serve, manage --fail/--remove/--add, polled status) against fio with
-#             3 sequential readers and 1 sequential writer on the same files. Rates are
-#             member bytes moved per second (check: 4 × component; rebuild: 4 × component).
+#   sync      RAID5 over 4 tmpfs members (SYNC_LEVEL=1: RAID1 over 2, 6: RAID6 over 6;
+#             CHUNK_KIB, default 512): `raidkit check` (offline) against fio reading the
+#             same files sequentially (one job per file, 1 MiB), and a rebuild onto a spare
+#             (serve, manage --fail/--remove/--add) against fio with n-1 sequential readers
+#             and 1 sequential writer on the same files, timed twice: --add until status
+#             says idle (polled every 50 ms), and the engine's rebuild_started →
+#             rebuild_finished events as `monitor --json` delivers them. Rates are member
+#             bytes moved per second (n × component, both).
 #   qd        4 KiB random reads, one client at QD 1..32 and 1..8 clients at QD1: raidkit
 #             RAID0 over 4 tmpfs members against nbdkit (file plugin) on one tmpfs file and
 #             fio's io_uring engine on that raw file. One sample per cell: the table and
@@ -137,14 +140,20 @@ randwrite() {
 
 status_json() { "$RAIDKIT" status --json 2>/dev/null || echo '[]'; }
 sync_() {
+  # SYNC_LEVEL 5 (4 members, default), 6 (6 members) or 1 (2 members); CHUNK_KIB (512).
+  local level=${SYNC_LEVEL:-5} chunk=${CHUNK_KIB:-512} n
+  case $level in 1) n=2 ;; 5) n=4 ;; 6) n=6 ;; *) echo "SYNC_LEVEL 1, 5 or 6" >&2; exit 2 ;; esac
+  local data=$((level == 1 ? 1 : level == 5 ? n - 1 : n - 2))
   echo
-  echo "### Rebuild and check against the members' raw sequential bandwidth (RAID5, 4 tmpfs members, 512 KiB chunk)"
+  echo "### Rebuild and check against the members' raw sequential bandwidth (RAID$level, $n tmpfs members, $chunk KiB chunk)"
   local d="$W/sync"; mkdir -p "$d"
-  local m=("$d"/m0 "$d"/m1 "$d"/m2 "$d"/m3) comp=${COMP_MIB:-256}
-  "$RAIDKIT" create --level 5 --raid-devices 4 --size $((comp + 8))M --name s "${m[@]}" >/dev/null
-  "$RAIDKIT" import --input <(head -c $((3 * comp))M /dev/urandom) "${m[@]}" >/dev/null
+  local m=() comp=${COMP_MIB:-256} i
+  for ((i = 0; i < n; i++)); do m+=("$d/m$i"); done
+  local chunk_arg=(--chunk "${chunk}K"); [ "$level" = 1 ] && chunk_arg=()
+  "$RAIDKIT" create --level "$level" --raid-devices "$n" "${chunk_arg[@]}" --size $((comp + 8))M --name s "${m[@]}" >/dev/null
+  "$RAIDKIT" import --input <(head -c $((data * comp))M /dev/urandom) "${m[@]}" >/dev/null
   local args=()
-  for i in 0 1 2 3; do args+=(--name="m$i" --filename="${m[$i]}"); done
+  for ((i = 0; i < n; i++)); do args+=(--name="m$i" --filename="${m[$i]}"); done
   fio --rw=read --bs=1M --ioengine=psync --offset=8M --size=${comp}M --time_based \
       --runtime="$RT" --group_reporting --output-format=json --output="$W/fio.json" \
       "${args[@]}" >/dev/null 2>&1
@@ -153,22 +162,32 @@ sync_() {
   t0=$(date +%s.%N)
   "$RAIDKIT" check "${m[@]}" >/dev/null
   t1=$(date +%s.%N)
-  local chk; chk=$(py "print('%.1f' % (4 * $comp / ($t1 - $t0)))")
+  local chk; chk=$(py "print('%.1f' % ($n * $comp / ($t1 - $t0)))")
   echo "| job | raw MiB/s (same files) | raidkit member MiB/s | ratio |"
   echo "|---|---|---|---|"
-  echo "| check (offline, 4 × ${comp} MiB read, ${t0%.*}→$(py "print('%.2f s' % ($t1 - $t0))")) | $rawr (4 readers) | $chk | $(py "print('%.2f' % ($chk / $rawr))")× |"
-  # Rebuild: 3 sequential readers and 1 sequential writer on the same files.
-  cp --sparse=always "$d/m3" "$d/spare"
+  echo "| check (offline, $n × ${comp} MiB read, $(py "print('%.2f s' % ($t1 - $t0))")) | $rawr ($n readers) | $chk | $(py "print('%.2f' % ($chk / $rawr))")× |"
+  # Rebuild: n-1 sequential readers and 1 sequential writer on the same files.
+  local last=$((n - 1)) rargs=()
+  for ((i = 0; i < last; i++)); do rargs+=(--name="r$i" --filename="${m[$i]}"); done
+  cp --sparse=always "${m[$last]}" "$d/spare"
   fio --bs=1M --ioengine=psync --offset=8M --size=${comp}M --time_based --runtime="$RT" \
       --group_reporting --output-format=json --output="$W/fio.json" \
-      --rw=read --name=r0 --filename="${m[0]}" --name=r1 --filename="${m[1]}" \
-      --name=r2 --filename="${m[2]}" --name=w --rw=write --filename="$d/spare" >/dev/null 2>&1
+      --rw=read "${rargs[@]}" --name=w --rw=write --filename="$d/spare" >/dev/null 2>&1
   read -r rawrw _ < <(fio_json both)
-  rm -f "$d/spare"; truncate -s $((comp + 8))M "$d/spare"
+  # The spare's pages allocated up front (zeros), as fio's writer found them: on tmpfs a
+  # write into a hole also allocates and clears the page (a fifth of a RAID1 rebuild's CPU
+  # time in `perf`), which a disk does not do and the anchor did not pay.
+  rm -f "$d/spare"; fallocate -l $((comp + 8))M "$d/spare"
   serve "$d" "${m[@]}"
   local nm; nm=$(status_json | py "import json,sys; print(json.load(sys.stdin)[0][\"name\"])")
-  "$RAIDKIT" manage "$nm" --fail "${m[3]}" >/dev/null
-  "$RAIDKIT" manage "$nm" --remove "${m[3]}" >/dev/null
+  "$RAIDKIT" manage "$nm" --fail "${m[$last]}" >/dev/null
+  "$RAIDKIT" manage "$nm" --remove "${m[$last]}" >/dev/null
+  # The rebuild's own time: from its rebuild_started event to its rebuild_finished, each
+  # stamped as `monitor --json` delivers it (no process start, --add or polling in it).
+  "$RAIDKIT" monitor --json 2>/dev/null > >(python3 -u -c 'import sys,time
+for l in sys.stdin: print("%.6f %s" % (time.time(), l), end="", flush=True)' >"$d/events") &
+  local MPID=$!
+  sleep 0.3
   t0=$(date +%s.%N)
   "$RAIDKIT" manage "$nm" --add "$d/spare" >/dev/null
   for _ in $(seq 3000); do
@@ -176,9 +195,20 @@ sync_() {
     sleep 0.05
   done
   t1=$(date +%s.%N)
+  for _ in $(seq 40); do grep -q rebuild_finished "$d/events" && break; sleep 0.05; done
+  kill "$MPID" 2>/dev/null || true
   unserve
-  local reb; reb=$(py "print('%.1f' % (4 * $comp / ($t1 - $t0)))")
-  echo "| rebuild onto a spare (3 × ${comp} MiB read, ${comp} MiB written, $(py "print('%.2f s' % ($t1 - $t0))"), polled every 50 ms) | $rawrw (3 readers + 1 writer) | $reb | $(py "print('%.2f' % ($reb / $rawrw))")× |"
+  local te; te=$(py 'import sys
+t={}
+for l in open(sys.argv[1]):
+    ts,_,j=l.partition(" ")
+    for k in ("rebuild_started","rebuild_finished"):
+        if "\""+k+"\"" in j: t.setdefault(k,float(ts))
+print("%.3f" % (t["rebuild_finished"]-t["rebuild_started"]) if len(t)==2 else "nan")' "$d/events")
+  local reb; reb=$(py "print('%.1f' % ($n * $comp / ($t1 - $t0)))")
+  local rebe; rebe=$(py "t=float('$te'); print('%.1f' % ($n * $comp / t) if t == t else 'nan')")
+  echo "| rebuild onto a spare, --add to idle ($last × ${comp} MiB read, ${comp} MiB written, $(py "print('%.2f s' % ($t1 - $t0))"), polled every 50 ms) | $rawrw ($last readers + 1 writer) | $reb | $(py "print('%.2f' % ($reb / $rawrw))")× |"
+  echo "| rebuild onto a spare, rebuild_started→rebuild_finished events (${te} s) | $rawrw | $rebe | $(py "t='$rebe'; print('%.2f' % (float(t) / $rawrw) if t != 'nan' else 'nan')")× |"
 }
 
 qd() {

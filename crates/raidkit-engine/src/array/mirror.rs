@@ -25,6 +25,8 @@ impl Array {
     /// no copy of which could be written fails the write.
     pub(crate) fn write_mapped(&self, start: u64, buf: &[u8]) -> Result<()> {
         let total = buf.len() as u64 / SECTOR;
+        // Ordered against a mirrored rebuild's or sync's regions in flight (range_gate).
+        let _in_flight = self.enter_write_range(start, total);
         let mut runs = Vec::new();
         let mut done = 0;
         while done < total {

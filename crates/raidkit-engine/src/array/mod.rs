@@ -8,6 +8,7 @@
 //! * [`mirror`]: RAID1/10 reads and read balancing ([`balance`]).
 //! * [`stripe`]: RAID4/5/6 stripe data and parity; [`parity_write`]: direct stripe writes;
 //!   [`stripe_lock`]: per-stripe IO locks; [`scratch`]: reused buffers.
+//! * [`range_gate`]: client writes ordered against mirrored copy jobs, range by range.
 //! * [`cache`]: the stripe cache of RAID4/5/6.
 //! * [`lost`]: lost ranges; [`bad_blocks`]: md's bad-block log; [`slow`]: slow members.
 //! * [`events`]: typed events; [`iostats`]: client IO statistics.
@@ -37,6 +38,7 @@ pub mod member;
 pub(crate) mod meta;
 pub(crate) mod mirror;
 pub(crate) mod parity_write;
+pub(crate) mod range_gate;
 pub(crate) mod replacement;
 pub mod reshape;
 pub(crate) mod scratch;
@@ -80,6 +82,8 @@ pub struct Array {
     pub(crate) lost: LostRanges,
     /// Per-stripe IO locks ([`stripe_lock`]).
     locks: StripeLocks,
+    /// Client writes ordered against mirrored copy jobs by range ([`range_gate`]).
+    ranges: range_gate::RangeGate,
     /// Event subscribers ([`events`]).
     listeners: Mutex<Vec<std::sync::mpsc::Sender<ArrayEvent>>>,
     /// Client-visible IO statistics and tracing.
@@ -137,6 +141,7 @@ impl Array {
             meta: MetaState::new(meta, bitmap, forced_clean),
             lost: LostRanges::default(),
             locks: StripeLocks::new(),
+            ranges: Default::default(),
             listeners: Mutex::new(Vec::new()),
             io: crate::iostats::IoStats::default(),
             cache,

@@ -104,26 +104,30 @@ impl CopyLoop<'_> {
         Ok(CopyEnd::Done)
     }
 
-    /// [`CopyLoop::run`] for parity levels, whole stripes of `chunk` sectors at a time with
-    /// up to `depth` of them in flight (see [`pipeline`]). `lock(x)` takes the stripe lock
-    /// of data sector `x`, on the job's thread and in ascending order; `step(x)` copies
-    /// that stripe on a worker; `copied(x_end, out)` takes each step's outcome in order,
-    /// once every sector below `x_end` is copied, while its stripe is still locked (the
-    /// recovery point moves there). Stops, checkpoints and the speed limit as in `run`.
+    /// [`CopyLoop::run`] with up to `depth` steps in flight (see [`pipeline`]). A step
+    /// `(x, n)` copies `n` data sectors from `x`: `step_sectors` each, whole (parity
+    /// levels: a stripe of `chunk`, whatever the range's end) or, with `clip`, cut at its
+    /// range's end (mirrors). `lock(x, n)` takes what a step holds (a stripe lock, a range
+    /// hold), on the job's thread and in ascending order; `step(x, n)` copies on a worker;
+    /// `copied(x + n, out)` takes each step's outcome in order, once every sector below
+    /// `x + n` is copied, while its lock is still held (the recovery point moves there).
+    /// Stops, checkpoints and the speed limit as in `run`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn run_stripes<L, T: Send>(
+    pub(crate) fn run_pipelined<L, T: Send>(
         &self,
-        chunk: u64,
+        step_sectors: u64,
+        clip: bool,
         depth: usize,
         progress: &mut dyn FnMut(u64, u64),
-        lock: impl FnMut(u64) -> L,
-        step: impl Fn(u64) -> T + Sync,
+        lock: impl FnMut(u64, u64) -> L,
+        step: impl Fn((u64, u64)) -> T + Sync,
         copied: impl FnMut(u64, T) -> Result<()>,
         checkpoint: impl FnMut(u64) -> Result<()>,
     ) -> Result<CopyEnd> {
         let mut steps = StripeSteps {
             copy: self,
-            chunk,
+            step_sectors,
+            clip,
             range: 0,
             x: self.ranges.first().map_or(0, |r| r.0),
             done: 0,
@@ -161,10 +165,12 @@ impl CopyLoop<'_> {
     }
 }
 
-/// The coordinator's state of [`CopyLoop::run_stripes`].
+/// The coordinator's state of [`CopyLoop::run_pipelined`].
 struct StripeSteps<'a, 'p, T, LF, CF, KF> {
     copy: &'a CopyLoop<'a>,
-    chunk: u64,
+    /// Sectors per step, and whether a step is cut at its range's end.
+    step_sectors: u64,
+    clip: bool,
     /// The range being handed out, and the next step's data sector in it.
     range: usize,
     x: u64,
@@ -184,15 +190,15 @@ struct StripeSteps<'a, 'p, T, LF, CF, KF> {
 impl<L, T, LF, CF, KF> pipeline::Steps for StripeSteps<'_, '_, T, LF, CF, KF>
 where
     T: Send,
-    LF: FnMut(u64) -> L,
+    LF: FnMut(u64, u64) -> L,
     CF: FnMut(u64, T) -> Result<()>,
     KF: FnMut(u64) -> Result<()>,
 {
-    type Key = u64;
+    type Key = (u64, u64);
     type Held = L;
     type Out = T;
 
-    fn next(&mut self) -> Result<Option<(u64, L)>> {
+    fn next(&mut self) -> Result<Option<((u64, u64), L)>> {
         while self.x >= self.copy.ranges.get(self.range).map_or(u64::MAX, |r| r.1) {
             self.range += 1;
             match self.copy.ranges.get(self.range) {
@@ -200,10 +206,15 @@ where
                 None => return Ok(None),
             }
         }
-        if self.copy.ranges.get(self.range).is_none() {
+        let Some(&(_, range_end)) = self.copy.ranges.get(self.range) else {
             return Ok(None);
-        }
+        };
         let x = self.x;
+        let n = if self.clip {
+            self.step_sectors.min(range_end - x)
+        } else {
+            self.step_sectors
+        };
         let c = self.copy;
         if c.opts
             .stop
@@ -221,15 +232,15 @@ where
             });
         }
         c.throttle(self.done, self.started);
-        self.x += self.chunk;
-        Ok(Some((x, (self.lock)(x))))
+        self.x += n;
+        Ok(Some(((x, n), (self.lock)(x, n))))
     }
 
-    fn commit(&mut self, x: u64, out: T, held: L) -> Result<()> {
-        let end = x + self.chunk;
+    fn commit(&mut self, (x, n): (u64, u64), out: T, held: L) -> Result<()> {
+        let end = x + n;
         (self.copied)(end, out)?;
         drop(held);
-        self.done += self.chunk;
+        self.done += n;
         (self.progress)(self.done, self.total);
         if self.copy.checkpoints
             && self.last_checkpoint.elapsed()

@@ -2,6 +2,7 @@
 //! (a majority of 3+ copies, or the checksum sidecar), and the fix.
 
 use super::{SyncMode, SyncReport, Verdict, PAGE};
+use crate::array::scratch::{scratch_put, scratch_take};
 use crate::array::Array;
 use crate::checksums::{Checksums, Judgement};
 use crate::error::{EngineError, Result};
@@ -21,10 +22,9 @@ pub(super) fn mirror_region(
         .locate(s)
         .ok_or_else(|| EngineError::Invalid(format!("sector {s} out of range")))?;
     let n = p.run.min(max);
-    // Copies are read, compared and rewritten with client writes held: a write landing
+    // The caller holds the region against client writes (range_gate): a write landing
     // between the read and the rewrite would otherwise be undone on one copy (and a
     // check would report a mismatch that is only a write in flight).
-    let _quiet = arr.is_writable().then(|| arr.pause_writes());
     let live: Vec<(usize, u64)> = p
         .copies
         .iter()
@@ -39,13 +39,16 @@ pub(super) fn mirror_region(
         return Ok(n);
     }
     let len = (n * 512) as usize;
-    // Read every readable copy.
+    // Read every readable copy, into reused buffers (not cleared: a read that succeeds
+    // fills its buffer, a failed one's is not used).
     let mut copies: Vec<(Loc, Option<Vec<u8>>)> = Vec::new();
     for &(r, d) in &live {
-        let mut b = vec![0u8; len];
+        let mut b = scratch_take();
+        b.resize(len, 0);
         let ok = arr.readable(r, d, n) && arr.read_block(r, d, &mut b).is_ok();
         copies.push(((r, d), ok.then_some(b)));
     }
+    let copies = Copies(copies);
     if copies.iter().all(|c| c.1.is_none()) {
         return Err(EngineError::Unreadable {
             offset: s * 512,
@@ -64,6 +67,26 @@ pub(super) fn mirror_region(
         a = b;
     }
     Ok(n)
+}
+
+/// A region's copies, their buffers handed back for reuse when dropped.
+struct Copies(Vec<(Loc, Option<Vec<u8>>)>);
+
+impl std::ops::Deref for Copies {
+    type Target = [(Loc, Option<Vec<u8>>)];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl Drop for Copies {
+    fn drop(&mut self) {
+        for (_, b) in self.0.drain(..) {
+            if let Some(b) = b {
+                scratch_put(b);
+            }
+        }
+    }
 }
 
 /// Decide and (in repair) fix one page `[lo, hi)` of a mirror region starting at array

@@ -9,6 +9,7 @@ mod mirror;
 mod parity;
 mod reshaping;
 
+use crate::array::range_gate::RangeHold;
 use crate::array::Array;
 use crate::error::{EngineError, Result};
 use crate::jobs::pipeline;
@@ -275,36 +276,13 @@ fn visit(
     progress: &mut dyn FnMut(u64, u64),
     rep: &mut SyncReport,
 ) -> Result<bool> {
-    let throttle = Throttle::new(opts);
-    let geo = arr.geometry().clone();
     let todo: u64 = regions.iter().map(|(a, e)| e - a).sum();
-    let mut done = 0u64;
     progress(0, todo);
-    if !geo.level.has_redundancy() {
-        rep.sectors_done = done;
+    if !arr.geometry().level.has_redundancy() {
+        rep.sectors_done = 0;
         return Ok(true);
     }
-    if geo.level.has_parity() {
-        return visit_stripes(arr, mode, opts, regions, progress, rep);
-    }
-    for &(start, end) in regions {
-        let mut at = start;
-        while at < end {
-            if stop_asked(opts) {
-                rep.stopped_at = Some(at);
-                rep.covered.1 = bytes_for_sync(arr, at);
-                rep.sectors_done = done;
-                return Ok(false);
-            }
-            let n = mirror::mirror_region(arr, at, (end - at).min(MIRROR_STEP_SECTORS), mode, rep)?;
-            at += n;
-            done += n;
-            progress(done, todo);
-            throttle.wait(done);
-        }
-    }
-    rep.sectors_done = done;
-    Ok(true)
+    visit_steps(arr, mode, opts, regions, progress, rep)
 }
 
 fn stop_asked(opts: &SyncOptions) -> bool {
@@ -341,10 +319,11 @@ impl<'a> Throttle<'a> {
     }
 }
 
-/// A parity pass over whole stripes, several in flight at once (each on a worker: read,
-/// recompute, compare, fix), their reports merged in stripe order: the report, the
-/// progress and where a stop leaves off are those of a pass one stripe at a time.
-fn visit_stripes(
+/// A pass with several steps in flight at once, each on a worker: whole stripes (parity
+/// levels: read, recompute, compare, fix) or mirrored regions (read every copy, compare,
+/// fix). Their reports are merged in order: the report, the progress and where a stop
+/// leaves off are those of a pass one step at a time.
+fn visit_steps(
     arr: &Array,
     mode: SyncMode,
     opts: &SyncOptions,
@@ -354,9 +333,22 @@ fn visit_stripes(
 ) -> Result<bool> {
     let geo = arr.geometry();
     let chunk = geo.chunk_sectors;
-    // A stripe's buffers: every member's chunk, and the recomputed P and Q.
-    let stripe_bytes = (geo.raid_disks as u64 + 2) * chunk * 512;
-    let mut pass = StripePass {
+    let (step, step_bytes) = if geo.level.has_parity() {
+        // A stripe's buffers: every member's chunk, and the recomputed P and Q.
+        (Step::Stripe, (geo.raid_disks as u64 + 2) * chunk * 512)
+    } else {
+        // A region's copies, each read whole.
+        let copies = geo.locate(0).map_or(2, |p| p.copies.len()) as u64;
+        (Step::Mirror, copies * MIRROR_STEP_SECTORS * 512)
+    };
+    // Mirrors: a region is held against client writes into it from before its copies are
+    // read until they are compared and fixed (a write in between would be undone on one
+    // copy, or reported as a mismatch); writes elsewhere go on.
+    let _ordered = (step == Step::Mirror && arr.is_writable()).then(|| arr.order_writes_by_range());
+    let mut pass = StepPass {
+        arr,
+        step,
+        hold: _ordered.is_some(),
         opts,
         regions,
         region: 0,
@@ -369,9 +361,12 @@ fn visit_stripes(
         rep,
         stopped: None,
     };
-    pipeline::run(pipeline::depth_for(stripe_bytes), &mut pass, |at| {
+    pipeline::run(pipeline::depth_for(step_bytes), &mut pass, |(at, n)| {
         let mut part = SyncReport::default();
-        let n = parity::parity_stripe(arr, at / chunk, mode, &mut part);
+        let n = match step {
+            Step::Stripe => parity::parity_stripe(arr, at / chunk, mode, &mut part),
+            Step::Mirror => mirror::mirror_region(arr, at, n, mode, &mut part),
+        };
         (n, part)
     })?;
     let (done, stopped) = (pass.done, pass.stopped);
@@ -384,11 +379,24 @@ fn visit_stripes(
     Ok(true)
 }
 
-/// The coordinator's state of [`visit_stripes`].
-struct StripePass<'a, 'p> {
+/// What one step of a pass covers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// A whole stripe (parity levels).
+    Stripe,
+    /// A run of up to [`MIRROR_STEP_SECTORS`] mapped onto the same copies (mirrors).
+    Mirror,
+}
+
+/// The coordinator's state of [`visit_steps`].
+struct StepPass<'a, 'p> {
+    arr: &'a Array,
+    step: Step,
+    /// Hold each mirrored region against client writes (see `range_gate`).
+    hold: bool,
     opts: &'a SyncOptions,
     regions: &'a [(u64, u64)],
-    /// The region being handed out, and the next stripe's first sector in it.
+    /// The region being handed out, and the next step's first sector in it.
     region: usize,
     at: Option<u64>,
     chunk: u64,
@@ -400,20 +408,24 @@ struct StripePass<'a, 'p> {
     stopped: Option<u64>,
 }
 
-impl pipeline::Steps for StripePass<'_, '_> {
-    type Key = u64;
-    type Held = ();
+impl<'a> pipeline::Steps for StepPass<'a, '_> {
+    type Key = (u64, u64);
+    type Held = Option<RangeHold<'a>>;
     type Out = (Result<u64>, SyncReport);
 
-    fn next(&mut self) -> Result<Option<(u64, ())>> {
-        let at = loop {
+    fn next(&mut self) -> Result<Option<((u64, u64), Self::Held)>> {
+        let (at, end) = loop {
             let Some(&(start, end)) = self.regions.get(self.region) else {
                 return Ok(None);
             };
             // Whole stripes, from the stripe holding the region's start.
-            let at = *self.at.get_or_insert(start / self.chunk * self.chunk);
+            let first = match self.step {
+                Step::Stripe => start / self.chunk * self.chunk,
+                Step::Mirror => start,
+            };
+            let at = *self.at.get_or_insert(first);
             if at < end {
-                break at;
+                break (at, end);
             }
             self.region += 1;
             self.at = None;
@@ -422,12 +434,25 @@ impl pipeline::Steps for StripePass<'_, '_> {
             self.stopped = Some(at);
             return Ok(None);
         }
+        let n = match self.step {
+            Step::Stripe => self.chunk,
+            // As far as the copies map contiguously (what `mirror_region` covers).
+            Step::Mirror => {
+                let p = self
+                    .arr
+                    .geometry()
+                    .locate(at)
+                    .ok_or_else(|| EngineError::Invalid(format!("sector {at} out of range")))?;
+                p.run.min(MIRROR_STEP_SECTORS).min(end - at)
+            }
+        };
         self.throttle.wait(self.done);
-        self.at = Some(at + self.chunk);
-        Ok(Some((at, ())))
+        let held = self.hold.then(|| self.arr.hold_ranges(&[(at, at + n)]));
+        self.at = Some(at + n);
+        Ok(Some(((at, n), held)))
     }
 
-    fn commit(&mut self, _at: u64, (n, part): Self::Out, _: ()) -> Result<()> {
+    fn commit(&mut self, _at: (u64, u64), (n, part): Self::Out, _: Self::Held) -> Result<()> {
         let n = n?;
         self.rep.absorb(part);
         self.done += n;
