@@ -271,7 +271,7 @@ impl Array {
                     page.data[to..to + len].copy_from_slice(&pc.data[from..from + len]);
                     let bits = sector_bits(in_page, m);
                     page.valid |= bits;
-                    held.set_dirty(idx, bits);
+                    held.set_dirty(idx, row, bits);
                     if first_write {
                         held.written_pages += 1;
                     }
@@ -386,7 +386,7 @@ pub(crate) fn cache_complete(cache: &StripeCache, held: &EntryState) -> bool {
     let mut lo = usize::MAX;
     let mut hi = 0;
     for k in 0..cache.kc {
-        for row in held.rows_used() {
+        for row in held.dirty_rows() {
             if held.pages[k * cache.rows + row]
                 .as_ref()
                 .is_some_and(|p| p.dirty != 0)
