@@ -217,7 +217,7 @@ pub(crate) struct StripeCache {
     /// Recent small writes gained nothing from the cache: most go straight to the members.
     bypass: AtomicBool,
     bypass_tick: AtomicU64,
-    /// Tests: 0 = decided by `tune`, 1 = always (but one write in 32), 2 = never.
+    /// Tests: 0 = decided by `tune`, 1 = always (but one write in 128), 2 = never.
     bypass_forced: std::sync::atomic::AtomicU8,
     /// Pages written out without a member read thanks to the cache.
     pub saved: AtomicU64,

@@ -45,7 +45,7 @@ impl Array {
     }
 
     /// Tests: force whether small writes to stripes the cache holds nothing of bypass it
-    /// (`Some(true)`: all but one in 32; `Some(false)`: none), or let the cache decide from
+    /// (`Some(true)`: all but one in 128; `Some(false)`: none), or let the cache decide from
     /// how useful it has been (`None`, the default).
     #[doc(hidden)]
     pub fn force_stripe_cache_bypass(&self, on: Option<bool>) {

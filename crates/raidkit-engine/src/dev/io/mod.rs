@@ -95,6 +95,25 @@ impl<'a> IoReq<'a> {
         }
     }
 
+    /// [`IoReq::new`] given the time now (a batch of many IOs reads the clock once).
+    pub fn new_at(
+        dev: &'a dyn BlockDev,
+        offset: u64,
+        op: IoOp<'a>,
+        timeout: Duration,
+        now: Instant,
+    ) -> Self {
+        IoReq {
+            dev,
+            offset,
+            op,
+            deadline: now + timeout,
+            timeout,
+            result: None,
+            done_at: None,
+        }
+    }
+
     /// The outcome (an error if [`run`] has not filled it).
     pub fn take_result(&mut self) -> io::Result<()> {
         self.result
