@@ -10,6 +10,13 @@
 //!   it, with the earliest deadline as its timeout — or, where io_uring is not available
 //!   (`io_uring_setup` refused with EPERM/ENOSYS, as in seccomp-filtered containers, or
 //!   [`set_mode`] / `RAIDKIT_IO=threads`), through a small fixed pool of IO threads.
+//!   Small writes and reads the page cache holds run inline (see `inline_fd`). Large
+//!   writes (≥ [`LARGE_WRITE_BYTES`]) of a batch that has several go to the *writer
+//!   lanes*: one thread per lane, a file always on the same lane, so the members' copies
+//!   run at once and no two writers of one file queue on its inode lock (a full-stripe
+//!   write used to write its members one after another, inline, and several writers
+//!   waited on each other's member files). `RAIDKIT_LARGE_WRITES=ring|inline` sends them
+//!   to this thread's io_uring or writes them inline instead (for measurements).
 //! * [`Submission::Async`] (devices that complete IOs themselves: the fault wrapper's
 //!   device model, a network member): [`AsyncDev::start`] either finishes the IO at once,
 //!   possibly not to be seen complete before an instant (a modelled device: no thread
