@@ -77,7 +77,7 @@ fn small_parity_writes_cost_exactly_their_member_ios() {
                 // 4 KiB-aligned, never the last page of a chunk (a write ending on a
                 // chunk boundary may be held for its neighbours).
                 let mut off = (x >> 20) % (size / 4096) * 4096;
-                if (off + 4096) % CHUNK == 0 {
+                if (off + 4096).is_multiple_of(CHUNK) {
                     off -= 4096;
                 }
                 let d = data(4096, k);
