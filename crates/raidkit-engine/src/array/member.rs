@@ -540,6 +540,7 @@ impl Array {
             Vec::new()
         };
         let roles: Vec<usize> = ops.iter().map(|o| o.role).collect();
+        let t0 = std::time::Instant::now();
         let mut reqs: Vec<IoReq<'_>> = Vec::with_capacity(ops.len());
         // Which op (and whether on the replacement) each IO is for.
         let mut whose: Vec<(usize, bool)> = Vec::with_capacity(ops.len());
@@ -572,21 +573,32 @@ impl Array {
                         continue;
                     }
                     m.load.begin();
-                    reqs.push(IoReq::new(m.dev.as_ref(), at, IoOp::Read(b), timeout));
+                    reqs.push(IoReq::new_at(
+                        m.dev.as_ref(),
+                        at,
+                        IoOp::Read(b),
+                        timeout,
+                        t0,
+                    ));
                 }
                 OpBuf::Write(b) => {
                     if let Some(Some(r)) = reps.get(k) {
                         let rat = (r.data_offset + op.dsec) * SECTOR;
                         let t = io::member_timeout(r.dev.as_ref());
-                        reqs.push(IoReq::new(r.dev.as_ref(), rat, IoOp::Write(b), t));
+                        reqs.push(IoReq::new_at(r.dev.as_ref(), rat, IoOp::Write(b), t, t0));
                         whose.push((k, true));
                     }
-                    reqs.push(IoReq::new(m.dev.as_ref(), at, IoOp::Write(b), timeout));
+                    reqs.push(IoReq::new_at(
+                        m.dev.as_ref(),
+                        at,
+                        IoOp::Write(b),
+                        timeout,
+                        t0,
+                    ));
                 }
             }
             whose.push((k, false));
         }
-        let t0 = std::time::Instant::now();
         io::run(&mut reqs, &mut |i| {
             // The kernel still holds the IO: fail the member now, so nothing else waits
             // for it, and wait for the memory.

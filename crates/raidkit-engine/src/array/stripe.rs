@@ -59,6 +59,19 @@ impl Array {
             && layout.q.is_none_or(|q| self.member(q).is_none())
     }
 
+    /// Can every member of the stripe (data, P, Q) be read over data sectors
+    /// `[dsec, dsec + n)`? One look at the role slots for all of them (a small write asks
+    /// this once; member by member it took the slots' lock and cloned a member per role).
+    pub(crate) fn stripe_readable(&self, layout: &StripeLayout, dsec: u64, n: u64) -> bool {
+        let slots = self.slots();
+        crate::array::parity_write::stripe_members(layout).all(|r| {
+            slots
+                .get(r)
+                .and_then(Option::as_ref)
+                .is_some_and(|m| m.readable(dsec, n))
+        })
+    }
+
     pub(crate) fn stripe_layout(&self, stripe: u64) -> Result<StripeLayout> {
         self.geo
             .stripe(stripe)

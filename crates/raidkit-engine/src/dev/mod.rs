@@ -56,6 +56,13 @@ pub trait BlockDev: Send + Sync {
     fn network(&self) -> Option<&nbd::NbdDev> {
         None
     }
+    /// Called by the member IO layer ([`io::run`]) when a read or write of this device
+    /// finished, however it was carried out: `write` (else a read), its bytes, the time
+    /// from its submission to its completion, and whether it succeeded. For wrappers that
+    /// count IO (benchmarks) without taking the IO itself over. Default: nothing.
+    fn io_done(&self, write: bool, bytes: usize, took: std::time::Duration, ok: bool) {
+        let _ = (write, bytes, took, ok);
+    }
 }
 
 /// Open a member as the user named it — the one place this is done: an NBD URI (a

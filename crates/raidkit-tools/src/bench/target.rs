@@ -13,7 +13,6 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Something to do IO on.
 pub trait Target: Send + Sync {
@@ -179,14 +178,9 @@ impl Counters {
     }
 }
 
-fn timed<T>(lat: &AtomicHistogram, f: impl FnOnce() -> T) -> T {
-    let t = Instant::now();
-    let r = f();
-    lat.record(t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
-    r
-}
-
-/// A member device that counts the IOs going through it.
+/// A member device that counts the IOs going through it. The member IO layer carries out
+/// its IOs as it does the inner device's (batched, io_uring, writer lanes: what the
+/// engine does when serving) and reports each to it ([`BlockDev::io_done`]).
 pub struct CountingDev {
     inner: Arc<dyn BlockDev>,
     /// The counters (shared with the bench).
@@ -205,18 +199,10 @@ impl CountingDev {
 
 impl BlockDev for CountingDev {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .read_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        timed(&self.counters.lat_ns, || self.inner.read_at(buf, offset))
+        self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .write_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        timed(&self.counters.lat_ns, || self.inner.write_at(buf, offset))
+        self.inner.write_at(buf, offset)
     }
     fn flush(&self) -> io::Result<()> {
         self.inner.flush()
@@ -235,6 +221,24 @@ impl BlockDev for CountingDev {
     }
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<bool> {
         self.inner.punch_hole(offset, len)
+    }
+    fn submission(&self) -> raidkit_engine::dev::io::Submission<'_> {
+        self.inner.submission()
+    }
+    fn default_timeout(&self) -> Option<std::time::Duration> {
+        self.inner.default_timeout()
+    }
+    fn io_done(&self, write: bool, bytes: usize, took: std::time::Duration, _ok: bool) {
+        let (n, b) = if write {
+            (&self.counters.writes, &self.counters.write_bytes)
+        } else {
+            (&self.counters.reads, &self.counters.read_bytes)
+        };
+        n.fetch_add(1, Ordering::Relaxed);
+        b.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.counters
+            .lat_ns
+            .record(took.as_nanos().min(u128::from(u64::MAX)) as u64);
     }
 }
 

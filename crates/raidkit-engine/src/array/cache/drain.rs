@@ -5,7 +5,7 @@
 use crate::array::cache::{Entry, EntryState, StripeCache, PAGE, PAGE_SECTORS};
 use crate::array::member::MemberOp;
 use crate::array::parity_write::plan::{plan, Plan, StripeState};
-use crate::array::parity_write::{stripe_members, Piece};
+use crate::array::parity_write::Piece;
 use crate::array::scratch::{compute_parity_scratch, scratch_put, scratch_take, ScratchBufs};
 use crate::array::Array;
 use crate::error::{EngineError, Result};
@@ -102,8 +102,7 @@ impl Array {
             row_sectors,
             span_sectors: out.spans.iter().flatten().map(|s| s.end - s.start).sum(),
             known_sectors: cache.kc as u64 * row_sectors - out.unknown,
-            all_readable: stripe_members(layout)
-                .all(|r| self.can_read(r, stripe_start + rows.start, row_sectors)),
+            all_readable: self.stripe_readable(layout, stripe_start + rows.start, row_sectors),
             parity_gone: self.parity_gone(layout),
             prefer_fill: cache.reuse_likely(),
             ..StripeState::default()
@@ -651,7 +650,7 @@ fn dirty_spans(
 
 /// Runs of adjacent page rows holding dirty data.
 fn dirty_page_runs(cache: &StripeCache, held: &EntryState) -> Vec<Range<usize>> {
-    let used = held.rows_used();
+    let used = held.dirty_rows();
     let dirty_row = |r: usize| {
         (0..cache.kc).any(|block| {
             held.pages[block * cache.rows + r]
@@ -686,7 +685,7 @@ fn dirty_byte_ranges(
     let first = entry.stripe * cache.kc as u64 * chunk;
     let mut lost: Vec<(u64, u64)> = Vec::new();
     for block in 0..cache.kc {
-        for row in held.rows_used() {
+        for row in held.dirty_rows() {
             if held.pages[block * cache.rows + row]
                 .as_ref()
                 .is_some_and(|p| p.dirty != 0)

@@ -69,6 +69,10 @@ pub(crate) struct EntryState {
     /// Rows `[lo, hi)` holding every allocated page (scans look only there).
     lo_row: usize,
     hi_row: usize,
+    /// Rows `[lo, hi)` holding every dirty page (a write-out looks only there: a stripe
+    /// that keeps what it read for later writes may hold pages over the whole chunk).
+    dirty_lo: usize,
+    dirty_hi: usize,
 }
 
 impl EntryState {
@@ -77,13 +81,22 @@ impl EntryState {
         self.lo_row..self.hi_row.max(self.lo_row)
     }
 
+    /// Rows that may hold dirty pages.
+    pub fn dirty_rows(&self) -> std::ops::Range<usize> {
+        self.dirty_lo..self.dirty_hi.max(self.dirty_lo)
+    }
+
     /// True if some page holds data not yet on the members.
     pub fn is_dirty(&self) -> bool {
         self.dirty_pages > 0
     }
 
-    /// Mark sectors `bits` of page `idx` (allocated) dirty.
-    pub fn set_dirty(&mut self, idx: usize, bits: u8) {
+    /// Mark sectors `bits` of page `idx` (allocated, in page row `row`) dirty.
+    pub fn set_dirty(&mut self, idx: usize, row: usize, bits: u8) {
+        if bits != 0 {
+            self.dirty_lo = self.dirty_lo.min(row);
+            self.dirty_hi = self.dirty_hi.max(row + 1);
+        }
         if let Some(p) = &mut self.pages[idx] {
             debug_assert!(
                 p.valid & bits == bits,
@@ -111,6 +124,10 @@ impl EntryState {
                 self.dirty_pages -= 1;
             }
             p.dirty = 0;
+        }
+        if self.dirty_pages == 0 {
+            self.dirty_lo = usize::MAX;
+            self.dirty_hi = 0;
         }
     }
 }
@@ -200,7 +217,7 @@ pub(crate) struct StripeCache {
     /// Recent small writes gained nothing from the cache: most go straight to the members.
     bypass: AtomicBool,
     bypass_tick: AtomicU64,
-    /// Tests: 0 = decided by `tune`, 1 = always (but one write in 32), 2 = never.
+    /// Tests: 0 = decided by `tune`, 1 = always (but one write in 128), 2 = never.
     bypass_forced: std::sync::atomic::AtomicU8,
     /// Pages written out without a member read thanks to the cache.
     pub saved: AtomicU64,
@@ -372,6 +389,8 @@ impl StripeCache {
                 written_pages: 0,
                 lo_row: usize::MAX,
                 hi_row: 0,
+                dirty_lo: usize::MAX,
+                dirty_hi: 0,
             }),
             last_used: AtomicU64::new(t),
             dirty_since: AtomicU64::new(0),
@@ -408,6 +427,8 @@ impl StripeCache {
         self.pages.fetch_sub(held.alloc, Ordering::Relaxed);
         held.alloc = 0;
         held.dirty_pages = 0;
+        held.dirty_lo = usize::MAX;
+        held.dirty_hi = 0;
         held.written_pages = 0;
         self.mark_clean(entry);
     }

@@ -45,7 +45,7 @@ impl Array {
     }
 
     /// Tests: force whether small writes to stripes the cache holds nothing of bypass it
-    /// (`Some(true)`: all but one in 32; `Some(false)`: none), or let the cache decide from
+    /// (`Some(true)`: all but one in 128; `Some(false)`: none), or let the cache decide from
     /// how useful it has been (`None`, the default).
     #[doc(hidden)]
     pub fn force_stripe_cache_bypass(&self, on: Option<bool>) {
@@ -271,7 +271,7 @@ impl Array {
                     page.data[to..to + len].copy_from_slice(&pc.data[from..from + len]);
                     let bits = sector_bits(in_page, m);
                     page.valid |= bits;
-                    held.set_dirty(idx, bits);
+                    held.set_dirty(idx, row, bits);
                     if first_write {
                         held.written_pages += 1;
                     }
@@ -386,7 +386,7 @@ pub(crate) fn cache_complete(cache: &StripeCache, held: &EntryState) -> bool {
     let mut lo = usize::MAX;
     let mut hi = 0;
     for k in 0..cache.kc {
-        for row in held.rows_used() {
+        for row in held.dirty_rows() {
             if held.pages[k * cache.rows + row]
                 .as_ref()
                 .is_some_and(|p| p.dirty != 0)

@@ -93,7 +93,12 @@ impl Array {
     /// After member failures during a write, make sure the array still runs (more failed
     /// members than the level survives: the write is not stored).
     pub(crate) fn check_still_runs(&self, stripe: u64) -> Result<()> {
-        let missing = self.missing_roles().len();
+        // Counted under the slots' lock, without collecting the roles (once per write).
+        let missing = self
+            .slots()
+            .iter()
+            .filter(|m| m.as_ref().is_none_or(|m| m.is_failed()))
+            .count();
         if missing > self.geo.failures_tolerated() {
             return Err(EngineError::WriteFailed {
                 offset: 0,

@@ -10,6 +10,13 @@
 //!   it, with the earliest deadline as its timeout — or, where io_uring is not available
 //!   (`io_uring_setup` refused with EPERM/ENOSYS, as in seccomp-filtered containers, or
 //!   [`set_mode`] / `RAIDKIT_IO=threads`), through a small fixed pool of IO threads.
+//!   Small writes and reads the page cache holds run inline (see `inline_fd`). Large
+//!   writes (≥ [`LARGE_WRITE_BYTES`]) of a batch that has several go to the *writer
+//!   lanes*: one thread per lane, a file always on the same lane, so the members' copies
+//!   run at once and no two writers of one file queue on its inode lock (a full-stripe
+//!   write used to write its members one after another, inline, and several writers
+//!   waited on each other's member files). `RAIDKIT_LARGE_WRITES=ring|inline` sends them
+//!   to this thread's io_uring or writes them inline instead (for measurements).
 //! * [`Submission::Async`] (devices that complete IOs themselves: the fault wrapper's
 //!   device model, a network member): [`AsyncDev::start`] either finishes the IO at once,
 //!   possibly not to be seen complete before an instant (a modelled device: no thread
@@ -89,6 +96,25 @@ impl<'a> IoReq<'a> {
             offset,
             op,
             deadline: Instant::now() + timeout,
+            timeout,
+            result: None,
+            done_at: None,
+        }
+    }
+
+    /// [`IoReq::new`] given the time now (a batch of many IOs reads the clock once).
+    pub fn new_at(
+        dev: &'a dyn BlockDev,
+        offset: u64,
+        op: IoOp<'a>,
+        timeout: Duration,
+        now: Instant,
+    ) -> Self {
+        IoReq {
+            dev,
+            offset,
+            op,
+            deadline: now + timeout,
             timeout,
             result: None,
             done_at: None,
@@ -365,17 +391,28 @@ fn try_punch(r: &mut IoReq<'_>) -> bool {
 /// Run every IO of the batch at once and wait for all of them (each until its deadline).
 /// `on_late(i)` is called at the deadline of an IO `i` that the batch must still wait
 /// for (the kernel holds its memory); its result is then a timeout whatever the kernel
-/// says later.
+/// says later. Each finished IO is reported to its device ([`BlockDev::io_done`]).
 pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     alloc::tune();
     if reqs.is_empty() {
         return;
     }
+    // Large writes of a batch that has several go to the writer lanes first, so the
+    // members' copies run at once while this thread does the rest (not while zeroing:
+    // its writes of zeros are holes punched here).
+    let punch = punching_zeroes();
+    let laned = if punch {
+        Vec::new()
+    } else {
+        large_writes_to_lanes(reqs)
+    };
+    let lanes = (!laned.is_empty()).then(|| pool::submit(reqs, &laned, pool::lane));
+    let to_ring = large_write_path() == LargeWrites::Ring && large_writes(reqs) >= 2;
     let mut fds = Vec::new();
     let mut asyncs = Vec::new();
-    let punch = punching_zeroes();
+    let mut next_laned = laned.iter().map(|l| l.0).peekable();
     for (i, r) in reqs.iter_mut().enumerate() {
-        if punch && try_punch(r) {
+        if next_laned.next_if_eq(&i).is_some() || (punch && try_punch(r)) {
             continue;
         }
         match r.dev.submission() {
@@ -383,6 +420,8 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
                 let size = r.dev.size_bytes();
                 if let Err(e) = super::check_bounds(op_name(&r.op), r.offset, r.op.len(), size) {
                     r.finish(Err(e), Instant::now());
+                } else if to_ring && is_large_write(&r.op) {
+                    fds.push((i, fd));
                 } else if let Some(res) = inline_fd(fd, in_memory, &mut r.op, r.offset) {
                     r.finish(res, Instant::now());
                 } else {
@@ -416,6 +455,9 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
             pool::run(reqs, &fds, on_late);
         }
     }
+    if let Some(lanes) = lanes {
+        lanes.wait(reqs, on_late);
+    }
     if !asyncs.is_empty() {
         wait_async(reqs, asyncs);
     }
@@ -436,6 +478,87 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     if let Some(t) = until {
         sleep_until(t);
     }
+    for r in reqs.iter() {
+        report_done(r);
+    }
+}
+
+/// Tell a device that one of its IOs finished (reads and writes; see [`BlockDev::io_done`]).
+fn report_done(r: &IoReq<'_>) {
+    let write = match r.op {
+        IoOp::Read(_) => false,
+        IoOp::Write(_) => true,
+        IoOp::Flush => return,
+    };
+    let Some(at) = r.done_at else { return };
+    let started = r.deadline.checked_sub(r.timeout).unwrap_or(r.deadline);
+    let ok = matches!(r.result, Some(Ok(())));
+    r.dev
+        .io_done(write, r.op.len(), at.saturating_duration_since(started), ok);
+}
+
+/// Writes of at least this many bytes are large: copying them into a file takes long
+/// enough (tens of microseconds and more) that handing them to a writer lane pays.
+pub const LARGE_WRITE_BYTES: usize = 64 << 10;
+
+/// Where the large writes of a batch with several of them go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LargeWrites {
+    /// The writer lanes (the default): one thread per lane, a file always on the same
+    /// lane.
+    Lanes,
+    /// This thread's io_uring (the kernel's own worker threads for buffered writes).
+    Ring,
+    /// Written inline, one after another, by the calling thread.
+    Inline,
+}
+
+/// How large writes are carried out: `RAIDKIT_LARGE_WRITES=lanes|ring|inline` (for
+/// measurements; default lanes).
+fn large_write_path() -> LargeWrites {
+    static PATH: std::sync::OnceLock<LargeWrites> = std::sync::OnceLock::new();
+    *PATH.get_or_init(|| match std::env::var("RAIDKIT_LARGE_WRITES").as_deref() {
+        Ok("ring") if uses_io_uring() => LargeWrites::Ring,
+        Ok("inline") => LargeWrites::Inline,
+        _ => LargeWrites::Lanes,
+    })
+}
+
+/// Do the large writes of a batch that has several go to the writer lanes (each file's
+/// copy on its lane's thread, all files at once)? Else this thread writes them (or its
+/// io_uring does).
+pub fn large_writes_in_lanes() -> bool {
+    large_write_path() == LargeWrites::Lanes
+}
+
+fn is_large_write(op: &IoOp<'_>) -> bool {
+    matches!(op, IoOp::Write(b) if b.len() >= LARGE_WRITE_BYTES)
+}
+
+/// How many large writes the batch has.
+fn large_writes(reqs: &[IoReq<'_>]) -> usize {
+    reqs.iter().filter(|r| is_large_write(&r.op)).count()
+}
+
+/// The batch's large descriptor writes (index, descriptor), in order, if it has several
+/// and they go to the writer lanes; each within its device's bounds.
+fn large_writes_to_lanes(reqs: &[IoReq<'_>]) -> Vec<(usize, RawFd)> {
+    if large_write_path() != LargeWrites::Lanes || large_writes(reqs) < 2 {
+        return Vec::new();
+    }
+    reqs.iter()
+        .enumerate()
+        .filter(|(_, r)| is_large_write(&r.op))
+        .filter_map(|(i, r)| match r.dev.submission() {
+            Submission::Fd { fd, .. } => {
+                let size = r.dev.size_bytes();
+                super::check_bounds("write", r.offset, r.op.len(), size)
+                    .is_ok()
+                    .then_some((i, fd))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Run one IO (see [`run`]); a late IO of the kernel's is simply waited for.

@@ -1,6 +1,9 @@
-//! File and block-device IOs without io_uring: a small fixed pool of IO threads shared by
-//! the whole process (started on first use, never one per request). A batch of one IO
-//! runs in the calling thread; a larger batch is handed to the pool and waited for.
+//! File and block-device IOs handed to threads: a small fixed pool of IO threads shared by
+//! the whole process (used without io_uring), and writer lanes for large buffered writes
+//! (one thread per lane, a file always on the same lane). Threads start on first use and
+//! are never one per request. A batch hands its IOs to the threads and waits for them
+//! together; its buffers stay borrowed (and untouched) until every IO it handed out is
+//! finished.
 
 use super::{op_name, sync_fd, timed_out, IoOp, IoReq};
 use std::collections::VecDeque;
@@ -9,8 +12,8 @@ use std::os::unix::io::RawFd;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
-/// One IO handed to a pool thread. The buffer is the caller's: the batch waits until
-/// every job it handed out is finished before it returns.
+/// One IO handed to a thread. The buffer is the caller's: the batch waits until every job
+/// it handed out is finished before it returns (see [`Pending`]).
 struct Job {
     fd: RawFd,
     op: RawOp,
@@ -38,9 +41,29 @@ struct Done {
     cv: Condvar,
 }
 
-struct Pool {
+/// A queue and the threads that take jobs from it.
+pub(super) struct Pool {
     queue: Mutex<VecDeque<Job>>,
     cv: Condvar,
+}
+
+impl Pool {
+    /// A queue served by `threads` new threads named `name-N`.
+    fn start(name: &str, threads: usize) -> &'static Pool {
+        let p: &'static Pool = Box::leak(Box::new(Pool {
+            queue: Mutex::new(VecDeque::new()),
+            cv: Condvar::new(),
+        }));
+        for n in 0..threads {
+            let spawned = std::thread::Builder::new()
+                .name(format!("{name}-{n}"))
+                .spawn(move || worker(p));
+            if let Err(e) = spawned {
+                eprintln!("raidkit: starting IO thread {name}-{n}: {e}");
+            }
+        }
+        p
+    }
 }
 
 /// IO threads: two per CPU, 4 to 16.
@@ -49,23 +72,22 @@ fn threads() -> usize {
     (2 * cpus).clamp(4, 16)
 }
 
-fn pool() -> &'static Pool {
+/// The shared pool (IOs without io_uring).
+pub(super) fn shared(_fd: RawFd) -> &'static Pool {
     static POOL: OnceLock<&'static Pool> = OnceLock::new();
-    POOL.get_or_init(|| {
-        let p: &'static Pool = Box::leak(Box::new(Pool {
-            queue: Mutex::new(VecDeque::new()),
-            cv: Condvar::new(),
-        }));
-        for n in 0..threads() {
-            let spawned = std::thread::Builder::new()
-                .name(format!("raidkit-io-{n}"))
-                .spawn(move || worker(p));
-            if let Err(e) = spawned {
-                eprintln!("raidkit: starting IO thread {n}: {e}");
-            }
-        }
-        p
-    })
+    POOL.get_or_init(|| Pool::start("raidkit-io", threads()))
+}
+
+/// Writer lanes: a file's large writes always go to the same lane, so no two of them wait
+/// for each other on the file's lock (a buffered write holds the inode lock for its whole
+/// copy) and the writes of a full stripe are copied by as many threads as it has members.
+pub(super) const LANES: usize = 16;
+
+/// The writer lane of descriptor `fd` (its thread starts on first use).
+pub(super) fn lane(fd: RawFd) -> &'static Pool {
+    static LANE: [OnceLock<&'static Pool>; LANES] = [const { OnceLock::new() }; LANES];
+    let i = fd.unsigned_abs() as usize % LANES;
+    LANE[i].get_or_init(|| Pool::start(&format!("raidkit-wr{i}"), 1))
 }
 
 fn worker(p: &'static Pool) {
@@ -96,7 +118,127 @@ fn worker(p: &'static Pool) {
     }
 }
 
-/// Run the batch's descriptor IOs (`fds`: index into `reqs`, descriptor).
+/// IOs of a batch handed to threads and not yet waited for. Dropping it waits for them
+/// (the threads use the batch's buffers until then), so an early return or an unwind
+/// between [`submit`] and [`Pending::wait`] cannot free a buffer a thread still uses.
+pub(super) struct Pending {
+    done: Arc<Done>,
+    fds: Vec<(usize, RawFd)>,
+    /// The outcomes were taken by [`Pending::wait`].
+    waited: bool,
+}
+
+/// Hand the batch's descriptor IOs `fds` (index into `reqs`, descriptor) to the queues
+/// `route` picks for their descriptors; IOs to one queue keep their order.
+pub(super) fn submit(
+    reqs: &mut [IoReq<'_>],
+    fds: &[(usize, RawFd)],
+    route: fn(RawFd) -> &'static Pool,
+) -> Pending {
+    let done = Arc::new(Done {
+        st: Mutex::new((0..fds.len()).map(|_| None).collect()),
+        cv: Condvar::new(),
+    });
+    let mut woken: Vec<&'static Pool> = Vec::new();
+    for (k, &(i, fd)) in fds.iter().enumerate() {
+        let r = &mut reqs[i];
+        let op = match &mut r.op {
+            IoOp::Read(b) => RawOp::Read(b.as_mut_ptr(), b.len()),
+            IoOp::Write(b) => RawOp::Write(b.as_ptr(), b.len()),
+            IoOp::Flush => RawOp::Flush,
+        };
+        let p = route(fd);
+        crate::locks::lock(&p.queue).push_back(Job {
+            fd,
+            op,
+            offset: r.offset,
+            done: Arc::clone(&done),
+            index: k,
+        });
+        if !woken.iter().any(|w| std::ptr::eq(*w, p)) {
+            woken.push(p);
+        }
+    }
+    for p in woken {
+        p.cv.notify_all();
+    }
+    Pending {
+        done,
+        fds: fds.to_vec(),
+        waited: false,
+    }
+}
+
+impl Pending {
+    /// Wait for every IO (each until its deadline: `on_late` as in [`super::run`]) and
+    /// put the outcomes into `reqs`.
+    pub(super) fn wait(mut self, reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
+        let fds = std::mem::take(&mut self.fds);
+        let done = Arc::clone(&self.done);
+        let mut late = vec![false; fds.len()];
+        let mut st = crate::locks::lock(&done.st);
+        loop {
+            if st.iter().all(Option::is_some) {
+                break;
+            }
+            let now = Instant::now();
+            let mut next = None::<Instant>;
+            for (k, &(i, _)) in fds.iter().enumerate() {
+                if st[k].is_some() || late[k] {
+                    continue;
+                }
+                if now >= reqs[i].deadline {
+                    late[k] = true;
+                    drop(st);
+                    on_late(i);
+                    st = crate::locks::lock(&done.st);
+                } else {
+                    let d = reqs[i].deadline;
+                    next = Some(next.map_or(d, |n: Instant| n.min(d)));
+                }
+            }
+            if st.iter().all(Option::is_some) {
+                break;
+            }
+            st = match next {
+                Some(t) => {
+                    let d = t.saturating_duration_since(Instant::now());
+                    crate::locks::wait_timeout(&done.cv, st, d)
+                }
+                None => crate::locks::wait(&done.cv, st),
+            };
+        }
+        // Every job is finished: nothing uses the buffers any more.
+        self.waited = true;
+        for (k, &(i, _)) in fds.iter().enumerate() {
+            let Some((res, at)) = st[k].take() else {
+                continue;
+            };
+            let r = &mut reqs[i];
+            if late[k] {
+                let e = timed_out(r.dev, op_name(&r.op), r.timeout);
+                r.finish(Err(e), r.deadline);
+            } else {
+                r.finish(res, at);
+            }
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.waited {
+            return;
+        }
+        let mut st = crate::locks::lock(&self.done.st);
+        while !st.iter().all(Option::is_some) {
+            st = crate::locks::wait(&self.done.cv, st);
+        }
+    }
+}
+
+/// Run the batch's descriptor IOs (`fds`: index into `reqs`, descriptor) on the shared
+/// pool; a batch of one IO runs in the calling thread.
 pub(super) fn run(reqs: &mut [IoReq<'_>], fds: &[(usize, RawFd)], on_late: &mut dyn FnMut(usize)) {
     if let [(i, fd)] = fds {
         let r = &mut reqs[*i];
@@ -104,72 +246,5 @@ pub(super) fn run(reqs: &mut [IoReq<'_>], fds: &[(usize, RawFd)], on_late: &mut 
         r.finish(res, Instant::now());
         return;
     }
-    let done = Arc::new(Done {
-        st: Mutex::new((0..fds.len()).map(|_| None).collect()),
-        cv: Condvar::new(),
-    });
-    let p = pool();
-    {
-        let mut q = crate::locks::lock(&p.queue);
-        for (k, &(i, fd)) in fds.iter().enumerate() {
-            let r = &mut reqs[i];
-            let op = match &mut r.op {
-                IoOp::Read(b) => RawOp::Read(b.as_mut_ptr(), b.len()),
-                IoOp::Write(b) => RawOp::Write(b.as_ptr(), b.len()),
-                IoOp::Flush => RawOp::Flush,
-            };
-            q.push_back(Job {
-                fd,
-                op,
-                offset: r.offset,
-                done: Arc::clone(&done),
-                index: k,
-            });
-        }
-    }
-    p.cv.notify_all();
-    let mut late = vec![false; fds.len()];
-    let mut st = crate::locks::lock(&done.st);
-    loop {
-        if st.iter().all(Option::is_some) {
-            break;
-        }
-        let now = Instant::now();
-        let mut next = None::<Instant>;
-        for (k, &(i, _)) in fds.iter().enumerate() {
-            if st[k].is_some() || late[k] {
-                continue;
-            }
-            if now >= reqs[i].deadline {
-                late[k] = true;
-                drop(st);
-                on_late(i);
-                st = crate::locks::lock(&done.st);
-            } else {
-                next = Some(next.map_or(reqs[i].deadline, |n: Instant| n.min(reqs[i].deadline)));
-            }
-        }
-        if st.iter().all(Option::is_some) {
-            break;
-        }
-        st = match next {
-            Some(t) => {
-                let d = t.saturating_duration_since(Instant::now());
-                crate::locks::wait_timeout(&done.cv, st, d)
-            }
-            None => crate::locks::wait(&done.cv, st),
-        };
-    }
-    for (k, &(i, _)) in fds.iter().enumerate() {
-        let Some((res, at)) = st[k].take() else {
-            continue;
-        };
-        let r = &mut reqs[i];
-        if late[k] {
-            let e = timed_out(r.dev, op_name(&r.op), r.timeout);
-            r.finish(Err(e), r.deadline);
-        } else {
-            r.finish(res, at);
-        }
-    }
+    submit(reqs, fds, shared).wait(reqs, on_late);
 }

@@ -309,3 +309,99 @@ fn a_hung_kernel_io_is_reported_late_then_cancelled() {
         libc::close(fds[1]);
     }
 }
+
+/// Large writes of a batch go to the writer lanes: writes to one file keep their order
+/// (the later of two overlapping writes wins), every file gets exact bytes, and a write
+/// that fails (a descriptor open for reading only) fails alone.
+#[test]
+fn large_writes_go_to_the_lanes_in_order_and_fail_alone() {
+    let (dir_a, a) = temp_file("lane-a", 4 << 20);
+    let (dir_b, b) = temp_file("lane-b", 4 << 20);
+    let ro = FileDev::open(&dir_b.join("m"), false).expect("read-only");
+    let t = Duration::from_secs(30);
+    let big = LARGE_WRITE_BYTES * 2;
+    let first = pattern(big, 1);
+    let second = pattern(big, 2);
+    let other = pattern(big, 3);
+    let lost = pattern(big, 4);
+    let small = pattern(4096, 5);
+    let mut reqs = vec![
+        IoReq::new(&a, 0, IoOp::Write(&first), t),
+        IoReq::new(&b, 1 << 20, IoOp::Write(&other), t),
+        IoReq::new(&ro, 2 << 20, IoOp::Write(&lost), t),
+        IoReq::new(&a, 0, IoOp::Write(&second), t),
+        IoReq::new(&a, 3 << 20, IoOp::Write(&small), t),
+    ];
+    assert_eq!(large_writes(&reqs), 4);
+    run(&mut reqs, &mut |i| panic!("IO {i} late"));
+    let results: Vec<io::Result<()>> = reqs.iter_mut().map(|r| r.take_result()).collect();
+    drop(reqs);
+    for k in [0, 1, 3, 4] {
+        assert!(results[k].is_ok(), "write {k}: {:?}", results[k]);
+    }
+    let e = results[2]
+        .as_ref()
+        .expect_err("a write to a read-only descriptor");
+    assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e}");
+    let mut back = vec![0u8; big];
+    a.read_at(&mut back, 0).expect("read a");
+    assert!(
+        back == second,
+        "the later of two writes to one file must win"
+    );
+    b.read_at(&mut back, 1 << 20).expect("read b");
+    assert!(back == other);
+    b.read_at(&mut back, 2 << 20).expect("read b");
+    assert!(
+        back.iter().all(|&x| x == 0),
+        "the failed write wrote nothing"
+    );
+    let mut s = vec![0u8; 4096];
+    a.read_at(&mut s, 3 << 20).expect("read a");
+    assert!(s == small);
+    drop((a, b, ro));
+    let _ = std::fs::remove_dir_all(dir_a);
+    let _ = std::fs::remove_dir_all(dir_b);
+}
+
+/// A lane IO past its deadline is reported late at once, and the batch still returns
+/// only when the lane is done with its memory (the bytes are all written).
+#[test]
+fn a_late_lane_write_is_reported_and_its_memory_waited_for() {
+    let (dir, d) = temp_file("lane-late", 96 << 20);
+    let fd = d.file.as_raw_fd();
+    let ahead = pattern(64 << 20, 6);
+    let behind = pattern(LARGE_WRITE_BYTES, 7);
+    let mut seen_late = false;
+    for _ in 0..10 {
+        // A long write holds the file's lane; the one queued behind it is due at once.
+        let mut reqs = [
+            IoReq::new(&d, 0, IoOp::Write(&ahead), Duration::from_secs(30)),
+            IoReq::new(&d, 80 << 20, IoOp::Write(&behind), Duration::ZERO),
+        ];
+        let fds = [(0, fd), (1, fd)];
+        let mut late = Vec::new();
+        pool::submit(&mut reqs, &fds, pool::lane).wait(&mut reqs, &mut |i| late.push(i));
+        let r1 = reqs[1].take_result();
+        reqs[0].take_result().expect("the long write");
+        match late[..] {
+            [] => r1.expect("not late: written"),
+            [1] => {
+                let e = r1.expect_err("late");
+                assert!(is_timeout(&e), "{e}");
+                seen_late = true;
+            }
+            _ => panic!("late: {late:?}"),
+        }
+        // Whatever the verdict, the lane finished with the memory before the batch returned.
+        let mut back = vec![0u8; behind.len()];
+        d.read_at(&mut back, 80 << 20).expect("read");
+        assert!(back == behind);
+        if seen_late {
+            break;
+        }
+    }
+    assert!(seen_late, "the write queued behind 64 MiB was never late");
+    drop(d);
+    let _ = std::fs::remove_dir_all(dir);
+}
