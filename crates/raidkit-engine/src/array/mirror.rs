@@ -3,7 +3,7 @@
 
 use crate::array::balance;
 use crate::array::balance::Candidate;
-use crate::array::member::MemberOp;
+use crate::array::member_io::MemberOp;
 use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;

@@ -16,7 +16,8 @@
 use crate::array::cache::StripeCache;
 use crate::array::cache::PAGE_SECTORS;
 use crate::array::lost::LostRanges;
-use crate::array::member::{MemberOp, Members};
+use crate::array::member::Members;
+use crate::array::member_io::MemberOp;
 use crate::array::meta::{Meta, MetaState};
 use crate::array::stripe_lock::StripeLocks;
 use crate::dev::io::{self, IoOp, IoReq};
@@ -35,6 +36,7 @@ pub(crate) mod failing;
 pub mod iostats;
 pub(crate) mod lost;
 pub mod member;
+mod member_io;
 pub(crate) mod meta;
 pub(crate) mod mirror;
 pub(crate) mod parity_write;

@@ -3,7 +3,7 @@
 
 use crate::array::cache::write::{cached_cover, copy_from_cache};
 use crate::array::cache::PAGE_SECTORS;
-use crate::array::member::MemberOp;
+use crate::array::member_io::MemberOp;
 use crate::array::parity_write::stripe_members;
 use crate::array::Array;
 use crate::error::EngineError;

@@ -3,7 +3,7 @@
 //! and P/Q go out; what was read stays cached for later writes.
 
 use crate::array::cache::{Entry, EntryState, StripeCache, PAGE, PAGE_SECTORS};
-use crate::array::member::MemberOp;
+use crate::array::member_io::MemberOp;
 use crate::array::parity_write::plan::{plan, Plan, StripeState};
 use crate::array::parity_write::Piece;
 use crate::array::scratch::{compute_parity_scratch, scratch_put, scratch_take, ScratchBufs};

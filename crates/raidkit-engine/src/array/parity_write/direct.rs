@@ -3,7 +3,7 @@
 
 use super::plan::{plan, Plan, StripeState};
 use super::{rows_of, Piece};
-use crate::array::member::MemberOp;
+use crate::array::member_io::MemberOp;
 use crate::array::scratch::{scratch_put, scratch_take};
 use crate::array::stripe::{compute_parity, parity_into};
 use crate::array::Array;

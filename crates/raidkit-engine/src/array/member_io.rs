@@ -1,0 +1,320 @@
+//! Member IO: every member read and write of the engine goes through
+//! [`Array::member_io`] (or its one-IO forms `member_read` / `member_write`), which submits
+//! a batch at once through the member IO layer, mirrors writes to a replacement being
+//! built, records counters and latencies, and turns each outcome into what it means to
+//! the array (a failed member, a bad block, a repaired read error).
+
+use crate::array::member::Member;
+use crate::array::Array;
+use crate::dev::io::{self, IoOp, IoReq};
+use crate::error::EngineError;
+use crate::error::Result;
+use raidkit_layout::SECTOR;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The buffer of a member IO.
+pub(crate) enum OpBuf<'a> {
+    /// Read into it.
+    Read(&'a mut [u8]),
+    /// Write it.
+    Write(&'a [u8]),
+}
+
+/// One member IO of a batch ([`Array::member_io`]): role, data sector, buffer, and once
+/// run its outcome (reads: `Ok(true)`; writes: `Ok(true)` written, `Ok(false)` the member
+/// is missing or was failed by this write).
+pub(crate) struct MemberOp<'a> {
+    pub(crate) role: usize,
+    pub(crate) dsec: u64,
+    pub(crate) buf: OpBuf<'a>,
+    pub(crate) outcome: Option<Result<bool>>,
+}
+
+impl<'a> MemberOp<'a> {
+    /// Read `buf.len()` bytes of `role` at data sector `dsec`.
+    pub(crate) fn read(role: usize, dsec: u64, buf: &'a mut [u8]) -> MemberOp<'a> {
+        MemberOp {
+            role,
+            dsec,
+            buf: OpBuf::Read(buf),
+            outcome: None,
+        }
+    }
+
+    /// Write `buf` to `role` at data sector `dsec`.
+    pub(crate) fn write(role: usize, dsec: u64, buf: &'a [u8]) -> MemberOp<'a> {
+        MemberOp {
+            role,
+            dsec,
+            buf: OpBuf::Write(buf),
+            outcome: None,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match &self.buf {
+            OpBuf::Read(b) => b.len(),
+            OpBuf::Write(b) => b.len(),
+        }
+    }
+
+    /// A read's outcome.
+    pub(crate) fn read_result(self) -> Result<()> {
+        self.outcome
+            .unwrap_or_else(|| Err(EngineError::Invalid("member read not run".into())))
+            .map(drop)
+    }
+
+    /// A write's outcome (`Ok(false)`: not written, the member is missing or failed).
+    pub(crate) fn write_result(self) -> Result<bool> {
+        self.outcome
+            .unwrap_or_else(|| Err(EngineError::Invalid("member write not run".into())))
+    }
+
+    /// Did this IO succeed (read, or written)?
+    pub(crate) fn ok(&self) -> bool {
+        matches!(self.outcome, Some(Ok(true)))
+    }
+}
+
+impl Array {
+    /// Read from one member's data area; any failure is returned (the member is not failed
+    /// for read errors here — callers reconstruct — but it is for a missed deadline).
+    pub(crate) fn member_read(&self, role: usize, dsec: u64, buf: &mut [u8]) -> Result<()> {
+        let mut ops = [MemberOp::read(role, dsec, buf)];
+        self.member_io(&mut ops);
+        let [op] = ops;
+        op.read_result()
+    }
+
+    /// Write to one member; a failure fails the member (md behaviour) and is reported
+    /// as `Ok(false)`. Missing members are skipped (`Ok(false)`).
+    pub(crate) fn member_write(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        let mut ops = [MemberOp::write(role, dsec, buf)];
+        self.member_io(&mut ops);
+        let [op] = ops;
+        op.write_result()
+    }
+
+    /// Carry out member reads and writes together: every IO is submitted at once (and
+    /// writes also go to the role's replacement, if one is being built) and waited for
+    /// together, each until the member's deadline ([`crate::dev::io`]). Outcomes as
+    /// [`Array::member_read`] / [`Array::member_write`] give them, in each op. A member
+    /// that misses its deadline is failed at once (through [`Array::fail_member`]).
+    pub(crate) fn member_io(&self, ops: &mut [MemberOp<'_>]) {
+        debug_assert!(
+            ops.iter().all(|o| o.len().is_multiple_of(SECTOR as usize)),
+            "member IO not in whole sectors"
+        );
+        // The members and replacements, under one lock each for the whole batch.
+        let members: Vec<Option<Arc<Member>>> = {
+            let slots = self.slots();
+            ops.iter()
+                .map(|o| {
+                    slots
+                        .get(o.role)
+                        .and_then(|m| m.clone())
+                        .filter(|m| !m.is_failed())
+                })
+                .collect()
+        };
+        let replacing = self.members.replacing.load(Ordering::Acquire)
+            && ops.iter().any(|o| matches!(o.buf, OpBuf::Write(_)));
+        let reps: Vec<Option<Arc<Member>>> = if replacing {
+            ops.iter()
+                .map(|o| match o.buf {
+                    OpBuf::Write(_) => self.replacement(o.role),
+                    OpBuf::Read(_) => None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let roles: Vec<usize> = ops.iter().map(|o| o.role).collect();
+        let t0 = std::time::Instant::now();
+        let mut reqs: Vec<IoReq<'_>> = Vec::with_capacity(ops.len());
+        // Which op (and whether on the replacement) each IO is for.
+        let mut whose: Vec<(usize, bool)> = Vec::with_capacity(ops.len());
+        for (k, op) in ops.iter_mut().enumerate() {
+            let Some(m) = &members[k] else {
+                op.outcome = Some(match op.buf {
+                    OpBuf::Read(_) => Err(EngineError::Unreadable {
+                        offset: 0,
+                        end: 0,
+                        why: format!("role {} is missing", op.role),
+                    }),
+                    OpBuf::Write(_) => Ok(false),
+                });
+                continue;
+            };
+            let at = (m.data_offset + op.dsec) * SECTOR;
+            let timeout = io::member_timeout(m.dev.as_ref());
+            match &mut op.buf {
+                OpBuf::Read(b) => {
+                    if !m.readable(op.dsec, b.len() as u64 / SECTOR) {
+                        op.outcome = Some(Err(EngineError::Unreadable {
+                            offset: 0,
+                            end: 0,
+                            why: format!(
+                                "role {} ({}) has no valid data there",
+                                op.role,
+                                m.dev.name()
+                            ),
+                        }));
+                        continue;
+                    }
+                    m.load.begin();
+                    reqs.push(IoReq::new_at(
+                        m.dev.as_ref(),
+                        at,
+                        IoOp::Read(b),
+                        timeout,
+                        t0,
+                    ));
+                }
+                OpBuf::Write(b) => {
+                    if let Some(Some(r)) = reps.get(k) {
+                        let rat = (r.data_offset + op.dsec) * SECTOR;
+                        let t = io::member_timeout(r.dev.as_ref());
+                        reqs.push(IoReq::new_at(r.dev.as_ref(), rat, IoOp::Write(b), t, t0));
+                        whose.push((k, true));
+                    }
+                    reqs.push(IoReq::new_at(
+                        m.dev.as_ref(),
+                        at,
+                        IoOp::Write(b),
+                        timeout,
+                        t0,
+                    ));
+                }
+            }
+            whose.push((k, false));
+        }
+        io::run(&mut reqs, &mut |i| {
+            // The kernel still holds the IO: fail the member now, so nothing else waits
+            // for it, and wait for the memory.
+            let (k, on_rep) = whose[i];
+            if !on_rep {
+                let _ = self.fail_member(roles[k], "no answer within the member timeout");
+            }
+        });
+        let outcomes: Vec<(std::io::Result<()>, Option<std::time::Instant>)> = reqs
+            .iter_mut()
+            .map(|r| (r.take_result(), r.done_at))
+            .collect();
+        drop(reqs);
+        for (i, (res, done_at)) in outcomes.into_iter().enumerate() {
+            let (k, on_rep) = whose[i];
+            let op = &mut ops[k];
+            if on_rep {
+                if let (Some(Some(r)), Err(e)) = (reps.get(k), &res) {
+                    if let Err(fatal) =
+                        self.abort_replacement(op.role, r, &format!("write error: {e}"))
+                    {
+                        op.outcome = Some(Err(fatal));
+                    }
+                } else if let Some(Some(r)) = reps.get(k) {
+                    r.stats.writes.fetch_add(1, Ordering::Relaxed);
+                    r.stats
+                        .write_bytes
+                        .fetch_add(op.len() as u64, Ordering::Relaxed);
+                }
+                continue;
+            }
+            let Some(m) = members[k].clone() else {
+                continue;
+            };
+            let elapsed = done_at.map(|d| d.saturating_duration_since(t0));
+            let outcome = match op.buf {
+                OpBuf::Read(_) => self.after_read(op.role, &m, op.len(), res, elapsed),
+                OpBuf::Write(_) => {
+                    if let (Ok(()), Some(e)) = (&res, elapsed) {
+                        m.stats.record_latency(true, e);
+                    }
+                    self.after_write(op.role, &m, op.dsec, op.len(), res)
+                }
+            };
+            if op.outcome.as_ref().is_none_or(|o| o.is_ok()) {
+                op.outcome = Some(outcome);
+            }
+        }
+    }
+
+    /// What a member read's outcome means to the array (see [`Array::member_io`]).
+    fn after_read(
+        &self,
+        role: usize,
+        m: &Arc<Member>,
+        len: usize,
+        res: std::io::Result<()>,
+        elapsed: Option<std::time::Duration>,
+    ) -> Result<bool> {
+        m.load.end(len, res.is_ok().then_some(elapsed).flatten());
+        match res {
+            Ok(()) => {
+                m.record_read(len);
+                if let Some(e) = elapsed {
+                    m.stats.record_latency(false, e);
+                }
+                self.check_slow(role, m);
+                Ok(true)
+            }
+            Err(e) => {
+                if io::is_gone(&e) {
+                    let _ = self.fail_member(role, &format!("read: {e}"));
+                }
+                Err(EngineError::io(m.dev.name(), "reading member data", e))
+            }
+        }
+    }
+
+    /// What a member write's outcome means to the array (see [`Array::member_io`]).
+    fn after_write(
+        &self,
+        role: usize,
+        m: &Arc<Member>,
+        dsec: u64,
+        len: usize,
+        res: std::io::Result<()>,
+    ) -> Result<bool> {
+        let n = len as u64 / SECTOR;
+        match res {
+            Ok(()) => {
+                m.stats.writes.fetch_add(1, Ordering::Relaxed);
+                m.stats.write_bytes.fetch_add(len as u64, Ordering::Relaxed);
+                if m.has_bad.load(Ordering::Relaxed) {
+                    // md's "made good": bad blocks under a successful write hold valid
+                    // data again.
+                    self.made_good(role, m, dsec, n);
+                }
+                Ok(true)
+            }
+            // A member that does not answer, or whose connection is lost, is failed (no
+            // bad block: the whole member is gone, not a sector).
+            Err(e) if io::is_gone(&e) => {
+                self.fail_member(role, &format!("write: {e}"))?;
+                Ok(false)
+            }
+            Err(e) => {
+                // md records a bad block instead of failing the member when the member
+                // has a bad-block log; otherwise the member is failed — unless it holds
+                // the last copy of some data (see `fail_after_write_error`).
+                if !self.bad_block_instead_of_fail(role, m, dsec, n) {
+                    self.fail_after_write_error(role, &format!("write error: {e}"))?;
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// Write raw parity/data blocks for a stripe row range (used by sync/repair).
+    pub(crate) fn write_block(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
+        self.member_write(role, dsec, buf)
+    }
+
+    /// Read raw blocks (used by sync/check).
+    pub(crate) fn read_block(&self, role: usize, dsec: u64, buf: &mut [u8]) -> Result<()> {
+        self.member_read(role, dsec, buf)
+    }
+}
