@@ -13,7 +13,7 @@
 use crate::array::Array;
 use crate::dev::io;
 use crate::error::Result;
-use raidkit_layout::{Level, SECTOR};
+use raidkit_layout::SECTOR;
 
 /// Most bytes zeroed per pass through the write path.
 const MAX_PIECE_BYTES: u64 = 64 << 20;
@@ -59,20 +59,13 @@ impl Array {
     /// within [`PIECE_BYTES`], at least one stripe, at most [`MAX_PIECE_BYTES`]).
     fn zero_piece_bytes(&self) -> u64 {
         let g = self.geometry();
-        let chunk = g.chunk_sectors * SECTOR;
-        let data_chunks = match g.level {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => g.data_disks(),
-            Level::Raid0 => g.raid_disks,
-            Level::Raid10 => (g.raid_disks / g.copies().max(1)).max(1),
-            _ => 0,
-        } as u64;
-        let stripe = chunk * data_chunks;
-        if stripe == 0 {
+        let Some(stripe) = g.full_stripe_sectors().map(|s| s * SECTOR) else {
             return PIECE_BYTES;
-        }
+        };
         if stripe >= MAX_PIECE_BYTES {
-            return (MAX_PIECE_BYTES / chunk.max(SECTOR)).max(1) * chunk.max(SECTOR);
+            let chunk = (g.chunk_sectors * SECTOR).max(SECTOR);
+            return (MAX_PIECE_BYTES / chunk).max(1) * chunk;
         }
-        (PIECE_BYTES / stripe).max(1) * stripe
+        (PIECE_BYTES / stripe.max(SECTOR)).max(1) * stripe
     }
 }
