@@ -179,7 +179,14 @@ sync_() {
   # time in `perf`), which a disk does not do and the anchor did not pay.
   rm -f "$d/spare"; fallocate -l $((comp + 8))M "$d/spare"
   serve "$d" "${m[@]}"
-  local nm; nm=$(status_json | py "import json,sys; print(json.load(sys.stdin)[0][\"name\"])")
+  # This server's array (other servers may be running): found by its pid, once it is up.
+  local nm=""
+  for _ in $(seq 200); do
+    nm=$(status_json | py "import json,sys; print(next((a['name'] for a in json.load(sys.stdin) if a['pid'] == $SPID), ''))")
+    [ -n "$nm" ] && break
+    sleep 0.05
+  done
+  [ -n "$nm" ] || { echo "the server (pid $SPID) never showed in raidkit status" >&2; exit 1; }
   "$RAIDKIT" manage "$nm" --fail "${m[$last]}" >/dev/null
   "$RAIDKIT" manage "$nm" --remove "${m[$last]}" >/dev/null
   # The rebuild's own time: from its rebuild_started event to its rebuild_finished, each
@@ -191,7 +198,7 @@ for l in sys.stdin: print("%.6f %s" % (time.time(), l), end="", flush=True)' >"$
   t0=$(date +%s.%N)
   "$RAIDKIT" manage "$nm" --add "$d/spare" >/dev/null
   for _ in $(seq 3000); do
-    status_json | py 'import json,sys; s=json.load(sys.stdin)[0]; sys.exit(0 if not s["degraded"] and s["sync"]["action"]=="idle" else 1)' && break
+    status_json | py "import json,sys; s=[a for a in json.load(sys.stdin) if a['pid'] == $SPID]; sys.exit(0 if s and not s[0]['degraded'] and s[0]['sync']['action']=='idle' else 1)" && break
     sleep 0.05
   done
   t1=$(date +%s.%N)
