@@ -15,8 +15,10 @@
 //!   lanes*: one thread per lane, a file always on the same lane, so the members' copies
 //!   run at once and no two writers of one file queue on its inode lock (a full-stripe
 //!   write used to write its members one after another, inline, and several writers
-//!   waited on each other's member files). `RAIDKIT_LARGE_WRITES=ring|inline` sends them
-//!   to this thread's io_uring or writes them inline instead (for measurements).
+//!   waited on each other's member files) — while cores are free for them: when other
+//!   such batches already keep the cores busy, the batch writes inline (`LargeBatch`).
+//!   `RAIDKIT_LARGE_WRITES=lanes|ring|inline` always uses the lanes, this thread's
+//!   io_uring, or inline writes instead (for measurements).
 //! * [`Submission::Async`] (devices that complete IOs themselves: the fault wrapper's
 //!   device model, a network member): [`AsyncDev::start`] either finishes the IO at once,
 //!   possibly not to be seen complete before an instant (a modelled device: no thread
@@ -41,7 +43,7 @@ mod uring;
 use crate::dev::BlockDev;
 use std::io;
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -401,8 +403,8 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     // members' copies run at once while this thread does the rest (not while zeroing:
     // its writes of zeros are holes punched here).
     let punch = punching_zeroes();
-    let laned = if punch {
-        Vec::new()
+    let (_large_batch, laned) = if punch {
+        (None, Vec::new())
     } else {
         large_writes_to_lanes(reqs)
     };
@@ -504,8 +506,10 @@ pub const LARGE_WRITE_BYTES: usize = 64 << 10;
 /// Where the large writes of a batch with several of them go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum LargeWrites {
-    /// The writer lanes (the default): one thread per lane, a file always on the same
-    /// lane.
+    /// The default: the writer lanes while a core is free for them, else inline (see
+    /// [`LargeBatch`]).
+    Auto,
+    /// Always the writer lanes: one thread per lane, a file always on the same lane.
     Lanes,
     /// This thread's io_uring (the kernel's own worker threads for buffered writes).
     Ring,
@@ -513,22 +517,68 @@ enum LargeWrites {
     Inline,
 }
 
-/// How large writes are carried out: `RAIDKIT_LARGE_WRITES=lanes|ring|inline` (for
-/// measurements; default lanes).
+/// How large writes are carried out: `RAIDKIT_LARGE_WRITES=auto|lanes|ring|inline` (for
+/// measurements; default auto).
 fn large_write_path() -> LargeWrites {
     static PATH: std::sync::OnceLock<LargeWrites> = std::sync::OnceLock::new();
     *PATH.get_or_init(|| match std::env::var("RAIDKIT_LARGE_WRITES").as_deref() {
         Ok("ring") if uses_io_uring() => LargeWrites::Ring,
         Ok("inline") => LargeWrites::Inline,
-        _ => LargeWrites::Lanes,
+        Ok("lanes") => LargeWrites::Lanes,
+        _ => LargeWrites::Auto,
     })
 }
 
-/// Do the large writes of a batch that has several go to the writer lanes (each file's
+/// Can the large writes of a batch that has several go to the writer lanes (each file's
 /// copy on its lane's thread, all files at once)? Else this thread writes them (or its
-/// io_uring does).
+/// io_uring does). Under the default a given batch may still write inline, when every
+/// core is already busy with one ([`LargeBatch`]).
 pub fn large_writes_in_lanes() -> bool {
-    large_write_path() == LargeWrites::Lanes
+    matches!(large_write_path(), LargeWrites::Lanes | LargeWrites::Auto)
+}
+
+/// Batches with several large writes in progress in this process (laned or inline).
+static LARGE_BATCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// One batch with several large writes, counted while it runs.
+///
+/// The lanes pay when they put idle cores to work: one writer (a QD1 stream, a single
+/// full-stripe writer) gets its members' copies done at once on several cores. When
+/// other batches already keep the cores busy (fewer than two cores per batch in
+/// progress, this one counted), a hand-off to a lane only adds context switches, and the
+/// batch writes inline (measured on 2 cores, RAID6 full-stripe writes with two writers:
+/// inline 0.97× of the members' raw bandwidth, lanes 0.80×; see docs/BENCHMARKS.md).
+struct LargeBatch;
+
+impl LargeBatch {
+    /// Count a batch in; whether its large writes go to the lanes.
+    fn enter() -> (LargeBatch, bool) {
+        let before = LARGE_BATCHES.fetch_add(1, Ordering::AcqRel);
+        (LargeBatch, lanes_for(large_write_path(), before, cores()))
+    }
+}
+
+/// Whether a batch's large writes go to the lanes, given the path chosen and how many
+/// other such batches are in progress on how many cores: under `Auto`, while every
+/// batch in progress (this one counted) can have two cores.
+fn lanes_for(path: LargeWrites, others_in_progress: usize, cores: usize) -> bool {
+    match path {
+        LargeWrites::Lanes => true,
+        LargeWrites::Auto => others_in_progress.saturating_add(1).saturating_mul(2) <= cores,
+        LargeWrites::Ring | LargeWrites::Inline => false,
+    }
+}
+
+impl Drop for LargeBatch {
+    fn drop(&mut self) {
+        LARGE_BATCHES.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The CPUs this process may run on (at least 1), read once.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 fn is_large_write(op: &IoOp<'_>) -> bool {
@@ -541,12 +591,18 @@ fn large_writes(reqs: &[IoReq<'_>]) -> usize {
 }
 
 /// The batch's large descriptor writes (index, descriptor), in order, if it has several
-/// and they go to the writer lanes; each within its device's bounds.
-fn large_writes_to_lanes(reqs: &[IoReq<'_>]) -> Vec<(usize, RawFd)> {
-    if large_write_path() != LargeWrites::Lanes || large_writes(reqs) < 2 {
-        return Vec::new();
+/// and they go to the writer lanes; each within its device's bounds. The batch is
+/// counted (see [`LargeBatch`]) until the returned guard drops.
+fn large_writes_to_lanes(reqs: &[IoReq<'_>]) -> (Option<LargeBatch>, Vec<(usize, RawFd)>) {
+    if !large_writes_in_lanes() || large_writes(reqs) < 2 {
+        return (None, Vec::new());
     }
-    reqs.iter()
+    let (batch, lanes) = LargeBatch::enter();
+    if !lanes {
+        return (Some(batch), Vec::new());
+    }
+    let laned = reqs
+        .iter()
         .enumerate()
         .filter(|(_, r)| is_large_write(&r.op))
         .filter_map(|(i, r)| match r.dev.submission() {
@@ -558,7 +614,8 @@ fn large_writes_to_lanes(reqs: &[IoReq<'_>]) -> Vec<(usize, RawFd)> {
             }
             _ => None,
         })
-        .collect()
+        .collect();
+    (Some(batch), laned)
 }
 
 /// Run one IO (see [`run`]); a late IO of the kernel's is simply waited for.

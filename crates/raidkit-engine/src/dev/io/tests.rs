@@ -310,6 +310,32 @@ fn a_hung_kernel_io_is_reported_late_then_cancelled() {
     }
 }
 
+/// By default a batch's large writes go to the lanes only while every batch in progress
+/// can have two cores: alone on 2 cores, yes; beside another on 2 cores, inline; up to 4
+/// at once on 8 cores. The forced paths ignore the count.
+#[test]
+fn large_writes_use_the_lanes_while_cores_are_free() {
+    use LargeWrites::*;
+    let cases = [
+        (Auto, 0, 2, true),
+        (Auto, 1, 2, false),
+        (Auto, 0, 1, false),
+        (Auto, 3, 8, true),
+        (Auto, 4, 8, false),
+        (Auto, usize::MAX, 8, false),
+        (Lanes, 5, 2, true),
+        (Inline, 0, 8, false),
+        (Ring, 0, 8, false),
+    ];
+    for (path, others, cores, want) in cases {
+        assert_eq!(
+            lanes_for(path, others, cores),
+            want,
+            "{path:?} {others} others, {cores} cores"
+        );
+    }
+}
+
 /// Large writes of a batch go to the writer lanes: writes to one file keep their order
 /// (the later of two overlapping writes wins), every file gets exact bytes, and a write
 /// that fails (a descriptor open for reading only) fails alone.
