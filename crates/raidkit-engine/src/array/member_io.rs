@@ -13,6 +13,9 @@ use raidkit_layout::SECTOR;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// A member (or none) for each op of a batch.
+type PerOp = Vec<Option<Arc<Member>>>;
+
 /// The buffer of a member IO.
 pub(crate) enum OpBuf<'a> {
     /// Read into it.
@@ -107,90 +110,10 @@ impl Array {
             ops.iter().all(|o| o.len().is_multiple_of(SECTOR as usize)),
             "member IO not in whole sectors"
         );
-        // The members and replacements, under one lock each for the whole batch.
-        let members: Vec<Option<Arc<Member>>> = {
-            let slots = self.slots();
-            ops.iter()
-                .map(|o| {
-                    slots
-                        .get(o.role)
-                        .and_then(|m| m.clone())
-                        .filter(|m| !m.is_failed())
-                })
-                .collect()
-        };
-        let replacing = self.members.replacing.load(Ordering::Acquire)
-            && ops.iter().any(|o| matches!(o.buf, OpBuf::Write(_)));
-        let reps: Vec<Option<Arc<Member>>> = if replacing {
-            ops.iter()
-                .map(|o| match o.buf {
-                    OpBuf::Write(_) => self.replacement(o.role),
-                    OpBuf::Read(_) => None,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let (members, reps) = self.batch_members(ops);
         let roles: Vec<usize> = ops.iter().map(|o| o.role).collect();
         let t0 = std::time::Instant::now();
-        let mut reqs: Vec<IoReq<'_>> = Vec::with_capacity(ops.len());
-        // Which op (and whether on the replacement) each IO is for.
-        let mut whose: Vec<(usize, bool)> = Vec::with_capacity(ops.len());
-        for (k, op) in ops.iter_mut().enumerate() {
-            let Some(m) = &members[k] else {
-                op.outcome = Some(match op.buf {
-                    OpBuf::Read(_) => Err(EngineError::Unreadable {
-                        offset: 0,
-                        end: 0,
-                        why: format!("role {} is missing", op.role),
-                    }),
-                    OpBuf::Write(_) => Ok(false),
-                });
-                continue;
-            };
-            let at = (m.data_offset + op.dsec) * SECTOR;
-            let timeout = io::member_timeout(m.dev.as_ref());
-            match &mut op.buf {
-                OpBuf::Read(b) => {
-                    if !m.readable(op.dsec, b.len() as u64 / SECTOR) {
-                        op.outcome = Some(Err(EngineError::Unreadable {
-                            offset: 0,
-                            end: 0,
-                            why: format!(
-                                "role {} ({}) has no valid data there",
-                                op.role,
-                                m.dev.name()
-                            ),
-                        }));
-                        continue;
-                    }
-                    m.load.begin();
-                    reqs.push(IoReq::new_at(
-                        m.dev.as_ref(),
-                        at,
-                        IoOp::Read(b),
-                        timeout,
-                        t0,
-                    ));
-                }
-                OpBuf::Write(b) => {
-                    if let Some(Some(r)) = reps.get(k) {
-                        let rat = (r.data_offset + op.dsec) * SECTOR;
-                        let t = io::member_timeout(r.dev.as_ref());
-                        reqs.push(IoReq::new_at(r.dev.as_ref(), rat, IoOp::Write(b), t, t0));
-                        whose.push((k, true));
-                    }
-                    reqs.push(IoReq::new_at(
-                        m.dev.as_ref(),
-                        at,
-                        IoOp::Write(b),
-                        timeout,
-                        t0,
-                    ));
-                }
-            }
-            whose.push((k, false));
-        }
+        let (mut reqs, whose) = batch_ios(ops, &members, &reps, t0);
         io::run(&mut reqs, &mut |i| {
             // The kernel still holds the IO: fail the member now, so nothing else waits
             // for it, and wait for the memory.
@@ -204,40 +127,93 @@ impl Array {
             .map(|r| (r.take_result(), r.done_at))
             .collect();
         drop(reqs);
-        for (i, (res, done_at)) in outcomes.into_iter().enumerate() {
-            let (k, on_rep) = whose[i];
+        for ((k, on_rep), (res, done_at)) in whose.into_iter().zip(outcomes) {
             let op = &mut ops[k];
             if on_rep {
-                if let (Some(Some(r)), Err(e)) = (reps.get(k), &res) {
-                    if let Err(fatal) =
-                        self.abort_replacement(op.role, r, &format!("write error: {e}"))
-                    {
-                        op.outcome = Some(Err(fatal));
-                    }
-                } else if let Some(Some(r)) = reps.get(k) {
-                    r.stats.writes.fetch_add(1, Ordering::Relaxed);
-                    r.stats
-                        .write_bytes
-                        .fetch_add(op.len() as u64, Ordering::Relaxed);
+                if let Some(Some(r)) = reps.get(k) {
+                    self.settle_replacement_write(op, r, res);
                 }
-                continue;
+            } else if let Some(m) = &members[k] {
+                let elapsed = done_at.map(|d| d.saturating_duration_since(t0));
+                self.settle_member_io(op, m, res, elapsed);
             }
-            let Some(m) = members[k].clone() else {
-                continue;
-            };
-            let elapsed = done_at.map(|d| d.saturating_duration_since(t0));
-            let outcome = match op.buf {
-                OpBuf::Read(_) => self.after_read(op.role, &m, op.len(), res, elapsed),
-                OpBuf::Write(_) => {
-                    if let (Ok(()), Some(e)) = (&res, elapsed) {
-                        m.stats.record_latency(true, e);
-                    }
-                    self.after_write(op.role, &m, op.dsec, op.len(), res)
+        }
+    }
+
+    /// The live member of each op's role (`None`: missing or failed) and, for writes while
+    /// a replacement is being built, the role's replacement; one look at the slots for the
+    /// whole batch.
+    fn batch_members(&self, ops: &[MemberOp<'_>]) -> (PerOp, PerOp) {
+        let members = {
+            let slots = self.slots();
+            ops.iter()
+                .map(|o| {
+                    slots
+                        .get(o.role)
+                        .and_then(|m| m.clone())
+                        .filter(|m| !m.is_failed())
+                })
+                .collect()
+        };
+        let replacing = self.members.replacing.load(Ordering::Acquire)
+            && ops.iter().any(|o| matches!(o.buf, OpBuf::Write(_)));
+        let reps = if replacing {
+            ops.iter()
+                .map(|o| match o.buf {
+                    OpBuf::Write(_) => self.replacement(o.role),
+                    OpBuf::Read(_) => None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        (members, reps)
+    }
+
+    /// One write to a replacement done: a failure abandons the replacement (an error only
+    /// if that itself fails); a success is counted.
+    fn settle_replacement_write(
+        &self,
+        op: &mut MemberOp<'_>,
+        r: &Arc<Member>,
+        res: std::io::Result<()>,
+    ) {
+        match res {
+            Err(e) => {
+                if let Err(fatal) = self.abort_replacement(op.role, r, &format!("write error: {e}"))
+                {
+                    op.outcome = Some(Err(fatal));
                 }
-            };
-            if op.outcome.as_ref().is_none_or(|o| o.is_ok()) {
-                op.outcome = Some(outcome);
             }
+            Ok(()) => {
+                r.stats.writes.fetch_add(1, Ordering::Relaxed);
+                r.stats
+                    .write_bytes
+                    .fetch_add(op.len() as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// One member IO done: what it means to the array becomes the op's outcome, unless
+    /// the op already failed (its replacement's write could not be abandoned).
+    fn settle_member_io(
+        &self,
+        op: &mut MemberOp<'_>,
+        m: &Arc<Member>,
+        res: std::io::Result<()>,
+        elapsed: Option<std::time::Duration>,
+    ) {
+        let outcome = match op.buf {
+            OpBuf::Read(_) => self.after_read(op.role, m, op.len(), res, elapsed),
+            OpBuf::Write(_) => {
+                if let (Ok(()), Some(e)) = (&res, elapsed) {
+                    m.stats.record_latency(true, e);
+                }
+                self.after_write(op.role, m, op.dsec, op.len(), res)
+            }
+        };
+        if op.outcome.as_ref().is_none_or(|o| o.is_ok()) {
+            op.outcome = Some(outcome);
         }
     }
 
@@ -317,4 +293,74 @@ impl Array {
     pub(crate) fn read_block(&self, role: usize, dsec: u64, buf: &mut [u8]) -> Result<()> {
         self.member_read(role, dsec, buf)
     }
+}
+
+/// The IOs of a batch: each op on its live member (and each write also on the role's
+/// replacement, first), with which op each IO is for and whether on the replacement. An
+/// op whose member is missing, or whose read would find no valid data there, gets its
+/// outcome now and no IO.
+fn batch_ios<'a>(
+    ops: &'a mut [MemberOp<'_>],
+    members: &'a [Option<Arc<Member>>],
+    reps: &'a [Option<Arc<Member>>],
+    t0: std::time::Instant,
+) -> (Vec<IoReq<'a>>, Vec<(usize, bool)>) {
+    let mut reqs: Vec<IoReq<'a>> = Vec::with_capacity(ops.len());
+    let mut whose: Vec<(usize, bool)> = Vec::with_capacity(ops.len());
+    for (k, op) in ops.iter_mut().enumerate() {
+        let Some(m) = &members[k] else {
+            op.outcome = Some(match op.buf {
+                OpBuf::Read(_) => Err(EngineError::Unreadable {
+                    offset: 0,
+                    end: 0,
+                    why: format!("role {} is missing", op.role),
+                }),
+                OpBuf::Write(_) => Ok(false),
+            });
+            continue;
+        };
+        let at = (m.data_offset + op.dsec) * SECTOR;
+        let timeout = io::member_timeout(m.dev.as_ref());
+        match &mut op.buf {
+            OpBuf::Read(b) => {
+                if !m.readable(op.dsec, b.len() as u64 / SECTOR) {
+                    op.outcome = Some(Err(EngineError::Unreadable {
+                        offset: 0,
+                        end: 0,
+                        why: format!(
+                            "role {} ({}) has no valid data there",
+                            op.role,
+                            m.dev.name()
+                        ),
+                    }));
+                    continue;
+                }
+                m.load.begin();
+                reqs.push(IoReq::new_at(
+                    m.dev.as_ref(),
+                    at,
+                    IoOp::Read(b),
+                    timeout,
+                    t0,
+                ));
+            }
+            OpBuf::Write(b) => {
+                if let Some(Some(r)) = reps.get(k) {
+                    let rat = (r.data_offset + op.dsec) * SECTOR;
+                    let t = io::member_timeout(r.dev.as_ref());
+                    reqs.push(IoReq::new_at(r.dev.as_ref(), rat, IoOp::Write(b), t, t0));
+                    whose.push((k, true));
+                }
+                reqs.push(IoReq::new_at(
+                    m.dev.as_ref(),
+                    at,
+                    IoOp::Write(b),
+                    timeout,
+                    t0,
+                ));
+            }
+        }
+        whose.push((k, false));
+    }
+    (reqs, whose)
 }
