@@ -342,6 +342,68 @@ pub fn run(
     spec: &BenchSpec,
     array: Option<&ArrayTarget>,
 ) -> Result<BenchResult> {
+    let jobs = plan_jobs(target, spec)?;
+    if let Some(a) = array {
+        a.reset_counters();
+    }
+    let t0 = Instant::now();
+    let started_unix = human::now_unix();
+    let outs = run_workers(target, spec, &jobs);
+    let wrote = outs
+        .iter()
+        .any(|o| o.as_ref().is_ok_and(|o| o.write_bytes > 0));
+    if wrote {
+        target
+            .flush()
+            .map_err(|e| ToolsError::io(target.name(), "flushing after the workload", e))?;
+    }
+    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    let mut tot = ThreadOut::default();
+    for o in outs {
+        tot.merge(&o?);
+    }
+    let ios = tot.all.count();
+    Ok(BenchResult {
+        started_unix,
+        machine: Machine::this(),
+        array: array.map(|a| a.info()),
+        target_kind: target.kind(),
+        target: target.name(),
+        pattern: spec.pattern.to_string(),
+        block_size: spec.block_size,
+        iodepth: spec.iodepth,
+        jobs: spec.jobs,
+        direct: target.align() > 1,
+        seconds: secs,
+        ios,
+        reads: tot.reads.count(),
+        writes: tot.writes.count(),
+        read_bytes: tot.read_bytes,
+        write_bytes: tot.write_bytes,
+        iops: ios as f64 / secs,
+        mib_s: (tot.read_bytes + tot.write_bytes) as f64 / secs / (1u64 << 20) as f64,
+        lat_ns: tot.all.summary(),
+        read_lat_ns: (tot.reads.count() > 0).then(|| tot.reads.summary()),
+        write_lat_ns: (tot.writes.count() > 0).then(|| tot.writes.summary()),
+        members: array.map(|a| a.shares()),
+        stripe_cache: array.and_then(|a| a.array().stripe_cache_stats()),
+    })
+}
+
+impl ThreadOut {
+    /// Add another thread's counts and latencies to these.
+    fn merge(&mut self, o: &ThreadOut) {
+        self.all.merge(&o.all);
+        self.reads.merge(&o.reads);
+        self.writes.merge(&o.writes);
+        self.read_bytes += o.read_bytes;
+        self.write_bytes += o.write_bytes;
+    }
+}
+
+/// The jobs of `spec` on `target`, once the block size, offset, region, depth and job
+/// count are checked: each job's first byte, its blocks, and how many IOs it may do.
+fn plan_jobs(target: &dyn Target, spec: &BenchSpec) -> Result<Vec<Job>> {
     let bs = spec.block_size;
     let align = target.align();
     if bs == 0 || !bs.is_multiple_of(align) || !spec.offset.is_multiple_of(align) {
@@ -375,7 +437,7 @@ pub fn run(
             "the region ({region} bytes) holds fewer than one {bs}-byte block per job"
         )));
     }
-    let jobs: Vec<Job> = (0..spec.jobs as u64)
+    Ok((0..spec.jobs as u64)
         .map(|j| {
             let start = if spec.pattern.is_random() {
                 spec.offset
@@ -395,15 +457,15 @@ pub fn run(
                 ios: AtomicU64::new(0),
             }
         })
-        .collect();
-    if let Some(a) = array {
-        a.reset_counters();
-    }
+        .collect())
+}
+
+/// Run `iodepth` worker threads per job until each job's budget or the runtime is spent;
+/// what each thread did.
+fn run_workers(target: &dyn Target, spec: &BenchSpec, jobs: &[Job]) -> Vec<Result<ThreadOut>> {
     let stop = AtomicBool::new(false);
     let deadline = spec.runtime.map(|d| Instant::now() + d);
-    let t0 = Instant::now();
-    let started_unix = human::now_unix();
-    let outs: Vec<Result<ThreadOut>> = std::thread::scope(|sc| {
+    std::thread::scope(|sc| {
         let mut hs = Vec::new();
         for (j, job) in jobs.iter().enumerate() {
             for t in 0..spec.iodepth {
@@ -419,50 +481,6 @@ pub fn run(
                     .unwrap_or_else(|_| Err(ToolsError::Invalid("a bench thread panicked".into())))
             })
             .collect()
-    });
-    let wrote = outs
-        .iter()
-        .any(|o| o.as_ref().is_ok_and(|o| o.write_bytes > 0));
-    if wrote {
-        target
-            .flush()
-            .map_err(|e| ToolsError::io(target.name(), "flushing after the workload", e))?;
-    }
-    let secs = t0.elapsed().as_secs_f64().max(1e-9);
-    let mut tot = ThreadOut::default();
-    for o in outs {
-        let o = o?;
-        tot.all.merge(&o.all);
-        tot.reads.merge(&o.reads);
-        tot.writes.merge(&o.writes);
-        tot.read_bytes += o.read_bytes;
-        tot.write_bytes += o.write_bytes;
-    }
-    let ios = tot.all.count();
-    Ok(BenchResult {
-        started_unix,
-        machine: Machine::this(),
-        array: array.map(|a| a.info()),
-        target_kind: target.kind(),
-        target: target.name(),
-        pattern: spec.pattern.to_string(),
-        block_size: bs,
-        iodepth: spec.iodepth,
-        jobs: spec.jobs,
-        direct: align > 1,
-        seconds: secs,
-        ios,
-        reads: tot.reads.count(),
-        writes: tot.writes.count(),
-        read_bytes: tot.read_bytes,
-        write_bytes: tot.write_bytes,
-        iops: ios as f64 / secs,
-        mib_s: (tot.read_bytes + tot.write_bytes) as f64 / secs / (1u64 << 20) as f64,
-        lat_ns: tot.all.summary(),
-        read_lat_ns: (tot.reads.count() > 0).then(|| tot.reads.summary()),
-        write_lat_ns: (tot.writes.count() > 0).then(|| tot.writes.summary()),
-        members: array.map(|a| a.shares()),
-        stripe_cache: array.and_then(|a| a.array().stripe_cache_stats()),
     })
 }
 
