@@ -271,79 +271,106 @@ fn member_labels(al: &str, device: &Value, role: &Value) -> String {
 fn member_metrics(o: &mut Out, a: &Value, al: &str) {
     for m in a["members"].as_array().into_iter().flatten() {
         let ml = member_labels(al, &m["device"], &m["role"]);
-        let now = m["state"].as_str().unwrap_or("");
-        for s in MEMBER_STATES {
-            o.sample(
-                "raidkit_member_state",
-                "raidkit_member_state",
-                &format!("{ml},state=\"{s}\""),
-                u64::from(s == now),
-            );
+        member_state_metrics(o, m, &ml);
+        if m["link"].is_object() {
+            member_link_metrics(o, &m["link"], &ml);
         }
-        if !now.is_empty() && !MEMBER_STATES.contains(&now) {
-            o.sample(
-                "raidkit_member_state",
-                "raidkit_member_state",
-                &format!("{ml},state=\"{}\"", esc(now)),
-                1,
-            );
-        }
-        o.sample(
-            "raidkit_member_write_mostly",
-            "raidkit_member_write_mostly",
-            &ml,
-            u64::from(m["write_mostly"] == true),
-        );
-        o.sample(
-            "raidkit_member_write_behind_backlog",
-            "raidkit_member_write_behind_backlog",
-            &ml,
-            u(&m["write_behind_backlog"]),
-        );
-        let link = &m["link"];
-        if link.is_object() {
-            let st = link["state"].as_str().unwrap_or("");
-            o.sample(
-                "raidkit_member_link_up",
-                "raidkit_member_link_up",
-                &ml,
-                u64::from(st == "connected"),
-            );
-            for s in LINK_STATES {
-                o.sample(
-                    "raidkit_member_link_state",
-                    "raidkit_member_link_state",
-                    &format!("{ml},state=\"{s}\""),
-                    u64::from(s == st),
-                );
-            }
-            o.sample(
-                "raidkit_member_link_connects_total",
-                "raidkit_member_link_connects_total",
-                &ml,
-                u(&link["connects"]),
-            );
-            o.sample(
-                "raidkit_member_link_failed_attempts",
-                "raidkit_member_link_failed_attempts",
-                &ml,
-                u(&link["failed_attempts"]),
-            );
-            o.sample(
-                "raidkit_member_link_in_flight",
-                "raidkit_member_link_in_flight",
-                &ml,
-                u(&link["in_flight"]),
-            );
-            o.sample(
-                "raidkit_member_link_latency_seconds",
-                "raidkit_member_link_latency_seconds",
-                &ml,
-                u(&link["latency_us"]) as f64 / 1e6,
+    }
+    member_bad_block_metrics(o, a, al);
+    for io in a["io"].as_array().into_iter().flatten() {
+        let ml = member_labels(al, &io["device"], &io["role"]);
+        for op in ["read", "write"] {
+            latency_histogram(
+                o,
+                &format!("{ml},op=\"{op}\""),
+                &io[format!("{op}_lat_hist_us")],
+                u(&io[format!("{op}_lat_sum_ns")]),
             );
         }
     }
-    // Every member with a role, 0 when its list is empty.
+}
+
+/// One member's state (one sample per known state, 1 for the current one), write-mostly
+/// flag and write-behind backlog.
+fn member_state_metrics(o: &mut Out, m: &Value, ml: &str) {
+    let now = m["state"].as_str().unwrap_or("");
+    for s in MEMBER_STATES {
+        o.sample(
+            "raidkit_member_state",
+            "raidkit_member_state",
+            &format!("{ml},state=\"{s}\""),
+            u64::from(s == now),
+        );
+    }
+    if !now.is_empty() && !MEMBER_STATES.contains(&now) {
+        o.sample(
+            "raidkit_member_state",
+            "raidkit_member_state",
+            &format!("{ml},state=\"{}\"", esc(now)),
+            1,
+        );
+    }
+    o.sample(
+        "raidkit_member_write_mostly",
+        "raidkit_member_write_mostly",
+        ml,
+        u64::from(m["write_mostly"] == true),
+    );
+    o.sample(
+        "raidkit_member_write_behind_backlog",
+        "raidkit_member_write_behind_backlog",
+        ml,
+        u(&m["write_behind_backlog"]),
+    );
+}
+
+/// A network member's link: up, state, connects, failed attempts, requests in flight
+/// and latency.
+fn member_link_metrics(o: &mut Out, link: &Value, ml: &str) {
+    let st = link["state"].as_str().unwrap_or("");
+    o.sample(
+        "raidkit_member_link_up",
+        "raidkit_member_link_up",
+        ml,
+        u64::from(st == "connected"),
+    );
+    for s in LINK_STATES {
+        o.sample(
+            "raidkit_member_link_state",
+            "raidkit_member_link_state",
+            &format!("{ml},state=\"{s}\""),
+            u64::from(s == st),
+        );
+    }
+    o.sample(
+        "raidkit_member_link_connects_total",
+        "raidkit_member_link_connects_total",
+        ml,
+        u(&link["connects"]),
+    );
+    o.sample(
+        "raidkit_member_link_failed_attempts",
+        "raidkit_member_link_failed_attempts",
+        ml,
+        u(&link["failed_attempts"]),
+    );
+    o.sample(
+        "raidkit_member_link_in_flight",
+        "raidkit_member_link_in_flight",
+        ml,
+        u(&link["in_flight"]),
+    );
+    o.sample(
+        "raidkit_member_link_latency_seconds",
+        "raidkit_member_link_latency_seconds",
+        ml,
+        u(&link["latency_us"]) as f64 / 1e6,
+    );
+}
+
+/// Every member with a role: its bad-block ranges, sectors, and whether its log is kept
+/// (0 when its list is empty).
+fn member_bad_block_metrics(o: &mut Out, a: &Value, al: &str) {
     let members = a["members"].as_array().cloned().unwrap_or_default();
     for m in members.iter().filter(|m| m["role"].is_u64()) {
         let ml = member_labels(al, &m["device"], &m["role"]);
@@ -372,17 +399,6 @@ fn member_metrics(o: &mut Out, a: &Value, al: &str) {
             &ml,
             u64::from(b["logged"] == true),
         );
-    }
-    for io in a["io"].as_array().into_iter().flatten() {
-        let ml = member_labels(al, &io["device"], &io["role"]);
-        for op in ["read", "write"] {
-            latency_histogram(
-                o,
-                &format!("{ml},op=\"{op}\""),
-                &io[format!("{op}_lat_hist_us")],
-                u(&io[format!("{op}_lat_sum_ns")]),
-            );
-        }
     }
 }
 
