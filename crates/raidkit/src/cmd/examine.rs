@@ -307,10 +307,17 @@ fn fmt_time(t: u64) -> String {
 }
 
 fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
-    let sb = &e.sb;
     let mut s = String::new();
     let mut line = |k: &str, v: String| s.push_str(&format!("{k:>16} : {v}\n"));
-    let head = format!("{}:\n", e.path.display());
+    identity_lines(&e.sb, &mut line);
+    size_lines(e, array_bytes, &mut line);
+    state_lines(e, &mut line);
+    shape_lines(&e.sb, &mut line);
+    format!("{}:\n{s}\n", e.path.display())
+}
+
+/// What the array is: magic, version, features, UUID, name, creation, level, devices.
+fn identity_lines(sb: &Super, line: &mut dyn FnMut(&str, String)) {
     line("Magic", "a92b4efc".into());
     line("Version", sb.metadata().as_str().into());
     line("Feature Map", format!("{:#x}", sb.feature_map()));
@@ -324,6 +331,12 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
     line("Creation Time", fmt_time(sb.ctime()));
     line("Raid Level", level_text(sb.level()));
     line("Raid Devices", sb.raid_disks().to_string());
+}
+
+/// Where the data is and how much: device and array sizes, data, new and superblock
+/// offsets, recovery offset.
+fn size_lines(e: &Examined, array_bytes: Option<u64>, line: &mut dyn FnMut(&str, String)) {
+    let sb = &e.sb;
     line(
         "Avail Dev Size",
         format!(
@@ -359,6 +372,12 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
     if let Some(r) = sb.recovery_offset() {
         line("Recovery Offset", format!("{r} sectors"));
     }
+}
+
+/// The array's state on this device: clean or resyncing, device UUID, bitmap, bad-block
+/// log, reshape, update time, checksum, events.
+fn state_lines(e: &Examined, line: &mut dyn FnMut(&str, String)) {
+    let sb = &e.sb;
     line(
         "State",
         if sb.resync_offset() == MAX_SECTOR {
@@ -379,7 +398,7 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
             format!("{} entries available at sector {o}", n * 64),
         );
     }
-    reshape_lines(sb, &mut line);
+    reshape_lines(sb, line);
     line("Update Time", fmt_time(sb.utime()));
     line(
         "Checksum",
@@ -390,6 +409,10 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
         ),
     );
     line("Events", sb.events().to_string());
+}
+
+/// Layout, chunk, flags, this device's role and the array's state letters.
+fn shape_lines(sb: &Super, line: &mut dyn FnMut(&str, String)) {
     if let Some(l) = Level::from_md(sb.level()) {
         if l.has_parity() || l == Level::Raid10 || l == Level::Raid0 {
             line("Layout", layout_text(sb));
@@ -418,7 +441,6 @@ fn examine_text(e: &Examined, array_bytes: Option<u64>) -> String {
             array_state(sb)
         ),
     );
-    format!("{head}{s}\n")
 }
 
 /// A backup file's record for `--json`: `{"backup_file": path, "record": null | {...}}`.
