@@ -270,6 +270,97 @@ struct Census {
     level: Level,
 }
 
+/// Every device belongs to the first one's array.
+fn one_array(devs: &[Arc<dyn BlockDev>], sbs: &[Super]) -> Result<()> {
+    let uuid = sbs[0].uuid();
+    match sbs.iter().position(|s| s.uuid() != uuid) {
+        None => Ok(()),
+        Some(i) => Err(EngineError::BadMember {
+            device: devs[i].name().to_string(),
+            why: format!(
+                "belongs to array {} ({}), not to array {} like {}; give the members of one array only",
+                crate::sb::uuid_text(sbs[i].metadata(), &sbs[i].uuid()),
+                sbs[i].name(),
+                crate::sb::uuid_text(sbs[0].metadata(), &uuid),
+                devs[0].name()
+            ),
+        }),
+    }
+}
+
+/// Every device describes the shape of `fresh` (device `fresh_i`'s superblock): level,
+/// layout, chunk, devices.
+fn one_shape(
+    devs: &[Arc<dyn BlockDev>],
+    sbs: &[Super],
+    fresh: &Super,
+    fresh_i: usize,
+) -> Result<()> {
+    let differs = |s: &Super| {
+        s.level() != fresh.level()
+            || s.layout() != fresh.layout()
+            || s.chunk_sectors() != fresh.chunk_sectors()
+            || s.raid_disks() != fresh.raid_disks()
+    };
+    match sbs.iter().position(differs) {
+        None => Ok(()),
+        Some(i) => {
+            let s = &sbs[i];
+            Err(EngineError::BadMember {
+                device: devs[i].name().to_string(),
+                why: format!(
+                    "its superblock describes a different shape (level {}, layout {}, chunk {}, {} devices) than {} (level {}, layout {}, chunk {}, {} devices); leave the odd one out",
+                    s.level(), s.layout(), s.chunk_sectors(), s.raid_disks(), devs[fresh_i].name(),
+                    fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks()
+                ),
+            })
+        }
+    }
+}
+
+/// Every member's data area holds the component size the array uses, `need` sectors
+/// (md's rdev->sectors >= dev_sectors): reads and writes past it would land on its
+/// metadata or past the device. (RAID0 and linear use each member's own size.)
+fn data_areas_hold(
+    devs: &[Arc<dyn BlockDev>],
+    areas: &[MemberAreas],
+    fresh_i: usize,
+    need: u64,
+) -> Result<()> {
+    match areas.iter().position(|a| a.data.len() < need) {
+        None => Ok(()),
+        Some(i) => Err(EngineError::BadMember {
+            device: devs[i].name().to_string(),
+            why: format!(
+                "its data area holds {} sectors but the array's members hold {need} (size in {}'s superblock); it is not a member of this array as it is now, or its metadata is damaged; leave it out (the array runs degraded if it can) and add it back so it is rebuilt",
+                areas[i].data.len(),
+                devs[fresh_i].name()
+            ),
+        }),
+    }
+}
+
+/// The array uses no feature raidkit does not run (journal, PPL, clustered).
+fn features_handled(feature_map: u32, uuid_text: &str) -> Result<()> {
+    for (bit, what) in [
+        (feature::JOURNAL, "a write journal (raid5-cache)"),
+        (
+            feature::PPL | feature::MULTIPLE_PPLS,
+            "a partial parity log (PPL)",
+        ),
+        (feature::CLUSTERED, "clustered md"),
+    ] {
+        if feature_map & bit != 0 {
+            return Err(EngineError::Unsupported {
+                uuid: uuid_text.to_string(),
+                what: format!("the array uses {what}"),
+                advice: "raidkit does not handle this feature; assemble it with the kernel".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Which device is in which role.
 struct Roles {
     /// Role slot → device index.
@@ -289,22 +380,8 @@ impl Census {
         sbs: Vec<Super>,
         areas: Vec<MemberAreas>,
     ) -> Result<Census> {
-        // One array only.
         let uuid = sbs[0].uuid();
-        for (i, s) in sbs.iter().enumerate() {
-            if s.uuid() != uuid {
-                return Err(EngineError::BadMember {
-                    device: devs[i].name().to_string(),
-                    why: format!(
-                        "belongs to array {} ({}), not to array {} like {}; give the members of one array only",
-                        crate::sb::uuid_text(s.metadata(), &s.uuid()),
-                        s.name(),
-                        crate::sb::uuid_text(sbs[0].metadata(), &uuid),
-                        devs[0].name()
-                    ),
-                });
-            }
-        }
+        one_array(&devs, &sbs)?;
         let uuid_s = crate::sb::uuid_text(sbs[0].metadata(), &uuid);
         // Freshest non-spare member.
         let max_events = sbs
@@ -326,61 +403,16 @@ impl Census {
         // holds the same data: bring its superblock up to date.
         let mut sbs = sbs;
         crate::setup::reshaping::reconcile(&fresh, &mut sbs);
-        for (i, s) in sbs.iter().enumerate() {
-            if s.level() != fresh.level()
-                || s.layout() != fresh.layout()
-                || s.chunk_sectors() != fresh.chunk_sectors()
-                || s.raid_disks() != fresh.raid_disks()
-            {
-                return Err(EngineError::BadMember {
-                    device: devs[i].name().to_string(),
-                    why: format!(
-                        "its superblock describes a different shape (level {}, layout {}, chunk {}, {} devices) than {} (level {}, layout {}, chunk {}, {} devices); leave the odd one out",
-                        s.level(), s.layout(), s.chunk_sectors(), s.raid_disks(), devs[fresh_i].name(),
-                        fresh.level(), fresh.layout(), fresh.chunk_sectors(), fresh.raid_disks()
-                    ),
-                });
-            }
-        }
+        one_shape(&devs, &sbs, &fresh, fresh_i)?;
         let level = Level::from_md(fresh.level()).ok_or_else(|| EngineError::Unsupported {
             uuid: uuid_s.clone(),
             what: format!("level {}", fresh.level()),
             advice: "raidkit handles linear, raid0, raid1, raid4, raid5, raid6 and raid10; multipath and faulty are legacy kernel personalities".into(),
         })?;
-        // Every member's data area must hold the component size the array uses (md's
-        // rdev->sectors >= dev_sectors): reads and writes past it would land on its
-        // metadata or past the device. RAID0 and linear use each member's own size.
         if !matches!(level, Level::Linear | Level::Raid0) {
-            let need = fresh.size_sectors();
-            if let Some(i) = (0..sbs.len()).find(|&i| areas[i].data.len() < need) {
-                return Err(EngineError::BadMember {
-                    device: devs[i].name().to_string(),
-                    why: format!(
-                        "its data area holds {} sectors but the array's members hold {need} (size in {}'s superblock); it is not a member of this array as it is now, or its metadata is damaged; leave it out (the array runs degraded if it can) and add it back so it is rebuilt",
-                        areas[i].data.len(),
-                        devs[fresh_i].name()
-                    ),
-                });
-            }
+            data_areas_hold(&devs, &areas, fresh_i, fresh.size_sectors())?;
         }
-        let fm = fresh.feature_map();
-        for (bit, what) in [
-            (feature::JOURNAL, "a write journal (raid5-cache)"),
-            (
-                feature::PPL | feature::MULTIPLE_PPLS,
-                "a partial parity log (PPL)",
-            ),
-            (feature::CLUSTERED, "clustered md"),
-        ] {
-            if fm & bit != 0 {
-                return Err(EngineError::Unsupported {
-                    uuid: uuid_s,
-                    what: format!("the array uses {what}"),
-                    advice: "raidkit does not handle this feature; assemble it with the kernel"
-                        .into(),
-                });
-            }
-        }
+        features_handled(fresh.feature_map(), &uuid_s)?;
         Ok(Census {
             devs,
             sbs,
