@@ -162,32 +162,14 @@ pub(crate) fn assemble_with(
     let mut census = Census::of(devs, sbs, areas)?;
     let mut roles = census.sort_roles()?;
     census.take_stale(&mut roles, opts)?;
-    let level = census.level;
-    let raid_disks = census.fresh.raid_disks();
     let reshaping = Reshaping::of(&census.fresh, &census.sbs, &roles.slots, &census.uuid_text)?;
     let missing: Vec<usize> = (0..roles.slots.len())
         .filter(|&r| roles.slots[r].is_none())
         .collect();
-    match &reshaping {
-        Some(r) => r.can_run(&missing),
-        None => can_run(level, raid_disks, &missing, &census.fresh),
-    }
-    .map_err(|why| EngineError::NotEnoughMembers {
-        level: level.to_string(),
-        uuid: census.uuid_text.clone(),
-        why,
-    })?;
-    let fresh = &census.fresh;
+    census.can_run(reshaping.as_ref(), &missing)?;
     let geo = match &reshaping {
         Some(r) => r.plan.new_geometry().clone(),
-        None => Geometry::new(
-            level,
-            fresh.layout(),
-            fresh.chunk_sectors(),
-            raid_disks,
-            fresh.size_sectors(),
-            census.member_sectors(&roles.slots),
-        )?,
+        None => census.geometry(&roles.slots)?,
     };
     let (resync, forced_clean) = census.resync_state(&roles.slots, &missing, opts)?;
     let mut members = census.members(&roles.slots)?;
@@ -204,18 +186,7 @@ pub(crate) fn assemble_with(
         fresh,
         ..
     } = census;
-    let replacements: Vec<(usize, Member)> = roles
-        .replacing
-        .iter()
-        .map(|&(i, r)| {
-            let sb = &sbs[i];
-            let recovery = Some(sb.recovery_offset().unwrap_or(0));
-            (
-                r,
-                Member::new(devs[i].clone(), i, sb.data_offset(), recovery, Vec::new()),
-            )
-        })
-        .collect();
+    let replacements = replacement_members(&roles.replacing, &devs, &sbs);
     let meta = Meta {
         sbs,
         events: max_events,
@@ -250,6 +221,26 @@ pub(crate) fn assemble_with(
         arr.add_lost(&lost);
     }
     Ok(arr)
+}
+
+/// The replacements being built, `(role, member)`, from `(device index, role)` pairs; each
+/// rebuilt up to its recovery offset.
+fn replacement_members(
+    replacing: &[(usize, usize)],
+    devs: &[Arc<dyn BlockDev>],
+    sbs: &[Super],
+) -> Vec<(usize, Member)> {
+    replacing
+        .iter()
+        .map(|&(i, r)| {
+            let sb = &sbs[i];
+            let recovery = Some(sb.recovery_offset().unwrap_or(0));
+            (
+                r,
+                Member::new(devs[i].clone(), i, sb.data_offset(), recovery, Vec::new()),
+            )
+        })
+        .collect()
 }
 
 /// What the given devices say about the array they form: one array, its freshest member
@@ -424,6 +415,34 @@ impl Census {
             fresh,
             level,
         })
+    }
+
+    /// Can the array run with these roles `missing` (in its reshape's terms while one is
+    /// under way)? If not, why, as an error naming the array.
+    fn can_run(&self, reshaping: Option<&Reshaping>, missing: &[usize]) -> Result<()> {
+        let raid_disks = self.fresh.raid_disks();
+        match reshaping {
+            Some(r) => r.can_run(missing),
+            None => can_run(self.level, raid_disks, missing, &self.fresh),
+        }
+        .map_err(|why| EngineError::NotEnoughMembers {
+            level: self.level.to_string(),
+            uuid: self.uuid_text.clone(),
+            why,
+        })
+    }
+
+    /// The array's geometry from the freshest superblock and the members in `slots`.
+    fn geometry(&self, slots: &[Option<usize>]) -> Result<Geometry> {
+        let fresh = &self.fresh;
+        Ok(Geometry::new(
+            self.level,
+            fresh.layout(),
+            fresh.chunk_sectors(),
+            fresh.raid_disks(),
+            fresh.size_sectors(),
+            self.member_sectors(slots),
+        )?)
     }
 
     /// Put every device in its role, among the spares, the stale or the replacements.
