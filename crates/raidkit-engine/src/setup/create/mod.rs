@@ -242,6 +242,35 @@ fn check_shape(opts: &CreateOptions) -> Result<Shape> {
     let missing: Vec<usize> = (0..n)
         .filter(|&i| opts.members[i] == MemberSpec::Missing)
         .collect();
+    check_write_mostly(opts, &missing)?;
+    let layout = opts.layout.unwrap_or_else(|| names::default_layout(level));
+    let chunk_sectors = chunk_sectors(level, opts.chunk_bytes)?;
+    if opts.bbl && opts.metadata == Metadata::V090 {
+        return Err(EngineError::Request {
+            why: "0.90 metadata has no bad-block log".into(),
+            remedy: Remedy::BadBlockLogNeeds1x,
+        });
+    }
+    if opts.bitmap && !level.has_redundancy() {
+        return Err(EngineError::Invalid(format!(
+            "{level} has no redundancy, so a write-intent bitmap is meaningless"
+        )));
+    }
+    let shape = Shape {
+        level,
+        raid_disks: n,
+        layout,
+        chunk_sectors,
+        missing,
+    };
+    check_survives_missing(&shape)?;
+    Ok(shape)
+}
+
+/// Write-mostly members are members given, of a mirrored level, and write-behind fits
+/// them (bitmap, limit).
+fn check_write_mostly(opts: &CreateOptions, missing: &[usize]) -> Result<()> {
+    let (level, n) = (opts.level, opts.raid_devices);
     if let Some(&i) = opts
         .write_mostly
         .iter()
@@ -261,42 +290,35 @@ fn check_shape(opts: &CreateOptions) -> Result<Shape> {
         level,
         opts.bitmap,
         !opts.write_mostly.is_empty(),
-    )?;
-    let layout = opts.layout.unwrap_or_else(|| names::default_layout(level));
-    let chunk_sectors = match level {
-        Level::Raid1 => {
-            if opts.chunk_bytes.is_some() {
-                return Err(EngineError::Request {
-                    why: "raid1 has no chunk size".into(),
-                    remedy: Remedy::NoChunk,
-                });
-            }
-            0
-        }
-        Level::Linear => 0,
+    )
+}
+
+/// The chunk in sectors: none for RAID1 (asking for one is an error) and linear, else the
+/// size asked for (default 512 KiB), a non-zero multiple of 512 bytes.
+fn chunk_sectors(level: Level, chunk_bytes: Option<u64>) -> Result<u64> {
+    match level {
+        Level::Raid1 if chunk_bytes.is_some() => Err(EngineError::Request {
+            why: "raid1 has no chunk size".into(),
+            remedy: Remedy::NoChunk,
+        }),
+        Level::Raid1 | Level::Linear => Ok(0),
         _ => {
-            let c = opts.chunk_bytes.unwrap_or(512 * 1024);
+            let c = chunk_bytes.unwrap_or(512 * 1024);
             if !c.is_multiple_of(512) || c == 0 {
                 return Err(EngineError::Invalid(format!(
                     "chunk size {c} is not a multiple of 512 bytes"
                 )));
             }
-            c / 512
+            Ok(c / 512)
         }
-    };
-    if opts.bbl && opts.metadata == Metadata::V090 {
-        return Err(EngineError::Request {
-            why: "0.90 metadata has no bad-block log".into(),
-            remedy: Remedy::BadBlockLogNeeds1x,
-        });
     }
-    if opts.bitmap && !level.has_redundancy() {
-        return Err(EngineError::Invalid(format!(
-            "{level} has no redundancy, so a write-intent bitmap is meaningless"
-        )));
-    }
-    // The shape with a dummy size: errors are about the shape.
-    let dummy = chunk_sectors.max(128) * 64;
+}
+
+/// The shape (with a dummy size: errors are about the shape) survives its `missing`
+/// members.
+fn check_survives_missing(shape: &Shape) -> Result<()> {
+    let (level, n, missing) = (shape.level, shape.raid_disks, &shape.missing);
+    let dummy = shape.chunk_sectors.max(128) * 64;
     let per_member = if matches!(level, Level::Linear | Level::Raid0) {
         n
     } else {
@@ -304,39 +326,33 @@ fn check_shape(opts: &CreateOptions) -> Result<Shape> {
     };
     let geo = Geometry::new(
         level,
-        layout,
-        chunk_sectors,
+        shape.layout,
+        shape.chunk_sectors,
         n,
         dummy,
         vec![dummy; per_member],
     )?;
-    if missing.len() == n || !geo.survives_without(&missing) {
-        let why = match geo.raid10_lost_copies(&missing) {
-            Some(roles) => format!(
-                "every copy of some data would be missing (roles {})",
-                roles
-                    .iter()
-                    .map(|r| r.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            None => format!(
-                "{level} can be created with at most {} missing",
-                geo.failures_tolerated().min(n - 1)
-            ),
-        };
-        return Err(EngineError::Invalid(format!(
-            "{} of {n} members are `missing`; {why}",
-            missing.len()
-        )));
+    if missing.len() < n && geo.survives_without(missing) {
+        return Ok(());
     }
-    Ok(Shape {
-        level,
-        raid_disks: n,
-        layout,
-        chunk_sectors,
-        missing,
-    })
+    let why = match geo.raid10_lost_copies(missing) {
+        Some(roles) => format!(
+            "every copy of some data would be missing (roles {})",
+            roles
+                .iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => format!(
+            "{level} can be created with at most {} missing",
+            geo.failures_tolerated().min(n - 1)
+        ),
+    };
+    Err(EngineError::Invalid(format!(
+        "{} of {n} members are `missing`; {why}",
+        missing.len()
+    )))
 }
 
 /// Open the members (creating missing files, sparse, if asked), refusing any that is not
