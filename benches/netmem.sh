@@ -26,7 +26,8 @@
 # read and write takes 2 ms more, a slow link), in the anchor and in the mirrors alike.
 # RAIDKIT=path picks the binary. RAIDKIT_B=path makes it an A/B run: each round measures the
 # anchors, then the synchronous and the write-behind mirror's writes with RAIDKIT (rows
-# `A-write`, `A-wm-write`) and RAIDKIT_B (`B-...`), interleaved; no read or return rows.
+# `A-write`, `A-wm-write`, `A-wm-burst`; the burst anchor is the local member alone) and
+# RAIDKIT_B (`B-...`), interleaved; no read or return rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE="${1:-256}"
