@@ -14,12 +14,20 @@
 #   wm-write / wm-read  the same mirror created with the remote `--write-mostly` and
 #          `--write-behind WB` (default 256): writes acknowledged once the local copy has
 #          them (compared with the local member alone), reads never sent to the remote
+#   burst / wm-burst  BURSTS (default 4) write bursts of BURST MiB (default 32: they fit the
+#          write-behind queue, 64 MiB) to new regions, the same fio writes; before each the
+#          array's write-behind backlog is let drain. MiB/s over the bursts' acknowledged
+#          time, against the local member alone doing the same bursts (BURST=0: no rows).
+#          What write-behind promises is this: a burst that fits the queue is acknowledged
+#          at the local member's speed; a stream longer than the queue (the wm-write rows,
+#          SIZE MiB) is paced by the remote once the queue is full, as md's is.
 # BMCHUNK=SIZE is the bitmap chunk of every array (default 1M: the return copies 1 MiB).
 # DELAY=DUR puts nbdkit's delay filter in front of the remote (e.g. DELAY=2ms: every remote
 # read and write takes 2 ms more, a slow link), in the anchor and in the mirrors alike.
 # RAIDKIT=path picks the binary. RAIDKIT_B=path makes it an A/B run: each round measures the
 # anchors, then the synchronous and the write-behind mirror's writes with RAIDKIT (rows
-# `A-write`, `A-wm-write`) and RAIDKIT_B (`B-...`), interleaved; no read or return rows.
+# `A-write`, `A-wm-write`, `A-wm-burst`; the burst anchor is the local member alone) and
+# RAIDKIT_B (`B-...`), interleaved; no read or return rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE="${1:-256}"
@@ -76,15 +84,36 @@ fio_mibs() { # fio_mibs URI RW: MiB/s
     python3 -c "import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index('{'):])['jobs'][0]; k='$2'.replace('rand',''); k='write' if 'write' in k else 'read'; print(f\"{j[k]['bw_bytes']/1048576:.1f}\")"
 }
 
+# bursts URI: MiB/s of BURSTS bursts of BURST MiB at new offsets (bytes over the sum of
+# the bursts' fio run times), each once nothing is queued behind.
+bursts() {
+  local i ts=""
+  for i in $(seq 0 $((BURSTS - 1))); do
+    for _ in $(seq 1200); do
+      [ "$("$RAIDKIT" status --json | python3 -c "import json,sys; print(sum(m.get('write_behind_backlog', 0) for a in json.load(sys.stdin) for m in a['members']))")" = 0 ] && break
+      sleep 0.05
+    done
+    ts+=" $(fio --name=b --ioengine=nbd --uri="$1" --rw=write --bs=1M --iodepth=4 --size="${BURST}M" \
+      --offset=$((i * BURST))M --fsync=16 --end_fsync=1 --output-format=json 2>"$W/fio.err" |
+      python3 -c "import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index('{'):])['jobs'][0]['write']; print(j['io_bytes']/j['bw_bytes'])")"
+  done
+  python3 -c "import sys; s=[float(x) for x in sys.argv[1:]]; print(f'{$BURSTS*$BURST/sum(s):.1f}')" $ts
+}
+
 member_reads() { # bytes read per role, from status
   "$RAIDKIT" status --json | python3 -c "import json,sys; a=json.load(sys.stdin)[0]; print(' '.join(f\"{m['role']}:{m['read_bytes']>>20}MiB\" for m in a['io']))"
 }
+
+BURST="${BURST:-32}"
+BURSTS="${BURSTS:-4}"
+[ $((BURST * BURSTS)) -le "$SIZE" ] || { echo "BURST*BURSTS must fit SIZE" >&2; exit 1; }
 
 fresh() { rm -f "$W"/*.img; truncate -s "${MEMBER_MIB}M" "$W/local.img" "$W/remote.img"; }
 URI_R="nbd+unix:///?socket=$W/r.sock"
 URI_A="nbd+unix:///a?socket=$W/a.sock"
 
-# mirror_write BIN [create options...]: MiB/s of the RAID1 (local + remote) written by fio.
+# mirror_write BIN [create options...]: MiB/s of the RAID1 (local + remote) written by fio
+# (MEASURE=bursts: by `bursts`).
 mirror_write() {
   local bin="$1"; shift
   fresh
@@ -93,7 +122,7 @@ mirror_write() {
     "$@" "$W/local.img" "$URI_R" >/dev/null
   local saved="$RAIDKIT"; RAIDKIT="$bin"
   start_server "$W/local.img" "$URI_R"
-  fio_mibs "$URI_A" write
+  if [ "${MEASURE:-}" = bursts ]; then bursts "$URI_A"; else fio_mibs "$URI_A" write; fi
   stop_server
   RAIDKIT="$saved"
   stop_nbdkit -KILL
@@ -112,6 +141,13 @@ if [ -n "${RAIDKIT_B:-}" ]; then
     start_server "$W/local.img"
     local_w=$(fio_mibs "$URI_A" write)
     stop_server
+    if [ "$BURST" -gt 0 ]; then
+      fresh
+      "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" "$W/local.img" >/dev/null
+      start_server "$W/local.img"
+      local_b=$(bursts "$URI_A")
+      stop_server
+    fi
     for ab in A B; do
       bin="$RAIDKIT"; [ "$ab" = B ] && bin="$RAIDKIT_B"
       w=$(mirror_write "$bin")
@@ -119,6 +155,11 @@ if [ -n "${RAIDKIT_B:-}" ]; then
       load=$(cut -d' ' -f1 /proc/loadavg)
       python3 -c "print('$r $ab-write $remote_w $local_w $w', f'{$w/$remote_w:.2f}', f'{$w/$local_w:.2f}', '$load')"
       python3 -c "print('$r $ab-wm-write $remote_w $local_w $wm', f'{$wm/$remote_w:.2f}', f'{$wm/$local_w:.2f}', '$load')"
+      if [ "$BURST" -gt 0 ]; then
+        wb=$(MEASURE=bursts mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}")
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        python3 -c "print('$r $ab-wm-burst - $local_b $wb', '-', f'{$wb/$local_b:.2f}', '$load')"
+      fi
     done
   done
   exit 0
@@ -136,6 +177,17 @@ for r in $(seq "$ROUNDS"); do
   local_w=$(fio_mibs "$URI_A" write)
   local_r=$(fio_mibs "$URI_A" read)
   stop_server
+  if [ "$BURST" -gt 0 ]; then
+    fresh
+    "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" "$W/local.img" >/dev/null
+    start_server "$W/local.img"
+    local_b=$(bursts "$URI_A")
+    stop_server
+    sb=$(MEASURE=bursts mirror_write "$RAIDKIT")
+    wb=$(MEASURE=bursts mirror_write "$RAIDKIT" --write-mostly "$URI_R" --write-behind "${WB:-256}")
+    python3 -c "print('$r burst - $local_b $sb', '-', f'{$sb/$local_b:.2f}', '-')"
+    python3 -c "print('$r wm-burst - $local_b $wb', '-', f'{$wb/$local_b:.2f}', '-')"
+  fi
   fresh
   start_nbdkit "$W/remote.img"
   "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean "$W/local.img" "$URI_R" >/dev/null

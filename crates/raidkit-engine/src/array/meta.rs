@@ -8,12 +8,12 @@ use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
 use crate::locks::lock;
-use crate::meta::bitmap::RunBitmap;
+use crate::meta::bitmap::{bits_ahead, RunBitmap};
 use crate::meta::sb::write_super;
 use crate::meta::sb::Super;
 use raidkit_format::bitmap::BITMAP_SB_BYTES;
 use raidkit_format::{v090, MAX_SECTOR};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 /// The array's metadata at run time.
@@ -32,10 +32,47 @@ pub(crate) struct MetaState {
     pub(crate) forced_clean: bool,
     /// Group commit of bitmap bits ([`Array::bitmap_mark`]).
     pub(crate) commit: BitmapCommit,
+    /// Where recent writes ended, to set bits ahead of sequential streams.
+    pub(crate) streams: RecentEnds,
     /// Held while the bitmap is written to the devices (taken before `bitmap`'s mutex,
     /// after `sb`'s): a group-commit round writes an image of the bitmap taken under it,
     /// so no other bitmap write (a header with new events) lands between.
     pub(crate) bitmap_io: Mutex<()>,
+}
+
+/// How many sequential writes' ends are remembered: streams (or writes of one stream in
+/// flight at once, arriving out of order) recognised at a time.
+const STREAMS: usize = 8;
+
+/// The ends (in the bitmap's sectors) of the last [`STREAMS`] writes. A write that begins
+/// where one of them ended continues a sequential stream. A heuristic: racing writers may
+/// overwrite each other's ends, which costs at most a missed recognition.
+pub(crate) struct RecentEnds {
+    ends: [AtomicU64; STREAMS],
+    next: AtomicUsize,
+}
+
+impl Default for RecentEnds {
+    fn default() -> RecentEnds {
+        RecentEnds {
+            ends: std::array::from_fn(|_| AtomicU64::new(u64::MAX)),
+            next: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl RecentEnds {
+    /// Record a write of `n` sectors at `start`; true if it continues a recent one.
+    fn note(&self, start: u64, n: u64) -> bool {
+        // The slot of the write it continues takes its new end (one slot per stream).
+        let continued = self
+            .ends
+            .iter()
+            .position(|e| e.load(Ordering::Relaxed) == start);
+        let slot = continued.unwrap_or_else(|| self.next.fetch_add(1, Ordering::Relaxed) % STREAMS);
+        self.ends[slot].store(start.saturating_add(n), Ordering::Relaxed);
+        continued.is_some()
+    }
 }
 
 /// Writers waiting for bitmap bits, and the round that writes them.
@@ -75,6 +112,7 @@ impl MetaState {
                 }),
                 done: Condvar::new(),
             },
+            streams: RecentEnds::default(),
             bitmap_io: Mutex::new(()),
         }
     }
@@ -402,7 +440,17 @@ impl Array {
     /// leader) writes the bitmap, the others queue their bits for the next round, which
     /// one of them then writes for all. A bit is set in memory only once it is durable on
     /// every device that stays, so a writer that finds its bits set goes on at once.
+    ///
+    /// Bits ahead: a write that needs a new bit and begins where a recent write ended (a
+    /// sequential stream) also sets the next [`bits_ahead`](crate::meta::bitmap::bits_ahead) bits in the same round, so the
+    /// stream's next writes find theirs durable already (one bitmap round per several
+    /// chunks instead of one per chunk: with a small bitmap chunk and a slow member, that
+    /// round trip is what a sequential writer waits for). The cost: a crash resyncs up to
+    /// that window more per stream. Not while the array is degraded (bits set then stay
+    /// until the missing member's return, whose resync would copy the window for nothing).
+    /// The bits are cleared as every bit is, when the array is marked clean.
     pub(crate) fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
+        let sequential = self.meta.streams.note(start, n);
         // Each failed round fails a member (one fewer each time) or ends in an error; one
         // more round than there are devices ends it whatever happens.
         for _ in 0..=self.devs().len() {
@@ -412,7 +460,11 @@ impl Array {
                     return Ok(());
                 };
                 let b = lock(bm);
-                unset_bits(&b, start, n)
+                let mut needed = unset_bits(&b, start, n);
+                if sequential && !needed.is_empty() && !self.is_degraded() {
+                    needed.extend(ahead_bits(&b, start, n));
+                }
+                needed
             };
             if needed.is_empty() {
                 return Ok(());
@@ -563,6 +615,21 @@ fn unset_bits(b: &RunBitmap, start: u64, n: u64) -> Vec<u64> {
     let first = start / b.chunk_sectors;
     let last = ((start + n - 1) / b.chunk_sectors).min(b.chunks() - 1);
     (first..=last)
+        .filter(|&i| !raidkit_format::bitmap::bit_is_set(&b.bits, i))
+        .collect()
+}
+
+/// The unset bits of the [`bits_ahead`](crate::meta::bitmap::bits_ahead) chunks after the last one covering `[start,
+/// start + n)`, within the bitmap.
+fn ahead_bits(b: &RunBitmap, start: u64, n: u64) -> Vec<u64> {
+    if n == 0 || b.chunk_sectors == 0 || b.chunks() == 0 {
+        return Vec::new();
+    }
+    let last = (start + n - 1) / b.chunk_sectors;
+    let end = last
+        .saturating_add(bits_ahead(b.chunk_sectors))
+        .min(b.chunks() - 1);
+    (last + 1..=end)
         .filter(|&i| !raidkit_format::bitmap::bit_is_set(&b.bits, i))
         .collect()
 }

@@ -480,13 +480,23 @@ impl AsyncDev for NbdDev {
                 if let Err(e) = crate::dev::check_bounds("write", offset, len, self.size) {
                     return Started::Done(Err(e), None);
                 }
-                // A copy, so the caller's memory is not borrowed while the request is
-                // sent (a send that fails completes the IO, which needs the same lock).
-                let mut data = Vec::new();
-                if !io.with_write_data(|d| data = d.to_vec()) {
-                    return Started::Done(Err(io::Error::other("IO abandoned")), None);
+                // Sent from the caller's memory, no copy (`start_write` sends it before
+                // it returns; a send that fails completes the IO at once).
+                match io
+                    .send_write_data(|d, io| c.start_write(offset, d, at, self.completion(io, t0)))
+                {
+                    Ok(sent) => sent,
+                    Err(io) => {
+                        // Not on the batch's thread: a copy, so the caller's memory is not
+                        // borrowed while the request is sent (a send that fails completes
+                        // the IO, which needs the lock `with_write_data` holds).
+                        let mut data = Vec::new();
+                        if !io.with_write_data(|d| data = d.to_vec()) {
+                            return Started::Done(Err(io::Error::other("IO abandoned")), None);
+                        }
+                        c.start_write(offset, &data, at, self.completion(io, t0))
+                    }
                 }
-                c.start_write(offset, &data, at, self.completion(io, t0))
             }
             AsyncKind::Flush if !c.info().can_flush() => {
                 // The server has no volatile cache to flush (it says so).

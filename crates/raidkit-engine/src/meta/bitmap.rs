@@ -8,6 +8,18 @@ use raidkit_format::bitmap::{self, BitmapSuper, BITMAP_SB_BYTES};
 use raidkit_format::validate::MemberAreas;
 use std::sync::Arc;
 
+/// Bits set ahead of a sequential stream cover about this many bytes ...
+pub const BITS_AHEAD_BYTES: u64 = 4 << 20;
+
+/// ... but never more than this many bits (and at least one).
+pub const MAX_BITS_AHEAD: u64 = 8;
+
+/// The bits a sequential stream sets ahead with a bitmap chunk of `chunk_sectors`: about
+/// [`BITS_AHEAD_BYTES`] of chunks, 1 to [`MAX_BITS_AHEAD`].
+pub fn bits_ahead(chunk_sectors: u64) -> u64 {
+    (BITS_AHEAD_BYTES / (chunk_sectors.max(1) * raidkit_layout::SECTOR)).clamp(1, MAX_BITS_AHEAD)
+}
+
 /// Loaded bitmap: superblock, bits, and where it lives on each device.
 pub struct RunBitmap {
     /// The bitmap superblock (kept current).

@@ -234,6 +234,29 @@ impl AsyncIo {
         true
     }
 
+    /// Give `f` the data to write and the IO itself, holding no lock (so `f` may send the
+    /// data and complete the IO, without the copy [`AsyncIo::with_write_data`] needs for
+    /// that): for a device that is done with the data when `f` returns. Only on the thread
+    /// running the batch, as [`AsyncDev::start`] is; elsewhere, for a read, or once the
+    /// batch gave up: `Err` with the IO.
+    pub fn send_write_data<R>(self, f: impl FnOnce(&[u8], AsyncIo) -> R) -> Result<R, AsyncIo> {
+        let lent = {
+            let st = crate::locks::lock(&self.slot.st);
+            let batch_thread = std::thread::current().id() == self.slot.waiter.id();
+            let write = matches!(self.kind, AsyncKind::Write(_));
+            (!st.ptr.is_null() && write && batch_thread).then_some((st.ptr as *const u8, st.len))
+        };
+        let Some((ptr, len)) = lent else {
+            return Err(self);
+        };
+        // SAFETY: not revoked, so the batch that lent the memory is still in `run`, and
+        // only its own thread revokes it and ends the borrow. That thread is this one,
+        // busy with `f` until `f` returns; the slice cannot outlive `f` (its lifetime is
+        // the call's), and the memory is only read.
+        let data = unsafe { std::slice::from_raw_parts(ptr, len) };
+        Ok(f(data, self))
+    }
+
     /// The IO is finished (a late completion, after the batch gave up, is dropped).
     pub fn complete(self, r: io::Result<()>) {
         let mut st = crate::locks::lock(&self.slot.st);

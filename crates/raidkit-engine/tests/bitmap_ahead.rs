@@ -1,0 +1,250 @@
+//! Bitmap bits ahead of sequential streams (issue 16): a write that needs a new bitmap bit
+//! and continues a recent write also sets the next `bits_ahead` bits in the same round, so
+//! a sequential writer pays one bitmap round per several chunks; a random writer, and a
+//! degraded array, set only the bits their writes cover. Every data write still finds its
+//! own bit on every live member's on-disk bitmap, and marking the array clean clears the
+//! bits set ahead too.
+
+use raidkit_engine::bitmap::bits_ahead;
+use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::sb::probe;
+use raidkit_engine::{assemble, Array, AssembleOptions, BlockDev, FileDev};
+use raidkit_format::bitmap::{bit_is_set, BITMAP_SB_BYTES};
+use raidkit_layout::Level;
+use raidkit_testkit::tempdir::TempDir;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The bitmap chunk: 1 MiB, as in the slow-remote benchmark.
+const CHUNK: u64 = 1 << 20;
+/// Chunks the tests look at (the array has a few more).
+const CHUNKS: u64 = 24;
+/// The chunk the rig's first write makes the array active with (no test writes near it).
+const LAST: u64 = CHUNKS - 1;
+
+/// A member that counts its bitmap writes and checks, at every data write, that the bits
+/// covering it are on the on-disk bitmap of every member still live.
+struct Watch {
+    inner: FileDev,
+    files: Arc<Vec<PathBuf>>,
+    live: Arc<Vec<AtomicBool>>,
+    bitmap_byte: u64,
+    data_byte: u64,
+    bitmap_writes: AtomicU64,
+    violations: Arc<Mutex<Vec<String>>>,
+}
+
+/// Is bit `i` set in the bitmap stored in `file` (bitmap at byte `bitmap_byte`)?
+fn bit_on(file: &PathBuf, bitmap_byte: u64, i: u64) -> bool {
+    let mut b = [0u8; 1];
+    std::fs::File::open(file)
+        .unwrap()
+        .read_exact_at(&mut b, bitmap_byte + BITMAP_SB_BYTES as u64 + i / 8)
+        .unwrap();
+    bit_is_set(&b, i % 8)
+}
+
+impl BlockDev for Watch {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if offset == self.bitmap_byte {
+            self.bitmap_writes.fetch_add(1, Ordering::SeqCst);
+        } else if offset >= self.data_byte {
+            let first = (offset - self.data_byte) / CHUNK;
+            let last = (offset - self.data_byte + buf.len() as u64 - 1) / CHUNK;
+            for i in first..=last {
+                for (m, f) in self.files.iter().enumerate() {
+                    if self.live[m].load(Ordering::SeqCst) && !bit_on(f, self.bitmap_byte, i) {
+                        self.violations
+                            .lock()
+                            .unwrap()
+                            .push(format!("data write to chunk {i} before its bit was on {m}"));
+                    }
+                }
+            }
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+struct Rig {
+    _dir: TempDir,
+    arr: Array,
+    watch: Vec<Arc<Watch>>,
+    live: Arc<Vec<AtomicBool>>,
+}
+
+impl Rig {
+    /// A 2-member RAID1 with bitmap chunks of 1 MiB, assembled over watched members,
+    /// made active by a 4 KiB write into chunk `LAST`.
+    fn new() -> Rig {
+        let dir = TempDir::new("rk-bmahead").unwrap();
+        let files: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("m{i}"))).collect();
+        let mut o = CreateOptions::new(
+            Level::Raid1,
+            files.iter().cloned().map(MemberSpec::Path).collect(),
+        );
+        o.create_size = Some((CHUNKS + 8) * CHUNK);
+        o.bitmap = true;
+        o.bitmap_chunk_bytes = Some(CHUNK);
+        o.assume_clean = true;
+        create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+        let d = FileDev::open(&files[0], false).unwrap();
+        let (sb, _) = probe(&d).unwrap().found.into_iter().next().unwrap();
+        let bitmap_byte = sb.bitmap_sector(d.size_bytes() / 512).unwrap() * 512;
+        let files = Arc::new(files);
+        let live: Arc<Vec<AtomicBool>> = Arc::new((0..2).map(|_| AtomicBool::new(true)).collect());
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        let watch: Vec<Arc<Watch>> = files
+            .iter()
+            .map(|p| {
+                Arc::new(Watch {
+                    inner: FileDev::open(p, true).unwrap(),
+                    files: files.clone(),
+                    live: live.clone(),
+                    bitmap_byte,
+                    data_byte: sb.data_offset() * 512,
+                    bitmap_writes: AtomicU64::new(0),
+                    violations: violations.clone(),
+                })
+            })
+            .collect();
+        let devs: Vec<Arc<dyn BlockDev>> = watch
+            .iter()
+            .map(|w| w.clone() as Arc<dyn BlockDev>)
+            .collect();
+        let opts = AssembleOptions {
+            writable: true,
+            ..Default::default()
+        };
+        let arr = assemble(devs, &opts).unwrap();
+        assert!(arr.size_bytes() >= CHUNKS * CHUNK);
+        arr.write(LAST * CHUNK, &[9; 4096]).unwrap();
+        assert_eq!(arr.bitmap_chunk_sectors(), Some(CHUNK / 512));
+        Rig {
+            _dir: dir,
+            arr,
+            watch,
+            live,
+        }
+    }
+
+    fn bitmap_writes(&self) -> Vec<u64> {
+        self.watch
+            .iter()
+            .map(|w| w.bitmap_writes.load(Ordering::SeqCst))
+            .collect()
+    }
+
+    /// Write 1 MiB into each chunk of `chunks`, in order; the bitmap writes each member
+    /// saw meanwhile, and the bitmap rounds run.
+    fn write_chunks(&self, chunks: &[u64]) -> (Vec<u64>, u64) {
+        let before = self.bitmap_writes();
+        let rounds = self.arr.bitmap_flushes();
+        for &c in chunks {
+            self.arr
+                .write(c * CHUNK, &vec![c as u8 + 1; CHUNK as usize])
+                .unwrap();
+        }
+        let writes = self
+            .bitmap_writes()
+            .iter()
+            .zip(before)
+            .map(|(a, b)| a - b)
+            .collect();
+        (writes, self.arr.bitmap_flushes() - rounds)
+    }
+
+    /// The set bits on member `m`'s on-disk bitmap.
+    fn bits_on(&self, m: usize) -> Vec<u64> {
+        let w = &self.watch[0];
+        (0..CHUNKS)
+            .filter(|&i| bit_on(&w.files[m], w.bitmap_byte, i))
+            .collect()
+    }
+
+    fn violations(&self) -> Vec<String> {
+        self.watch[0].violations.lock().unwrap().clone()
+    }
+
+    fn check_data(&self, chunks: &[u64]) {
+        let mut b = vec![0u8; CHUNK as usize];
+        for &c in chunks {
+            self.arr.read(c * CHUNK, &mut b).unwrap();
+            assert!(b.iter().all(|&x| x == c as u8 + 1), "data of chunk {c}");
+        }
+    }
+}
+
+#[test]
+fn a_sequential_writer_sets_bits_ahead_in_fewer_rounds_and_clean_clears_them() {
+    let ahead = bits_ahead(CHUNK / 512);
+    assert_eq!(ahead, 4, "1 MiB chunks: 4 MiB ahead");
+    let r = Rig::new();
+    // Chunks 0..14 in order. Chunk 0 continues nothing: its own bit. Chunk 1 continues
+    // chunk 0: bits 1..=5. Chunk 6: 6..=10. Chunk 11: 11..=15. Four rounds, not 14.
+    let stream: Vec<u64> = (0..14).collect();
+    let (writes, rounds) = r.write_chunks(&stream);
+    assert_eq!(rounds, 4, "bitmap rounds for a 14-chunk sequential stream");
+    assert_eq!(writes, vec![4, 4], "bitmap writes per member");
+    assert_eq!(r.violations(), Vec::<String>::new());
+    // The stream's bits, bit 15 set ahead (never written), and the first write's chunk.
+    let mut want: Vec<u64> = (0..16).collect();
+    want.push(LAST);
+    for m in 0..2 {
+        assert_eq!(r.bits_on(m), want, "on-disk bits of member {m}");
+    }
+    r.check_data(&stream);
+    r.arr.mark_clean().unwrap();
+    for m in 0..2 {
+        assert_eq!(r.bits_on(m), Vec::<u64>::new(), "bits after clean on {m}");
+    }
+}
+
+#[test]
+fn a_random_writer_sets_only_its_own_bits() {
+    let r = Rig::new();
+    // No chunk here begins where another written chunk ends.
+    let chunks = [9, 2, 14, 0, 7, 12, 4, 18];
+    let (writes, rounds) = r.write_chunks(&chunks);
+    assert_eq!(rounds, chunks.len() as u64);
+    assert_eq!(writes, vec![chunks.len() as u64; 2]);
+    assert_eq!(r.violations(), Vec::<String>::new());
+    let mut want: Vec<u64> = chunks.to_vec();
+    want.push(LAST);
+    want.sort_unstable();
+    for m in 0..2 {
+        assert_eq!(r.bits_on(m), want, "on-disk bits of member {m}");
+    }
+    r.check_data(&chunks);
+}
+
+#[test]
+fn a_degraded_array_sets_no_bits_ahead() {
+    let r = Rig::new();
+    r.live[1].store(false, Ordering::SeqCst);
+    r.arr.fail_member(1, "test").unwrap();
+    let stream: Vec<u64> = (0..6).collect();
+    let (writes, rounds) = r.write_chunks(&stream);
+    assert_eq!(rounds, 6, "one round per new chunk while degraded");
+    assert_eq!(writes[0], 6, "bitmap writes on the member that stays");
+    assert_eq!(r.violations(), Vec::<String>::new());
+    let mut want = stream.clone();
+    want.push(LAST);
+    assert_eq!(r.bits_on(0), want);
+    r.check_data(&stream);
+}
