@@ -5,8 +5,9 @@ use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::sb::Metadata;
 use raidkit_engine::sync::{self, SyncMode};
-use raidkit_engine::EngineError;
+use raidkit_engine::{BlockDev, EngineError};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::PathBuf;
@@ -416,52 +417,33 @@ fn bad_block_log_is_honoured_on_reads() {
     assert!(e.contains("cannot be read"), "{e}");
 }
 
-/// A member wrapper that counts bytes read, to assert the write strategy.
-struct Counting {
-    inner: raidkit_engine::FileDev,
-    read: std::sync::atomic::AtomicU64,
-}
-impl raidkit_engine::BlockDev for Counting {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        self.read
+/// Member hooks that count bytes read, to assert the write strategy.
+#[derive(Default)]
+struct CountReads(std::sync::atomic::AtomicU64);
+impl Hooks for CountReads {
+    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.0
             .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        self.inner.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
-        self.inner.write_at(buf, off)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
+        inner.read_at(buf, off)
     }
 }
+type Counting = Hooked<CountReads>;
 
 fn counted(ps: &[PathBuf]) -> (raidkit_engine::Array, Vec<std::sync::Arc<Counting>>) {
     let cs: Vec<std::sync::Arc<Counting>> = ps
         .iter()
         .map(|p| {
-            std::sync::Arc::new(Counting {
-                inner: raidkit_engine::FileDev::open(p, true).unwrap(),
-                read: 0.into(),
-            })
+            let file = raidkit_engine::FileDev::open(p, true).unwrap();
+            std::sync::Arc::new(Hooked::new(file, CountReads::default()))
         })
         .collect();
-    let devs: Vec<std::sync::Arc<dyn raidkit_engine::BlockDev>> = cs
-        .iter()
-        .map(|c| c.clone() as std::sync::Arc<dyn raidkit_engine::BlockDev>)
-        .collect();
-    let arr = raidkit_engine::assemble(devs, &rw()).unwrap();
+    let arr = raidkit_engine::assemble(members(&cs), &rw()).unwrap();
     (arr, cs)
 }
 
 fn reads(cs: &[std::sync::Arc<Counting>]) -> u64 {
     cs.iter()
-        .map(|c| c.read.swap(0, std::sync::atomic::Ordering::Relaxed))
+        .map(|c| c.0.swap(0, std::sync::atomic::Ordering::Relaxed))
         .sum()
 }
 
@@ -559,27 +541,12 @@ fn degraded_writes_every_level() {
     }
 }
 
-/// A member that answers reads slowly.
-struct Slow {
-    inner: raidkit_engine::FileDev,
-    delay: std::time::Duration,
-}
-impl raidkit_engine::BlockDev for Slow {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        std::thread::sleep(self.delay);
-        self.inner.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
-        self.inner.write_at(buf, off)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
+/// Member hooks that answer reads slowly.
+struct SlowReads(std::time::Duration);
+impl Hooks for SlowReads {
+    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        std::thread::sleep(self.0);
+        inner.read_at(buf, off)
     }
 }
 
@@ -589,10 +556,10 @@ fn mirror_reads_go_to_the_faster_member() {
     let c = Case::v12(Level::Raid1, "default", 2, 0, 2);
     let (ps, model) = make(&c, &dir);
     let devs: Vec<std::sync::Arc<dyn raidkit_engine::BlockDev>> = vec![
-        std::sync::Arc::new(Slow {
-            inner: raidkit_engine::FileDev::open(&ps[0], false).unwrap(),
-            delay: std::time::Duration::from_millis(3),
-        }),
+        std::sync::Arc::new(Hooked::new(
+            raidkit_engine::FileDev::open(&ps[0], false).unwrap(),
+            SlowReads(std::time::Duration::from_millis(3)),
+        )),
         std::sync::Arc::new(raidkit_engine::FileDev::open(&ps[1], false).unwrap()),
     ];
     let arr = raidkit_engine::assemble(devs, &ro()).unwrap();

@@ -6,8 +6,8 @@ use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::dev::io::{Submission, LARGE_WRITE_BYTES};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::Level;
+use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
-use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,29 +111,13 @@ fn small_parity_writes_cost_exactly_their_member_ios() {
 /// A member file whose descriptor for batched IO can be switched to one opened read-only:
 /// its writes then fail (EBADF) the way a member's writes fail, reads still work.
 struct Breakable {
-    inner: FileDev,
     ro: std::fs::File,
     broken: AtomicBool,
 }
 
-impl BlockDev for Breakable {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn submission(&self) -> Submission<'_> {
-        match self.inner.submission() {
+impl Hooks for Breakable {
+    fn submission<'a>(&'a self, inner: &'a dyn BlockDev) -> Submission<'a> {
+        match inner.submission() {
             Submission::Fd { fd, in_memory } if !self.broken.load(Ordering::Acquire) => {
                 Submission::Fd { fd, in_memory }
             }
@@ -153,20 +137,19 @@ impl BlockDev for Breakable {
 fn a_full_stripe_write_survives_one_member_whose_lane_write_fails() {
     let dir = TempDir::new("rk-lane").unwrap();
     let ps = make(&dir, Level::Raid6, 6);
-    let devs: Vec<Arc<Breakable>> = ps
+    let devs: Vec<Arc<Hooked<Breakable>>> = ps
         .iter()
         .map(|p| {
-            Arc::new(Breakable {
-                inner: FileDev::open(p, true).unwrap(),
-                ro: std::fs::File::open(p).unwrap(),
+            let ro = std::fs::File::open(p).unwrap();
+            let hooks = Breakable {
+                ro,
                 broken: AtomicBool::new(false),
-            })
+            };
+            Arc::new(Hooked::new(FileDev::open(p, true).unwrap(), hooks))
         })
         .collect();
     let arr = assemble(
-        devs.iter()
-            .map(|d| Arc::clone(d) as Arc<dyn BlockDev>)
-            .collect(),
+        members(&devs),
         &AssembleOptions {
             writable: true,
             ..Default::default()

@@ -12,6 +12,7 @@ use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::hooked::{Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +22,6 @@ use std::time::Duration;
 /// Member 0: when armed, its next read starts the client write and waits (up to 500 ms)
 /// for it to complete before returning the bytes read *before* the write.
 struct Trigger {
-    inner: FileDev,
     armed: AtomicBool,
     array: OnceLock<Arc<Array>>,
     done: Mutex<Option<mpsc::Receiver<()>>>,
@@ -29,9 +29,9 @@ struct Trigger {
 
 const NEW: u8 = 0xA5;
 
-impl BlockDev for Trigger {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)?;
+impl Hooks for Trigger {
+    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        inner.read_at(buf, offset)?;
         if self.armed.swap(false, Ordering::SeqCst) {
             if let Some(arr) = self.array.get().cloned() {
                 let (tx, rx) = mpsc::channel();
@@ -45,18 +45,6 @@ impl BlockDev for Trigger {
             }
         }
         Ok(())
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
     }
 }
 
@@ -76,12 +64,14 @@ fn race(level: Level, layout: Option<&str>, n: usize, mode: SyncMode) {
     arr.write(0, &[0x11; 4096]).expect("old data");
     arr.stop().expect("stop");
 
-    let trig = Arc::new(Trigger {
-        inner: FileDev::open(&ps[0], true).expect("open m0"),
-        armed: AtomicBool::new(false),
-        array: OnceLock::new(),
-        done: Mutex::new(None),
-    });
+    let trig = Arc::new(Hooked::new(
+        FileDev::open(&ps[0], true).expect("open m0"),
+        Trigger {
+            armed: AtomicBool::new(false),
+            array: OnceLock::new(),
+            done: Mutex::new(None),
+        },
+    ));
     let mut devs: Vec<Arc<dyn BlockDev>> = vec![trig.clone()];
     for p in &ps[1..] {
         devs.push(Arc::new(FileDev::open(p, true).expect("open member")));
