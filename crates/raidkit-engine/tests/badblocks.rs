@@ -6,13 +6,14 @@
 
 use raidkit_engine::array::ArrayEvent;
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions, RebuildReport};
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, EngineError};
 use raidkit_format::badblocks;
 use raidkit_format::v1::{feature, SuperblockV1};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
@@ -27,13 +28,8 @@ fn rw() -> AssembleOptions {
 
 /// A 3-member 1.2 RAID5 (16 KiB chunks) of `mib` MiB members holding a tagged pattern.
 fn make_raid5(dir: &TempDir, mib: u64, bbl: bool) -> (Vec<PathBuf>, Vec<u8>) {
-    let ps: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(
-        Level::Raid5,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), 3);
+    let mut o = create_options(Level::Raid5, &ps);
     o.chunk_bytes = Some(16 * 1024);
     o.create_size = Some(mib << 20);
     o.name = "t".into();
@@ -316,13 +312,8 @@ fn slow_member_is_reported() {
 #[test]
 fn without_a_log_format_the_loss_is_kept_in_memory_and_said_loudly() {
     let dir = TempDir::new("rk-bbl").unwrap();
-    let ps: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(
-        Level::Raid5,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), 3);
+    let mut o = create_options(Level::Raid5, &ps);
     o.chunk_bytes = Some(16 * 1024);
     o.create_size = Some(2 << 20);
     o.metadata = raidkit_engine::sb::Metadata::V090;
@@ -387,13 +378,8 @@ fn create_bbl_uses_mdadms_placement() {
         ("1.2", false, 0, 16),
     ] {
         let dir = TempDir::new("rk-bbl").unwrap();
-        let ps: Vec<PathBuf> = (0..2)
-            .map(|i| dir.path().join(format!("m{i}.img")))
-            .collect();
-        let mut o = CreateOptions::new(
-            Level::Raid1,
-            ps.iter().cloned().map(MemberSpec::Path).collect(),
-        );
+        let ps = member_files(dir.path(), 2);
+        let mut o = create_options(Level::Raid1, &ps);
         o.create_size = Some(64 << 20);
         o.metadata = raidkit_engine::sb::Metadata::parse(meta).unwrap();
         o.bitmap = bitmap;
@@ -630,13 +616,8 @@ fn a_write_next_to_another_lost_block_marks_parity_stale_then_heals() {
 #[test]
 fn raid1_write_over_a_lost_range_clears_both_copies() {
     let dir = TempDir::new("rk-bbl").unwrap();
-    let ps: Vec<PathBuf> = (0..2)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(
-        Level::Raid1,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
     o.create_size = Some(2 << 20);
     o.bbl = true;
     o.assume_clean = true;

@@ -3,11 +3,12 @@
 //! reaches a member before its bit is on every live member's bitmap — also when a member
 //! fails during the shared bitmap write (the bits are then on the members that stay).
 
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::sb::probe;
 use raidkit_engine::{assemble, Array, AssembleOptions, BlockDev, FileDev};
 use raidkit_format::bitmap::{bit_is_set, BitmapSuper, BITMAP_SB_BYTES};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
@@ -94,11 +95,8 @@ struct Rig {
 /// write done (the array is active and chunk 0's bit is set).
 fn rig() -> Rig {
     let dir = TempDir::new("rk-bmgc").unwrap();
-    let files: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(
-        Level::Raid1,
-        files.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let files = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &files);
     o.create_size = Some(8 << 20);
     o.bitmap = true;
     o.bitmap_chunk_bytes = Some(CHUNK);

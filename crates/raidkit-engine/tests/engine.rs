@@ -7,6 +7,7 @@ use raidkit_engine::sb::Metadata;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{BlockDev, EngineError};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
@@ -56,15 +57,9 @@ impl Case {
     }
 }
 
-fn paths(dir: &TempDir, n: usize) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect()
-}
-
 fn make(c: &Case, dir: &TempDir) -> (Vec<PathBuf>, Vec<u8>) {
-    let ps = paths(dir, c.n);
-    let mut o = CreateOptions::new(c.level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), c.n);
+    let mut o = create_options(c.level, &ps);
     o.layout = Some(names::parse_layout(c.level, c.layout).unwrap());
     if c.level != Level::Raid1 && c.level != Level::Linear {
         o.chunk_bytes = Some(c.chunk_k * 1024);
@@ -335,7 +330,7 @@ fn raid0_missing_member_names_role() {
 #[test]
 fn create_refuses_nonblank_without_force() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let ps = paths(&dir, 2);
+    let ps = member_files(dir.path(), 2);
     for p in &ps {
         std::fs::write(p, vec![0u8; 2 << 20]).unwrap();
     }
@@ -345,10 +340,7 @@ fn create_refuses_nonblank_without_force() {
         v
     })
     .unwrap();
-    let o = CreateOptions::new(
-        Level::Raid1,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let o = create_options(Level::Raid1, &ps);
     let err = create(&o, &mut |_, _| {}).unwrap_err().to_string();
     assert!(
         err.contains("not blank (non-zero data at byte 100)"),
@@ -459,8 +451,8 @@ fn write_strategy_full_stripe_rmw_rcw() {
         (Level::Raid6, 5usize, 8192, 0),
     ] {
         let dir = TempDir::new("rk-engine").unwrap();
-        let ps = paths(&dir, n);
-        let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+        let ps = member_files(dir.path(), n);
+        let mut o = create_options(level, &ps);
         o.chunk_bytes = Some(64 * 1024);
         o.create_size = Some(4 << 20);
         create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
@@ -860,8 +852,8 @@ fn bitmap_limits_resync_after_unclean_stop() {
         (Level::Raid10, "n2", 4),
     ] {
         let dir = TempDir::new("rk-engine").unwrap();
-        let ps = paths(&dir, n);
-        let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+        let ps = member_files(dir.path(), n);
+        let mut o = create_options(level, &ps);
         o.layout = Some(names::parse_layout(level, layout).unwrap());
         if level != Level::Raid1 {
             o.chunk_bytes = Some(64 * 1024);
@@ -908,8 +900,8 @@ fn re_add_resyncs_only_what_was_missed() {
     ] {
         let dir = TempDir::new("rk-engine").unwrap();
         let n = if level == Level::Raid1 { 2 } else { 4 };
-        let ps = paths(&dir, n);
-        let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+        let ps = member_files(dir.path(), n);
+        let mut o = create_options(level, &ps);
         if level != Level::Raid1 {
             o.chunk_bytes = Some(64 * 1024);
         }

@@ -2,10 +2,11 @@
 //! lanes when one member's writes fail.
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::dev::io::{Submission, LARGE_WRITE_BYTES};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::io::AsRawFd;
@@ -16,8 +17,8 @@ use std::sync::Arc;
 const CHUNK: u64 = 64 << 10;
 
 fn make(dir: &TempDir, level: Level, n: usize) -> Vec<PathBuf> {
-    let ps: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.chunk_bytes = Some(CHUNK);
     o.create_size = Some(8 << 20);
     o.assume_clean = true;

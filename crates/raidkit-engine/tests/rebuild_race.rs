@@ -13,11 +13,12 @@
 //! of every page checked against the last write.
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
 use raidkit_engine::sb::{probe, Role};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::hooked::{Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
@@ -86,8 +87,8 @@ impl Hooks for Trigger {
 /// Create the array over `n` members (chunk 64 KiB), fill it with `old_page`, stop it.
 /// Returns the members and the array's size in bytes.
 fn make(dir: &TempDir, level: Level, layout: Option<&str>, n: usize) -> (Vec<PathBuf>, u64) {
-    let ps: Vec<_> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     if let Some(l) = layout {
         o.layout = Some(names::parse_layout(level, l).expect("layout"));
     }

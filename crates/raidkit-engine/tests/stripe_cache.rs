@@ -4,10 +4,11 @@
 //! writes into full-stripe writes, the memory bound, and automatic sizing.
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::Array;
 use raidkit_layout::{Level, StripeLayout};
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::PathBuf;
@@ -34,10 +35,8 @@ fn rw() -> AssembleOptions {
 
 /// Create an array of `n` members (`chunk_k` KiB chunks, `mib` MiB each), stopped.
 fn make(dir: &TempDir, level: Level, n: usize, chunk_k: u64, mib: u64) -> Vec<PathBuf> {
-    let ps: Vec<PathBuf> = (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.chunk_bytes = Some(chunk_k * 1024);
     o.create_size = Some(mib << 20);
     o.name = "sc".into();

@@ -8,10 +8,11 @@
 //! rewrite undoes it on one copy.
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::hooked::{Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
@@ -50,8 +51,8 @@ impl Hooks for Trigger {
 
 fn race(level: Level, layout: Option<&str>, n: usize, mode: SyncMode) {
     let dir = TempDir::new("rk-syncrace").expect("temp dir");
-    let ps: Vec<_> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     if let Some(l) = layout {
         o.layout = Some(names::parse_layout(level, l).expect("layout"));
     }

@@ -4,10 +4,11 @@
 //! the member files gave the storage back (holes punched) instead of storing zeros.
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::{create, CreateOptions};
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::Array;
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::MetadataExt;
@@ -29,10 +30,8 @@ fn make(
     n: usize,
     o: impl FnOnce(&mut CreateOptions),
 ) -> (Vec<PathBuf>, Vec<u8>) {
-    let ps: Vec<PathBuf> = (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut co = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut co = create_options(level, &ps);
     if level != Level::Raid1 {
         co.chunk_bytes = Some(CHUNK);
     }

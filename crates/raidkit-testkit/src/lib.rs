@@ -8,7 +8,11 @@
 //! * [`proc`]: system tools, commands with deadlines, waiting, children stopped on drop.
 //! * `hooked` (feature `engine`): a member device that forwards to another through a
 //!   test's hooks (count, delay, fail or watch its IO).
+//! * `arrays` (feature `engine`): member files in a test's directory and the options to
+//!   create an array over them.
 
+#[cfg(feature = "engine")]
+pub mod arrays;
 pub mod fixtures;
 #[cfg(feature = "engine")]
 pub mod hooked;

@@ -4,12 +4,13 @@
 #![allow(dead_code)]
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::jobs::reshape::{reshape, ReshapeEnd, ReshapeOptions, ReshapeRequest};
 use raidkit_engine::sb::Metadata;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
@@ -33,10 +34,8 @@ pub struct Made {
 
 pub fn make(level: Level, layout: &str, n: usize, meta: &str, chunk_k: u64, extra: usize) -> Made {
     let dir = TempDir::new("rk-reshape").unwrap();
-    let ps: Vec<PathBuf> = (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.layout = Some(names::parse_layout(level, layout).unwrap());
     if level != Level::Raid1 {
         o.chunk_bytes = Some(chunk_k * 1024);
