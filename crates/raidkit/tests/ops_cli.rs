@@ -155,7 +155,7 @@ fn examine_bitmap_shows_dirty_regions_and_the_resync_plan() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-use raidkit_testkit::proc::{bin_err, bin_ok, Daemon};
+use raidkit_testkit::proc::{bin_err, bin_ok, words, Daemon};
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
@@ -586,19 +586,7 @@ fn serve_notifies_systemd_and_errors_carry_journal_levels() {
         RAIDKIT,
         &d,
         None,
-        &[
-            "create",
-            "--level",
-            "1",
-            "--raid-devices",
-            "2",
-            "--size",
-            "4M",
-            "--name",
-            "sd",
-            "m0",
-            "m1",
-        ],
+        &words("create --level 1 --raid-devices 2 --size 4M --name sd m0 m1"),
     );
     let sock = d.join("notify");
     let l = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
