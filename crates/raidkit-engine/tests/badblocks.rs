@@ -434,32 +434,39 @@ fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
     a.iter().zip(b).map(|(x, y)| x ^ y).collect()
 }
 
-fn cleared(ev: &[ArrayEvent]) -> Vec<(usize, u64, u64)> {
+/// (role, sector, sectors) of each bad-block event: those recorded, or those cleared.
+fn bad_block_events(ev: &[ArrayEvent], want_recorded: bool) -> Vec<(usize, u64, u64)> {
     ev.iter()
-        .filter_map(|e| match e {
-            ArrayEvent::BadBlockCleared {
-                role,
-                sector,
-                sectors,
-                ..
-            } => Some((*role, *sector, *sectors)),
+        .filter_map(|e| match (e, want_recorded) {
+            (
+                ArrayEvent::BadBlockRecorded {
+                    role,
+                    sector,
+                    sectors,
+                    ..
+                },
+                true,
+            )
+            | (
+                ArrayEvent::BadBlockCleared {
+                    role,
+                    sector,
+                    sectors,
+                    ..
+                },
+                false,
+            ) => Some((*role, *sector, *sectors)),
             _ => None,
         })
         .collect()
 }
 
+fn cleared(ev: &[ArrayEvent]) -> Vec<(usize, u64, u64)> {
+    bad_block_events(ev, false)
+}
+
 fn recorded(ev: &[ArrayEvent]) -> Vec<(usize, u64, u64)> {
-    ev.iter()
-        .filter_map(|e| match e {
-            ArrayEvent::BadBlockRecorded {
-                role,
-                sector,
-                sectors,
-                ..
-            } => Some((*role, *sector, *sectors)),
-            _ => None,
-        })
-        .collect()
+    bad_block_events(ev, true)
 }
 
 /// A client write over part of a lost range makes exactly that part valid: the bad

@@ -161,6 +161,20 @@ pub fn bin_in(bin: &str, dir: &Path, run_dir: Option<&Path>, args: &[&str]) -> O
         .unwrap_or_else(|e| panic!("cannot run {bin} {args:?}: {e}"))
 }
 
+/// Run the program `bin` with `args` in the current directory: whether it succeeded, its
+/// stdout and its stderr.
+pub fn bin_here(bin: &str, args: &[&str]) -> (bool, String, String) {
+    let o = Command::new(bin)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {bin} {args:?}: {e}"));
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 /// [`bin_in`] that must succeed; returns stdout (the failure message has stderr).
 pub fn bin_ok(bin: &str, dir: &Path, run_dir: Option<&Path>, args: &[&str]) -> String {
     let o = bin_in(bin, dir, run_dir, args);

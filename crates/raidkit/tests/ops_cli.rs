@@ -1,21 +1,14 @@
 //! Operability through the binary: `examine --bitmap`, names (UUID, `host:name`, 0.90
 //! names from the config, `scan`), health metrics and the systemd units.
 
+use raidkit_testkit::proc;
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn rk(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_raidkit"))
-        .args(args)
-        .output()
-        .expect("run raidkit");
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    proc::bin_here(env!("CARGO_BIN_EXE_raidkit"), args)
 }
 
 fn tmpdir(tag: &str) -> PathBuf {

@@ -1,20 +1,11 @@
 //! `raidkit advise`, `trace analyze`, `bench io`, `probe` and the disk checks of `create` and
 //! `detail` through the binary.
 
-use raidkit_testkit::proc::words;
+use raidkit_testkit::proc::{self, words};
 use serde_json::Value;
-use std::process::Command;
 
 fn rk(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_raidkit"))
-        .args(args)
-        .output()
-        .expect("run raidkit");
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    proc::bin_here(env!("CARGO_BIN_EXE_raidkit"), args)
 }
 
 fn data(name: &str) -> String {
