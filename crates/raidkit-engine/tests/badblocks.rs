@@ -8,12 +8,11 @@ use raidkit_engine::array::ArrayEvent;
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::create;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions, RebuildReport};
-use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, EngineError};
 use raidkit_format::badblocks;
 use raidkit_format::v1::{feature, SuperblockV1};
 use raidkit_layout::Level;
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
@@ -186,8 +185,7 @@ fn rebuild_loss_survives_a_restart_through_the_bad_block_logs() {
     let mut b = vec![1u8; 4096];
     arr.read(53248, &mut b).unwrap();
     assert!(b.iter().all(|&x| x == 0));
-    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(chk.mismatches, vec![]);
+    assert_consistent(&arr, "after the bad blocks");
     arr.stop().unwrap();
     for p in [&ps[0], &sp, &ps[2]] {
         let (sb, log) = sb_and_log(p);
@@ -246,8 +244,7 @@ fn write_error_becomes_a_bad_block_and_no_bbl_repairs_it() {
         repaired: vec![(1, 2056, 8)],
         lost: vec![]
     }));
-    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(chk.mismatches, vec![]);
+    assert_consistent(&arr, "after the bad blocks");
     arr.stop().unwrap();
     let f = std::fs::File::open(&ps[1]).unwrap();
     let mut raw = vec![0u8; 4096];
@@ -544,8 +541,7 @@ fn a_write_over_a_lost_range_makes_exactly_that_part_valid() {
         assert_eq!(log, Some(vec![]), "{}", p.display());
         assert_eq!(sb.feature_map & feature::BAD_BLOCKS, 0);
     }
-    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(chk.mismatches, vec![]);
+    assert_consistent(&arr, "after the bad blocks");
     let mut all = vec![0u8; model.len()];
     arr.read(0, &mut all).unwrap();
     assert!(all == model);
@@ -611,8 +607,7 @@ fn a_write_next_to_another_lost_block_marks_parity_stale_then_heals() {
         assert_eq!(sb_and_log(p).1, Some(vec![]), "{}", p.display());
     }
     assert!(raw(&ps[1], 2088, 4096) == xor(&k0, &k1));
-    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(chk.mismatches, vec![]);
+    assert_consistent(&arr, "after the bad blocks");
     let mut all = vec![0u8; model.len()];
     arr.read(0, &mut all).unwrap();
     assert!(all == model);

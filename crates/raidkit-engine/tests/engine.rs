@@ -7,7 +7,7 @@ use raidkit_engine::sb::Metadata;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{BlockDev, EngineError};
 use raidkit_layout::{names, Level};
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
@@ -140,14 +140,7 @@ fn run_case(c: Case) {
     );
     // Redundancy is consistent.
     let arr = assemble_paths(&ps, &ro()).unwrap();
-    let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert!(
-        rep.mismatches.is_empty(),
-        "{:?} {}: mismatches {:?}",
-        c.level,
-        c.layout,
-        rep.mismatches
-    );
+    assert_consistent(&arr, &format!("{:?} {}", c.level, c.layout));
     drop(arr);
     // Shuffled argument order assembles the same.
     let mut rev = ps.clone();
@@ -490,8 +483,7 @@ fn write_strategy_full_stripe_rmw_rcw() {
             .iter()
             .all(|&b| b == 4));
         let arr = assemble_paths(&ps, &ro()).unwrap();
-        let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert!(rep.mismatches.is_empty(), "{level:?}: {:?}", rep.mismatches);
+        assert_consistent(&arr, &format!("{level:?}"));
     }
 }
 
@@ -627,12 +619,7 @@ fn hot_spare_rebuild_every_redundant_level() {
             a2.missing_roles().is_empty() && !a2.is_degraded(),
             "{level:?} {layout}"
         );
-        let rep = sync::run(&a2, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert!(
-            rep.mismatches.is_empty(),
-            "{level:?} {layout} {:?}",
-            rep.mismatches
-        );
+        assert_consistent(&a2, &format!("{level:?} {layout}"));
         drop(a2);
         assert!(
             read_all(&all, &ro()).unwrap() == model,
@@ -695,10 +682,7 @@ fn rebuild_resumes_from_checkpoint() {
     a2.stop().unwrap();
     let a3 = assemble_paths(&all, &ro()).unwrap();
     assert!(!a3.is_degraded());
-    assert!(sync::run(&a3, SyncMode::Check, true, &mut |_, _| {})
-        .unwrap()
-        .mismatches
-        .is_empty());
+    assert_consistent(&a3, "after the rebuild");
     drop(a3);
     assert!(
         read_all(&all[1..], &ro()).unwrap() == model,

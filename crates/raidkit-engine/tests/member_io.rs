@@ -8,7 +8,7 @@ use raidkit_engine::create::create;
 use raidkit_engine::dev::io::{AsyncDev, AsyncIo, AsyncKind, Started, Submission};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::hooked::members;
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
@@ -215,14 +215,7 @@ fn parity_writes_read_at_once_then_write_at_once() {
         let mut b = vec![0u8; full.len()];
         arr.read(at, &mut b).unwrap();
         assert!(b == full, "{level:?}");
-        let rep = raidkit_engine::sync::run(
-            &arr,
-            raidkit_engine::sync::SyncMode::Check,
-            true,
-            &mut |_, _| {},
-        )
-        .unwrap();
-        assert!(rep.mismatches.is_empty(), "{level:?}: {:?}", rep.mismatches);
+        assert_consistent(&arr, &format!("{level:?}"));
     }
 }
 
@@ -307,14 +300,7 @@ fn a_parity_rebuild_has_several_stripes_in_flight_with_its_writes_among_the_read
     assert_eq!(gate.most.load(Ordering::Relaxed), 6);
     assert_eq!(gate.most_mixed.load(Ordering::Relaxed), 6);
     assert_eq!(arr.missing_roles(), Vec::<usize>::new());
-    let rep = raidkit_engine::sync::run(
-        &arr,
-        raidkit_engine::sync::SyncMode::Check,
-        true,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    assert!(rep.mismatches.is_empty(), "{:?}", rep.mismatches);
+    assert_consistent(&arr, "mixed batches");
     let mut b = vec![0u8; d.len()];
     arr.read(0, &mut b).unwrap();
     assert!(b == d);

@@ -6,7 +6,7 @@ use raidkit_engine::create::create;
 use raidkit_engine::dev::io::{Submission, LARGE_WRITE_BYTES};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::Level;
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::io::AsRawFd;
@@ -37,17 +37,6 @@ fn member_ios(arr: &Array) -> (u64, u64) {
     arr.member_stats()
         .iter()
         .fold((0, 0), |(r, w), m| (r + m.reads, w + m.writes))
-}
-
-fn check_clean(arr: &Array, what: &str) {
-    let rep = raidkit_engine::sync::run(
-        arr,
-        raidkit_engine::sync::SyncMode::Check,
-        true,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    assert!(rep.mismatches.is_empty(), "{what}: {:?}", rep.mismatches);
 }
 
 /// A 4 KiB write inside one data block costs the member IOs of its plan and nothing else:
@@ -104,7 +93,7 @@ fn small_parity_writes_cost_exactly_their_member_ios() {
                 arr.read(*off, &mut b).unwrap();
                 assert!(&b == d, "{what}: bytes at {off}");
             }
-            check_clean(&arr, &what);
+            assert_consistent(&arr, &what);
         }
     }
 }

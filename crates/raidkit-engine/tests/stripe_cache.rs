@@ -5,10 +5,9 @@
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::create;
-use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::Array;
 use raidkit_layout::{Level, StripeLayout};
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::PathBuf;
@@ -106,8 +105,7 @@ fn exercise(arr: &Array, model: &mut [u8], seed: u64, rounds: usize) {
 
 fn check_clean(ps: &[PathBuf]) -> Array {
     let (out, a) = reassembled_contents(ps);
-    let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(rep.mismatches, vec![], "parity inconsistent after flush");
+    assert_consistent(&a, "parity after flush");
     drop(out);
     a
 }
@@ -154,8 +152,7 @@ fn model_every_parity_level_clean_and_degraded() {
             first_diff(&out, &model)
         );
         if fail.is_empty() {
-            let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-            assert_eq!(rep.mismatches, vec![], "{level}: parity inconsistent");
+            assert_consistent(&a, &format!("{level}: parity"));
         }
         drop(a);
         drop(arr);
@@ -274,8 +271,7 @@ fn adjacent_partial_writes_merge_into_full_stripe_writes() {
         drop(arr);
         let (out, a) = reassembled_contents(&ps);
         assert!(out[..model.len()] == model[..]);
-        let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert_eq!(rep.mismatches, vec![]);
+        assert_consistent(&a, "after the faulty member's writes");
     }
 }
 

@@ -12,7 +12,7 @@ use raidkit_engine::create::create;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::hooked::{Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
@@ -98,8 +98,7 @@ fn race(level: Level, layout: Option<&str>, n: usize, mode: SyncMode) {
         let _ = rx.recv_timeout(Duration::from_secs(30));
     }
     // Every copy of the first 4 KiB holds the client's write.
-    let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).expect("check");
-    assert_eq!(rep.mismatches, vec![], "{level} {mode:?}: copies disagree");
+    assert_consistent(&arr, &format!("{level} {mode:?}: copies disagree"));
     let mut got = vec![0u8; 4096];
     arr.read(0, &mut got).expect("read back");
     assert!(

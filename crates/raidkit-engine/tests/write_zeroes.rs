@@ -5,10 +5,9 @@
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::{create, CreateOptions};
-use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::Array;
 use raidkit_layout::Level;
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::MetadataExt;
@@ -92,8 +91,7 @@ fn case(level: Level, n: usize, gone: Option<usize>) {
     let arr = assemble_paths(&used, &rw()).unwrap();
     assert!(read_all(&arr) == model, "{level:?}: bytes after reassembly");
     if gone.is_none() && level != Level::Raid0 {
-        let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert_eq!(rep.mismatches, vec![], "{level:?}: check after zeroing");
+        assert_consistent(&arr, &format!("{level:?}: check after zeroing"));
     }
 }
 
