@@ -6,13 +6,13 @@
 
 use raidkit_engine::array::ArrayEvent;
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions, RebuildReport};
-use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, EngineError};
 use raidkit_format::badblocks;
 use raidkit_format::v1::{feature, SuperblockV1};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
@@ -27,13 +27,8 @@ fn rw() -> AssembleOptions {
 
 /// A 3-member 1.2 RAID5 (16 KiB chunks) of `mib` MiB members holding a tagged pattern.
 fn make_raid5(dir: &TempDir, mib: u64, bbl: bool) -> (Vec<PathBuf>, Vec<u8>) {
-    let ps: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(
-        Level::Raid5,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), 3);
+    let mut o = create_options(Level::Raid5, &ps);
     o.chunk_bytes = Some(16 * 1024);
     o.create_size = Some(mib << 20);
     o.name = "t".into();
@@ -190,8 +185,7 @@ fn rebuild_loss_survives_a_restart_through_the_bad_block_logs() {
     let mut b = vec![1u8; 4096];
     arr.read(53248, &mut b).unwrap();
     assert!(b.iter().all(|&x| x == 0));
-    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(chk.mismatches, vec![]);
+    assert_consistent(&arr, "after the bad blocks");
     arr.stop().unwrap();
     for p in [&ps[0], &sp, &ps[2]] {
         let (sb, log) = sb_and_log(p);
@@ -250,8 +244,7 @@ fn write_error_becomes_a_bad_block_and_no_bbl_repairs_it() {
         repaired: vec![(1, 2056, 8)],
         lost: vec![]
     }));
-    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(chk.mismatches, vec![]);
+    assert_consistent(&arr, "after the bad blocks");
     arr.stop().unwrap();
     let f = std::fs::File::open(&ps[1]).unwrap();
     let mut raw = vec![0u8; 4096];
@@ -316,13 +309,8 @@ fn slow_member_is_reported() {
 #[test]
 fn without_a_log_format_the_loss_is_kept_in_memory_and_said_loudly() {
     let dir = TempDir::new("rk-bbl").unwrap();
-    let ps: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(
-        Level::Raid5,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), 3);
+    let mut o = create_options(Level::Raid5, &ps);
     o.chunk_bytes = Some(16 * 1024);
     o.create_size = Some(2 << 20);
     o.metadata = raidkit_engine::sb::Metadata::V090;
@@ -387,13 +375,8 @@ fn create_bbl_uses_mdadms_placement() {
         ("1.2", false, 0, 16),
     ] {
         let dir = TempDir::new("rk-bbl").unwrap();
-        let ps: Vec<PathBuf> = (0..2)
-            .map(|i| dir.path().join(format!("m{i}.img")))
-            .collect();
-        let mut o = CreateOptions::new(
-            Level::Raid1,
-            ps.iter().cloned().map(MemberSpec::Path).collect(),
-        );
+        let ps = member_files(dir.path(), 2);
+        let mut o = create_options(Level::Raid1, &ps);
         o.create_size = Some(64 << 20);
         o.metadata = raidkit_engine::sb::Metadata::parse(meta).unwrap();
         o.bitmap = bitmap;
@@ -448,32 +431,39 @@ fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
     a.iter().zip(b).map(|(x, y)| x ^ y).collect()
 }
 
-fn cleared(ev: &[ArrayEvent]) -> Vec<(usize, u64, u64)> {
+/// (role, sector, sectors) of each bad-block event: those recorded, or those cleared.
+fn bad_block_events(ev: &[ArrayEvent], want_recorded: bool) -> Vec<(usize, u64, u64)> {
     ev.iter()
-        .filter_map(|e| match e {
-            ArrayEvent::BadBlockCleared {
-                role,
-                sector,
-                sectors,
-                ..
-            } => Some((*role, *sector, *sectors)),
+        .filter_map(|e| match (e, want_recorded) {
+            (
+                ArrayEvent::BadBlockRecorded {
+                    role,
+                    sector,
+                    sectors,
+                    ..
+                },
+                true,
+            )
+            | (
+                ArrayEvent::BadBlockCleared {
+                    role,
+                    sector,
+                    sectors,
+                    ..
+                },
+                false,
+            ) => Some((*role, *sector, *sectors)),
             _ => None,
         })
         .collect()
 }
 
+fn cleared(ev: &[ArrayEvent]) -> Vec<(usize, u64, u64)> {
+    bad_block_events(ev, false)
+}
+
 fn recorded(ev: &[ArrayEvent]) -> Vec<(usize, u64, u64)> {
-    ev.iter()
-        .filter_map(|e| match e {
-            ArrayEvent::BadBlockRecorded {
-                role,
-                sector,
-                sectors,
-                ..
-            } => Some((*role, *sector, *sectors)),
-            _ => None,
-        })
-        .collect()
+    bad_block_events(ev, true)
 }
 
 /// A client write over part of a lost range makes exactly that part valid: the bad
@@ -551,8 +541,7 @@ fn a_write_over_a_lost_range_makes_exactly_that_part_valid() {
         assert_eq!(log, Some(vec![]), "{}", p.display());
         assert_eq!(sb.feature_map & feature::BAD_BLOCKS, 0);
     }
-    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(chk.mismatches, vec![]);
+    assert_consistent(&arr, "after the bad blocks");
     let mut all = vec![0u8; model.len()];
     arr.read(0, &mut all).unwrap();
     assert!(all == model);
@@ -618,8 +607,7 @@ fn a_write_next_to_another_lost_block_marks_parity_stale_then_heals() {
         assert_eq!(sb_and_log(p).1, Some(vec![]), "{}", p.display());
     }
     assert!(raw(&ps[1], 2088, 4096) == xor(&k0, &k1));
-    let chk = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(chk.mismatches, vec![]);
+    assert_consistent(&arr, "after the bad blocks");
     let mut all = vec![0u8; model.len()];
     arr.read(0, &mut all).unwrap();
     assert!(all == model);
@@ -630,13 +618,8 @@ fn a_write_next_to_another_lost_block_marks_parity_stale_then_heals() {
 #[test]
 fn raid1_write_over_a_lost_range_clears_both_copies() {
     let dir = TempDir::new("rk-bbl").unwrap();
-    let ps: Vec<PathBuf> = (0..2)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(
-        Level::Raid1,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
     o.create_size = Some(2 << 20);
     o.bbl = true;
     o.assume_clean = true;

@@ -3,11 +3,13 @@
 //! reaches a member before its bit is on every live member's bitmap — also when a member
 //! fails during the shared bitmap write (the bits are then on the members that stay).
 
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::sb::probe;
 use raidkit_engine::{assemble, Array, AssembleOptions, BlockDev, FileDev};
 use raidkit_format::bitmap::{bit_is_set, BitmapSuper, BITMAP_SB_BYTES};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -41,7 +43,6 @@ impl Layout {
 /// member's bitmap (`live` ones), counts its bitmap writes, and takes a while to flush
 /// (so writers arriving meanwhile have to wait for a bitmap write).
 struct Watch {
-    inner: FileDev,
     role: usize,
     layout: Arc<Layout>,
     live: Arc<Mutex<Vec<bool>>>,
@@ -50,11 +51,8 @@ struct Watch {
     fail_flushes: AtomicBool,
 }
 
-impl BlockDev for Watch {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+impl Hooks for Watch {
+    fn write(&self, inner: &dyn BlockDev, buf: &[u8], offset: u64) -> io::Result<()> {
         let l = &self.layout;
         if offset == l.bitmap_byte {
             self.bitmap_writes.fetch_add(1, Ordering::SeqCst);
@@ -73,27 +71,21 @@ impl BlockDev for Watch {
                 }
             }
         }
-        self.inner.write_at(buf, offset)
+        inner.write_at(buf, offset)
     }
-    fn flush(&self) -> io::Result<()> {
+    fn flush(&self, inner: &dyn BlockDev) -> io::Result<()> {
         std::thread::sleep(Duration::from_millis(30));
         if self.fail_flushes.load(Ordering::SeqCst) {
             return Err(io::Error::other("injected flush failure"));
         }
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
+        inner.flush()
     }
 }
 
 struct Rig {
     _dir: TempDir,
     arr: Arc<Array>,
-    watch: Vec<Arc<Watch>>,
+    watch: Vec<Arc<Hooked<Watch>>>,
     layout: Arc<Layout>,
     live: Arc<Mutex<Vec<bool>>>,
     violations: Arc<Mutex<Vec<String>>>,
@@ -103,11 +95,8 @@ struct Rig {
 /// write done (the array is active and chunk 0's bit is set).
 fn rig() -> Rig {
     let dir = TempDir::new("rk-bmgc").unwrap();
-    let files: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(
-        Level::Raid1,
-        files.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let files = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &files);
     o.create_size = Some(8 << 20);
     o.bitmap = true;
     o.bitmap_chunk_bytes = Some(CHUNK);
@@ -129,30 +118,26 @@ fn rig() -> Rig {
     });
     let live = Arc::new(Mutex::new(vec![true, true]));
     let violations = Arc::new(Mutex::new(Vec::new()));
-    let watch: Vec<Arc<Watch>> = files
+    let watch: Vec<Arc<Hooked<Watch>>> = files
         .iter()
         .enumerate()
         .map(|(role, p)| {
-            Arc::new(Watch {
-                inner: FileDev::open(p, true).unwrap(),
+            let hooks = Watch {
                 role,
                 layout: layout.clone(),
                 live: live.clone(),
                 bitmap_writes: AtomicU64::new(0),
                 violations: violations.clone(),
                 fail_flushes: AtomicBool::new(false),
-            })
+            };
+            Arc::new(Hooked::new(FileDev::open(p, true).unwrap(), hooks))
         })
-        .collect();
-    let devs: Vec<Arc<dyn BlockDev>> = watch
-        .iter()
-        .map(|w| w.clone() as Arc<dyn BlockDev>)
         .collect();
     let opts = AssembleOptions {
         writable: true,
         ..Default::default()
     };
-    let arr = Arc::new(assemble(devs, &opts).unwrap());
+    let arr = Arc::new(assemble(members(&watch), &opts).unwrap());
     arr.write(0, &[1; 4096]).unwrap();
     Rig {
         _dir: dir,

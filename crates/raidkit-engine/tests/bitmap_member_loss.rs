@@ -4,11 +4,12 @@
 //! bitmap-guided catch-up) copies that range. The bit used to be left clear.
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::dev::{BlockDev, FileDev};
 use raidkit_engine::sb::probe;
 use raidkit_format::bitmap::{self, BitmapSuper, BITMAP_SB_BYTES};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
 
@@ -31,11 +32,8 @@ fn dirty_bits(p: &Path) -> Vec<u64> {
 #[test]
 fn a_bit_whose_write_fails_on_a_lost_member_is_set_on_the_members_that_stay() {
     let t = TempDir::new("rk-bmloss").unwrap();
-    let ps: Vec<PathBuf> = (0..2).map(|i| t.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(
-        Level::Raid1,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(t.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
     o.create_size = Some(16 << 20);
     o.bitmap = true;
     o.bitmap_chunk_bytes = Some(1 << 20);

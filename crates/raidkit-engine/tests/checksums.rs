@@ -4,9 +4,10 @@
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::checksums::{Checksums, Judgement, BLOCK, REGION_BLOCKS};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::{Array, EngineError};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::PathBuf;
@@ -20,10 +21,8 @@ fn rw() -> AssembleOptions {
 }
 
 fn make(dir: &TempDir, level: Level, n: usize, mib: u64) -> (Vec<PathBuf>, Array) {
-    let ps: Vec<PathBuf> = (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     if level != Level::Raid1 {
         o.chunk_bytes = Some(64 * 1024);
     }

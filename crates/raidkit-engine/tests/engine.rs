@@ -5,8 +5,10 @@ use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::sb::Metadata;
 use raidkit_engine::sync::{self, SyncMode};
-use raidkit_engine::EngineError;
+use raidkit_engine::{BlockDev, EngineError};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
+use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::PathBuf;
@@ -55,15 +57,9 @@ impl Case {
     }
 }
 
-fn paths(dir: &TempDir, n: usize) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect()
-}
-
 fn make(c: &Case, dir: &TempDir) -> (Vec<PathBuf>, Vec<u8>) {
-    let ps = paths(dir, c.n);
-    let mut o = CreateOptions::new(c.level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), c.n);
+    let mut o = create_options(c.level, &ps);
     o.layout = Some(names::parse_layout(c.level, c.layout).unwrap());
     if c.level != Level::Raid1 && c.level != Level::Linear {
         o.chunk_bytes = Some(c.chunk_k * 1024);
@@ -144,14 +140,7 @@ fn run_case(c: Case) {
     );
     // Redundancy is consistent.
     let arr = assemble_paths(&ps, &ro()).unwrap();
-    let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert!(
-        rep.mismatches.is_empty(),
-        "{:?} {}: mismatches {:?}",
-        c.level,
-        c.layout,
-        rep.mismatches
-    );
+    assert_consistent(&arr, &format!("{:?} {}", c.level, c.layout));
     drop(arr);
     // Shuffled argument order assembles the same.
     let mut rev = ps.clone();
@@ -334,7 +323,7 @@ fn raid0_missing_member_names_role() {
 #[test]
 fn create_refuses_nonblank_without_force() {
     let dir = TempDir::new("rk-engine").unwrap();
-    let ps = paths(&dir, 2);
+    let ps = member_files(dir.path(), 2);
     for p in &ps {
         std::fs::write(p, vec![0u8; 2 << 20]).unwrap();
     }
@@ -344,10 +333,7 @@ fn create_refuses_nonblank_without_force() {
         v
     })
     .unwrap();
-    let o = CreateOptions::new(
-        Level::Raid1,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let o = create_options(Level::Raid1, &ps);
     let err = create(&o, &mut |_, _| {}).unwrap_err().to_string();
     assert!(
         err.contains("not blank (non-zero data at byte 100)"),
@@ -416,52 +402,33 @@ fn bad_block_log_is_honoured_on_reads() {
     assert!(e.contains("cannot be read"), "{e}");
 }
 
-/// A member wrapper that counts bytes read, to assert the write strategy.
-struct Counting {
-    inner: raidkit_engine::FileDev,
-    read: std::sync::atomic::AtomicU64,
-}
-impl raidkit_engine::BlockDev for Counting {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        self.read
+/// Member hooks that count bytes read, to assert the write strategy.
+#[derive(Default)]
+struct CountReads(std::sync::atomic::AtomicU64);
+impl Hooks for CountReads {
+    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.0
             .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        self.inner.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
-        self.inner.write_at(buf, off)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
+        inner.read_at(buf, off)
     }
 }
+type Counting = Hooked<CountReads>;
 
 fn counted(ps: &[PathBuf]) -> (raidkit_engine::Array, Vec<std::sync::Arc<Counting>>) {
     let cs: Vec<std::sync::Arc<Counting>> = ps
         .iter()
         .map(|p| {
-            std::sync::Arc::new(Counting {
-                inner: raidkit_engine::FileDev::open(p, true).unwrap(),
-                read: 0.into(),
-            })
+            let file = raidkit_engine::FileDev::open(p, true).unwrap();
+            std::sync::Arc::new(Hooked::new(file, CountReads::default()))
         })
         .collect();
-    let devs: Vec<std::sync::Arc<dyn raidkit_engine::BlockDev>> = cs
-        .iter()
-        .map(|c| c.clone() as std::sync::Arc<dyn raidkit_engine::BlockDev>)
-        .collect();
-    let arr = raidkit_engine::assemble(devs, &rw()).unwrap();
+    let arr = raidkit_engine::assemble(members(&cs), &rw()).unwrap();
     (arr, cs)
 }
 
 fn reads(cs: &[std::sync::Arc<Counting>]) -> u64 {
     cs.iter()
-        .map(|c| c.read.swap(0, std::sync::atomic::Ordering::Relaxed))
+        .map(|c| c.0.swap(0, std::sync::atomic::Ordering::Relaxed))
         .sum()
 }
 
@@ -477,8 +444,8 @@ fn write_strategy_full_stripe_rmw_rcw() {
         (Level::Raid6, 5usize, 8192, 0),
     ] {
         let dir = TempDir::new("rk-engine").unwrap();
-        let ps = paths(&dir, n);
-        let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+        let ps = member_files(dir.path(), n);
+        let mut o = create_options(level, &ps);
         o.chunk_bytes = Some(64 * 1024);
         o.create_size = Some(4 << 20);
         create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
@@ -516,8 +483,7 @@ fn write_strategy_full_stripe_rmw_rcw() {
             .iter()
             .all(|&b| b == 4));
         let arr = assemble_paths(&ps, &ro()).unwrap();
-        let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert!(rep.mismatches.is_empty(), "{level:?}: {:?}", rep.mismatches);
+        assert_consistent(&arr, &format!("{level:?}"));
     }
 }
 
@@ -559,27 +525,12 @@ fn degraded_writes_every_level() {
     }
 }
 
-/// A member that answers reads slowly.
-struct Slow {
-    inner: raidkit_engine::FileDev,
-    delay: std::time::Duration,
-}
-impl raidkit_engine::BlockDev for Slow {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        std::thread::sleep(self.delay);
-        self.inner.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
-        self.inner.write_at(buf, off)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
+/// Member hooks that answer reads slowly.
+struct SlowReads(std::time::Duration);
+impl Hooks for SlowReads {
+    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        std::thread::sleep(self.0);
+        inner.read_at(buf, off)
     }
 }
 
@@ -589,10 +540,10 @@ fn mirror_reads_go_to_the_faster_member() {
     let c = Case::v12(Level::Raid1, "default", 2, 0, 2);
     let (ps, model) = make(&c, &dir);
     let devs: Vec<std::sync::Arc<dyn raidkit_engine::BlockDev>> = vec![
-        std::sync::Arc::new(Slow {
-            inner: raidkit_engine::FileDev::open(&ps[0], false).unwrap(),
-            delay: std::time::Duration::from_millis(3),
-        }),
+        std::sync::Arc::new(Hooked::new(
+            raidkit_engine::FileDev::open(&ps[0], false).unwrap(),
+            SlowReads(std::time::Duration::from_millis(3)),
+        )),
         std::sync::Arc::new(raidkit_engine::FileDev::open(&ps[1], false).unwrap()),
     ];
     let arr = raidkit_engine::assemble(devs, &ro()).unwrap();
@@ -668,12 +619,7 @@ fn hot_spare_rebuild_every_redundant_level() {
             a2.missing_roles().is_empty() && !a2.is_degraded(),
             "{level:?} {layout}"
         );
-        let rep = sync::run(&a2, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert!(
-            rep.mismatches.is_empty(),
-            "{level:?} {layout} {:?}",
-            rep.mismatches
-        );
+        assert_consistent(&a2, &format!("{level:?} {layout}"));
         drop(a2);
         assert!(
             read_all(&all, &ro()).unwrap() == model,
@@ -736,10 +682,7 @@ fn rebuild_resumes_from_checkpoint() {
     a2.stop().unwrap();
     let a3 = assemble_paths(&all, &ro()).unwrap();
     assert!(!a3.is_degraded());
-    assert!(sync::run(&a3, SyncMode::Check, true, &mut |_, _| {})
-        .unwrap()
-        .mismatches
-        .is_empty());
+    assert_consistent(&a3, "after the rebuild");
     drop(a3);
     assert!(
         read_all(&all[1..], &ro()).unwrap() == model,
@@ -893,8 +836,8 @@ fn bitmap_limits_resync_after_unclean_stop() {
         (Level::Raid10, "n2", 4),
     ] {
         let dir = TempDir::new("rk-engine").unwrap();
-        let ps = paths(&dir, n);
-        let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+        let ps = member_files(dir.path(), n);
+        let mut o = create_options(level, &ps);
         o.layout = Some(names::parse_layout(level, layout).unwrap());
         if level != Level::Raid1 {
             o.chunk_bytes = Some(64 * 1024);
@@ -941,8 +884,8 @@ fn re_add_resyncs_only_what_was_missed() {
     ] {
         let dir = TempDir::new("rk-engine").unwrap();
         let n = if level == Level::Raid1 { 2 } else { 4 };
-        let ps = paths(&dir, n);
-        let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+        let ps = member_files(dir.path(), n);
+        let mut o = create_options(level, &ps);
         if level != Level::Raid1 {
             o.chunk_bytes = Some(64 * 1024);
         }

@@ -1,12 +1,13 @@
 //! Adding and removing the write-intent bitmap of an array (live), and hot replacement.
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::grow::BitmapMode;
 use raidkit_engine::sb::{probe, Metadata};
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
@@ -32,10 +33,8 @@ fn make(
     meta: &str,
     mib: u64,
 ) -> (Vec<PathBuf>, Vec<u8>) {
-    let ps: Vec<PathBuf> = (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.layout = Some(names::parse_layout(level, layout).unwrap());
     if level != Level::Raid1 {
         o.chunk_bytes = Some(64 * 1024);

@@ -4,11 +4,12 @@
 
 use raidkit_engine::array::AssemblyNote;
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::grow::BitmapMode;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_format::v1::SuperblockV1;
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -22,11 +23,8 @@ fn rw() -> AssembleOptions {
 
 /// A RAID1 of `n` 16 MiB member files (1.2 metadata).
 fn raid1(dir: &TempDir, n: usize, bitmap: bool) -> Vec<PathBuf> {
-    let ps: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(
-        Level::Raid1,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(Level::Raid1, &ps);
     o.create_size = Some(16 << 20);
     o.name = "t".into();
     o.bitmap = bitmap;

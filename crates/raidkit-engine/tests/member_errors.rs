@@ -9,6 +9,7 @@ use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::sb::{probe, Role};
 use raidkit_engine::{Array, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
 
@@ -22,8 +23,8 @@ fn rw() -> AssembleOptions {
 /// An array of `n` 16 MiB member files, 64 KiB chunks; returns the members' paths and
 /// their data offset (sectors).
 fn make(dir: &TempDir, level: Level, layout: Option<&str>, n: usize) -> (Vec<PathBuf>, u64) {
-    let ps: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.create_size = Some(16 << 20);
     o.name = "t".into();
     o.assume_clean = true;
@@ -132,11 +133,8 @@ fn flush_failures_in_every_place_fail_the_member() {
         (true, 2, "writing its metadata failed"),
     ] {
         let t = TempDir::new("rk-memerr").unwrap();
-        let ps: Vec<PathBuf> = (0..2).map(|i| t.path().join(format!("m{i}"))).collect();
-        let mut o = CreateOptions::new(
-            Level::Raid1,
-            ps.iter().cloned().map(MemberSpec::Path).collect(),
-        );
+        let ps = member_files(t.path(), 2);
+        let mut o = create_options(Level::Raid1, &ps);
         o.create_size = Some(16 << 20);
         o.bitmap = bitmap;
         o.assume_clean = true;
@@ -332,10 +330,7 @@ fn create_refuses_one_file_twice_before_writing_and_fifos_at_once() {
     std::fs::hard_link(&a, t.path().join("hard")).unwrap();
     for twin in ["sym", "hard"] {
         let ps = [a.clone(), t.path().join(twin)];
-        let o = CreateOptions::new(
-            Level::Raid1,
-            ps.iter().cloned().map(MemberSpec::Path).collect(),
-        );
+        let o = create_options(Level::Raid1, &ps);
         let e = create(&o, &mut |_, _| {}).unwrap_err().to_string();
         assert!(
             e.contains(&format!(

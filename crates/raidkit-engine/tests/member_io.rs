@@ -4,10 +4,12 @@
 //! answer is failed at its deadline while client IO completes on the others.
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::dev::io::{AsyncDev, AsyncIo, AsyncKind, Started, Submission};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
+use raidkit_testkit::hooked::members;
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -114,8 +116,8 @@ fn gated(
     layout: &str,
     n: usize,
 ) -> (Array, Arc<Gate>, Vec<Arc<GateDev>>) {
-    let ps: Vec<_> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.layout = Some(names::parse_layout(level, layout).unwrap());
     if level != Level::Raid1 {
         o.chunk_bytes = Some(64 << 10);
@@ -136,9 +138,7 @@ fn gated(
         })
         .collect();
     let arr = assemble(
-        devs.iter()
-            .map(|d| Arc::clone(d) as Arc<dyn BlockDev>)
-            .collect(),
+        members(&devs),
         &AssembleOptions {
             writable: true,
             ..Default::default()
@@ -215,14 +215,7 @@ fn parity_writes_read_at_once_then_write_at_once() {
         let mut b = vec![0u8; full.len()];
         arr.read(at, &mut b).unwrap();
         assert!(b == full, "{level:?}");
-        let rep = raidkit_engine::sync::run(
-            &arr,
-            raidkit_engine::sync::SyncMode::Check,
-            true,
-            &mut |_, _| {},
-        )
-        .unwrap();
-        assert!(rep.mismatches.is_empty(), "{level:?}: {:?}", rep.mismatches);
+        assert_consistent(&arr, &format!("{level:?}"));
     }
 }
 
@@ -307,14 +300,7 @@ fn a_parity_rebuild_has_several_stripes_in_flight_with_its_writes_among_the_read
     assert_eq!(gate.most.load(Ordering::Relaxed), 6);
     assert_eq!(gate.most_mixed.load(Ordering::Relaxed), 6);
     assert_eq!(arr.missing_roles(), Vec::<usize>::new());
-    let rep = raidkit_engine::sync::run(
-        &arr,
-        raidkit_engine::sync::SyncMode::Check,
-        true,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    assert!(rep.mismatches.is_empty(), "{:?}", rep.mismatches);
+    assert_consistent(&arr, "mixed batches");
     let mut b = vec![0u8; d.len()];
     arr.read(0, &mut b).unwrap();
     assert!(b == d);

@@ -2,12 +2,13 @@
 //! lanes when one member's writes fail.
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::dev::io::{Submission, LARGE_WRITE_BYTES};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
+use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
-use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,8 +17,8 @@ use std::sync::Arc;
 const CHUNK: u64 = 64 << 10;
 
 fn make(dir: &TempDir, level: Level, n: usize) -> Vec<PathBuf> {
-    let ps: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.chunk_bytes = Some(CHUNK);
     o.create_size = Some(8 << 20);
     o.assume_clean = true;
@@ -36,17 +37,6 @@ fn member_ios(arr: &Array) -> (u64, u64) {
     arr.member_stats()
         .iter()
         .fold((0, 0), |(r, w), m| (r + m.reads, w + m.writes))
-}
-
-fn check_clean(arr: &Array, what: &str) {
-    let rep = raidkit_engine::sync::run(
-        arr,
-        raidkit_engine::sync::SyncMode::Check,
-        true,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    assert!(rep.mismatches.is_empty(), "{what}: {:?}", rep.mismatches);
 }
 
 /// A 4 KiB write inside one data block costs the member IOs of its plan and nothing else:
@@ -103,7 +93,7 @@ fn small_parity_writes_cost_exactly_their_member_ios() {
                 arr.read(*off, &mut b).unwrap();
                 assert!(&b == d, "{what}: bytes at {off}");
             }
-            check_clean(&arr, &what);
+            assert_consistent(&arr, &what);
         }
     }
 }
@@ -111,29 +101,13 @@ fn small_parity_writes_cost_exactly_their_member_ios() {
 /// A member file whose descriptor for batched IO can be switched to one opened read-only:
 /// its writes then fail (EBADF) the way a member's writes fail, reads still work.
 struct Breakable {
-    inner: FileDev,
     ro: std::fs::File,
     broken: AtomicBool,
 }
 
-impl BlockDev for Breakable {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn submission(&self) -> Submission<'_> {
-        match self.inner.submission() {
+impl Hooks for Breakable {
+    fn submission<'a>(&'a self, inner: &'a dyn BlockDev) -> Submission<'a> {
+        match inner.submission() {
             Submission::Fd { fd, in_memory } if !self.broken.load(Ordering::Acquire) => {
                 Submission::Fd { fd, in_memory }
             }
@@ -153,20 +127,19 @@ impl BlockDev for Breakable {
 fn a_full_stripe_write_survives_one_member_whose_lane_write_fails() {
     let dir = TempDir::new("rk-lane").unwrap();
     let ps = make(&dir, Level::Raid6, 6);
-    let devs: Vec<Arc<Breakable>> = ps
+    let devs: Vec<Arc<Hooked<Breakable>>> = ps
         .iter()
         .map(|p| {
-            Arc::new(Breakable {
-                inner: FileDev::open(p, true).unwrap(),
-                ro: std::fs::File::open(p).unwrap(),
+            let ro = std::fs::File::open(p).unwrap();
+            let hooks = Breakable {
+                ro,
                 broken: AtomicBool::new(false),
-            })
+            };
+            Arc::new(Hooked::new(FileDev::open(p, true).unwrap(), hooks))
         })
         .collect();
     let arr = assemble(
-        devs.iter()
-            .map(|d| Arc::clone(d) as Arc<dyn BlockDev>)
-            .collect(),
+        members(&devs),
         &AssembleOptions {
             writable: true,
             ..Default::default()

@@ -13,11 +13,13 @@
 //! of every page checked against the last write.
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
 use raidkit_engine::sb::{probe, Role};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::hooked::{Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -44,7 +46,6 @@ fn old_page(off: u64) -> Vec<u8> {
 /// The source member: when armed, its read of the array's first sectors launches the two
 /// client writes and waits for them (the far one up to 10 s, the near one 300 ms).
 struct Trigger {
-    inner: FileDev,
     /// Byte offset on the device of array sector 0's copy.
     at: u64,
     armed: AtomicBool,
@@ -63,9 +64,9 @@ fn write_in_thread(arr: &Arc<Array>, off: u64, byte: u8) -> mpsc::Receiver<()> {
     rx
 }
 
-impl BlockDev for Trigger {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)?;
+impl Hooks for Trigger {
+    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        inner.read_at(buf, offset)?;
         let covers = offset <= self.at && self.at < offset + buf.len() as u64;
         if covers && self.armed.swap(false, Ordering::SeqCst) {
             if let Some(arr) = self.array.get() {
@@ -81,25 +82,13 @@ impl BlockDev for Trigger {
         }
         Ok(())
     }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
 }
 
 /// Create the array over `n` members (chunk 64 KiB), fill it with `old_page`, stop it.
 /// Returns the members and the array's size in bytes.
 fn make(dir: &TempDir, level: Level, layout: Option<&str>, n: usize) -> (Vec<PathBuf>, u64) {
-    let ps: Vec<_> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     if let Some(l) = layout {
         o.layout = Some(names::parse_layout(level, l).expect("layout"));
     }
@@ -174,14 +163,16 @@ fn deterministic_race(level: Level, layout: Option<&str>, n: usize) {
     // Role 1 is lost; role 0 holds the other copy of array sector 0.
     let src = FileDev::open(&ps[0], true).expect("open m0");
     let doff = probe(&src).expect("probe").found[0].0.data_offset() * 512;
-    let trig = Arc::new(Trigger {
-        inner: src,
-        at: doff,
-        armed: AtomicBool::new(false),
-        array: OnceLock::new(),
-        far_done: AtomicBool::new(false),
-        near: Mutex::new(None),
-    });
+    let trig = Arc::new(Hooked::new(
+        src,
+        Trigger {
+            at: doff,
+            armed: AtomicBool::new(false),
+            array: OnceLock::new(),
+            far_done: AtomicBool::new(false),
+            near: Mutex::new(None),
+        },
+    ));
     let mut devs: Vec<Arc<dyn BlockDev>> = vec![trig.clone()];
     for p in &ps[2..] {
         devs.push(Arc::new(FileDev::open(p, true).expect("open member")));

@@ -4,10 +4,10 @@
 //! writes into full-stripe writes, the memory bound, and automatic sizing.
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
-use raidkit_engine::sync::{self, SyncMode};
+use raidkit_engine::create::create;
 use raidkit_engine::Array;
 use raidkit_layout::{Level, StripeLayout};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::pattern::pattern_word;
 use raidkit_testkit::tempdir::TempDir;
 use std::path::PathBuf;
@@ -34,10 +34,8 @@ fn rw() -> AssembleOptions {
 
 /// Create an array of `n` members (`chunk_k` KiB chunks, `mib` MiB each), stopped.
 fn make(dir: &TempDir, level: Level, n: usize, chunk_k: u64, mib: u64) -> Vec<PathBuf> {
-    let ps: Vec<PathBuf> = (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.chunk_bytes = Some(chunk_k * 1024);
     o.create_size = Some(mib << 20);
     o.name = "sc".into();
@@ -107,8 +105,7 @@ fn exercise(arr: &Array, model: &mut [u8], seed: u64, rounds: usize) {
 
 fn check_clean(ps: &[PathBuf]) -> Array {
     let (out, a) = reassembled_contents(ps);
-    let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-    assert_eq!(rep.mismatches, vec![], "parity inconsistent after flush");
+    assert_consistent(&a, "parity after flush");
     drop(out);
     a
 }
@@ -155,8 +152,7 @@ fn model_every_parity_level_clean_and_degraded() {
             first_diff(&out, &model)
         );
         if fail.is_empty() {
-            let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-            assert_eq!(rep.mismatches, vec![], "{level}: parity inconsistent");
+            assert_consistent(&a, &format!("{level}: parity"));
         }
         drop(a);
         drop(arr);
@@ -275,8 +271,7 @@ fn adjacent_partial_writes_merge_into_full_stripe_writes() {
         drop(arr);
         let (out, a) = reassembled_contents(&ps);
         assert!(out[..model.len()] == model[..]);
-        let rep = sync::run(&a, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert_eq!(rep.mismatches, vec![]);
+        assert_consistent(&a, "after the faulty member's writes");
     }
 }
 

@@ -8,10 +8,12 @@
 //! rewrite undoes it on one copy.
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
+use raidkit_testkit::hooked::{Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +23,6 @@ use std::time::Duration;
 /// Member 0: when armed, its next read starts the client write and waits (up to 500 ms)
 /// for it to complete before returning the bytes read *before* the write.
 struct Trigger {
-    inner: FileDev,
     armed: AtomicBool,
     array: OnceLock<Arc<Array>>,
     done: Mutex<Option<mpsc::Receiver<()>>>,
@@ -29,9 +30,9 @@ struct Trigger {
 
 const NEW: u8 = 0xA5;
 
-impl BlockDev for Trigger {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)?;
+impl Hooks for Trigger {
+    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        inner.read_at(buf, offset)?;
         if self.armed.swap(false, Ordering::SeqCst) {
             if let Some(arr) = self.array.get().cloned() {
                 let (tx, rx) = mpsc::channel();
@@ -46,24 +47,12 @@ impl BlockDev for Trigger {
         }
         Ok(())
     }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
 }
 
 fn race(level: Level, layout: Option<&str>, n: usize, mode: SyncMode) {
     let dir = TempDir::new("rk-syncrace").expect("temp dir");
-    let ps: Vec<_> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     if let Some(l) = layout {
         o.layout = Some(names::parse_layout(level, l).expect("layout"));
     }
@@ -76,12 +65,14 @@ fn race(level: Level, layout: Option<&str>, n: usize, mode: SyncMode) {
     arr.write(0, &[0x11; 4096]).expect("old data");
     arr.stop().expect("stop");
 
-    let trig = Arc::new(Trigger {
-        inner: FileDev::open(&ps[0], true).expect("open m0"),
-        armed: AtomicBool::new(false),
-        array: OnceLock::new(),
-        done: Mutex::new(None),
-    });
+    let trig = Arc::new(Hooked::new(
+        FileDev::open(&ps[0], true).expect("open m0"),
+        Trigger {
+            armed: AtomicBool::new(false),
+            array: OnceLock::new(),
+            done: Mutex::new(None),
+        },
+    ));
     let mut devs: Vec<Arc<dyn BlockDev>> = vec![trig.clone()];
     for p in &ps[1..] {
         devs.push(Arc::new(FileDev::open(p, true).expect("open member")));
@@ -107,8 +98,7 @@ fn race(level: Level, layout: Option<&str>, n: usize, mode: SyncMode) {
         let _ = rx.recv_timeout(Duration::from_secs(30));
     }
     // Every copy of the first 4 KiB holds the client's write.
-    let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).expect("check");
-    assert_eq!(rep.mismatches, vec![], "{level} {mode:?}: copies disagree");
+    assert_consistent(&arr, &format!("{level} {mode:?}: copies disagree"));
     let mut got = vec![0u8; 4096];
     arr.read(0, &mut got).expect("read back");
     assert!(

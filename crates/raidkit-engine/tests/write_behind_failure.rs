@@ -4,8 +4,9 @@
 
 use raidkit_engine::array::ArrayEvent;
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,13 +15,8 @@ use std::time::Duration;
 #[test]
 fn a_failed_write_behind_fails_the_member_at_once_with_its_event() {
     let dir = TempDir::new("rk-wbfail").unwrap();
-    let ps: Vec<PathBuf> = (0..2)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(
-        Level::Raid1,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
     o.create_size = Some(8 << 20);
     o.assume_clean = true;
     o.bitmap = true;

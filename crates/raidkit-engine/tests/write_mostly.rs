@@ -5,7 +5,7 @@
 //! with writes outstanding is caught up from exactly those regions.
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::rebuild::RebuildOptions;
 use raidkit_engine::sb::Metadata;
 use raidkit_engine::{Array, BlockDev, FileDev, Remedy};
@@ -13,6 +13,7 @@ use raidkit_format::bitmap::{bit_is_set, BitmapSuper};
 use raidkit_format::v090::{self, disk_state, SuperblockV090};
 use raidkit_format::v1::SuperblockV1;
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
@@ -27,16 +28,10 @@ fn rw() -> AssembleOptions {
     }
 }
 
-fn paths(dir: &TempDir, n: usize) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect()
-}
-
 /// Create `level` over `n` new 8 MiB members, `wm` write-mostly, consistent from the start.
 fn make(dir: &TempDir, level: Level, n: usize, wm: &[usize], wb: u32) -> Vec<PathBuf> {
-    let ps = paths(dir, n);
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     if level == Level::Raid10 {
         o.chunk_bytes = Some(64 * 1024);
     }
@@ -104,11 +99,8 @@ fn flags_are_stored_as_md_stores_them() {
     );
     // 0.90: state bit 9 of the member's descriptor, in every superblock.
     let dir = TempDir::new("rk-wm").unwrap();
-    let ps = paths(&dir, 2);
-    let mut o = CreateOptions::new(
-        Level::Raid1,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
     o.create_size = Some(8 << 20);
     o.assume_clean = true;
     o.metadata = Metadata::V090;
@@ -334,11 +326,8 @@ fn a_write_mostly_member_failing_with_writes_behind_is_caught_up_from_the_bitmap
 #[test]
 fn write_behind_needs_a_bitmap_and_a_write_mostly_member() {
     let dir = TempDir::new("rk-wm").unwrap();
-    let ps = paths(&dir, 2);
-    let mut o = CreateOptions::new(
-        Level::Raid1,
-        ps.iter().cloned().map(MemberSpec::Path).collect(),
-    );
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
     o.create_size = Some(8 << 20);
     o.write_behind = 8;
     o.write_mostly = vec![1];

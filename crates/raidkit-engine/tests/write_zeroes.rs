@@ -4,10 +4,10 @@
 //! the member files gave the storage back (holes punched) instead of storing zeros.
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
-use raidkit_engine::sync::{self, SyncMode};
+use raidkit_engine::create::{create, CreateOptions};
 use raidkit_engine::Array;
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::MetadataExt;
@@ -29,10 +29,8 @@ fn make(
     n: usize,
     o: impl FnOnce(&mut CreateOptions),
 ) -> (Vec<PathBuf>, Vec<u8>) {
-    let ps: Vec<PathBuf> = (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut co = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut co = create_options(level, &ps);
     if level != Level::Raid1 {
         co.chunk_bytes = Some(CHUNK);
     }
@@ -93,8 +91,7 @@ fn case(level: Level, n: usize, gone: Option<usize>) {
     let arr = assemble_paths(&used, &rw()).unwrap();
     assert!(read_all(&arr) == model, "{level:?}: bytes after reassembly");
     if gone.is_none() && level != Level::Raid0 {
-        let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
-        assert_eq!(rep.mismatches, vec![], "{level:?}: check after zeroing");
+        assert_consistent(&arr, &format!("{level:?}: check after zeroing"));
     }
 }
 

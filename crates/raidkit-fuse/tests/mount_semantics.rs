@@ -54,6 +54,22 @@ fn assemble(paths: &[PathBuf], writable: bool) -> Array {
     assemble_paths(paths, &o).expect("assemble")
 }
 
+/// A check of the whole array finds no parity mismatch.
+fn assert_parity_clean(arr: &Array) {
+    let rep = raidkit_engine::sync::run(
+        arr,
+        raidkit_engine::sync::SyncMode::Check,
+        true,
+        &mut |_, _| {},
+    )
+    .expect("check");
+    assert!(
+        rep.mismatches.is_empty(),
+        "parity mismatches: {:?}",
+        rep.mismatches
+    );
+}
+
 /// True if the member's superblock says clean (resync_offset = MAX).
 fn member_clean(path: &Path) -> bool {
     let dev = FileDev::open(path, false).expect("open member");
@@ -244,18 +260,7 @@ fn array_file_behaves_like_a_fixed_size_disk() {
     let mut end = vec![0u8; 1000];
     arr.read(size - 1000, &mut end).expect("engine read end");
     assert!(end.iter().all(|&b| b == 0xAB));
-    let rep = raidkit_engine::sync::run(
-        &arr,
-        raidkit_engine::sync::SyncMode::Check,
-        true,
-        &mut |_, _| {},
-    )
-    .expect("check");
-    assert!(
-        rep.mismatches.is_empty(),
-        "parity mismatches: {:?}",
-        rep.mismatches
-    );
+    assert_parity_clean(&arr);
 }
 
 #[test]
@@ -368,16 +373,5 @@ fn direct_io_parallel_writers_keep_parity_consistent() {
     let mut direct = vec![0u8; all.len()];
     arr.read(0, &mut direct).expect("engine read");
     assert!(direct == all, "engine read differs");
-    let rep = raidkit_engine::sync::run(
-        &arr,
-        raidkit_engine::sync::SyncMode::Check,
-        true,
-        &mut |_, _| {},
-    )
-    .expect("check");
-    assert!(
-        rep.mismatches.is_empty(),
-        "parity mismatches: {:?}",
-        rep.mismatches
-    );
+    assert_parity_clean(&arr);
 }

@@ -389,7 +389,7 @@ fn tls_psk_and_x509_with_our_server() {
         return;
     };
     let (cert, key) = (d.path().join("ca-cert.pem"), d.path().join("key.pem"));
-    self_signed(&openssl, &cert, &key);
+    proc::self_signed_cert(&openssl, &cert, &key, &[]);
     let s = Ours::start(
         "tlsx",
         Some(TlsConfig::from_x509(&cert, &key).unwrap()),
@@ -455,11 +455,8 @@ fn nbdkit_memory_sparse_reads_and_tls() {
     };
     let certs = d.path().join("certs");
     std::fs::create_dir(&certs).unwrap();
-    self_signed(
-        &openssl,
-        &certs.join("server-cert.pem"),
-        &certs.join("server-key.pem"),
-    );
+    let (cert, key) = (certs.join("server-cert.pem"), certs.join("server-key.pem"));
+    proc::self_signed_cert(&openssl, &cert, &key, &[]);
     std::fs::copy(certs.join("server-cert.pem"), certs.join("ca-cert.pem")).unwrap();
     let arg = format!("--tls-certificates={}", certs.display());
     let Some(k) = nbdkit("kx509", &["--tls=require", &arg, "memory", "size=16M"]) else {
@@ -473,29 +470,6 @@ fn nbdkit_memory_sparse_reads_and_tls() {
     let c = connect(&uri);
     assert!(c.info().tls);
     round_trips(&c, 14);
-}
-
-/// A self-signed certificate for `localhost` (good as its own CA).
-fn self_signed(openssl: &Path, cert: &Path, key: &Path) {
-    let out = proc::run_system(
-        openssl,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            key.to_str().unwrap(),
-            "-out",
-            cert.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success());
 }
 
 #[test]

@@ -392,25 +392,7 @@ fn tls_x509_certificate() {
         d.path().join("ca-cert.pem"),
         d.path().join("server-key.pem"),
     );
-    let out = run(
-        &openssl,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            key.to_str().unwrap(),
-            "-out",
-            cert.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success());
+    proc::self_signed_cert(&openssl, &cert, &key, &[]);
     let tls = TlsConfig::from_x509(&cert, &key).unwrap();
     assert!(TlsConfig::from_x509(&cert, &cert).is_err());
     let s = Srv::start("x509s", Some(tls), false);

@@ -6,8 +6,16 @@
 //! * [`fixtures`]: the committed kernel-made fixtures under `tests/fixtures/kernel`.
 //! * [`tempdir`]: a self-deleting temporary directory.
 //! * [`proc`]: system tools, commands with deadlines, waiting, children stopped on drop.
+//! * `hooked` (feature `engine`): a member device that forwards to another through a
+//!   test's hooks (count, delay, fail or watch its IO).
+//! * `arrays` (feature `engine`): member files in a test's directory and the options to
+//!   create an array over them.
 
+#[cfg(feature = "engine")]
+pub mod arrays;
 pub mod fixtures;
+#[cfg(feature = "engine")]
+pub mod hooked;
 pub mod mdref;
 pub mod pattern;
 pub mod proc;

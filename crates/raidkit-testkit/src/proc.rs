@@ -73,6 +73,17 @@ pub fn run_system_ok(prog: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Make a self-signed certificate for `localhost` (good as its own CA) with `openssl`: the
+/// certificate in `cert`, its key in `key`; `extra`: more `openssl req` arguments (a
+/// subjectAltName, say). Fails the test if openssl fails.
+pub fn self_signed_cert(openssl: &Path, cert: &Path, key: &Path, extra: &[&str]) {
+    let (cert, key) = (cert.to_string_lossy(), key.to_string_lossy());
+    let mut args = words("req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost");
+    args.extend_from_slice(extra);
+    args.extend(["-keyout", &key, "-out", &cert]);
+    run_system_ok(openssl, &args);
+}
+
 /// Run a command to completion within `secs`, killing it (and failing the test) on
 /// timeout. Stdin is null; stdout and stderr are captured.
 pub fn run_timeout(cmd: &mut Command, secs: u64) -> Output {
@@ -131,6 +142,12 @@ pub fn output_ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A command line's arguments, split at white space: `words("create -l 1 -n 2 a b")`
+/// (for arguments without spaces; a long line continues with a trailing `\`).
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 /// Run the program `bin` (a test's `CARGO_BIN_EXE_raidkit`) in `dir` with `args`; with
 /// `run_dir`, `RAIDKIT_RUN_DIR` points there (where serving processes put their control
 /// sockets).
@@ -142,6 +159,20 @@ pub fn bin_in(bin: &str, dir: &Path, run_dir: Option<&Path>, args: &[&str]) -> O
     }
     c.output()
         .unwrap_or_else(|e| panic!("cannot run {bin} {args:?}: {e}"))
+}
+
+/// Run the program `bin` with `args` in the current directory: whether it succeeded, its
+/// stdout and its stderr.
+pub fn bin_here(bin: &str, args: &[&str]) -> (bool, String, String) {
+    let o = Command::new(bin)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {bin} {args:?}: {e}"));
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// [`bin_in`] that must succeed; returns stdout (the failure message has stderr).

@@ -1,7 +1,7 @@
 //! The CLI contract: the `--help` examples work as printed, JSON keys are present, and the
 //! errors a user can hit say what is wrong (exact texts).
 
-use raidkit_testkit::proc;
+use raidkit_testkit::proc::{self, words};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::Path;
 use std::process::Output;
@@ -46,26 +46,10 @@ fn json_keys_and_round_trip() {
     let d = t.path();
     ok(
         d,
-        &[
-            "create",
-            "--level",
-            "5",
-            "--raid-devices",
-            "3",
-            "--chunk",
-            "64",
-            "--size",
-            "8M",
-            "--name",
-            "alpha",
-            "--homehost",
-            "none",
-            "--uuid",
-            "5ee1c0de:00000000:00000000:00000005",
-            "a",
-            "b",
-            "c",
-        ],
+        &words(
+            "create --level 5 --raid-devices 3 --chunk 64 --size 8M --name alpha \
+            --homehost none --uuid 5ee1c0de:00000000:00000000:00000005 a b c",
+        ),
     );
     let ex: serde_json::Value =
         serde_json::from_str(&ok(d, &["examine", "--json", "a", "b", "c"])).unwrap();
@@ -131,52 +115,16 @@ fn json_keys_and_round_trip() {
 fn user_errors_say_what_to_do() {
     let t = TempDir::new("rk-cli").unwrap();
     let d = t.path();
-    let e = err(
-        d,
-        &[
-            "create",
-            "--level",
-            "5",
-            "--raid-devices",
-            "3",
-            "a",
-            "b",
-            "c",
-        ],
-    );
+    let e = err(d, &words("create --level 5 --raid-devices 3 a b c"));
     assert!(
         e.contains("a does not exist; pass --size SIZE to create member files (sparse)"),
         "{e}"
     );
-    let e = err(
-        d,
-        &[
-            "create",
-            "--level",
-            "7",
-            "--raid-devices",
-            "2",
-            "--size",
-            "4M",
-            "a",
-            "b",
-        ],
-    );
+    let e = err(d, &words("create --level 7 --raid-devices 2 --size 4M a b"));
     assert!(e.contains("unknown RAID level"), "{e}");
     let e = err(
         d,
-        &[
-            "create",
-            "--level",
-            "5",
-            "--raid-devices",
-            "4",
-            "--size",
-            "4M",
-            "a",
-            "b",
-            "c",
-        ],
+        &words("create --level 5 --raid-devices 4 --size 4M a b c"),
     );
     assert!(
         e.contains("the array has 4 member slots but 3 member(s) were given; give exactly 4 (`missing` for an empty slot); --raid-devices must equal the number of members given"),
@@ -184,54 +132,15 @@ fn user_errors_say_what_to_do() {
     );
     let e = err(
         d,
-        &[
-            "create",
-            "--level",
-            "6",
-            "--raid-devices",
-            "4",
-            "--layout",
-            "n2",
-            "--size",
-            "4M",
-            "a",
-            "b",
-            "c",
-            "d",
-        ],
+        &words("create --level 6 --raid-devices 4 --layout n2 --size 4M a b c d"),
     );
     assert!(e.contains("layout \"n2\" is not valid for raid6"), "{e}");
     let e = err(
         d,
-        &[
-            "create",
-            "--level",
-            "1",
-            "--raid-devices",
-            "2",
-            "--chunk",
-            "64",
-            "--size",
-            "4M",
-            "a",
-            "b",
-        ],
+        &words("create --level 1 --raid-devices 2 --chunk 64 --size 4M a b"),
     );
     assert!(e.contains("raid1 has no chunk size; drop --chunk"), "{e}");
-    ok(
-        d,
-        &[
-            "create",
-            "--level",
-            "1",
-            "--raid-devices",
-            "2",
-            "--size",
-            "4M",
-            "a",
-            "b",
-        ],
-    );
+    ok(d, &words("create --level 1 --raid-devices 2 --size 4M a b"));
     let e = err(
         d,
         &["create", "--level", "1", "--raid-devices", "2", "a", "b"],
@@ -262,20 +171,7 @@ fn corrupt_and_truncated_members_are_named() {
     let d = t.path();
     ok(
         d,
-        &[
-            "create",
-            "--level",
-            "5",
-            "--raid-devices",
-            "3",
-            "--chunk",
-            "64",
-            "--size",
-            "8M",
-            "a",
-            "b",
-            "c",
-        ],
+        &words("create --level 5 --raid-devices 3 --chunk 64 --size 8M a b c"),
     );
     // Flip one byte of b's superblock (its name field, inside the checksummed area).
     let f = std::fs::OpenOptions::new()
@@ -321,21 +217,7 @@ fn check_and_repair_offline() {
     let d = t.path();
     ok(
         d,
-        &[
-            "create",
-            "--level",
-            "6",
-            "--raid-devices",
-            "4",
-            "--chunk",
-            "64",
-            "--size",
-            "8M",
-            "a",
-            "b",
-            "c",
-            "d",
-        ],
+        &words("create --level 6 --raid-devices 4 --chunk 64 --size 8M a b c d"),
     );
     std::fs::write(d.join("in"), vec![0x42u8; 3 << 20]).unwrap();
     ok(d, &["import", "--input", "in", "a", "b", "c", "d"]);
@@ -380,21 +262,10 @@ fn repair_update_no_bbl_offline() {
     let run = |c: &[String]| rk(d, &c.iter().map(String::as_str).collect::<Vec<_>>());
     ok(
         d,
-        &[
-            "create",
-            "--level",
-            "5",
-            "--raid-devices",
-            "3",
-            "--chunk",
-            "16K",
-            "--size",
-            "8M",
-            "--bbl",
-            "d0.img",
-            "d1.img",
-            "d2.img",
-        ],
+        &words(
+            "create --level 5 --raid-devices 3 --chunk 16K --size 8M --bbl \
+            d0.img d1.img d2.img",
+        ),
     );
     let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
     std::fs::write(d.join("in"), &data).unwrap();
@@ -409,14 +280,10 @@ fn repair_update_no_bbl_offline() {
     // import says so instead of reporting success.
     let e = err(
         d,
-        &[
-            "import",
-            "--input",
-            "in",
-            "fault:weio@2048-2055:d0.img",
-            "fault:weio@2048-2055:d1.img",
-            "d2.img",
-        ],
+        &words(
+            "import --input in fault:weio@2048-2055:d0.img \
+            fault:weio@2048-2055:d1.img d2.img",
+        ),
     );
     assert!(
         e.contains("write to array bytes 0..32768 failed: the written data has no valid copy"),

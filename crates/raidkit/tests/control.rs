@@ -1,7 +1,7 @@
 //! The control plane of a running array: `raidkit status`, `manage`, `sync-action` and
 //! `monitor` against a live `raidkit mount` process (FUSE; skipped without /dev/fuse).
 
-use raidkit_testkit::proc::{self, wait_for, Killing};
+use raidkit_testkit::proc::{self, wait_for, words, Killing};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::path::Path;
@@ -40,24 +40,10 @@ fn status_manage_sync_action_monitor() {
     ok(
         &run,
         d,
-        &[
-            "create",
-            "--level",
-            "5",
-            "--raid-devices",
-            "3",
-            "--chunk",
-            "64",
-            "--size",
-            "16M",
-            "--name",
-            "ctl",
-            "--homehost",
-            "none",
-            "a",
-            "b",
-            "c",
-        ],
+        &words(
+            "create --level 5 --raid-devices 3 --chunk 64 --size 16M --name ctl \
+            --homehost none a b c",
+        ),
     );
     std::fs::File::create(d.join("spare"))
         .unwrap()
@@ -226,15 +212,7 @@ fn status_manage_sync_action_monitor() {
     ok(
         &run,
         d,
-        &[
-            "trace",
-            "record",
-            "ctl",
-            "--output",
-            "t.jsonl",
-            "--seconds",
-            "1",
-        ],
+        &words("trace record ctl --output t.jsonl --seconds 1"),
     );
     writer.join().unwrap();
     let an: Value =
@@ -325,23 +303,10 @@ fn mount_keeps_the_checksum_sidecar_in_step() {
     ok(
         &run,
         d,
-        &[
-            "create",
-            "--level",
-            "1",
-            "--raid-devices",
-            "2",
-            "--size",
-            "8M",
-            "--name",
-            "cs",
-            "--homehost",
-            "none",
-            "--checksums",
-            "a.csum",
-            "a",
-            "b",
-        ],
+        &words(
+            "create --level 1 --raid-devices 2 --size 8M --name cs --homehost none \
+            --checksums a.csum a b",
+        ),
     );
     let child = Command::new(RAIDKIT)
         .current_dir(d)

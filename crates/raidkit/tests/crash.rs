@@ -4,7 +4,7 @@
 //! `check` finds nothing; the real kernel assembles the result clean.
 
 use raidkit_testkit::mdref::{locate_or_skip, Run};
-use raidkit_testkit::proc;
+use raidkit_testkit::proc::{self, words};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -61,29 +61,10 @@ fn kill_9_loop_keeps_flushed_writes_and_resyncs_only_dirty_chunks() {
     std::fs::create_dir_all(d.join("mnt")).unwrap();
     rk(
         d,
-        &[
-            "create",
-            "--level",
-            "5",
-            "--raid-devices",
-            "4",
-            "--chunk",
-            "64K",
-            "--size",
-            "32M",
-            "--bitmap",
-            "internal",
-            "--bitmap-chunk",
-            "256K",
-            "--name",
-            "crash",
-            "--homehost",
-            "none",
-            "m0",
-            "m1",
-            "m2",
-            "m3",
-        ],
+        &words(
+            "create --level 5 --raid-devices 4 --chunk 64K --size 32M \
+            --bitmap internal --bitmap-chunk 256K --name crash --homehost none m0 m1 m2 m3",
+        ),
     );
     let det: Value =
         serde_json::from_str(&rk(d, &["detail", "--json", "m0", "m1", "m2", "m3"])).unwrap();

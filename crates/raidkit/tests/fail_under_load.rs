@@ -9,12 +9,11 @@
 //! Skips (printing why) without fio's nbd engine; the kernel part skips without mdref.
 
 use raidkit_testkit::mdref::{locate_or_skip, Run};
-use raidkit_testkit::proc;
+use raidkit_testkit::proc::{self, wait_for};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
@@ -30,24 +29,6 @@ fn status(d: &Path) -> Option<Value> {
     let o = rk(d, &["status", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).ok()?;
     v.as_array()?.first().cloned()
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn find_tool(name: &str) -> Option<PathBuf> {
-    ["/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin"]
-        .iter()
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file())
 }
 
 struct Killer(Child);
@@ -234,8 +215,8 @@ fn fail_under_load(fio: &Path, d: &Path, level: &str, members: &[&str]) -> (Stri
 
 #[test]
 fn fail_a_member_under_fio_load_then_the_kernel_agrees() {
-    let Some(fio) = find_tool("fio") else {
-        println!("skip: fio is not installed (run tests/nbd/install-deps.sh)");
+    let test = "fail_a_member_under_fio_load_then_the_kernel_agrees";
+    let Some(fio) = proc::system_tool("fio", test) else {
         return;
     };
     let eng = Command::new(&fio).arg("--enghelp=nbd").output().unwrap();

@@ -2,7 +2,7 @@
 //! FIFO members, impossible benchmark sizes, conflicting options, member file modes,
 //! alert paths that fail, a silent metrics client, TLS hints.
 
-use raidkit_testkit::proc::{self, run_timeout, Daemon, Killing};
+use raidkit_testkit::proc::{self, run_timeout, words, Daemon, Killing};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -156,22 +156,10 @@ fn bench_parity_refuses_a_working_set_beyond_memory() {
     let o = rk(
         &run,
         d,
-        &[
-            "bench",
-            "parity",
-            "--working-set",
-            "268435456",
-            "--op",
-            "xor",
-            "--data-disks",
-            "4",
-            "--chunk",
-            "4K",
-            "--threads",
-            "1",
-            "--time-ms",
-            "3",
-        ],
+        &words(
+            "bench parity --working-set 268435456 --op xor --data-disks 4 \
+            --chunk 4K --threads 1 --time-ms 3",
+        ),
     );
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e}");
@@ -196,31 +184,14 @@ fn stripe_cache_options_conflict() {
         assert!(!o.status.success(), "{args:?} was accepted");
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
-    let e = refused(&[
-        "serve",
-        "--stripe-cache",
-        "512",
-        "--stripe-cache-max",
-        "1G",
-        "a",
-        "b",
-        "c",
-    ]);
+    let e = refused(&words(
+        "serve --stripe-cache 512 --stripe-cache-max 1G a b c",
+    ));
     assert!(e.contains("cannot be used with"), "{e}");
-    let e = refused(&[
-        "bench",
-        "io",
-        "--create",
-        "5:3:8M",
-        "--rw",
-        "write",
-        "--runtime",
-        "1",
-        "--stripe-cache",
-        "512",
-        "--stripe-cache-max",
-        "1G",
-    ]);
+    let e = refused(&words(
+        "bench io --create 5:3:8M --rw write --runtime 1 --stripe-cache 512 \
+        --stripe-cache-max 1G",
+    ));
     assert!(
         e.contains(
             "--stripe-cache 512 is a fixed size; --stripe-cache-max bounds the automatic size"
@@ -480,27 +451,7 @@ fn nbd_client_hint_follows_tls() {
     let d = t.path();
     let run = d.join("run");
     create(&run, d, "1", "tls", &["a", "b"]);
-    let st = Command::new(openssl)
-        .current_dir(d)
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-        ])
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    proc::self_signed_cert(&openssl, &d.join("cert.pem"), &d.join("key.pem"), &[]);
     std::fs::write(
         d.join("keys.psk"),
         "alice:0123456789abcdef0123456789abcdef\n",

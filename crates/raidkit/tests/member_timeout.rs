@@ -5,7 +5,7 @@
 //! more than 120 s and clients got no error). Needs qemu-io (qemu-utils); skipped
 //! without.
 
-use raidkit_testkit::proc::{self, Daemon};
+use raidkit_testkit::proc::{self, words, Daemon};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::Path;
 use std::process::Command;
@@ -36,19 +36,7 @@ fn a_member_that_turns_slow_is_failed_and_a_stop_does_not_wait_for_it() {
     let dir = t.path();
     raidkit_ok(
         dir,
-        &[
-            "create",
-            "--level",
-            "1",
-            "--raid-devices",
-            "2",
-            "--size",
-            "16M",
-            "--name",
-            "vol",
-            "a",
-            "b",
-        ],
+        &words("create --level 1 --raid-devices 2 --size 16M --name vol a b"),
     );
     let sock = dir.join("vol.sock");
     // Member b answers normally for its first 64 IOs (assembly, start-up), then every IO

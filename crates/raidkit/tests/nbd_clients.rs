@@ -2,7 +2,7 @@
 //! through libnbd, written with dd and read back) and the kernel's `nbd-client`, which
 //! needs /dev/nbd0 (skipped with a message where the nbd driver is absent).
 
-use raidkit_testkit::proc::{wait_path, which, Stopping};
+use raidkit_testkit::proc::{wait_path, which, words, Stopping};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -53,23 +53,10 @@ fn nbdfuse_file_write_read() {
     let d = t.path();
     rk(
         d,
-        &[
-            "create",
-            "--level",
-            "10",
-            "--layout",
-            "f2",
-            "--raid-devices",
-            "4",
-            "--chunk",
-            "64",
-            "--size",
-            "16M",
-            "a",
-            "b",
-            "c",
-            "d",
-        ],
+        &words(
+            "create --level 10 --layout f2 --raid-devices 4 --chunk 64 \
+            --size 16M a b c d",
+        ),
     );
     let data: Vec<u8> = (0..(48u32 << 16))
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
@@ -143,20 +130,7 @@ fn kernel_nbd_client() {
     let d = t.path();
     rk(
         d,
-        &[
-            "create",
-            "--level",
-            "5",
-            "--raid-devices",
-            "3",
-            "--chunk",
-            "64",
-            "--size",
-            "16M",
-            "a",
-            "b",
-            "c",
-        ],
+        &words("create --level 5 --raid-devices 3 --chunk 64 --size 16M a b c"),
     );
     let (_srv, sock) = serve(d, &["a", "b", "c"]);
     let st = Command::new(&client)

@@ -1,21 +1,14 @@
 //! Operability through the binary: `examine --bitmap`, names (UUID, `host:name`, 0.90
 //! names from the config, `scan`), health metrics and the systemd units.
 
+use raidkit_testkit::proc;
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn rk(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_raidkit"))
-        .args(args)
-        .output()
-        .expect("run raidkit");
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    proc::bin_here(env!("CARGO_BIN_EXE_raidkit"), args)
 }
 
 fn tmpdir(tag: &str) -> PathBuf {
@@ -155,7 +148,7 @@ fn examine_bitmap_shows_dirty_regions_and_the_resync_plan() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-use raidkit_testkit::proc::{bin_err, bin_ok, Daemon};
+use raidkit_testkit::proc::{bin_err, bin_ok, words, Daemon};
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
@@ -586,19 +579,7 @@ fn serve_notifies_systemd_and_errors_carry_journal_levels() {
         RAIDKIT,
         &d,
         None,
-        &[
-            "create",
-            "--level",
-            "1",
-            "--raid-devices",
-            "2",
-            "--size",
-            "4M",
-            "--name",
-            "sd",
-            "m0",
-            "m1",
-        ],
+        &words("create --level 1 --raid-devices 2 --size 4M --name sd m0 m1"),
     );
     let sock = d.join("notify");
     let l = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();

@@ -4,7 +4,7 @@
 //! revert; the export grows for new connections), the reshape fields of `examine`,
 //! `detail` and `status`, and the exact errors.
 
-use raidkit_testkit::proc::{self, wait_for};
+use raidkit_testkit::proc::{self, wait_for, words};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
 use std::path::Path;
@@ -282,17 +282,7 @@ fn dry_run_plan_and_refusals() {
     files(d, &["a3"], 16 << 20);
     let plan = ok(
         d,
-        &[
-            "grow",
-            "--dry-run",
-            "--add",
-            "a3",
-            "--raid-devices",
-            "4",
-            "a0",
-            "a1",
-            "a2",
-        ],
+        &words("grow --dry-run --add a3 --raid-devices 4 a0 a1 a2"),
     );
     let lines: Vec<&str> = plan.lines().collect();
     assert_eq!(
@@ -385,18 +375,7 @@ fn sigterm_stops_at_a_safe_position() {
     files(d, &["a3"], 16 << 20);
     let c = spawn(
         d,
-        &[
-            "grow",
-            "--speed-limit",
-            "8M",
-            "--add",
-            "a3",
-            "--raid-devices",
-            "4",
-            "a0",
-            "a1",
-            "a2",
-        ],
+        &words("grow --speed-limit 8M --add a3 --raid-devices 4 a0 a1 a2"),
     );
     wait_for("a recorded reshape position", 60, || {
         position(d, "a0").is_some()

@@ -1,13 +1,12 @@
 //! Scrub verdicts with the checksum sidecar (2-way mirrors, RAID5), stale sidecars,
 //! windows, and an online check that is stopped, survives a server restart and resumes.
 
-use raidkit_testkit::proc;
+use raidkit_testkit::proc::{self, wait_for, words};
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::{json, Value};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 const RAIDKIT: &str = env!("CARGO_BIN_EXE_raidkit");
 
@@ -98,22 +97,7 @@ fn help_examples_work() {
 fn mirror2_checksums_name_the_wrong_copy_and_repair_it() {
     let t = TempDir::new("rk-scrub").unwrap();
     let d = t.path();
-    ok(
-        d,
-        &[
-            "create",
-            "-l",
-            "1",
-            "-n",
-            "2",
-            "-z",
-            "9M",
-            "--checksums",
-            "a.csum",
-            "a",
-            "b",
-        ],
-    );
+    ok(d, &words("create -l 1 -n 2 -z 9M --checksums a.csum a b"));
     let size = 8 * M as usize;
     let data = pattern(size, 7);
     std::fs::write(d.join("in"), &data).unwrap();
@@ -200,19 +184,7 @@ fn raid5_checksums_tell_data_from_parity() {
     let size = 16 * M as usize;
     let data = pattern(size, 11);
     std::fs::write(d.join("in"), &data).unwrap();
-    ok(
-        d,
-        &[
-            "import",
-            "--checksums",
-            "s.csum",
-            "--input",
-            "in",
-            "a",
-            "b",
-            "c",
-        ],
-    );
+    ok(d, &words("import --checksums s.csum --input in a b c"));
     let off = data_offset(d, "a");
     // left-symmetric, 3 disks, 64 KiB chunks: stripe 0 = D0 on a, D1 on b, P on c;
     // stripe 1 = D0 on c, D1 on a, P on b.
@@ -258,22 +230,7 @@ fn raid5_checksums_tell_data_from_parity() {
 fn stale_sidecar_is_ignored_loudly() {
     let t = TempDir::new("rk-scrub").unwrap();
     let d = t.path();
-    ok(
-        d,
-        &[
-            "create",
-            "-l",
-            "1",
-            "-n",
-            "2",
-            "-z",
-            "5M",
-            "--checksums",
-            "a.csum",
-            "a",
-            "b",
-        ],
-    );
+    ok(d, &words("create -l 1 -n 2 -z 5M --checksums a.csum a b"));
     // Written without the sidecar: its checksums no longer describe the data.
     std::fs::write(d.join("in"), pattern(M as usize, 3)).unwrap();
     ok(d, &["import", "--input", "in", "a", "b"]);
@@ -303,22 +260,7 @@ fn stale_sidecar_is_ignored_loudly() {
     ok(d, &["repair", "a", "b"]);
     ok(d, &["checksums", "init", "--checksums", "a.csum", "a", "b"]);
     // Another array's sidecar is refused.
-    ok(
-        d,
-        &[
-            "create",
-            "-l",
-            "1",
-            "-n",
-            "2",
-            "-z",
-            "5M",
-            "--checksums",
-            "x.csum",
-            "x",
-            "y",
-        ],
-    );
+    ok(d, &words("create -l 1 -n 2 -z 5M --checksums x.csum x y"));
     let o = rk(d, &["check", "--checksums", "x.csum", "a", "b"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("it belongs to another array"));
 }
@@ -399,17 +341,6 @@ fn status(d: &Path) -> Option<Value> {
     v.as_array()?.first().cloned()
 }
 
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn finished(d: &Path) -> Value {
     let mut last = Value::Null;
     wait_for("the check to finish", 60, || {
@@ -427,23 +358,10 @@ fn stopped_check_resumes_after_a_server_restart() {
     let d = t.path();
     ok(
         d,
-        &[
-            "create",
-            "-l",
-            "1",
-            "-n",
-            "2",
-            "-z",
-            "9M",
-            "--name",
-            "rs",
-            "--homehost",
-            "none",
-            "--checksums",
-            "a.csum",
-            "a",
-            "b",
-        ],
+        &words(
+            "create -l 1 -n 2 -z 9M --name rs --homehost none \
+            --checksums a.csum a b",
+        ),
     );
     std::fs::write(d.join("in"), pattern(8 * M as usize, 9)).unwrap();
     ok(
@@ -476,17 +394,7 @@ fn stopped_check_resumes_after_a_server_restart() {
 
     // A new serving process continues from the recorded position.
     let s = serve(d);
-    ok(
-        d,
-        &[
-            "sync-action",
-            "rs",
-            "check",
-            "--resume",
-            "--speed-limit",
-            "0",
-        ],
-    );
+    ok(d, &words("sync-action rs check --resume --speed-limit 0"));
     let second = finished(d);
     assert_eq!(second["covered"], json!([stopped, 8 * M]));
     assert_eq!(second["resume_from"], Value::Null);

@@ -1,19 +1,11 @@
 //! `raidkit advise`, `trace analyze`, `bench io`, `probe` and the disk checks of `create` and
 //! `detail` through the binary.
 
+use raidkit_testkit::proc::{self, words};
 use serde_json::Value;
-use std::process::Command;
 
 fn rk(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_raidkit"))
-        .args(args)
-        .output()
-        .expect("run raidkit");
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    proc::bin_here(env!("CARGO_BIN_EXE_raidkit"), args)
 }
 
 fn data(name: &str) -> String {
@@ -25,16 +17,9 @@ fn data(name: &str) -> String {
 
 #[test]
 fn advise_worked_example() {
-    let (ok, out, err) = rk(&[
-        "advise",
-        "--level",
-        "6",
-        "--raid-devices",
-        "8",
-        "--chunk",
-        "8K",
-        "--json",
-    ]);
+    let (ok, out, err) = rk(&words(
+        "advise --level 6 --raid-devices 8 --chunk 8K --json",
+    ));
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["stride"], 2);
@@ -106,23 +91,10 @@ fn trace_analyze_json() {
 
 #[test]
 fn bench_io_on_a_created_array() {
-    let (ok, out, err) = rk(&[
-        "bench",
-        "io",
-        "--create",
-        "5:4:16M",
-        "--chunk",
-        "64K",
-        "--rw",
-        "randrw:40",
-        "--bs",
-        "16K",
-        "--iodepth",
-        "2",
-        "--size",
-        "4M",
-        "--json",
-    ]);
+    let (ok, out, err) = rk(&words(
+        "bench io --create 5:4:16M --chunk 64K --rw randrw:40 --bs 16K \
+        --iodepth 2 --size 4M --json",
+    ));
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ios"], 256);

@@ -1,51 +1,20 @@
-//! Helpers of the reshape tests: arrays made and filled by raidkit, a device that loses
-//! every write after a crash, checks of data, redundancy and shape.
+//! Helpers of the reshape tests: arrays made and filled by raidkit, checks of data,
+//! redundancy and shape.
 
 #![allow(dead_code)]
 
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::jobs::reshape::{reshape, ReshapeEnd, ReshapeOptions, ReshapeRequest};
 use raidkit_engine::sb::Metadata;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
 use raidkit_testkit::tempdir::TempDir;
-use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
-
-/// A device that stops once its write budget is spent: the next write never returns (the
-/// machine died there; the test copies what the members hold at that moment).
-pub struct CrashDev {
-    pub inner: Arc<dyn BlockDev>,
-    pub budget: Arc<AtomicI64>,
-}
-
-impl BlockDev for CrashDev {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if self.budget.fetch_sub(1, Ordering::SeqCst) <= 0 {
-            loop {
-                std::thread::park();
-            }
-        }
-        self.inner.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-}
 
 pub fn rw() -> AssembleOptions {
     AssembleOptions {
@@ -65,10 +34,8 @@ pub struct Made {
 
 pub fn make(level: Level, layout: &str, n: usize, meta: &str, chunk_k: u64, extra: usize) -> Made {
     let dir = TempDir::new("rk-reshape").unwrap();
-    let ps: Vec<PathBuf> = (0..n)
-        .map(|i| dir.path().join(format!("m{i}.img")))
-        .collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.layout = Some(names::parse_layout(level, layout).unwrap());
     if level != Level::Raid1 {
         o.chunk_bytes = Some(chunk_k * 1024);

@@ -13,6 +13,7 @@ use raidkit_engine::jobs::reshape::{
 use raidkit_engine::sb::probe;
 use raidkit_engine::{BlockDev, FileDev};
 use raidkit_layout::{names, Level};
+use raidkit_testkit::hooked::{Hooked, Hooks};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -33,6 +34,21 @@ fn copy(m: &Made, into: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 
 type Req = dyn Fn(Vec<Arc<dyn BlockDev>>, Option<PathBuf>) -> ReshapeRequest + Send + Sync;
 
+/// Member hooks that stop once the shared write budget is spent: the next write never
+/// returns (the machine died there; the test copies what the members hold at that moment).
+struct Crash(Arc<AtomicI64>);
+
+impl Hooks for Crash {
+    fn write(&self, inner: &dyn BlockDev, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        if self.0.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            loop {
+                std::thread::park();
+            }
+        }
+        inner.write_at(buf, offset)
+    }
+}
+
 /// Run the reshape on devices that freeze after `budget` writes (its IO threads are left
 /// hanging); when they froze (or the run ended), copy the members and the backup file as
 /// they are into `snap`. Returns how many writes were issued.
@@ -46,10 +62,8 @@ fn run_until(
 ) -> i64 {
     let b = Arc::new(AtomicI64::new(budget));
     let wrap = |p: &PathBuf| -> Arc<dyn BlockDev> {
-        Arc::new(CrashDev {
-            inner: Arc::new(FileDev::open(p, true).unwrap()),
-            budget: b.clone(),
-        })
+        let file = FileDev::open(p, true).unwrap();
+        Arc::new(Hooked::new(file, Crash(b.clone())))
     };
     let devs: Vec<Arc<dyn BlockDev>> = members.iter().map(wrap).collect();
     let add: Vec<Arc<dyn BlockDev>> = extra.iter().map(wrap).collect();

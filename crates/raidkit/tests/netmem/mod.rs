@@ -550,30 +550,9 @@ pub fn free_port() -> u16 {
 pub fn x509_dir(dir: &Path) -> Option<PathBuf> {
     let openssl = proc::system_tool("openssl", "x509 members")?;
     std::fs::create_dir_all(dir).unwrap();
-    let st = Command::new(openssl)
-        .current_dir(dir)
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost",
-            "-keyout",
-            "server-key.pem",
-            "-out",
-            "server-cert.pem",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success(), "openssl req failed");
+    let (cert, key) = (dir.join("server-cert.pem"), dir.join("server-key.pem"));
+    let san = ["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"];
+    proc::self_signed_cert(&openssl, &cert, &key, &san);
     std::fs::copy(dir.join("server-cert.pem"), dir.join("ca-cert.pem")).unwrap();
     Some(dir.to_path_buf())
 }
