@@ -12,7 +12,9 @@
 #             QD32), against the member-IO ceiling: fio's 4 KiB random IOPS on the same
 #             member files (one psync job per file, randrw 50/50 = the mix of a small
 #             parity write: as many reads as writes), divided by 4 (RAID5: 2 reads + 2
-#             writes) or 6 (RAID6: 3 + 3).
+#             writes) or 6 (RAID6: 3 + 3). Then the NBD bound: the same NBD job against
+#             nbdkit's file plugin on one tmpfs file and raidkit serving a 1-member
+#             RAID1 (no RAID work), and each array's NBD IOPS against it.
 #   sync      RAID5 over 4 tmpfs members (SYNC_LEVEL=1: RAID1 over 2, 6: RAID6 over 6;
 #             CHUNK_KIB, default 512): `raidkit check` (offline) against fio reading the
 #             same files sequentially (one job per file, 1 MiB), and a rebuild onto a spare
@@ -115,6 +117,7 @@ randwrite() {
   echo "### RAID5 / RAID6 4 KiB random writes against the member-IO ceiling (tmpfs)"
   echo "| array | raw randrw IOPS (all members) | ceiling (/4 or /6) | engine IOPS (ratio) | NBD QD32 IOPS (ratio) |"
   echo "|---|---|---|---|---|"
+  local nbds=()
   for cfg in "raid5:5:4:4" "raid6:6:6:6"; do
     IFS=: read -r name lvl n div <<<"$cfg"
     local d="$W/rw-$name"; mkdir -p "$d"
@@ -135,6 +138,30 @@ randwrite() {
     read -r _ nbd < <(nbd_fio "$d/s.sock" a write --rw=randwrite --bs=4k --iodepth=32 --size=256M)
     unserve
     echo "| $name ($n members) | $raw | $ceil | $eng ($(py "print('%.2f' % ($eng / $ceil))")×) | $nbd ($(py "print('%.2f' % ($nbd / $ceil))")×) |"
+    nbds+=("$name:$nbd:$ceil")
+  done
+  # The NBD bound: the same fio job (QD32 4 KiB random writes) against servers that do no
+  # RAID work: nbdkit's file plugin on one tmpfs file, and raidkit serving a 1-member
+  # RAID1 of one. What the protocol and the cores allow a server, whatever it stores.
+  local d="$W/rw-bound"; mkdir -p "$d"
+  truncate -s 264M "$d/one.img"
+  nbdkit -U "$d/k.sock" --exit-with-parent -f file "$d/one.img" & local KPID=$!
+  wait_sock "$d/k.sock"
+  read -r _ kit < <(nbd_fio "$d/k.sock" "" write --rw=randwrite --bs=4k --iodepth=32 --size=256M)
+  kill "$KPID" 2>/dev/null || true; wait "$KPID" 2>/dev/null || true
+  "$RAIDKIT" create --level 1 --raid-devices 1 --size 264M --assume-clean "$d/r1" >/dev/null 2>&1
+  serve "$d" "$d/r1"
+  read -r _ r1 < <(nbd_fio "$d/s.sock" a write --rw=randwrite --bs=4k --iodepth=32 --size=256M)
+  unserve
+  echo
+  echo "NBD bound (QD32 4 KiB random writes, no RAID work): nbdkit file plugin on one tmpfs file"
+  echo "$kit IOPS, raidkit serving a 1-member RAID1 $r1 IOPS ($(py "print('%.2f' % ($r1 / $kit))")× nbdkit)."
+  echo "| array | NBD IOPS | / nbdkit bound | / member-IO ceiling | nbdkit bound / ceiling |"
+  echo "|---|---|---|---|---|"
+  local x
+  for x in "${nbds[@]}"; do
+    IFS=: read -r name nbd ceil <<<"$x"
+    echo "| $name | $nbd | $(py "print('%.2f' % ($nbd / $kit))")× | $(py "print('%.2f' % ($nbd / $ceil))")× | $(py "print('%.2f' % ($kit / $ceil))")× |"
   done
 }
 
