@@ -204,10 +204,11 @@ pub(crate) fn rebuild_role(
         // before its stripes' locks are dropped.
         let chunk = arr.geo.chunk_sectors;
         let bufs = RunBufs::default();
+        let run_stripes = stripe_run::stripes_per_run(chunk, arr.geo.stripes());
         copy.run_pipelined(
-            stripe_run::stripes_per_run(chunk) * chunk,
+            run_stripes * chunk,
             chunk,
-            pipeline::depth_for(stripe_run::run_bytes(arr.geo.raid_disks, chunk)),
+            pipeline::depth_for(stripe_run::run_bytes(arr.geo.raid_disks, chunk, run_stripes)),
             progress,
             |x, n| {
                 (x / chunk..(x + n).div_ceil(chunk))

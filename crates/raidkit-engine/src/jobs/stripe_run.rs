@@ -30,17 +30,24 @@ use std::sync::Mutex;
 /// Member bytes a run reads per member (when a chunk is smaller: else one stripe).
 pub(crate) const RUN_MEMBER_BYTES: u64 = 1 << 20;
 
-/// Stripes per run with chunks of `chunk_sectors`: enough for [`RUN_MEMBER_BYTES`] per
-/// member IO, at least one.
-pub(crate) fn stripes_per_run(chunk_sectors: u64) -> u64 {
-    (RUN_MEMBER_BYTES / (chunk_sectors * SECTOR).max(1)).max(1)
+/// A job of `stripes` stripes has runs of at most this share of them (1/16): a small
+/// array still moves its progress, checkpoints and stop points in steps, not at once.
+const RUNS_PER_JOB_AT_LEAST: u64 = 16;
+
+/// Stripes per run with chunks of `chunk_sectors`, for a job over `stripes` stripes:
+/// enough for [`RUN_MEMBER_BYTES`] per member IO, at most a sixteenth of the job, at
+/// least one.
+pub(crate) fn stripes_per_run(chunk_sectors: u64, stripes: u64) -> u64 {
+    (RUN_MEMBER_BYTES / (chunk_sectors * SECTOR).max(1))
+        .min(stripes / RUNS_PER_JOB_AT_LEAST)
+        .max(1)
 }
 
-/// Member bytes a run of up to [`stripes_per_run`] stripes keeps in buffers: every
-/// member's chunks, and a stripe's recomputed P and Q (for the pipeline's depth).
-pub(crate) fn run_bytes(raid_disks: usize, chunk_sectors: u64) -> u64 {
+/// Bytes the buffers of a run of `run_stripes` stripes take: every member's chunks, and
+/// a stripe's recomputed P and Q (for the pipeline's depth).
+pub(crate) fn run_bytes(raid_disks: usize, chunk_sectors: u64, run_stripes: u64) -> u64 {
     let chunk_bytes = chunk_sectors * SECTOR;
-    raid_disks as u64 * stripes_per_run(chunk_sectors) * chunk_bytes + 2 * chunk_bytes
+    raid_disks as u64 * run_stripes * chunk_bytes + 2 * chunk_bytes
 }
 
 /// The buffer sets of a job, reused by its runs (a set per run in flight; dropped with

@@ -334,9 +334,11 @@ fn visit_steps(
 ) -> Result<bool> {
     let geo = arr.geometry();
     let chunk = geo.chunk_sectors;
+    let run_stripes = stripe_run::stripes_per_run(chunk, geo.stripes());
     let (step, step_bytes) = if geo.level.has_parity() {
         // A run's buffers: every member's chunks, and a stripe's recomputed P and Q.
-        (Step::Stripes, stripe_run::run_bytes(geo.raid_disks, chunk))
+        let bytes = stripe_run::run_bytes(geo.raid_disks, chunk, run_stripes);
+        (Step::Stripes, bytes)
     } else {
         // A region's copies, each read whole.
         let copies = geo.locate(0).map_or(2, |p| p.copies.len()) as u64;
@@ -355,7 +357,7 @@ fn visit_steps(
         region: 0,
         at: None,
         chunk,
-        run_stripes: stripe_run::stripes_per_run(chunk),
+        run_stripes,
         done: 0,
         todo: regions.iter().map(|(a, e)| e - a).sum(),
         throttle: Throttle::new(opts),
