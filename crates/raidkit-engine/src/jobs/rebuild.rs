@@ -393,7 +393,7 @@ fn rebuild_pages(
 
 /// The array sector ranges `[start, end)` whose copy on `role` lies in its data sectors
 /// `[x, x + n)` (adjacent ones merged).
-fn array_ranges(arr: &Array, role: usize, x: u64, n: u64) -> Vec<(u64, u64)> {
+pub(crate) fn array_ranges(arr: &Array, role: usize, x: u64, n: u64) -> Vec<(u64, u64)> {
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     // The walk's callback never fails.
     let _ = arr.mirror_runs(role, x, n, |_, s, _, run| {
