@@ -131,7 +131,10 @@ fn make(dir: &TempDir, level: Level) -> (Vec<PathBuf>, u64, u64) {
 
 fn open(ps: &[PathBuf], writable: bool) -> (Arc<Array>, Vec<Arc<Rec>>) {
     let recs: Vec<Arc<Rec>> = ps.iter().map(|p| Arc::new(Rec::new(p))).collect();
-    let devs: Vec<Arc<dyn BlockDev>> = recs.iter().map(|r| r.clone() as Arc<dyn BlockDev>).collect();
+    let devs: Vec<Arc<dyn BlockDev>> = recs
+        .iter()
+        .map(|r| r.clone() as Arc<dyn BlockDev>)
+        .collect();
     let opts = AssembleOptions {
         writable,
         force: true,
@@ -190,7 +193,10 @@ fn planted_check(level: Level) {
     let data_blocks = (n - if level == Level::Raid6 { 2 } else { 1 }) as u64;
     let (arr, recs) = open(&ps, false);
     let stripes = arr.geometry().stripes();
-    assert!(stripes >= 16 * 16, "{level}: {stripes} stripes, runs would be cut");
+    assert!(
+        stripes >= 16 * 16,
+        "{level}: {stripes} stripes, runs would be cut"
+    );
     let last = stripes - 1;
     // (stripe, chunk byte, member): the first and last stripe of the first run (first and
     // last page), the first stripe of the next one, both sides of a window's end (20), and
@@ -214,7 +220,11 @@ fn planted_check(level: Level) {
         r.record.store(true, Ordering::SeqCst);
     }
     let rep = check(&arr, &full());
-    assert_eq!(rep.mismatches, expected(data_blocks, &all), "{level}: whole array");
+    assert_eq!(
+        rep.mismatches,
+        expected(data_blocks, &all),
+        "{level}: whole array"
+    );
     if level == Level::Raid6 {
         // P and Q tell the member: the one corrupted, each time.
         let roles: Vec<Option<usize>> = rep.verdicts.iter().map(|v| v.role).collect();
@@ -246,7 +256,11 @@ fn planted_check(level: Level) {
             ..full()
         },
     );
-    assert_eq!(w.mismatches, expected(data_blocks, &all[..4]), "{level}: window");
+    assert_eq!(
+        w.mismatches,
+        expected(data_blocks, &all[..4]),
+        "{level}: window"
+    );
     // Stopped after the first step, resumed where it says: the two parts make the whole.
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
@@ -265,11 +279,18 @@ fn planted_check(level: Level) {
     )
     .expect("check");
     let at = first.stopped_at.expect("stopped");
-    assert!(at > 0 && at % (CHUNK / 512) == 0 && at < stripes * CHUNK / 512, "{level}: stopped at {at}");
+    assert!(
+        at > 0 && at % (CHUNK / 512) == 0 && at < stripes * CHUNK / 512,
+        "{level}: stopped at {at}"
+    );
     let cut = at / (CHUNK / 512);
     let before: Vec<(u64, u64)> = all.iter().copied().filter(|&(s, _)| s < cut).collect();
     let after: Vec<(u64, u64)> = all.iter().copied().filter(|&(s, _)| s >= cut).collect();
-    assert_eq!(first.mismatches, expected(data_blocks, &before), "{level}: before {at}");
+    assert_eq!(
+        first.mismatches,
+        expected(data_blocks, &before),
+        "{level}: before {at}"
+    );
     let rest = check(
         &arr,
         &SyncOptions {
@@ -277,7 +298,11 @@ fn planted_check(level: Level) {
             ..full()
         },
     );
-    assert_eq!(rest.mismatches, expected(data_blocks, &after), "{level}: from {at}");
+    assert_eq!(
+        rest.mismatches,
+        expected(data_blocks, &after),
+        "{level}: from {at}"
+    );
 }
 
 #[test]
@@ -328,7 +353,10 @@ fn rebuild_exact(level: Level) {
         * 512;
     let (w, g) = (&want[doff as usize..][..len], &got[sdoff..][..len]);
     if let Some(i) = (0..len).find(|&i| w[i] != g[i]) {
-        panic!("{level}: the spare differs from the lost member at data byte {i} (stripe {})", i as u64 / CHUNK);
+        panic!(
+            "{level}: the spare differs from the lost member at data byte {i} (stripe {})",
+            i as u64 / CHUNK
+        );
     }
     let big = spare
         .writes
@@ -337,7 +365,10 @@ fn rebuild_exact(level: Level) {
         .iter()
         .filter(|&&(_, l)| l == 16 * CHUNK as usize)
         .count() as u64;
-    assert!(big + 2 >= stripes / 16, "{level}: {big} writes of 1 MiB for {stripes} stripes");
+    assert!(
+        big + 2 >= stripes / 16,
+        "{level}: {big} writes of 1 MiB for {stripes} stripes"
+    );
 }
 
 #[test]
@@ -366,7 +397,8 @@ fn a_client_write_into_a_run_being_repaired_is_not_undone() {
         let Some(arr) = weak.upgrade() else { return };
         let tx = tx.lock().unwrap().clone();
         std::thread::spawn(move || {
-            arr.write(stripe5, &[0xC3; PAGE as usize]).expect("client write");
+            arr.write(stripe5, &[0xC3; PAGE as usize])
+                .expect("client write");
             let _ = tx.send(());
         });
         // Landed, or waiting for the stripe's fix.
@@ -374,15 +406,22 @@ fn a_client_write_into_a_run_being_repaired_is_not_undone() {
     }));
     *recs[1].trigger.lock().unwrap() = Some(doff + 5 * CHUNK);
     let rep = sync::run_opts(&arr, SyncMode::Repair, &full(), &mut |_, _| {}).expect("repair");
-    assert!(recs[1].trigger.lock().unwrap().is_none(), "the repair never read the stripe");
+    assert!(
+        recs[1].trigger.lock().unwrap().is_none(),
+        "the repair never read the stripe"
+    );
     assert_eq!(rep.mismatches, expected(3, &[(5, 100)]));
     let done = rx.lock().unwrap().take().expect("rx");
-    done.recv_timeout(Duration::from_secs(30)).expect("the client write finished");
+    done.recv_timeout(Duration::from_secs(30))
+        .expect("the client write finished");
     let again = check(&arr, &full());
     assert_eq!(again.mismatches, vec![], "parity disagrees after the race");
     let mut got = vec![0u8; PAGE as usize];
     arr.read(stripe5, &mut got).expect("read");
-    assert!(got.iter().all(|&b| b == 0xC3), "the client write was undone");
+    assert!(
+        got.iter().all(|&b| b == 0xC3),
+        "the client write was undone"
+    );
     let mut next = vec![0u8; PAGE as usize];
     arr.read(stripe5 + PAGE, &mut next).expect("read");
     assert!(next == pattern(stripe5 + PAGE, PAGE as usize));

@@ -1,5 +1,6 @@
 //! The copy loop of rebuild (md's recovery) and hot replace: walk a member's data sectors
-//! from a checkpoint, one stripe (parity levels) or up to 1 MiB (mirrors) at a time,
+//! from a checkpoint, a stripe or a run of stripes (parity levels) or up to 1 MiB
+//! (mirrors) at a time,
 //! stopping when asked, throttled, with progress and periodic checkpoints. What one step
 //! copies, and what a checkpoint writes, is the caller's.
 

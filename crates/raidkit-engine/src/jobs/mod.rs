@@ -9,6 +9,6 @@ pub(crate) mod pipeline;
 pub mod rebuild;
 pub mod replace;
 pub mod reshape;
-pub(crate) mod stripe_run;
 pub(crate) mod returning;
+pub(crate) mod stripe_run;
 pub mod sync;

@@ -208,7 +208,11 @@ pub(crate) fn rebuild_role(
         copy.run_pipelined(
             run_stripes * chunk,
             chunk,
-            pipeline::depth_for(stripe_run::run_bytes(arr.geo.raid_disks, chunk, run_stripes)),
+            pipeline::depth_for(stripe_run::run_bytes(
+                arr.geo.raid_disks,
+                chunk,
+                run_stripes,
+            )),
             progress,
             |x, n| {
                 (x / chunk..(x + n).div_ceil(chunk))

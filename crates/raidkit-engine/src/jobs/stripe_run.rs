@@ -192,9 +192,7 @@ impl<'a> Run<'a> {
             .collect();
         let mut p = std::mem::take(&mut blocks[layout.p]);
         let mut q = layout.q.map(|r| std::mem::take(&mut blocks[r]));
-        let missing: Vec<usize> = (0..data.len())
-            .filter(|&k| !got[layout.data[k]])
-            .collect();
+        let missing: Vec<usize> = (0..data.len()).filter(|&k| !got[layout.data[k]]).collect();
         let p_ok = got[layout.p];
         let q_ok = layout.q.is_some_and(|r| got[r]);
         let known_q = q.as_deref().filter(|_| q_ok);
@@ -261,7 +259,12 @@ fn reconstruct_in_place(
         (&[k], _, Some(p), _) => {
             let out = std::mem::take(&mut data[k]);
             let srcs: Vec<&[u8]> = std::iter::once(p)
-                .chain(data.iter().enumerate().filter(|&(j, _)| j != k).map(|(_, d)| &**d))
+                .chain(
+                    data.iter()
+                        .enumerate()
+                        .filter(|&(j, _)| j != k)
+                        .map(|(_, d)| &**d),
+                )
                 .collect();
             parity::xor_gen(&srcs, out);
             data[k] = out;
@@ -286,7 +289,12 @@ fn reconstruct_in_place(
 
 /// Run `f` over the data blocks in syndrome-slot order (zero blocks in the slots no data
 /// block uses: DDF layouts).
-fn in_slots(layout: &StripeLayout, data: &mut [&mut [u8]], len: usize, f: impl FnOnce(&mut [&mut [u8]])) {
+fn in_slots(
+    layout: &StripeLayout,
+    data: &mut [&mut [u8]],
+    len: usize,
+    f: impl FnOnce(&mut [&mut [u8]]),
+) {
     let unused = layout.syndrome_width.saturating_sub(data.len());
     let mut zeros: Vec<Vec<u8>> = (0..unused).map(|_| vec![0u8; len]).collect();
     let mut slots: Vec<Option<&mut [u8]>> = (0..layout.syndrome_width).map(|_| None).collect();

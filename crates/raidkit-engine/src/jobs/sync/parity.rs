@@ -137,8 +137,7 @@ impl StripeCheck<'_> {
     fn page(&self, start: usize, end: usize, rep: &mut SyncReport) -> Result<()> {
         let (known, mode) = (&self.known, self.mode);
         let bad_p = self.p_present && known.p[start..end] != self.p[start..end];
-        let bad_q =
-            self.q_present && known.q.map(|x| &x[start..end]) != Some(&self.q[start..end]);
+        let bad_q = self.q_present && known.q.map(|x| &x[start..end]) != Some(&self.q[start..end]);
         if !bad_p && !bad_q {
             return Ok(());
         }
