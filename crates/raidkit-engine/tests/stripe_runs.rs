@@ -13,7 +13,7 @@ use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::Level;
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -37,7 +37,7 @@ struct Rec {
 }
 
 impl Rec {
-    fn new(p: &PathBuf) -> Rec {
+    fn new(p: &Path) -> Rec {
         Rec {
             inner: FileDev::open(p, true).expect("open member"),
             record: AtomicBool::new(false),
@@ -280,7 +280,7 @@ fn planted_check(level: Level) {
     .expect("check");
     let at = first.stopped_at.expect("stopped");
     assert!(
-        at > 0 && at % (CHUNK / 512) == 0 && at < stripes * CHUNK / 512,
+        at > 0 && at.is_multiple_of(CHUNK / 512) && at < stripes * CHUNK / 512,
         "{level}: stopped at {at}"
     );
     let cut = at / (CHUNK / 512);
@@ -337,11 +337,10 @@ fn rebuild_exact(level: Level) {
     assert_eq!(arr.missing_roles(), Vec::<usize>::new(), "{level}");
     let stripes = arr.geometry().stripes();
     drop(recs);
-    Arc::try_unwrap(arr)
-        .ok()
-        .expect("the only handle")
-        .stop()
-        .expect("stop");
+    match Arc::try_unwrap(arr) {
+        Ok(arr) => arr.stop().expect("stop"),
+        Err(_) => panic!("{level}: the array is still shared"),
+    }
     let len = (stripes * CHUNK) as usize;
     let want = std::fs::read(&ps[n - 1]).expect("lost member");
     let got = std::fs::read(&sp).expect("spare");

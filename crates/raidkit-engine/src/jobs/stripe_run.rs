@@ -190,8 +190,8 @@ impl<'a> Run<'a> {
             .iter()
             .map(|&r| std::mem::take(&mut blocks[r]))
             .collect();
-        let mut p = std::mem::take(&mut blocks[layout.p]);
-        let mut q = layout.q.map(|r| std::mem::take(&mut blocks[r]));
+        let p = std::mem::take(&mut blocks[layout.p]);
+        let q = layout.q.map(|r| std::mem::take(&mut blocks[r]));
         let missing: Vec<usize> = (0..data.len()).filter(|&k| !got[layout.data[k]]).collect();
         let p_ok = got[layout.p];
         let q_ok = layout.q.is_some_and(|r| got[r]);
@@ -205,8 +205,8 @@ impl<'a> Run<'a> {
             // block that was read is kept as read (a scratch takes its recomputation).
             let refs: Vec<&[u8]> = data.iter().map(|d| &**d).collect();
             let [sp, sq] = &mut self.set.computed;
-            let p_out: &mut [u8] = if p_ok { &mut sp[..chunk] } else { &mut p };
-            let q_out: &mut [u8] = match q.as_deref_mut() {
+            let p_out: &mut [u8] = if p_ok { &mut sp[..chunk] } else { p };
+            let q_out: &mut [u8] = match q {
                 Some(q) if !q_ok => q,
                 Some(_) => &mut sq[..chunk],
                 None => &mut [],
