@@ -182,7 +182,14 @@ sync_() {
   # time in `perf`), which a disk does not do and the anchor did not pay.
   rm -f "$d/spare"; fallocate -l $((comp + 8))M "$d/spare"
   serve "$d" "${m[@]}"
-  local nm; nm=$(status_json | py "import json,sys; print(json.load(sys.stdin)[0][\"name\"])")
+  # The array's name, once the server answers `status` (its NBD socket can come first).
+  local nm=""
+  for _ in $(seq 200); do
+    nm=$(status_json | py "import json,sys; j=json.load(sys.stdin); print(j[0][\"name\"] if j else \"\")")
+    [ -n "$nm" ] && break
+    sleep 0.05
+  done
+  [ -n "$nm" ] || { echo "the server never answered status" >&2; return 1; }
   "$RAIDKIT" manage "$nm" --fail "${m[$last]}" >/dev/null
   "$RAIDKIT" manage "$nm" --remove "${m[$last]}" >/dev/null
   # The rebuild's own time: from its rebuild_started event to its rebuild_finished, each
