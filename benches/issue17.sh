@@ -185,14 +185,17 @@ sync_() {
       --runtime="$RT" --group_reporting --output-format=json --output="$W/fio.json" \
       "${args[@]}" >/dev/null 2>&1
   read -r rawr _ < <(fio_json read)
-  local t0 t1
+  local t0 t1 cpu
   t0=$(date +%s.%N)
-  "$RAIDKIT" check "${m[@]}" >/dev/null
+  # The check's CPU time (user + system) too: on tmpfs it is CPU-bound, and CPU seconds
+  # move less with the machine's load than wall time.
+  cpu=$( { TIMEFORMAT='%U %S'; time "$RAIDKIT" check "${m[@]}" >/dev/null 2>&1; } 2>&1 )
   t1=$(date +%s.%N)
+  cpu=$(py "print('%.2f' % sum(map(float, '$cpu'.split()[-2:])))")
   local chk; chk=$(py "print('%.1f' % ($n * $comp / ($t1 - $t0)))")
   echo "| job | raw MiB/s (same files) | raidkit member MiB/s | ratio |"
   echo "|---|---|---|---|"
-  echo "| check (offline, $n × ${comp} MiB read, $(py "print('%.2f s' % ($t1 - $t0))")) | $rawr ($n readers) | $chk | $(py "print('%.2f' % ($chk / $rawr))")× |"
+  echo "| check (offline, $n × ${comp} MiB read, $(py "print('%.2f s' % ($t1 - $t0))"), ${cpu} s CPU) | $rawr ($n readers) | $chk | $(py "print('%.2f' % ($chk / $rawr))")× |"
   # Rebuild: n-1 sequential readers and 1 sequential writer on the same files.
   local last=$((n - 1)) rargs=()
   for ((i = 0; i < last; i++)); do rargs+=(--name="r$i" --filename="${m[$i]}"); done

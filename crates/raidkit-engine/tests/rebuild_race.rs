@@ -322,3 +322,81 @@ fn random_writes_during_a_mirrored_rebuild_leave_every_copy_exact() {
     random_race(Level::Raid10, Some("n2"), 4);
     random_race(Level::Raid10, Some("f2"), 3);
 }
+
+/// The same race during a hot replace of role 0 (its old member wrapped): the old
+/// member's read of the first region starts the two client writes; the far one must land
+/// while the region is held, the near one only after the region's copy is written to the
+/// replacement (else the copy writes the old bytes over it there).
+fn deterministic_replace_race(level: Level, layout: Option<&str>, n: usize) {
+    let what = format!("{level} {} (replace)", layout.unwrap_or(""));
+    let dir = TempDir::new("rk-replacerace").expect("temp dir");
+    let (ps, size) = make(&dir, level, layout, n);
+    let src = FileDev::open(&ps[0], true).expect("open m0");
+    let doff = probe(&src).expect("probe").found[0].0.data_offset() * 512;
+    let old_name = src.name().to_string();
+    let trig = Arc::new(Trigger {
+        inner: src,
+        at: doff,
+        armed: AtomicBool::new(false),
+        array: OnceLock::new(),
+        far_done: AtomicBool::new(false),
+        near: Mutex::new(None),
+    });
+    let mut devs: Vec<Arc<dyn BlockDev>> = vec![trig.clone()];
+    for p in &ps[1..] {
+        devs.push(Arc::new(FileDev::open(p, true).expect("open member")));
+    }
+    let opts = AssembleOptions {
+        writable: true,
+        ..Default::default()
+    };
+    let arr = Arc::new(assemble(devs, &opts).expect("assemble"));
+    let _ = trig.array.set(arr.clone());
+    let (sp, sd) = spare(&dir, &ps[0]);
+    let new_name = sd.name().to_string();
+    arr.add_spare(sd, false).expect("add spare");
+    assert_eq!(
+        arr.start_replace(&old_name, Some(&new_name))
+            .expect("start replace"),
+        0,
+        "{what}"
+    );
+    trig.armed.store(true, Ordering::SeqCst);
+    let rep = raidkit_engine::replace::replace(&arr, &RebuildOptions::default(), &mut |_, _| {})
+        .expect("replace");
+    assert_eq!(rep.roles, vec![0], "{what}");
+    assert!(
+        !trig.armed.load(Ordering::SeqCst),
+        "{what}: the replace never read the first region from member 0"
+    );
+    if let Some(rx) = trig.near.lock().expect("near").take() {
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("the near write never finished");
+    }
+    assert!(
+        trig.far_done.load(Ordering::SeqCst),
+        "{what}: a client write far from the regions being copied was held by the replace"
+    );
+    let geo = arr.geometry().clone();
+    arr.flush().expect("flush");
+    let mut files = vec![sp];
+    files.extend(ps[1..].iter().cloned());
+    assert_members_hold(
+        &files,
+        &geo,
+        size,
+        &|off| match off {
+            NEAR => vec![0xAE; PAGE],
+            FAR => vec![0xFA; PAGE],
+            _ => old_page(off),
+        },
+        &what,
+    );
+}
+
+#[test]
+fn a_write_into_a_region_being_replaced_reaches_the_replacement_and_others_are_not_held() {
+    deterministic_replace_race(Level::Raid1, None, 2);
+    deterministic_replace_race(Level::Raid10, Some("n2"), 4);
+    deterministic_replace_race(Level::Raid10, Some("f2"), 2);
+}

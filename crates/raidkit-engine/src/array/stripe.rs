@@ -21,7 +21,24 @@ pub(crate) struct StripeData {
     pub q: Option<Vec<u8>>,
 }
 
+/// A stripe's blocks over a range, borrowed (from a [`StripeData`], or from the buffers
+/// of a run of stripes read together).
+pub(crate) struct Blocks<'a> {
+    pub data: Vec<&'a [u8]>,
+    pub p: &'a [u8],
+    pub q: Option<&'a [u8]>,
+}
+
 impl StripeData {
+    /// The blocks, borrowed.
+    pub(crate) fn blocks(&self) -> Blocks<'_> {
+        Blocks {
+            data: self.data.iter().map(Vec::as_slice).collect(),
+            p: &self.p,
+            q: self.q.as_deref(),
+        }
+    }
+
     /// [`StripeData::block_of`], taken out of the stripe (no copy).
     pub(crate) fn into_block(self, layout: &StripeLayout, role: usize) -> Vec<u8> {
         if role == layout.p {
@@ -70,6 +87,17 @@ impl Array {
                 .and_then(Option::as_ref)
                 .is_some_and(|m| m.readable(dsec, n))
         })
+    }
+
+    /// Read each `(role, data sector, buffer)` all at once (one batch); per read, whether
+    /// it succeeded (filled every byte of its buffer).
+    pub(crate) fn read_members_at_once(&self, reads: Vec<(usize, u64, &mut [u8])>) -> Vec<bool> {
+        let mut ops: Vec<MemberOp<'_>> = reads
+            .into_iter()
+            .map(|(r, dsec, buf)| MemberOp::read(r, dsec, buf))
+            .collect();
+        self.member_io(&mut ops);
+        ops.into_iter().map(|op| op.read_result().is_ok()).collect()
     }
 
     pub(crate) fn stripe_layout(&self, stripe: u64) -> Result<StripeLayout> {

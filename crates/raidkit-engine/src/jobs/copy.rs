@@ -1,5 +1,6 @@
 //! The copy loop of rebuild (md's recovery) and hot replace: walk a member's data sectors
-//! from a checkpoint, one stripe (parity levels) or up to 1 MiB (mirrors) at a time,
+//! from a checkpoint, a stripe or a run of stripes (parity levels) or up to 1 MiB
+//! (mirrors) at a time,
 //! stopping when asked, throttled, with progress and periodic checkpoints. What one step
 //! copies, and what a checkpoint writes, is the caller's.
 
@@ -105,9 +106,9 @@ impl CopyLoop<'_> {
     }
 
     /// [`CopyLoop::run`] with up to `depth` steps in flight (see [`pipeline`]). A step
-    /// `(x, n)` copies `n` data sectors from `x`: `step_sectors` each, whole (parity
-    /// levels: a stripe of `chunk`, whatever the range's end) or, with `clip`, cut at its
-    /// range's end (mirrors). `lock(x, n)` takes what a step holds (a stripe lock, a range
+    /// `(x, n)` copies `n` data sectors from `x`: up to `step_sectors`, ending at a
+    /// multiple of `unit` sectors, cut at its range's end rounded up to a multiple of
+    /// `unit` (parity levels: whole stripes, `unit` the chunk; mirrors: 1). `lock(x, n)` takes what a step holds (a stripe lock, a range
     /// hold), on the job's thread and in ascending order; `step(x, n)` copies on a worker;
     /// `copied(x + n, out)` takes each step's outcome in order, once every sector below
     /// `x + n` is copied, while its lock is still held (the recovery point moves there).
@@ -116,7 +117,7 @@ impl CopyLoop<'_> {
     pub(crate) fn run_pipelined<L, T: Send>(
         &self,
         step_sectors: u64,
-        clip: bool,
+        unit: u64,
         depth: usize,
         progress: &mut dyn FnMut(u64, u64),
         lock: impl FnMut(u64, u64) -> L,
@@ -127,7 +128,7 @@ impl CopyLoop<'_> {
         let mut steps = StripeSteps {
             copy: self,
             step_sectors,
-            clip,
+            unit: unit.max(1),
             range: 0,
             x: self.ranges.first().map_or(0, |r| r.0),
             done: 0,
@@ -168,9 +169,9 @@ impl CopyLoop<'_> {
 /// The coordinator's state of [`CopyLoop::run_pipelined`].
 struct StripeSteps<'a, 'p, T, LF, CF, KF> {
     copy: &'a CopyLoop<'a>,
-    /// Sectors per step, and whether a step is cut at its range's end.
+    /// Sectors per step at most, and what a step's end is a multiple of.
     step_sectors: u64,
-    clip: bool,
+    unit: u64,
     /// The range being handed out, and the next step's data sector in it.
     range: usize,
     x: u64,
@@ -210,11 +211,8 @@ where
             return Ok(None);
         };
         let x = self.x;
-        let n = if self.clip {
-            self.step_sectors.min(range_end - x)
-        } else {
-            self.step_sectors
-        };
+        let u = self.unit;
+        let n = (x / u * u + self.step_sectors).min(range_end.div_ceil(u) * u) - x;
         let c = self.copy;
         if c.opts
             .stop

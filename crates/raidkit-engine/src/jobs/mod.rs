@@ -10,4 +10,5 @@ pub mod rebuild;
 pub mod replace;
 pub mod reshape;
 pub(crate) mod returning;
+pub(crate) mod stripe_run;
 pub mod sync;

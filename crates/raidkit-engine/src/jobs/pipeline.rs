@@ -1,11 +1,11 @@
-//! Several steps of a long job (a rebuild's or a check's stripes) in flight at once, their
-//! outcomes taken in order.
+//! Several steps of a long job (a rebuild's or a check's runs of stripes, a mirrored
+//! job's regions) in flight at once, their outcomes taken in order.
 //!
-//! A job walks its address space one step (a stripe) at a time; a step's member IOs all
-//! go out together, but one step at a time leaves the members idle while the job
-//! computes, and a single step's IOs are one chunk per member. Here a few workers each
-//! run a whole step (read, compute, write), so the members see several stripes' IOs at
-//! once and the parity work of one stripe overlaps the IO of the others; the job's own
+//! A job walks its address space one step at a time; a step's member IOs all go out
+//! together, but one step at a time leaves the members idle while the job computes. Here
+//! a few workers each run a whole step (read, compute, write), so the members see several
+//! steps' IOs at once and the parity work of one step overlaps the IO of the others; the
+//! job's own
 //! thread (the coordinator) hands out the steps in order and takes their outcomes back
 //! **in the same order**: whatever a job records (progress, reports, the recovery point,
 //! checkpoints) moves exactly as if the steps had run one after another.

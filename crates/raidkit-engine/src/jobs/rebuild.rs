@@ -11,6 +11,7 @@ use crate::error::EngineError;
 use crate::error::Result;
 use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
 use crate::jobs::pipeline;
+use crate::jobs::stripe_run::{self, Run, RunBufs};
 use crate::locks::lock;
 use crate::meta::sb::Super;
 use crate::ranges::coalesce_pairs;
@@ -198,17 +199,27 @@ pub(crate) fn rebuild_role(
         checkpoints: advance,
     };
     let ended = if arr.geo.level.has_parity() {
-        // Several stripes in flight, each read, rebuilt and written by a worker; the
-        // recovery point moves past a stripe (in order) before its lock is dropped.
+        // Several runs of stripes in flight, each read (one IO per member), rebuilt and
+        // written (one IO) by a worker; the recovery point moves past a run (in order)
+        // before its stripes' locks are dropped.
         let chunk = arr.geo.chunk_sectors;
-        let stripe_bytes = (arr.geo.raid_disks as u64 + 1) * chunk * SECTOR;
+        let bufs = RunBufs::default();
+        let run_stripes = stripe_run::stripes_per_run(chunk, arr.geo.stripes());
         copy.run_pipelined(
+            run_stripes * chunk,
             chunk,
-            false,
-            pipeline::depth_for(stripe_bytes),
+            pipeline::depth_for(stripe_run::run_bytes(
+                arr.geo.raid_disks,
+                chunk,
+                run_stripes,
+            )),
             progress,
-            |x, _| arr.lock_stripe(x / chunk),
-            |(x, _)| rebuild_stripe(arr, role, x),
+            |x, n| {
+                (x / chunk..(x + n).div_ceil(chunk))
+                    .map(|s| arr.lock_stripe(s))
+                    .collect::<Vec<_>>()
+            },
+            |(x, n)| rebuild_run(arr, role, x, n, &bufs),
             |end, out| {
                 lost.extend(out?);
                 if advance {
@@ -229,7 +240,7 @@ pub(crate) fn rebuild_role(
         let _ordered = arr.order_writes_by_range();
         copy.run_pipelined(
             MIRROR_STEP_SECTORS,
-            true,
+            1,
             pipeline::depth_for(2 * MIRROR_STEP_SECTORS * SECTOR),
             progress,
             |x, n| arr.hold_ranges(&array_ranges(arr, role, x, n)),
@@ -268,6 +279,44 @@ pub(crate) fn rebuild_role(
         lost,
     });
     Ok(())
+}
+
+/// Stripes of a parity rebuild over data sectors `[x, x + n)` (their locks held by the
+/// job): read as a run (one IO per source member), the role's blocks reconstructed into
+/// the run's buffers and written with one IO per span of stripes completed; a stripe the
+/// run cannot complete goes through [`rebuild_stripe`]. Returns the array byte ranges
+/// found lost.
+fn rebuild_run(
+    arr: &Array,
+    role: usize,
+    x: u64,
+    n: u64,
+    bufs: &RunBufs,
+) -> Result<Vec<(u64, u64)>> {
+    let chunk = arr.geo.chunk_sectors;
+    let first = x / chunk;
+    let count = (x + n).div_ceil(chunk) - first;
+    let mut run = Run::read(arr, bufs, first, count, Some(role));
+    let mut lost = Vec::new();
+    // The first stripe of the span completed and not written yet.
+    let mut span: Option<u64> = None;
+    let write = |run: &Run<'_>, a: u64, b: u64| {
+        arr.write_block(role, (first + a) * chunk, run.role_blocks(role, a, b))
+    };
+    for i in 0..count {
+        if run.complete(i)?.is_some() {
+            span.get_or_insert(i);
+            continue;
+        }
+        if let Some(a) = span.take() {
+            write(&run, a, i)?;
+        }
+        lost.extend(rebuild_stripe(arr, role, (first + i) * chunk)?);
+    }
+    if let Some(a) = span {
+        write(&run, a, count)?;
+    }
+    Ok(lost)
 }
 
 /// One stripe of a parity rebuild at data sector `x` (its lock held by the job): the
@@ -348,7 +397,7 @@ fn rebuild_pages(
 
 /// The array sector ranges `[start, end)` whose copy on `role` lies in its data sectors
 /// `[x, x + n)` (adjacent ones merged).
-fn array_ranges(arr: &Array, role: usize, x: u64, n: u64) -> Vec<(u64, u64)> {
+pub(crate) fn array_ranges(arr: &Array, role: usize, x: u64, n: u64) -> Vec<(u64, u64)> {
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     // The walk's callback never fails.
     let _ = arr.mirror_runs(role, x, n, |_, s, _, run| {

@@ -12,8 +12,9 @@ use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;
 use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
-use crate::jobs::rebuild::RebuildOptions;
+use crate::jobs::pipeline;
 use crate::jobs::rebuild::RebuildReport;
+use crate::jobs::rebuild::{array_ranges, RebuildOptions};
 use crate::locks::lock;
 use crate::meta::sb::Super;
 use raidkit_format::v1::{self, feature};
@@ -175,19 +176,38 @@ pub(crate) fn replace_role(
         ranges: &ranges,
         checkpoints: true,
     };
-    let ended = copy.run(
-        progress,
-        |x, end| {
-            let step = if arr.geo.level.has_parity() {
-                replace_stripe(arr, role, r, x, &mut lost)?
-            } else {
-                replace_mirrored(arr, role, r, x, end, &mut lost)?
-            };
-            r.set_recovery(Some((x + step).min(full)));
-            Ok(step)
-        },
-        |x| checkpoint(arr, r, x.min(full)),
-    )?;
+    let ended = if arr.geo.level.has_parity() {
+        copy.run(
+            progress,
+            |x, _| {
+                let step = replace_stripe(arr, role, r, x, &mut lost)?;
+                r.set_recovery(Some((x + step).min(full)));
+                Ok(step)
+            },
+            |x| checkpoint(arr, r, x.min(full)),
+        )?
+    } else {
+        // Several regions in flight, each held against client writes into it (by array
+        // range) from before the old member's copy is read until it is written to the
+        // replacement: a client write there (which goes to both) lands before the read
+        // or after the copy, never in between; writes elsewhere go on (they used to wait
+        // for every step: `pause_writes`).
+        let _ordered = arr.order_writes_by_range();
+        copy.run_pipelined(
+            MIRROR_STEP_SECTORS,
+            1,
+            pipeline::depth_for(MIRROR_STEP_SECTORS * SECTOR),
+            progress,
+            |x, n| arr.hold_ranges(&array_ranges(arr, role, x, n)),
+            |(x, n)| replace_mirrored(arr, role, r, x, n),
+            |end, out| {
+                lost.extend(out?);
+                r.set_recovery(Some(end.min(full)));
+                Ok(())
+            },
+            |x| checkpoint(arr, r, x.min(full)),
+        )?
+    };
     if let CopyEnd::Stopped { at } = ended {
         checkpoint(arr, r, at)?;
         arr.add_lost(&lost);
@@ -268,18 +288,17 @@ fn replace_stripe(
     Ok(chunk)
 }
 
-/// Up to 1 MiB of a mirrored replace from data sector `x` (< `end`): the old member's
-/// copy, or another copy 4 KiB at a time where it cannot be read. Returns the sectors.
+/// `n` data sectors of a mirrored replace from data sector `x` (client writes into them
+/// held by the job): the old member's copy, or another copy 4 KiB at a time where it
+/// cannot be read. Returns the array byte ranges found lost.
 fn replace_mirrored(
     arr: &Array,
     role: usize,
     r: &Member,
     x: u64,
-    end: u64,
-    lost: &mut Vec<(u64, u64)>,
-) -> Result<u64> {
-    let n = (end - x).min(MIRROR_STEP_SECTORS);
-    let _gate = arr.pause_writes();
+    n: u64,
+) -> Result<Vec<(u64, u64)>> {
+    let mut lost = Vec::new();
     let mut buf = vec![0u8; (n * SECTOR) as usize];
     let direct = arr.readable(role, x, n) && arr.read_block(role, x, &mut buf).is_ok();
     if !direct {
@@ -307,7 +326,7 @@ fn replace_mirrored(
         }
     }
     write_replacement(r, x, &buf)?;
-    Ok(n)
+    Ok(lost)
 }
 
 /// The copy is done: quiesce, the replacement gets the role, the old member is marked

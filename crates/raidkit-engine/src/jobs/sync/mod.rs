@@ -13,6 +13,7 @@ use crate::array::range_gate::RangeHold;
 use crate::array::Array;
 use crate::error::{EngineError, Result};
 use crate::jobs::pipeline;
+use crate::jobs::stripe_run::{self, RunBufs};
 use crate::locks::lock;
 
 /// What a pass does.
@@ -266,7 +267,7 @@ fn regions(arr: &Array, mode: SyncMode, opts: &SyncOptions, total: u64) -> Vec<(
     }
 }
 
-/// Visit the regions, a stripe (parity levels) or up to 512 KiB (mirrors) at a time,
+/// Visit the regions, a run of stripes (parity levels) or up to 512 KiB (mirrors) at a time,
 /// throttled. False if stopped on request (`rep` then says where).
 fn visit(
     arr: &Array,
@@ -319,8 +320,8 @@ impl<'a> Throttle<'a> {
     }
 }
 
-/// A pass with several steps in flight at once, each on a worker: whole stripes (parity
-/// levels: read, recompute, compare, fix) or mirrored regions (read every copy, compare,
+/// A pass with several steps in flight at once, each on a worker: runs of whole stripes
+/// (parity levels: read at once, recompute, compare, fix) or mirrored regions (read every copy, compare,
 /// fix). Their reports are merged in order: the report, the progress and where a stop
 /// leaves off are those of a pass one step at a time.
 fn visit_steps(
@@ -333,9 +334,11 @@ fn visit_steps(
 ) -> Result<bool> {
     let geo = arr.geometry();
     let chunk = geo.chunk_sectors;
+    let run_stripes = stripe_run::stripes_per_run(chunk, geo.stripes());
     let (step, step_bytes) = if geo.level.has_parity() {
-        // A stripe's buffers: every member's chunk, and the recomputed P and Q.
-        (Step::Stripe, (geo.raid_disks as u64 + 2) * chunk * 512)
+        // A run's buffers: every member's chunks, and a stripe's recomputed P and Q.
+        let bytes = stripe_run::run_bytes(geo.raid_disks, chunk, run_stripes);
+        (Step::Stripes, bytes)
     } else {
         // A region's copies, each read whole.
         let copies = geo.locate(0).map_or(2, |p| p.copies.len()) as u64;
@@ -354,6 +357,7 @@ fn visit_steps(
         region: 0,
         at: None,
         chunk,
+        run_stripes,
         done: 0,
         todo: regions.iter().map(|(a, e)| e - a).sum(),
         throttle: Throttle::new(opts),
@@ -361,10 +365,11 @@ fn visit_steps(
         rep,
         stopped: None,
     };
+    let bufs = RunBufs::default();
     pipeline::run(pipeline::depth_for(step_bytes), &mut pass, |(at, n)| {
         let mut part = SyncReport::default();
         let n = match step {
-            Step::Stripe => parity::parity_stripe(arr, at / chunk, mode, &mut part),
+            Step::Stripes => parity::parity_run(arr, at / chunk, n / chunk, mode, &bufs, &mut part),
             Step::Mirror => mirror::mirror_region(arr, at, n, mode, &mut part),
         };
         (n, part)
@@ -382,8 +387,8 @@ fn visit_steps(
 /// What one step of a pass covers.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Step {
-    /// A whole stripe (parity levels).
-    Stripe,
+    /// A run of whole stripes, up to `stripe_run::stripes_per_run` (parity levels).
+    Stripes,
     /// A run of up to [`MIRROR_STEP_SECTORS`] mapped onto the same copies (mirrors).
     Mirror,
 }
@@ -400,6 +405,8 @@ struct StepPass<'a, 'p> {
     region: usize,
     at: Option<u64>,
     chunk: u64,
+    /// Stripes per step (parity levels).
+    run_stripes: u64,
     done: u64,
     todo: u64,
     throttle: Throttle<'a>,
@@ -420,7 +427,7 @@ impl<'a> pipeline::Steps for StepPass<'a, '_> {
             };
             // Whole stripes, from the stripe holding the region's start.
             let first = match self.step {
-                Step::Stripe => start / self.chunk * self.chunk,
+                Step::Stripes => start / self.chunk * self.chunk,
                 Step::Mirror => start,
             };
             let at = *self.at.get_or_insert(first);
@@ -435,7 +442,11 @@ impl<'a> pipeline::Steps for StepPass<'a, '_> {
             return Ok(None);
         }
         let n = match self.step {
-            Step::Stripe => self.chunk,
+            // Up to a run of stripes, to the stripe holding the region's last sector.
+            Step::Stripes => {
+                let c = self.chunk;
+                (end.div_ceil(c) - at / c).min(self.run_stripes) * c
+            }
             // As far as the copies map contiguously (what `mirror_region` covers).
             Step::Mirror => {
                 let p = self

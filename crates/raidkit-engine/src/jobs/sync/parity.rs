@@ -1,33 +1,97 @@
-//! One RAID4/5/6 stripe of a pass: parity recomputed and compared page by page; who is
+//! RAID4/5/6 stripes of a pass, a run of them read at once: parity recomputed and compared page by page; who is
 //! wrong when it disagrees (RAID6: P and Q locate a single bad block; RAID4/5: the
 //! checksum sidecar), and the fix.
 
 use super::{SyncMode, SyncReport, Verdict, PAGE};
 use crate::array::parity_write::stripe_members;
-use crate::array::stripe::{compute_parity, StripeData};
+use crate::array::stripe::{compute_parity, parity_into, Blocks};
 use crate::array::Array;
 use crate::checksums::Judgement;
 use crate::error::Result;
+use crate::jobs::stripe_run::{Run, RunBufs};
 use raidkit_layout::StripeLayout;
 
-/// Check (and in resync/repair, fix) one stripe; returns the sync-space sectors done.
-pub(super) fn parity_stripe(
+/// Check (and in resync/repair, fix) stripes `[first, first + count)`: each run of them
+/// that is not all holes read with one IO per member (see `stripe_run`), then checked
+/// stripe by stripe. Returns the sync-space sectors done.
+///
+/// The stripes are locked for the whole run, in ascending order (as client writes take
+/// them): a client write into one of them waits until it is checked and fixed, so it can
+/// neither be reported as a mismatch nor be undone by a fix computed from the bytes
+/// before it.
+pub(super) fn parity_run(
     arr: &Array,
-    stripe: u64,
+    first: u64,
+    count: u64,
     mode: SyncMode,
+    bufs: &RunBufs,
     rep: &mut SyncReport,
 ) -> Result<u64> {
     let chunk = arr.geometry().chunk_sectors;
-    let layout = arr.stripe_layout(stripe)?;
-    let stripe_start = stripe * chunk;
-    if stripe_members(&layout).all(|r| !arr.present(r) || arr.member_hole(r, stripe_start, chunk)) {
-        rep.sectors_skipped_holes += chunk;
-        return Ok(chunk);
+    let end = first + count;
+    let _locks: Vec<_> = (first..end).map(|s| arr.lock_stripe(s)).collect();
+    let mut s = first;
+    while s < end {
+        if all_holes(arr, s)? {
+            rep.sectors_skipped_holes += chunk;
+            s += 1;
+            continue;
+        }
+        let mut e = s + 1;
+        while e < end && !all_holes(arr, e)? {
+            e += 1;
+        }
+        let mut run = Run::read(arr, bufs, s, e - s, None);
+        for i in 0..run.count() {
+            match run.complete(i)? {
+                Some(layout) => {
+                    let (known, p, q) = run.stripe(i, &layout);
+                    parity_into(&layout, &known.data, p, q);
+                    let q: &[u8] = if layout.q.is_some() { q } else { &[] };
+                    check_stripe(arr, s + i, &layout, known, p, q, mode, rep)?;
+                }
+                None => stripe_alone(arr, s + i, mode, rep)?,
+            }
+        }
+        s = e;
     }
-    let _stripe_lock = arr.lock_stripe(stripe);
-    let len = (chunk * 512) as usize;
+    Ok(count * chunk)
+}
+
+/// Does every member present hold a file hole over the stripe (all zeros: consistent)?
+fn all_holes(arr: &Array, stripe: u64) -> Result<bool> {
+    let chunk = arr.geometry().chunk_sectors;
+    let layout = arr.stripe_layout(stripe)?;
+    let holes = stripe_members(&layout)
+        .all(|r| !arr.present(r) || arr.member_hole(r, stripe * chunk, chunk));
+    Ok(holes)
+}
+
+/// Check one stripe (locked by the caller) read on its own: where a run's read missed a
+/// member that can be read (a read error, say), the stripe's own read takes it again.
+fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) -> Result<()> {
+    let chunk = arr.geometry().chunk_sectors;
+    let layout = arr.stripe_layout(stripe)?;
     let known = arr.read_stripe(stripe, &layout, 0, chunk, true)?;
-    let (p, q) = compute_parity(&layout, &known.data, len);
+    let (p, q) = compute_parity(&layout, &known.data, (chunk * 512) as usize);
+    check_stripe(arr, stripe, &layout, known.blocks(), &p, &q, mode, rep)
+}
+
+/// Compare a stripe's parity with `p`/`q` (computed from its data) page by page (4 KiB,
+/// like md, so reports are precise); decide, fix and report each mismatch.
+#[allow(clippy::too_many_arguments)]
+fn check_stripe(
+    arr: &Array,
+    stripe: u64,
+    layout: &StripeLayout,
+    known: Blocks<'_>,
+    p: &[u8],
+    q: &[u8],
+    mode: SyncMode,
+    rep: &mut SyncReport,
+) -> Result<()> {
+    let chunk = arr.geometry().chunk_sectors;
+    let len = (chunk * 512) as usize;
     let check = StripeCheck {
         arr,
         stripe,
@@ -40,24 +104,23 @@ pub(super) fn parity_stripe(
         p,
         q,
     };
-    // Compare page by page (4 KiB, like md), so reports are precise.
     for start in (0..len).step_by(PAGE.min(len)) {
         check.page(start, (start + PAGE).min(len), rep)?;
     }
-    Ok(chunk)
+    Ok(())
 }
 
-/// One stripe read (with what is missing reconstructed), and its parity recomputed.
+/// One stripe's blocks (with what is missing reconstructed), and its parity recomputed.
 struct StripeCheck<'a> {
     arr: &'a Array,
     stripe: u64,
     chunk: u64,
     mode: SyncMode,
-    layout: StripeLayout,
-    known: StripeData,
+    layout: &'a StripeLayout,
+    known: Blocks<'a>,
     /// P and Q computed from the data.
-    p: Vec<u8>,
-    q: Vec<u8>,
+    p: &'a [u8],
+    q: &'a [u8],
     p_present: bool,
     q_present: bool,
 }
@@ -74,8 +137,7 @@ impl StripeCheck<'_> {
     fn page(&self, start: usize, end: usize, rep: &mut SyncReport) -> Result<()> {
         let (known, mode) = (&self.known, self.mode);
         let bad_p = self.p_present && known.p[start..end] != self.p[start..end];
-        let bad_q = self.q_present
-            && known.q.as_deref().map(|x| &x[start..end]) != Some(&self.q[start..end]);
+        let bad_q = self.q_present && known.q.map(|x| &x[start..end]) != Some(&self.q[start..end]);
         if !bad_p && !bad_q {
             return Ok(());
         }
@@ -126,8 +188,8 @@ impl StripeCheck<'_> {
             return Ok((Culprit::Unknown, "undecided", String::new()));
         }
         if self.layout.q.is_some() {
-            let (layout, known) = (&self.layout, &self.known);
-            let c = locate_raid6(layout, known, &self.p, &self.q, start, end, bad_p, bad_q);
+            let (layout, known) = (self.layout, &self.known);
+            let c = locate_raid6(layout, known, self.p, self.q, start, end, bad_p, bad_q);
             let by = if matches!(c, Culprit::Unknown) {
                 "undecided"
             } else {
@@ -139,7 +201,7 @@ impl StripeCheck<'_> {
         let offs: Vec<u64> = (0..data_blocks)
             .map(|k| self.row_offset(k, start))
             .collect();
-        locate_by_checksums(self.arr, &self.known, &self.p, start, end, &offs)
+        locate_by_checksums(self.arr, &self.known, self.p, start, end, &offs)
     }
 
     /// The member found wrong, what was wrong, and the blocks to rewrite (md's repair
@@ -155,7 +217,7 @@ impl StripeCheck<'_> {
         bad_p: bool,
         bad_q: bool,
     ) -> (Option<usize>, String, Vec<Fix>) {
-        let (layout, p, q) = (&self.layout, &self.p, &self.q);
+        let (layout, p, q) = (self.layout, self.p, self.q);
         match culprit {
             Culprit::P => (
                 Some(layout.p),
@@ -225,7 +287,7 @@ enum Culprit {
 #[allow(clippy::too_many_arguments)]
 fn locate_raid6(
     lay: &StripeLayout,
-    sd: &StripeData,
+    sd: &Blocks<'_>,
     p: &[u8],
     q: &[u8],
     start: usize,
@@ -234,7 +296,7 @@ fn locate_raid6(
     bad_q: bool,
 ) -> Culprit {
     use raidkit_parity::gf;
-    let Some(sq) = sd.q.as_deref() else {
+    let Some(sq) = sd.q else {
         return Culprit::Unknown;
     };
     if bad_p && !bad_q {
@@ -281,7 +343,7 @@ fn locate_raid6(
 /// of each data block's page. Returns the culprit, how it was decided, and why not.
 fn locate_by_checksums(
     arr: &Array,
-    sd: &StripeData,
+    sd: &Blocks<'_>,
     p: &[u8],
     start: usize,
     end: usize,
