@@ -37,13 +37,17 @@
 //! NVMe: 30 s).
 
 pub mod alloc;
+mod large;
 mod pool;
 mod uring;
+
+use large::{is_large_write, large_write_path, large_writes, large_writes_to_lanes, LargeWrites};
+pub use large::{large_writes_in_lanes, LARGE_WRITE_BYTES};
 
 use crate::dev::BlockDev;
 use std::io;
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -520,125 +524,6 @@ fn report_done(r: &IoReq<'_>) {
     let ok = matches!(r.result, Some(Ok(())));
     r.dev
         .io_done(write, r.op.len(), at.saturating_duration_since(started), ok);
-}
-
-/// Writes of at least this many bytes are large: copying them into a file takes long
-/// enough (tens of microseconds and more) that handing them to a writer lane pays.
-pub const LARGE_WRITE_BYTES: usize = 64 << 10;
-
-/// Where the large writes of a batch with several of them go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LargeWrites {
-    /// The default: the writer lanes while a core is free for them, else inline (see
-    /// [`LargeBatch`]).
-    Auto,
-    /// Always the writer lanes: one thread per lane, a file always on the same lane.
-    Lanes,
-    /// This thread's io_uring (the kernel's own worker threads for buffered writes).
-    Ring,
-    /// Written inline, one after another, by the calling thread.
-    Inline,
-}
-
-/// How large writes are carried out: `RAIDKIT_LARGE_WRITES=auto|lanes|ring|inline` (for
-/// measurements; default auto).
-fn large_write_path() -> LargeWrites {
-    static PATH: std::sync::OnceLock<LargeWrites> = std::sync::OnceLock::new();
-    *PATH.get_or_init(|| match std::env::var("RAIDKIT_LARGE_WRITES").as_deref() {
-        Ok("ring") if uses_io_uring() => LargeWrites::Ring,
-        Ok("inline") => LargeWrites::Inline,
-        Ok("lanes") => LargeWrites::Lanes,
-        _ => LargeWrites::Auto,
-    })
-}
-
-/// Can the large writes of a batch that has several go to the writer lanes (each file's
-/// copy on its lane's thread, all files at once)? Else this thread writes them (or its
-/// io_uring does). Under the default a given batch may still write inline, when every
-/// core is already busy with one ([`LargeBatch`]).
-pub fn large_writes_in_lanes() -> bool {
-    matches!(large_write_path(), LargeWrites::Lanes | LargeWrites::Auto)
-}
-
-/// Batches with several large writes in progress in this process (laned or inline).
-static LARGE_BATCHES: AtomicUsize = AtomicUsize::new(0);
-
-/// One batch with several large writes, counted while it runs.
-///
-/// The lanes pay when they put idle cores to work: one writer (a QD1 stream, a single
-/// full-stripe writer) gets its members' copies done at once on several cores. When
-/// other batches already keep the cores busy (fewer than two cores per batch in
-/// progress, this one counted), a hand-off to a lane only adds context switches, and the
-/// batch writes inline (measured on 2 cores, RAID6 full-stripe writes with two writers:
-/// inline 0.97× of the members' raw bandwidth, lanes 0.80×; see docs/BENCHMARKS.md).
-struct LargeBatch;
-
-impl LargeBatch {
-    /// Count a batch in; whether its large writes go to the lanes.
-    fn enter() -> (LargeBatch, bool) {
-        let before = LARGE_BATCHES.fetch_add(1, Ordering::AcqRel);
-        (LargeBatch, lanes_for(large_write_path(), before, cores()))
-    }
-}
-
-/// Whether a batch's large writes go to the lanes, given the path chosen and how many
-/// other such batches are in progress on how many cores: under `Auto`, while every
-/// batch in progress (this one counted) can have two cores.
-fn lanes_for(path: LargeWrites, others_in_progress: usize, cores: usize) -> bool {
-    match path {
-        LargeWrites::Lanes => true,
-        LargeWrites::Auto => others_in_progress.saturating_add(1).saturating_mul(2) <= cores,
-        LargeWrites::Ring | LargeWrites::Inline => false,
-    }
-}
-
-impl Drop for LargeBatch {
-    fn drop(&mut self) {
-        LARGE_BATCHES.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The CPUs this process may run on (at least 1), read once.
-fn cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-fn is_large_write(op: &IoOp<'_>) -> bool {
-    matches!(op, IoOp::Write(b) if b.len() >= LARGE_WRITE_BYTES)
-}
-
-/// How many large writes the batch has.
-fn large_writes(reqs: &[IoReq<'_>]) -> usize {
-    reqs.iter().filter(|r| is_large_write(&r.op)).count()
-}
-
-/// The batch's large descriptor writes (index, descriptor), in order, if it has several
-/// and they go to the writer lanes; each within its device's bounds. The batch is
-/// counted (see [`LargeBatch`]) until the returned guard drops.
-fn large_writes_to_lanes(reqs: &[IoReq<'_>]) -> (Option<LargeBatch>, Vec<(usize, RawFd)>) {
-    if !large_writes_in_lanes() || large_writes(reqs) < 2 {
-        return (None, Vec::new());
-    }
-    let (batch, lanes) = LargeBatch::enter();
-    if !lanes {
-        return (Some(batch), Vec::new());
-    }
-    let laned = reqs
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| is_large_write(&r.op))
-        .filter_map(|(i, r)| match r.dev.submission() {
-            Submission::Fd { fd, .. } => {
-                let size = r.dev.size_bytes();
-                super::check_bounds("write", r.offset, r.op.len(), size)
-                    .is_ok()
-                    .then_some((i, fd))
-            }
-            _ => None,
-        })
-        .collect();
-    (Some(batch), laned)
 }
 
 /// Run one IO (see [`run`]); a late IO of the kernel's is simply waited for.

@@ -1,3 +1,4 @@
+use super::large::lanes_for;
 use super::*;
 use crate::dev::fault::{FaultDev, Rule};
 use crate::dev::{FileDev, MemDev};
