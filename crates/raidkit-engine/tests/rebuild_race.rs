@@ -334,14 +334,16 @@ fn deterministic_replace_race(level: Level, layout: Option<&str>, n: usize) {
     let src = FileDev::open(&ps[0], true).expect("open m0");
     let doff = probe(&src).expect("probe").found[0].0.data_offset() * 512;
     let old_name = src.name().to_string();
-    let trig = Arc::new(Trigger {
-        inner: src,
-        at: doff,
-        armed: AtomicBool::new(false),
-        array: OnceLock::new(),
-        far_done: AtomicBool::new(false),
-        near: Mutex::new(None),
-    });
+    let trig = Arc::new(Hooked::new(
+        src,
+        Trigger {
+            at: doff,
+            armed: AtomicBool::new(false),
+            array: OnceLock::new(),
+            far_done: AtomicBool::new(false),
+            near: Mutex::new(None),
+        },
+    ));
     let mut devs: Vec<Arc<dyn BlockDev>> = vec![trig.clone()];
     for p in &ps[1..] {
         devs.push(Arc::new(FileDev::open(p, true).expect("open member")));
