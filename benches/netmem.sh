@@ -197,7 +197,14 @@ for r in $(seq "$ROUNDS"); do
   reads=$(member_reads)
   python3 -c "print('$r write $remote_w $local_w $raid_w', f'{$raid_w/$remote_w:.2f}', f'{$raid_w/$local_w:.2f}', '-')"
   python3 -c "print('$r read - $local_r $raid_r', '-', f'{$raid_r/$local_r:.2f}', '$reads')"
-  # Return: the remote killed, writes spread over the array, the remote restarted.
+  # Return: the remote killed, writes spread over the array, the remote restarted. First
+  # the array goes clean (idle for a second, its bitmap bits cleared), as a long-running
+  # mirror would be when its link drops: else the return also copies every chunk the
+  # write test above left dirty (the whole array, on a quiet machine).
+  for _ in $(seq 200); do
+    "$RAIDKIT" status --json | python3 -c "import json,sys; sys.exit(0 if json.load(sys.stdin)[0]['state'] == 'clean' else 1)" && break
+    sleep 0.05
+  done
   stop_nbdkit -KILL
   n="${CHANGED_MIB:-1}"
   for i in $(seq 0 $((n - 1))); do
