@@ -190,9 +190,25 @@ fn deterministic_race(level: Level, layout: Option<&str>, n: usize) {
     trig.armed.store(true, Ordering::SeqCst);
     let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).expect("rebuild");
     assert_eq!(rep.roles, vec![1], "{what}");
+    let mut files = vec![ps[0].clone(), sp];
+    files.extend(ps[2..].iter().cloned());
+    race_outcome(&trig, &arr, &files, size, "rebuild", &what);
+}
+
+/// What a deterministic race must end with, after the `job` (rebuild or replace) that
+/// copied the regions: the trigger fired, the near write finished, the far one was never
+/// held, and every copy in `files` holds exactly the old pattern with both writes.
+fn race_outcome(
+    trig: &Hooked<Trigger>,
+    arr: &Array,
+    files: &[PathBuf],
+    size: u64,
+    job: &str,
+    what: &str,
+) {
     assert!(
         !trig.armed.load(Ordering::SeqCst),
-        "{what}: the rebuild never read the first region from member 0"
+        "{what}: the {job} never read the first region from member 0"
     );
     if let Some(rx) = trig.near.lock().expect("near").take() {
         rx.recv_timeout(Duration::from_secs(30))
@@ -200,14 +216,12 @@ fn deterministic_race(level: Level, layout: Option<&str>, n: usize) {
     }
     assert!(
         trig.far_done.load(Ordering::SeqCst),
-        "{what}: a client write far from the regions being copied was held by the rebuild"
+        "{what}: a client write far from the regions being copied was held by the {job}"
     );
     let geo = arr.geometry().clone();
     arr.flush().expect("flush");
-    let mut files = vec![ps[0].clone(), sp];
-    files.extend(ps[2..].iter().cloned());
     assert_members_hold(
-        &files,
+        files,
         &geo,
         size,
         &|off| match off {
@@ -215,7 +229,7 @@ fn deterministic_race(level: Level, layout: Option<&str>, n: usize) {
             FAR => vec![0xFA; PAGE],
             _ => old_page(off),
         },
-        &what,
+        what,
     );
 }
 
@@ -367,33 +381,9 @@ fn deterministic_replace_race(level: Level, layout: Option<&str>, n: usize) {
     let rep = raidkit_engine::replace::replace(&arr, &RebuildOptions::default(), &mut |_, _| {})
         .expect("replace");
     assert_eq!(rep.roles, vec![0], "{what}");
-    assert!(
-        !trig.armed.load(Ordering::SeqCst),
-        "{what}: the replace never read the first region from member 0"
-    );
-    if let Some(rx) = trig.near.lock().expect("near").take() {
-        rx.recv_timeout(Duration::from_secs(30))
-            .expect("the near write never finished");
-    }
-    assert!(
-        trig.far_done.load(Ordering::SeqCst),
-        "{what}: a client write far from the regions being copied was held by the replace"
-    );
-    let geo = arr.geometry().clone();
-    arr.flush().expect("flush");
     let mut files = vec![sp];
     files.extend(ps[1..].iter().cloned());
-    assert_members_hold(
-        &files,
-        &geo,
-        size,
-        &|off| match off {
-            NEAR => vec![0xAE; PAGE],
-            FAR => vec![0xFA; PAGE],
-            _ => old_page(off),
-        },
-        &what,
-    );
+    race_outcome(&trig, &arr, &files, size, "replace", &what);
 }
 
 #[test]
