@@ -6,11 +6,13 @@
 //! bits set ahead too.
 
 use raidkit_engine::bitmap::bits_ahead;
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::sb::probe;
 use raidkit_engine::{assemble, Array, AssembleOptions, BlockDev, FileDev};
 use raidkit_format::bitmap::{bit_is_set, BITMAP_SB_BYTES};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -28,7 +30,6 @@ const LAST: u64 = CHUNKS - 1;
 /// A member that counts its bitmap writes and checks, at every data write, that the bits
 /// covering it are on the on-disk bitmap of every member still live.
 struct Watch {
-    inner: FileDev,
     files: Arc<Vec<PathBuf>>,
     live: Arc<Vec<AtomicBool>>,
     bitmap_byte: u64,
@@ -47,11 +48,8 @@ fn bit_on(file: &PathBuf, bitmap_byte: u64, i: u64) -> bool {
     bit_is_set(&b, i % 8)
 }
 
-impl BlockDev for Watch {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+impl Hooks for Watch {
+    fn write(&self, inner: &dyn BlockDev, buf: &[u8], offset: u64) -> io::Result<()> {
         if offset == self.bitmap_byte {
             self.bitmap_writes.fetch_add(1, Ordering::SeqCst);
         } else if offset >= self.data_byte {
@@ -68,23 +66,14 @@ impl BlockDev for Watch {
                 }
             }
         }
-        self.inner.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
+        inner.write_at(buf, offset)
     }
 }
 
 struct Rig {
     _dir: TempDir,
     arr: Array,
-    watch: Vec<Arc<Watch>>,
+    watch: Vec<Arc<Hooked<Watch>>>,
     live: Arc<Vec<AtomicBool>>,
 }
 
@@ -93,11 +82,8 @@ impl Rig {
     /// made active by a 4 KiB write into chunk `LAST`.
     fn new() -> Rig {
         let dir = TempDir::new("rk-bmahead").unwrap();
-        let files: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("m{i}"))).collect();
-        let mut o = CreateOptions::new(
-            Level::Raid1,
-            files.iter().cloned().map(MemberSpec::Path).collect(),
-        );
+        let files = member_files(dir.path(), 2);
+        let mut o = create_options(Level::Raid1, &files);
         o.create_size = Some((CHUNKS + 8) * CHUNK);
         o.bitmap = true;
         o.bitmap_chunk_bytes = Some(CHUNK);
@@ -109,24 +95,21 @@ impl Rig {
         let files = Arc::new(files);
         let live: Arc<Vec<AtomicBool>> = Arc::new((0..2).map(|_| AtomicBool::new(true)).collect());
         let violations = Arc::new(Mutex::new(Vec::new()));
-        let watch: Vec<Arc<Watch>> = files
+        let watch: Vec<Arc<Hooked<Watch>>> = files
             .iter()
             .map(|p| {
-                Arc::new(Watch {
-                    inner: FileDev::open(p, true).unwrap(),
+                let hooks = Watch {
                     files: files.clone(),
                     live: live.clone(),
                     bitmap_byte,
                     data_byte: sb.data_offset() * 512,
                     bitmap_writes: AtomicU64::new(0),
                     violations: violations.clone(),
-                })
+                };
+                Arc::new(Hooked::new(FileDev::open(p, true).unwrap(), hooks))
             })
             .collect();
-        let devs: Vec<Arc<dyn BlockDev>> = watch
-            .iter()
-            .map(|w| w.clone() as Arc<dyn BlockDev>)
-            .collect();
+        let devs = members(&watch);
         let opts = AssembleOptions {
             writable: true,
             ..Default::default()

@@ -5,12 +5,14 @@
 //! a run — and a client write racing a run is neither reported nor undone.
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
-use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+use raidkit_engine::create::create;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
 use raidkit_engine::sb::probe;
 use raidkit_engine::sync::{self, SyncMode, SyncOptions};
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -26,7 +28,6 @@ const MEMBER_BYTES: u64 = 17 << 20;
 /// A member that records its IOs, fails reads over one byte range (EIO), and can start
 /// a client write when a read covers a given byte offset.
 struct Rec {
-    inner: FileDev,
     record: AtomicBool,
     reads: Mutex<Vec<(u64, usize)>>,
     writes: Mutex<Vec<(u64, usize)>>,
@@ -36,22 +37,25 @@ struct Rec {
     race: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
+/// A member file under [`Rec`]'s hooks.
+type RecDev = Hooked<Rec>;
+
 impl Rec {
-    fn new(p: &Path) -> Rec {
-        Rec {
-            inner: FileDev::open(p, true).expect("open member"),
+    fn new(p: &Path) -> RecDev {
+        let hooks = Rec {
             record: AtomicBool::new(false),
             reads: Mutex::new(Vec::new()),
             writes: Mutex::new(Vec::new()),
             bad: Mutex::new(None),
             trigger: Mutex::new(None),
             race: OnceLock::new(),
-        }
+        };
+        Hooked::new(FileDev::open(p, true).expect("open member"), hooks)
     }
 }
 
-impl BlockDev for Rec {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+impl Hooks for Rec {
+    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let end = offset + buf.len() as u64;
         if self.record.load(Ordering::SeqCst) {
             self.reads.lock().unwrap().push((offset, buf.len()));
@@ -63,7 +67,7 @@ impl BlockDev for Rec {
                 return Err(io::Error::from_raw_os_error(5));
             }
         }
-        self.inner.read_at(buf, offset)?;
+        inner.read_at(buf, offset)?;
         let hit = {
             let mut t = self.trigger.lock().unwrap();
             match *t {
@@ -78,20 +82,11 @@ impl BlockDev for Rec {
         }
         Ok(())
     }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+    fn write(&self, inner: &dyn BlockDev, buf: &[u8], offset: u64) -> io::Result<()> {
         if self.record.load(Ordering::SeqCst) {
             self.writes.lock().unwrap().push((offset, buf.len()));
         }
-        self.inner.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
+        inner.write_at(buf, offset)
     }
 }
 
@@ -110,8 +105,8 @@ fn pattern(off: u64, len: usize) -> Vec<u8> {
 /// (bytes).
 fn make(dir: &TempDir, level: Level) -> (Vec<PathBuf>, u64, u64) {
     let n = if level == Level::Raid6 { 6 } else { 4 };
-    let ps: Vec<_> = (0..n).map(|i| dir.path().join(format!("m{i}"))).collect();
-    let mut o = CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect());
+    let ps = member_files(dir.path(), n);
+    let mut o = create_options(level, &ps);
     o.chunk_bytes = Some(CHUNK);
     o.create_size = Some(MEMBER_BYTES);
     o.assume_clean = true;
@@ -129,12 +124,9 @@ fn make(dir: &TempDir, level: Level) -> (Vec<PathBuf>, u64, u64) {
     (ps, size, doff)
 }
 
-fn open(ps: &[PathBuf], writable: bool) -> (Arc<Array>, Vec<Arc<Rec>>) {
-    let recs: Vec<Arc<Rec>> = ps.iter().map(|p| Arc::new(Rec::new(p))).collect();
-    let devs: Vec<Arc<dyn BlockDev>> = recs
-        .iter()
-        .map(|r| r.clone() as Arc<dyn BlockDev>)
-        .collect();
+fn open(ps: &[PathBuf], writable: bool) -> (Arc<Array>, Vec<Arc<RecDev>>) {
+    let recs: Vec<Arc<RecDev>> = ps.iter().map(|p| Arc::new(Rec::new(p))).collect();
+    let devs = members(&recs);
     let opts = AssembleOptions {
         writable,
         force: true,
