@@ -54,6 +54,20 @@ struct Trigger {
     near: Mutex<Option<mpsc::Receiver<()>>>,
 }
 
+impl Trigger {
+    /// `src` under a disarmed trigger for the copy of array sector 0 at byte `at`.
+    fn over(src: FileDev, at: u64) -> Arc<Hooked<Trigger>> {
+        let hooks = Trigger {
+            at,
+            armed: AtomicBool::new(false),
+            array: OnceLock::new(),
+            far_done: AtomicBool::new(false),
+            near: Mutex::new(None),
+        };
+        Arc::new(Hooked::new(src, hooks))
+    }
+}
+
 fn write_in_thread(arr: &Arc<Array>, off: u64, byte: u8) -> mpsc::Receiver<()> {
     let (tx, rx) = mpsc::channel();
     let arr = arr.clone();
@@ -163,16 +177,7 @@ fn deterministic_race(level: Level, layout: Option<&str>, n: usize) {
     // Role 1 is lost; role 0 holds the other copy of array sector 0.
     let src = FileDev::open(&ps[0], true).expect("open m0");
     let doff = probe(&src).expect("probe").found[0].0.data_offset() * 512;
-    let trig = Arc::new(Hooked::new(
-        src,
-        Trigger {
-            at: doff,
-            armed: AtomicBool::new(false),
-            array: OnceLock::new(),
-            far_done: AtomicBool::new(false),
-            near: Mutex::new(None),
-        },
-    ));
+    let trig = Trigger::over(src, doff);
     let mut devs: Vec<Arc<dyn BlockDev>> = vec![trig.clone()];
     for p in &ps[2..] {
         devs.push(Arc::new(FileDev::open(p, true).expect("open member")));
@@ -348,16 +353,7 @@ fn deterministic_replace_race(level: Level, layout: Option<&str>, n: usize) {
     let src = FileDev::open(&ps[0], true).expect("open m0");
     let doff = probe(&src).expect("probe").found[0].0.data_offset() * 512;
     let old_name = src.name().to_string();
-    let trig = Arc::new(Hooked::new(
-        src,
-        Trigger {
-            at: doff,
-            armed: AtomicBool::new(false),
-            array: OnceLock::new(),
-            far_done: AtomicBool::new(false),
-            near: Mutex::new(None),
-        },
-    ));
+    let trig = Trigger::over(src, doff);
     let mut devs: Vec<Arc<dyn BlockDev>> = vec![trig.clone()];
     for p in &ps[1..] {
         devs.push(Arc::new(FileDev::open(p, true).expect("open member")));
