@@ -53,8 +53,9 @@ static LARGE_BATCHES: AtomicUsize = AtomicUsize::new(0);
 /// full-stripe writer) gets its members' copies done at once on several cores. When
 /// other batches already keep the cores busy (fewer than two cores per batch in
 /// progress, this one counted), a hand-off to a lane only adds context switches, and the
-/// batch writes inline (measured on 2 cores, RAID6 full-stripe writes with two writers:
-/// inline 0.97× of the members' raw bandwidth, lanes 0.80×; see docs/BENCHMARKS.md).
+/// batch writes inline (measured on 2 cores, RAID6 full-stripe writes against the
+/// members' raw bandwidth: two writers 1.00× this way, 0.86× always laned, 0.95× always
+/// inline; one writer 0.74×, 0.72×, 0.52×; see docs/BENCHMARKS.md).
 pub(super) struct LargeBatch;
 
 impl LargeBatch {
