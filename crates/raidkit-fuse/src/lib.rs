@@ -51,7 +51,7 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How to mount.
 #[derive(Clone, Debug)]
@@ -193,6 +193,28 @@ impl StopHandle {
                 path: self.mountpoint.clone(),
                 source: err,
             }),
+        }
+    }
+
+    /// [`StopHandle::request_stop`], retried while the mount is busy for at most `grace`.
+    ///
+    /// A reference that outlives a `close` by moments — a child process forked while the
+    /// file was open and not yet at its `exec`, a release the kernel still has in flight —
+    /// makes an unmount right after the close fail with busy although nobody uses the
+    /// file. A stop asked for then takes effect once the reference is gone; a file that
+    /// stays open (or attached to a loop device) for the whole `grace` is still refused
+    /// with [`FuseError::Busy`].
+    pub fn request_stop_within(&self, grace: Duration) -> Result<(), FuseError> {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match self.request_stop() {
+                Err(FuseError::Busy { .. }) if started.elapsed() + pause <= grace => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                result => return result,
+            }
         }
     }
 

@@ -4,9 +4,9 @@
 //! it, which inherit the mask) and received synchronously by one thread with
 //! `sigwait`: no async-signal-safety concerns, and no request thread is ever interrupted
 //! in the middle of an array write. On a signal that thread unmounts; [`crate::Mounted::run`]
-//! then returns after flushing and marking the array clean. If the mount point is busy
-//! (the file is attached to a loop device or open) nothing happens except the report,
-//! and the next signal tries again.
+//! then returns after flushing and marking the array clean. If the mount point stays busy
+//! (the file is attached to a loop device or open) for a short grace, nothing happens
+//! except the report, and the next signal tries again.
 
 use crate::{FuseError, StopHandle};
 use std::io;
@@ -93,9 +93,16 @@ impl InFlight {
     }
 }
 
+/// How long a signal's stop keeps retrying an unmount that fails with busy: long enough
+/// for a reference that outlives a `close` by moments (see
+/// [`StopHandle::request_stop_within`]), short enough that an admin whose file is really
+/// in use hears so at once. Shorter than [`SETTLE_LIMIT`], so the report is always made.
+const BUSY_GRACE: Duration = Duration::from_secs(2);
+
 /// The longest [`SignalWatcher::settle`] waits for a report: an unmount request is one
 /// syscall, so this bounds a wedged kernel, not normal operation.
 const SETTLE_LIMIT: Duration = Duration::from_secs(5);
+const _: () = assert!(BUSY_GRACE.as_millis() < SETTLE_LIMIT.as_millis());
 
 impl SignalWatcher {
     /// Wait until every signal received so far has been reported by the callback
@@ -145,7 +152,7 @@ pub fn stop_on_signals(
                 .map_or("signal", |(_, n)| *n);
             // Counted before the unmount, so a mount that ends because of it sees it.
             flight.begin();
-            let result = handle.request_stop();
+            let result = handle.request_stop_within(BUSY_GRACE);
             let done = result.is_ok();
             on_event(&StopEvent {
                 signal: sig,

@@ -243,7 +243,27 @@ fn array_file_behaves_like_a_fixed_size_disk() {
         other => panic!("stop while open: {other:?}"),
     }
     assert_eq!(f.read_at(&mut tail[..1], 0).expect("still serving"), 1);
-    drop(f);
+    // A patient stop is refused too while the file stays open for its whole grace ...
+    let t0 = Instant::now();
+    match served.stop.request_stop_within(Duration::from_millis(300)) {
+        Err(raidkit_fuse::FuseError::Busy { .. }) => {}
+        other => panic!("patient stop while open: {other:?}"),
+    }
+    assert!(
+        t0.elapsed() >= Duration::from_millis(150),
+        "gave up at once"
+    );
+    assert_eq!(f.read_at(&mut tail[..1], 0).expect("still serving"), 1);
+    // ... and takes effect when the file is closed within it.
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(f);
+    });
+    served
+        .stop
+        .request_stop_within(Duration::from_secs(5))
+        .expect("stop once the file is closed");
+    closer.join().expect("closer");
 
     let stats = served.finish();
     assert!(stats.idle_clean_marks >= 1);

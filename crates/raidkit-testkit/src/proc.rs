@@ -376,7 +376,12 @@ impl Daemon {
             if Instant::now() > deadline {
                 let _ = c.kill();
                 let _ = c.wait();
-                panic!("process {} did not stop after SIG{sig}", c.id());
+                let err = self.stderr.take().and_then(|h| h.join().ok());
+                panic!(
+                    "process {} did not stop after SIG{sig}; its stderr:\n{}",
+                    c.id(),
+                    err.unwrap_or_default()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         };

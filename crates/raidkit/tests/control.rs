@@ -308,15 +308,16 @@ fn mount_keeps_the_checksum_sidecar_in_step() {
             --checksums a.csum a b",
         ),
     );
+    let err_log = d.join("mount.err");
     let child = Command::new(RAIDKIT)
         .current_dir(d)
         .env("RAIDKIT_RUN_DIR", &run)
         .args(["mount", "--checksums", "a.csum", "a", "b", "mnt"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&err_log).unwrap())
         .spawn()
         .unwrap();
-    let guard = raidkit_testkit::proc::Stopping(child);
+    let mut guard = raidkit_testkit::proc::Stopping(child);
     let file = mnt.join("cs");
     wait_for("the FUSE file", 20, || file.exists());
     {
@@ -324,9 +325,29 @@ fn mount_keeps_the_checksum_sidecar_in_step() {
         let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
         f.write_all_at(&[0x5a; 65536], 1 << 20).unwrap();
         f.sync_all().unwrap();
+        // SIGTERM while the file is still open, closed moments later (as a child
+        // process forked while it was open holds it until its exec): the stop waits
+        // for the close instead of refusing as busy.
+        proc::terminate(&guard.0);
+        std::thread::sleep(Duration::from_millis(300));
     }
-    let st = guard.stop().expect("mount exited");
-    assert!(st.success(), "mount exit status {st}");
+    let t0 = Instant::now();
+    let st = loop {
+        if let Some(st) = guard.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "mount did not stop after its file was closed; its stderr:\n{}",
+            std::fs::read_to_string(&err_log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        st.success(),
+        "mount exit status {st}; its stderr:\n{}",
+        std::fs::read_to_string(&err_log).unwrap_or_default()
+    );
     // The writes went through the sidecar: it is still usable (not stale) ...
     assert!(ok(
         &run,
