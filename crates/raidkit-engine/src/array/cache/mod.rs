@@ -326,7 +326,7 @@ impl StripeCache {
             merging: AtomicBool::new(false),
             bypass: AtomicBool::new(false),
             bypass_tick: AtomicU64::new(0),
-            bypass_forced: std::sync::atomic::AtomicU8::new(0),
+            bypass_forced: std::sync::atomic::AtomicU8::new(tune::bypass_from_env()),
             saved: AtomicU64::new(0),
             written_pages: AtomicU64::new(0),
             rewritten_pages: AtomicU64::new(0),

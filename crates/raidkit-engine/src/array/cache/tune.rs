@@ -21,6 +21,17 @@ pub(super) struct TuneState {
     pub(super) seen: [u64; 6],
 }
 
+/// Benchmarks: `RAIDKIT_STRIPE_CACHE_BYPASS=on` makes small writes to stripes the cache
+/// holds nothing of bypass it (all but the learning ones), `off` sends them all through
+/// it; unset (or anything else) lets the cache decide. As [`StripeCache::force_bypass`].
+pub(super) fn bypass_from_env() -> u8 {
+    match std::env::var("RAIDKIT_STRIPE_CACHE_BYPASS").as_deref() {
+        Ok("on") => 1,
+        Ok("off") => 2,
+        _ => 0,
+    }
+}
+
 fn mem_available() -> Option<u64> {
     let t = std::fs::read_to_string("/proc/meminfo").ok()?;
     let l = t.lines().find(|l| l.starts_with("MemAvailable:"))?;
