@@ -84,6 +84,9 @@ impl Array {
         layout: &StripeLayout,
         page_rows: Range<usize>,
     ) -> Result<bool> {
+        if let Some(done) = self.cache_drain_known_row(cache, entry, held, layout, &page_rows) {
+            return done;
+        }
         let stripe = entry.stripe;
         let Some(mut out) = WriteOut::gather(cache, held, page_rows.clone()) else {
             return Ok(false);
@@ -135,6 +138,118 @@ impl Array {
         Ok(unknown == 0)
     }
 
+    /// A write-out of one page row whose data the cache holds whole on every block (a
+    /// write onto a stripe it filled before, or a row clients completed): P/Q are computed
+    /// straight from the cached pages and the dirty spans written from them, with no
+    /// gathering copy and nothing to keep. `None` when that is not the case or the plan
+    /// for the row is not to compute (then the general write-out decides).
+    fn cache_drain_known_row(
+        &self,
+        cache: &StripeCache,
+        entry: &Entry,
+        held: &mut EntryState,
+        layout: &StripeLayout,
+        page_rows: &Range<usize>,
+    ) -> Option<Result<bool>> {
+        if page_rows.len() != 1 {
+            return None;
+        }
+        let row = page_rows.start;
+        let pages: Vec<&super::Page> = (0..cache.kc)
+            .map(|block| held.pages[block * cache.rows + row].as_ref())
+            .collect::<Option<_>>()?;
+        if pages.iter().any(|p| p.valid != 0xff) {
+            return None;
+        }
+        // The dirty sectors' extent over the row, as the general write-out takes it.
+        let dirty = pages.iter().fold(0u8, |d, p| d | p.dirty);
+        if dirty == 0 {
+            return Some(Ok(false));
+        }
+        let (first, last) = (
+            u64::from(dirty.trailing_zeros()),
+            PAGE_SECTORS - u64::from(dirty.leading_zeros()),
+        );
+        let row_start = row as u64 * PAGE_SECTORS;
+        let rows = row_start + first..row_start + last;
+        let row_sectors = last - first;
+        let stripe_start = entry.stripe * self.geo.chunk_sectors;
+        let span = |p: &super::Page| {
+            (p.dirty != 0).then(|| {
+                u64::from(p.dirty.trailing_zeros())
+                    ..PAGE_SECTORS - u64::from(p.dirty.leading_zeros())
+            })
+        };
+        let state = StripeState {
+            data_blocks: cache.kc,
+            parity_blocks: 1 + usize::from(layout.q.is_some()),
+            row_sectors,
+            span_sectors: pages
+                .iter()
+                .filter_map(|p| span(p))
+                .map(|s| s.end - s.start)
+                .sum(),
+            known_sectors: cache.kc as u64 * row_sectors,
+            all_readable: self.stripe_readable(layout, stripe_start + rows.start, row_sectors),
+            parity_gone: self.parity_gone(layout),
+            prefer_fill: cache.reuse_likely(),
+            ..StripeState::default()
+        };
+        if plan(&state) != Plan::Compute {
+            return None;
+        }
+        let in_page = |s: &Range<u64>| (s.start * SECTOR) as usize..(s.end * SECTOR) as usize;
+        let over = first..last;
+        // Known sectors that clients did not write now: found in the cache.
+        let mask = super::write::sector_bits(first, row_sectors);
+        let clean_known: u64 = pages
+            .iter()
+            .map(|p| u64::from((!p.dirty & mask).count_ones()))
+            .sum();
+        let written: Result<()> = (|| {
+            self.bitmap_mark(stripe_start + rows.start, row_sectors)?;
+            cache.drains.fetch_add(1, Ordering::Relaxed);
+            if clean_known == 0 {
+                cache.merges.fetch_add(1, Ordering::Relaxed);
+            }
+            let data: Vec<&[u8]> = pages.iter().map(|p| &p.data[in_page(&over)]).collect();
+            let len = (row_sectors * SECTOR) as usize;
+            let mut pq =
+                crate::array::scratch::scratch_blocks(1 + usize::from(layout.q.is_some()), len);
+            let (p, q) = pq.split_at_mut(1);
+            let q: &mut [u8] = q.first_mut().map_or(&mut [], |q| q.as_mut_slice());
+            crate::array::stripe::parity_into(layout, &data, &mut p[0], q);
+            let mut ops = Vec::with_capacity(cache.kc + 2);
+            for (block, page) in pages.iter().enumerate() {
+                if let Some(s) = span(page) {
+                    ops.push(MemberOp::write(
+                        layout.data[block],
+                        stripe_start + row_start + s.start,
+                        &page.data[in_page(&s)],
+                    ));
+                }
+            }
+            for (role, buf) in std::iter::once(layout.p).chain(layout.q).zip(pq.iter()) {
+                ops.push(MemberOp::write(role, stripe_start + rows.start, buf));
+            }
+            self.member_io(&mut ops);
+            ops.into_iter()
+                .try_for_each(|op| op.write_result().map(drop))
+        })();
+        if let Err(e) = written {
+            return Some(Err(e));
+        }
+        let row_pages = (row_sectors * cache.kc as u64).div_ceil(PAGE_SECTORS);
+        cache
+            .hits
+            .fetch_add(clean_known.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+        cache.saved.fetch_add(row_pages, Ordering::Relaxed);
+        for block in 0..cache.kc {
+            held.set_clean(block * cache.rows + row);
+        }
+        Some(Ok(true))
+    }
+
     /// Carry out the plan of a write-out up to its writes: what to read and compute,
     /// re-planned after a failed read. With data lost in the rows, the dirty sectors are
     /// written row by row here.
@@ -162,7 +277,13 @@ impl Array {
                     })
                 }
                 Plan::Compute => {
-                    cache.merges.fetch_add(1, Ordering::Relaxed);
+                    // A merge is clients' writes completing the rows between them (what a
+                    // stream does, and what holding partial stripes is for); rows completed
+                    // by clean cached pages are hits of scattered writes, which holding
+                    // would only delay.
+                    if out.clean_known == 0 {
+                        cache.merges.fetch_add(1, Ordering::Relaxed);
+                    }
                     return Ok(Prepared::Write {
                         pq: Some(out.parity(layout)),
                         read_sectors: 0,

@@ -208,7 +208,8 @@ pub(crate) struct StripeCache {
     pub hits: AtomicU64,
     /// Pages read from members.
     pub misses: AtomicU64,
-    /// Full-stripe merges (write-outs that needed no member reads).
+    /// Merges: write-outs whose rows clients completed between them (no member reads, no
+    /// cached clean data).
     pub merges: AtomicU64,
     /// Write-outs of runs of dirty rows.
     pub drains: AtomicU64,
