@@ -40,10 +40,9 @@ fn bytes(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// A RAID5 of 4 or RAID6 of 6 members, 64 KiB chunks, filled with a pattern; reopened over
+/// A RAID5 or RAID6 of `n` members, 64 KiB chunks, filled with a pattern; reopened over
 /// hooked members. Returns the array, the model of its contents and the arming flag.
-fn open(dir: &TempDir, level: Level) -> (Arc<Array>, Vec<u8>, Arc<AtomicBool>) {
-    let n = if level == Level::Raid6 { 6 } else { 4 };
+fn open(dir: &TempDir, level: Level, n: usize) -> (Arc<Array>, Vec<u8>, Arc<AtomicBool>) {
     let ps: Vec<PathBuf> = member_files(dir.path(), n);
     let mut o = create_options(level, &ps);
     o.chunk_bytes = Some(CHUNK);
@@ -90,16 +89,23 @@ fn assert_reads_back(arr: &Array, model: &[u8], what: &str) {
 /// A 4 KiB write whose first member read fails (garbage left in the buffer): the write
 /// reconstructs instead, the new data and every other byte read back exactly, and parity
 /// is consistent — straight to the members (reused, uncleared buffers) and through the
-/// stripe cache, after earlier writes have left other data in the reused buffers.
+/// stripe cache, after earlier writes have left other data in the reused buffers. With 4
+/// and 6 members the plan reads the other data blocks (reconstruct-write), with 5 and 7
+/// the old data and parity (read-modify-write).
 #[test]
 fn a_failed_member_read_during_a_small_write_exposes_no_stale_bytes() {
-    for level in [Level::Raid5, Level::Raid6] {
+    for (level, n) in [
+        (Level::Raid5, 4),
+        (Level::Raid5, 5),
+        (Level::Raid6, 6),
+        (Level::Raid6, 7),
+    ] {
         for bypass in [true, false] {
-            let what = format!("{level:?}, bypass {bypass}");
+            let what = format!("{level:?} of {n}, bypass {bypass}");
             let dir = TempDir::new("rk-spw").unwrap();
-            let (arr, mut model, armed) = open(&dir, level);
+            let (arr, mut model, armed) = open(&dir, level, n);
             arr.force_stripe_cache_bypass(Some(bypass));
-            let kc = if level == Level::Raid6 { 4 } else { 3 };
+            let kc = n as u64 - if level == Level::Raid6 { 2 } else { 1 };
             let stripe_bytes = kc * CHUNK;
             let mut failed = 0;
             for k in 0..24u64 {
@@ -142,7 +148,8 @@ fn writes_onto_rows_the_cache_holds_read_nothing_and_are_not_merges() {
     for level in [Level::Raid5, Level::Raid6] {
         let what = format!("{level:?}");
         let dir = TempDir::new("rk-spw").unwrap();
-        let (arr, mut model, _) = open(&dir, level);
+        let n = if level == Level::Raid6 { 6 } else { 4 };
+        let (arr, mut model, _) = open(&dir, level, n);
         arr.force_stripe_cache_bypass(Some(false));
         let (kc, parity) = if level == Level::Raid6 {
             (4, 2)
