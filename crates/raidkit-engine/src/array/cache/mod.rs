@@ -217,7 +217,6 @@ pub(crate) struct StripeCache {
     merging: AtomicBool,
     /// Recent small writes gained nothing from the cache: most go straight to the members.
     bypass: AtomicBool,
-    bypass_tick: AtomicU64,
     /// Tests: 0 = decided by `tune`, 1 = always (but one write in 128), 2 = never.
     bypass_forced: std::sync::atomic::AtomicU8,
     /// Pages written out without a member read thanks to the cache.
@@ -326,7 +325,6 @@ impl StripeCache {
             drains: AtomicU64::new(0),
             merging: AtomicBool::new(false),
             bypass: AtomicBool::new(false),
-            bypass_tick: AtomicU64::new(0),
             bypass_forced: std::sync::atomic::AtomicU8::new(tune::bypass_from_env()),
             saved: AtomicU64::new(0),
             written_pages: AtomicU64::new(0),
