@@ -20,6 +20,7 @@
 //! before the array's per-stripe IO lock. Nothing global is locked per request.
 
 pub(crate) mod drain;
+mod known_row;
 mod tune;
 pub(crate) mod write;
 
