@@ -111,23 +111,27 @@ impl Array {
             "member IO not in whole sectors"
         );
         let (members, reps) = self.batch_members(ops);
-        let roles: Vec<usize> = ops.iter().map(|o| o.role).collect();
         let t0 = std::time::Instant::now();
-        let (mut reqs, whose) = batch_ios(ops, &members, &reps, t0);
+        let (mut reqs, mut whose) = batch_ios(ops, &members, &reps, t0);
         io::run(&mut reqs, &mut |i| {
             // The kernel still holds the IO: fail the member now, so nothing else waits
             // for it, and wait for the memory.
-            let (k, on_rep) = whose[i];
-            if !on_rep {
-                let _ = self.fail_member(roles[k], "no answer within the member timeout");
+            let w = &whose[i];
+            if !w.on_rep {
+                let _ = self.fail_member(w.role, "no answer within the member timeout");
             }
         });
-        let outcomes: Vec<(std::io::Result<()>, Option<std::time::Instant>)> = reqs
-            .iter_mut()
-            .map(|r| (r.take_result(), r.done_at))
-            .collect();
+        // The outcomes move into `whose` (the requests borrow the ops' buffers until
+        // dropped; one list per batch, not three).
+        for (w, r) in whose.iter_mut().zip(reqs.iter_mut()) {
+            w.outcome = Some((r.take_result(), r.done_at));
+        }
         drop(reqs);
-        for ((k, on_rep), (res, done_at)) in whose.into_iter().zip(outcomes) {
+        for w in whose {
+            let (k, on_rep) = (w.op, w.on_rep);
+            let (res, done_at) = w
+                .outcome
+                .unwrap_or_else(|| (Err(std::io::Error::other("IO not run")), None));
             let op = &mut ops[k];
             if on_rep {
                 if let Some(Some(r)) = reps.get(k) {
@@ -295,6 +299,18 @@ impl Array {
     }
 }
 
+/// Which op of a batch an IO is for, and (once run) its outcome.
+struct Whose {
+    /// Index of the op.
+    op: usize,
+    /// The op's role.
+    role: usize,
+    /// The IO is the write to the role's replacement.
+    on_rep: bool,
+    /// Result and completion time.
+    outcome: Option<(std::io::Result<()>, Option<std::time::Instant>)>,
+}
+
 /// The IOs of a batch: each op on its live member (and each write also on the role's
 /// replacement, first), with which op each IO is for and whether on the replacement. An
 /// op whose member is missing, or whose read would find no valid data there, gets its
@@ -304,9 +320,15 @@ fn batch_ios<'a>(
     members: &'a [Option<Arc<Member>>],
     reps: &'a [Option<Arc<Member>>],
     t0: std::time::Instant,
-) -> (Vec<IoReq<'a>>, Vec<(usize, bool)>) {
+) -> (Vec<IoReq<'a>>, Vec<Whose>) {
     let mut reqs: Vec<IoReq<'a>> = Vec::with_capacity(ops.len());
-    let mut whose: Vec<(usize, bool)> = Vec::with_capacity(ops.len());
+    let mut whose: Vec<Whose> = Vec::with_capacity(ops.len());
+    let who = |op: usize, role: usize, on_rep: bool| Whose {
+        op,
+        role,
+        on_rep,
+        outcome: None,
+    };
     for (k, op) in ops.iter_mut().enumerate() {
         let Some(m) = &members[k] else {
             op.outcome = Some(match op.buf {
@@ -349,7 +371,7 @@ fn batch_ios<'a>(
                     let rat = (r.data_offset + op.dsec) * SECTOR;
                     let t = io::member_timeout(r.dev.as_ref());
                     reqs.push(IoReq::new_at(r.dev.as_ref(), rat, IoOp::Write(b), t, t0));
-                    whose.push((k, true));
+                    whose.push(who(k, op.role, true));
                 }
                 reqs.push(IoReq::new_at(
                     m.dev.as_ref(),
@@ -360,7 +382,7 @@ fn batch_ios<'a>(
                 ));
             }
         }
-        whose.push((k, false));
+        whose.push(who(k, op.role, false));
     }
     (reqs, whose)
 }

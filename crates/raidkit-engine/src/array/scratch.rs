@@ -8,7 +8,8 @@ use std::sync::Mutex;
 
 /// Buffers reused by full-stripe writes (P/Q) and stripe-cache write-outs (data and
 /// P/Q), last-in first-out (the most recently used are the ones still in cache).
-pub(crate) static SCRATCH: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// Buffers larger than [`SMALL_BYTES`] (or past a thread's share), and the bytes they hold.
+static SCRATCH: Mutex<(Vec<Vec<u8>>, usize)> = Mutex::new((Vec::new(), 0));
 
 /// Scratch buffers handed back to [`SCRATCH`] when dropped (on every return path).
 pub(crate) struct ScratchBufs(pub(crate) Vec<Vec<u8>>);
@@ -50,16 +51,76 @@ pub(crate) fn compute_parity_scratch(
     (p, q)
 }
 
-pub(crate) fn scratch_take() -> Vec<u8> {
-    lock(&SCRATCH).pop().unwrap_or_default()
+/// Buffers up to this capacity are kept per thread (small parity writes take and give
+/// back several per write: through the shared pool's mutex that was contended between
+/// writers, and its size was summed on every return).
+const SMALL_BYTES: usize = 64 << 10;
+/// Small buffers kept per thread.
+const SMALL_KEPT: usize = 16;
+/// Bytes the shared pool keeps: a write-out's data and P/Q buffers (one chunk each) for
+/// several concurrent writers.
+const SHARED_BYTES: usize = 32 << 20;
+
+thread_local! {
+    static SMALL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// A reused buffer (any length, stale contents: callers size it and use only the bytes a
+/// successful read or a computation has written since), or an empty one.
+pub(crate) fn scratch_take() -> Vec<u8> {
+    if let Some(v) = SMALL.with(|s| s.borrow_mut().pop()) {
+        return v;
+    }
+    let mut shared = lock(&SCRATCH);
+    match shared.0.pop() {
+        Some(v) => {
+            shared.1 = shared.1.saturating_sub(v.capacity());
+            v
+        }
+        None => Vec::new(),
+    }
+}
+
+/// `n` reused buffers of `len` bytes each (stale contents, as [`scratch_take`]), handed
+/// back when dropped.
+pub(crate) fn scratch_blocks(n: usize, len: usize) -> ScratchBufs {
+    ScratchBufs(
+        (0..n)
+            .map(|_| {
+                let mut v = scratch_take();
+                v.resize(len, 0);
+                v
+            })
+            .collect(),
+    )
+}
+
+/// Give a buffer back for reuse.
 pub(crate) fn scratch_put(v: Vec<u8>) {
-    // Up to 32 MiB kept: a write-out's data and P/Q buffers (one chunk each) for several
-    // concurrent writers.
-    let mut s = lock(&SCRATCH);
-    let kept: usize = s.iter().map(Vec::capacity).sum();
-    if v.capacity() > 0 && kept + v.capacity() <= (32 << 20) {
-        s.push(v);
+    if v.capacity() == 0 {
+        return;
+    }
+    let v = if v.capacity() <= SMALL_BYTES {
+        // During thread teardown the thread's pool may be gone: then the shared one.
+        match SMALL.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < SMALL_KEPT {
+                s.push(v);
+                None
+            } else {
+                Some(v)
+            }
+        }) {
+            Ok(None) => return,
+            Ok(Some(v)) => v,
+            Err(_) => return,
+        }
+    } else {
+        v
+    };
+    let mut shared = lock(&SCRATCH);
+    if shared.1 + v.capacity() <= SHARED_BYTES {
+        shared.1 += v.capacity();
+        shared.0.push(v);
     }
 }

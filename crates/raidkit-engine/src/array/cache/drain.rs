@@ -1,6 +1,7 @@
 //! Writing a cached stripe's dirty rows out to the members: what the cache knows of the
 //! rows is gathered ([`WriteOut`]), [`plan`] decides what else to read, and the dirty spans
-//! and P/Q go out; what was read stays cached for later writes.
+//! and P/Q go out; what was read stays cached for later writes. A single page row the
+//! cache holds whole goes out straight from its pages (no gathering copy).
 
 use crate::array::cache::{Entry, EntryState, StripeCache, PAGE, PAGE_SECTORS};
 use crate::array::member_io::MemberOp;
@@ -84,6 +85,9 @@ impl Array {
         layout: &StripeLayout,
         page_rows: Range<usize>,
     ) -> Result<bool> {
+        if let Some(done) = self.cache_drain_known_row(cache, entry, held, layout, &page_rows) {
+            return done;
+        }
         let stripe = entry.stripe;
         let Some(mut out) = WriteOut::gather(cache, held, page_rows.clone()) else {
             return Ok(false);
@@ -162,7 +166,13 @@ impl Array {
                     })
                 }
                 Plan::Compute => {
-                    cache.merges.fetch_add(1, Ordering::Relaxed);
+                    // A merge is clients' writes completing the rows between them (what a
+                    // stream does, and what holding partial stripes is for); rows completed
+                    // by clean cached pages are hits of scattered writes, which holding
+                    // would only delay.
+                    if out.clean_known == 0 {
+                        cache.merges.fetch_add(1, Ordering::Relaxed);
+                    }
                     return Ok(Prepared::Write {
                         pq: Some(out.parity(layout)),
                         read_sectors: 0,

@@ -20,6 +20,7 @@
 //! before the array's per-stripe IO lock. Nothing global is locked per request.
 
 pub(crate) mod drain;
+mod known_row;
 mod tune;
 pub(crate) mod write;
 
@@ -208,7 +209,8 @@ pub(crate) struct StripeCache {
     pub hits: AtomicU64,
     /// Pages read from members.
     pub misses: AtomicU64,
-    /// Full-stripe merges (write-outs that needed no member reads).
+    /// Merges: write-outs whose rows clients completed between them (no member reads, no
+    /// cached clean data).
     pub merges: AtomicU64,
     /// Write-outs of runs of dirty rows.
     pub drains: AtomicU64,
@@ -216,7 +218,6 @@ pub(crate) struct StripeCache {
     merging: AtomicBool,
     /// Recent small writes gained nothing from the cache: most go straight to the members.
     bypass: AtomicBool,
-    bypass_tick: AtomicU64,
     /// Tests: 0 = decided by `tune`, 1 = always (but one write in 128), 2 = never.
     bypass_forced: std::sync::atomic::AtomicU8,
     /// Pages written out without a member read thanks to the cache.
@@ -325,8 +326,7 @@ impl StripeCache {
             drains: AtomicU64::new(0),
             merging: AtomicBool::new(false),
             bypass: AtomicBool::new(false),
-            bypass_tick: AtomicU64::new(0),
-            bypass_forced: std::sync::atomic::AtomicU8::new(0),
+            bypass_forced: std::sync::atomic::AtomicU8::new(tune::bypass_from_env()),
             saved: AtomicU64::new(0),
             written_pages: AtomicU64::new(0),
             rewritten_pages: AtomicU64::new(0),

@@ -14,11 +14,28 @@ use std::time::{Duration, Instant};
 /// 40k writes/s still sees about 8 of them.
 pub(super) const LEARN_EVERY: u64 = 128;
 
+thread_local! {
+    /// Writes this thread offered to bypass the cache (counted per thread: one counter
+    /// shared by every writer was a contended cache line on every small write).
+    static LEARN_TICK: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// `tune`'s memory: when it last ran, and the counters it read then (merges, drains,
 /// written pages, rewritten pages, misses, saved pages).
 pub(super) struct TuneState {
     pub(super) at: Instant,
     pub(super) seen: [u64; 6],
+}
+
+/// Benchmarks: `RAIDKIT_STRIPE_CACHE_BYPASS=on` makes small writes to stripes the cache
+/// holds nothing of bypass it (all but the learning ones), `off` sends them all through
+/// it; unset (or anything else) lets the cache decide. As [`StripeCache::force_bypass`].
+pub(super) fn bypass_from_env() -> u8 {
+    match std::env::var("RAIDKIT_STRIPE_CACHE_BYPASS").as_deref() {
+        Ok("on") => 1,
+        Ok("off") => 2,
+        _ => 0,
+    }
 }
 
 fn mem_available() -> Option<u64> {
@@ -123,10 +140,11 @@ impl StripeCache {
             2 => false,
             _ => self.bypass.load(Ordering::Relaxed),
         };
-        on && !self
-            .bypass_tick
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(LEARN_EVERY)
+        on && !LEARN_TICK.with(|t| {
+            let n = t.get();
+            t.set(n.wrapping_add(1));
+            n.is_multiple_of(LEARN_EVERY)
+        })
     }
 
     /// Force the bypass decision (tests): `Some(on)`, or `None` to let `tune` decide.

@@ -4,7 +4,9 @@
 use super::plan::{plan, Plan, StripeState};
 use super::{rows_of, Piece};
 use crate::array::member_io::MemberOp;
-use crate::array::scratch::{scratch_put, scratch_take};
+use crate::array::scratch::{
+    compute_parity_scratch, scratch_blocks, scratch_put, scratch_take, ScratchBufs,
+};
 use crate::array::stripe::{compute_parity, parity_into};
 use crate::array::Array;
 use crate::error::{EngineError, Result};
@@ -199,7 +201,8 @@ impl Array {
     }
 
     /// Read-modify-write: the old data under the pieces and the old P/Q, read at once;
-    /// P/Q += change.
+    /// P/Q += change. The buffers are reused, not cleared: every byte is read before use,
+    /// and a failed read returns before any is used (the caller reconstructs instead).
     fn rmw(
         &self,
         layout: &StripeLayout,
@@ -209,14 +212,21 @@ impl Array {
     ) -> Result<()> {
         let rows_start = stripe_start + rows.start;
         let len = ((rows.end - rows.start) * SECTOR) as usize;
-        let mut p = vec![0u8; len];
-        let mut q = vec![0u8; if layout.q.is_some() { len } else { 0 }];
-        let mut olds: Vec<Vec<u8>> = pieces.iter().map(|pc| vec![0u8; pc.data.len()]).collect();
+        let mut pq = scratch_blocks(1 + usize::from(layout.q.is_some()), len);
+        let mut olds = ScratchBufs(
+            pieces
+                .iter()
+                .map(|pc| {
+                    let mut v = scratch_take();
+                    v.resize(pc.data.len(), 0);
+                    v
+                })
+                .collect(),
+        );
         {
             let mut ops = Vec::with_capacity(pieces.len() + 2);
-            ops.push(MemberOp::read(layout.p, rows_start, &mut p));
-            if let Some(q_role) = layout.q {
-                ops.push(MemberOp::read(q_role, rows_start, &mut q));
+            for (role, buf) in std::iter::once(layout.p).chain(layout.q).zip(pq.iter_mut()) {
+                ops.push(MemberOp::read(role, rows_start, buf));
             }
             for (pc, old) in pieces.iter().zip(olds.iter_mut()) {
                 ops.push(MemberOp::read(
@@ -230,20 +240,31 @@ impl Array {
                 op.read_result()?;
             }
         }
+        let (p, mut q) = match pq.split_first_mut() {
+            Some((p, q)) => (p, q.first_mut()),
+            None => {
+                return Err(EngineError::Invalid(
+                    "internal error: no parity buffer".into(),
+                ))
+            }
+        };
         for (pc, delta) in pieces.iter().zip(olds.iter_mut()) {
             parity::xor_into(delta, pc.data); // old ^ new
             let off = ((pc.at - rows.start) * SECTOR) as usize;
             parity::xor_into(&mut p[off..off + delta.len()], delta);
-            if layout.q.is_some() {
+            if let Some(q) = q.as_deref_mut() {
                 let coef = parity::gf::exp(layout.slot[pc.block]);
                 parity::mul_acc(&mut q[off..off + delta.len()], delta, coef);
             }
         }
-        self.write_pieces_and_parity(layout, rows_start, pieces, &p, &q)
+        let q: &[u8] = q.map_or(&[], |q| q.as_slice());
+        self.write_pieces_and_parity(layout, rows_start, pieces, p, q)
     }
 
     /// Reconstruct-write: read what the pieces do not cover of every data block over the
     /// rows, all at once, compute P/Q (nothing is read when the pieces cover the rows).
+    /// The buffers are reused, not cleared: every byte is read or copied from a piece
+    /// before use, and a failed read returns before any is used.
     fn rcw(
         &self,
         layout: &StripeLayout,
@@ -253,7 +274,7 @@ impl Array {
     ) -> Result<()> {
         let len = ((rows.end - rows.start) * SECTOR) as usize;
         let byte = |sector: u64| ((sector - rows.start) * SECTOR) as usize;
-        let mut data: Vec<Vec<u8>> = crate::dev::io::alloc::zeroed_blocks(layout.data.len(), len);
+        let mut data = scratch_blocks(layout.data.len(), len);
         {
             let mut ops = Vec::with_capacity(2 * layout.data.len());
             for (block, buf) in data.iter_mut().enumerate() {
@@ -277,8 +298,9 @@ impl Array {
         for pc in pieces {
             data[pc.block][byte(pc.at)..byte(pc.at) + pc.data.len()].copy_from_slice(pc.data);
         }
-        let (p, q) = compute_parity(layout, &data, len);
-        self.write_pieces_and_parity(layout, stripe_start + rows.start, pieces, &p, &q)
+        let (p, q) = compute_parity_scratch(layout, &data, len);
+        let pq = ScratchBufs(vec![p, q]);
+        self.write_pieces_and_parity(layout, stripe_start + rows.start, pieces, &pq[0], &pq[1])
     }
 
     /// Write the pieces and P (and Q) of the rows starting at member sector `rows_start`,
