@@ -414,7 +414,13 @@ fn prometheus_endpoint_is_not_blocked_by_silent_clients() {
     // 16 silent connections at once: the 17th is told to come back. (Fresh ones: each
     // holds its slot for the server's request time, 10 s from when it was taken in, so
     // the first silent client, older by the request above, could already be let go.)
+    // They are opened once the server has let the first silent client and the request
+    // above go (their threads ended): a slot those still held would have turned one of
+    // the 16 away with a 503, and the 17th would then find a free slot.
     drop(silent);
+    proc::wait_for("the metrics server's connection threads to end", 10, || {
+        std::fs::read_dir(format!("/proc/{}/task", p.0.id())).map_or(0, |d| d.count()) == 1
+    });
     let more: Vec<TcpStream> = (0..16)
         .map(|_| TcpStream::connect(&addr).unwrap())
         .collect();

@@ -38,8 +38,7 @@ pub fn serve(addr: &str) -> Result<()> {
         let Ok(mut c) = c else { continue };
         if live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
             live.fetch_sub(1, Ordering::AcqRel);
-            let _ = c.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = reply(&mut c, "503 Service Unavailable", "too many connections\n");
+            turn_away(&mut c);
             continue;
         }
         let spawned = std::thread::Builder::new()
@@ -56,6 +55,27 @@ pub fn serve(addr: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Answer 503 without serving: on the accept loop, so nothing here may block for long.
+/// What the client has already sent is read first and the reply is followed by a FIN:
+/// closing a socket with unread bytes sends a reset instead, and a client may then lose
+/// the reply and see only "connection reset".
+fn turn_away(c: &mut TcpStream) {
+    let _ = c.set_write_timeout(Some(Duration::from_secs(1)));
+    if c.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; 2048];
+        let mut drained = 0;
+        while drained < MAX_HEAD_BYTES {
+            match c.read(&mut sink) {
+                Ok(n) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+        let _ = c.set_nonblocking(false);
+    }
+    let _ = reply(c, "503 Service Unavailable", "too many connections\n");
+    let _ = c.shutdown(std::net::Shutdown::Write);
 }
 
 /// Read the request head within the deadline; None if the client was too slow, sent too
