@@ -58,6 +58,7 @@ pub use crate::array::events::{ArrayEvent, AssemblyNote};
 pub use crate::array::member::{
     Member, MemberInfo, MemberIo, MemberStats, MAX_CORRECTED_READ_ERRORS,
 };
+pub use crate::array::write_behind::MAX_QUEUED_BYTES as MAX_WRITE_BEHIND_BYTES;
 pub use crate::array::write_buf::{BufOwner, SharedBuf};
 use crate::array::write_buf::WriteData;
 pub(crate) use crate::locks::lock;
