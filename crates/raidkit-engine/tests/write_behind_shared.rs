@@ -87,8 +87,7 @@ impl BufOwner for Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        self.live
-            .fetch_sub(self.footprint as i64, Ordering::SeqCst);
+        self.live.fetch_sub(self.footprint as i64, Ordering::SeqCst);
     }
 }
 
@@ -169,11 +168,17 @@ fn a_queued_write_keeps_the_callers_buffer_until_the_member_has_it_or_fails() {
     let r = rig(16, 16 << 20);
     let live = Arc::new(AtomicI64::new(0));
     let a = pattern(1, MIB);
-    r.arr.write_shared(0, &Counted::new(a.clone(), MIB, &live)).unwrap();
+    r.arr
+        .write_shared(0, &Counted::new(a.clone(), MIB, &live))
+        .unwrap();
     // Acknowledged with the remote held: the queue keeps the caller's buffer itself (a
     // copy would have let it go with the caller's reference), and is charged it once.
     assert_eq!(r.arr.write_behind_backlog(), 1);
-    assert_eq!(live.load(Ordering::SeqCst), MIB as i64, "the queue copied the buffer");
+    assert_eq!(
+        live.load(Ordering::SeqCst),
+        MIB as i64,
+        "the queue copied the buffer"
+    );
     assert_eq!(r.arr.write_behind_bytes(), MIB as u64);
     assert!(r.member_data(0, 0, MIB) == a, "local leg");
     // The remote takes it: the buffer goes back, and the remote has the exact bytes.

@@ -104,8 +104,14 @@ fn queued_request_buffers_reach_both_legs_exactly_through_a_stall_and_a_failure(
     proc::wait_for("the queue drained", 30, || backlog(d) == 0);
     assert_eq!(member(d, 1)["state"], "in_sync");
     let n = model.len();
-    assert!(same_prefix(&data_area(&d.join("local.img"))[..n], &model), "local leg");
-    assert!(same_prefix(&data_area(&remote.backing)[..n], &model), "remote leg");
+    assert!(
+        same_prefix(&data_area(&d.join("local.img"))[..n], &model),
+        "local leg"
+    );
+    assert!(
+        same_prefix(&data_area(&remote.backing)[..n], &model),
+        "remote leg"
+    );
 
     // The remote stops for good with writes queued: its deadline fails it, the local
     // leg and the array keep every byte.
@@ -116,7 +122,10 @@ fn queued_request_buffers_reach_both_legs_exactly_through_a_stall_and_a_failure(
     wait_event(d, "member_disconnected", 30);
     proc::wait_for("the queue emptied", 30, || backlog(d) == 0);
     assert_eq!(member(d, 1)["state"], "failed");
-    assert!(same_prefix(&data_area(&d.join("local.img"))[..n], &model), "local leg");
+    assert!(
+        same_prefix(&data_area(&d.join("local.img"))[..n], &model),
+        "local leg"
+    );
     assert!(read(&c, 0, n) == model, "array read");
     remote.signal("CONT");
 }

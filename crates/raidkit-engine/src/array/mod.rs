@@ -59,8 +59,8 @@ pub use crate::array::member::{
     Member, MemberInfo, MemberIo, MemberStats, MAX_CORRECTED_READ_ERRORS,
 };
 pub use crate::array::write_behind::MAX_QUEUED_BYTES as MAX_WRITE_BEHIND_BYTES;
-pub use crate::array::write_buf::{BufOwner, SharedBuf};
 use crate::array::write_buf::WriteData;
+pub use crate::array::write_buf::{BufOwner, SharedBuf};
 pub(crate) use crate::locks::lock;
 use raidkit_layout::SECTOR;
 
@@ -378,8 +378,13 @@ impl Array {
             self.written_over_lost(offset, len);
             self.check_not_lost(offset, len)
         });
-        self.io
-            .record(crate::iostats::Op::Write, offset, len, t0.elapsed(), r.is_ok());
+        self.io.record(
+            crate::iostats::Op::Write,
+            offset,
+            len,
+            t0.elapsed(),
+            r.is_ok(),
+        );
         r
     }
 

@@ -312,7 +312,11 @@ fn worker(shared: &Shared, rx: &Receiver<Job>) {
         // The buffers go back to their owners before the queue stops counting them.
         let done: Vec<_> = batch
             .into_iter()
-            .map(|Job { id, role, member, .. }| (id, role, member))
+            .map(
+                |Job {
+                     id, role, member, ..
+                 }| (id, role, member),
+            )
             .collect();
         let mut q = lock(&shared.q);
         let mut newly_failed = false;

@@ -157,7 +157,8 @@ impl<'a> WriteData<'a> {
     /// pooled buffer is better copied).
     pub(crate) fn keep(&self) -> Option<SharedBuf> {
         let (b, at) = self.shared?;
-        (b.footprint() <= 2 * self.bytes.len().max(4096)).then(|| b.slice(at, at + self.bytes.len()))
+        (b.footprint() <= 2 * self.bytes.len().max(4096))
+            .then(|| b.slice(at, at + self.bytes.len()))
     }
 
     /// The bytes, owned: [`WriteData::keep`], else a copy.

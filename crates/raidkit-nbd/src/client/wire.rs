@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 /// How often a wait without a deadline looks at the closed flag.
 const TICK: Duration = Duration::from_millis(100);
+/// The send buffer asked for on a Unix socket (a 1 MiB write request and then some).
+const UNIX_SNDBUF: usize = 2 << 20;
 /// Through TLS, a request's header and a payload up to this size go out as one record.
 const TLS_JOIN: usize = 64 << 10;
 
@@ -137,7 +139,10 @@ impl Wire {
     /// Take a connected socket (it is made non-blocking).
     pub(crate) fn new(sock: Sock) -> io::Result<Wire> {
         match &sock {
-            Sock::Unix(s) => s.set_nonblocking(true)?,
+            Sock::Unix(s) => {
+                s.set_nonblocking(true)?;
+                grow_send_buffer(s.as_raw_fd());
+            }
             Sock::Tcp(s) => {
                 s.set_nonblocking(true)?;
                 let _ = s.set_nodelay(true);
@@ -348,6 +353,25 @@ impl Wire {
         if let Some(t) = &self.tls {
             let _ = lock(t).shutdown();
         }
+    }
+}
+
+/// Ask for a Unix socket send buffer of [`UNIX_SNDBUF`] (best effort: the kernel caps it
+/// at `net.core.wmem_max`), so a large write request usually goes out with one call
+/// instead of a few, each after a wait for the server to read. Not for TCP, whose buffer
+/// the kernel sizes itself (setting one turns that off).
+fn grow_send_buffer(fd: RawFd) {
+    let v = UNIX_SNDBUF as libc::c_int;
+    // SAFETY: `fd` is an open socket; the option value is a c_int that lives across the
+    // call, and its size is passed.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
     }
 }
 

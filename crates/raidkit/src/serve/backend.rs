@@ -9,8 +9,8 @@
 //! stripe (chunk × data disks) when that is a power of two, else the largest power of
 //! two dividing it; minimum 512, or 4096 when a member has 4 KiB logical blocks.
 
-use raidkit_engine::supervisor::WriteActivity;
 use raidkit_engine::array::SharedBuf;
+use raidkit_engine::supervisor::WriteActivity;
 use raidkit_engine::{Array, BlockDev, EngineError, FileDev};
 use raidkit_layout::Level;
 use raidkit_nbd::{Backend, PoolBuf};
