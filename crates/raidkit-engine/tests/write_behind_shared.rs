@@ -66,7 +66,7 @@ struct Counted {
 
 impl Counted {
     /// `data` in a buffer of `footprint` bytes (a reused pool buffer can be larger).
-    fn new(data: Vec<u8>, footprint: usize, live: &Arc<AtomicI64>) -> SharedBuf {
+    fn shared(data: Vec<u8>, footprint: usize, live: &Arc<AtomicI64>) -> SharedBuf {
         live.fetch_add(footprint as i64, Ordering::SeqCst);
         SharedBuf::new(Counted {
             data,
@@ -169,7 +169,7 @@ fn a_queued_write_keeps_the_callers_buffer_until_the_member_has_it_or_fails() {
     let live = Arc::new(AtomicI64::new(0));
     let a = pattern(1, MIB);
     r.arr
-        .write_shared(0, &Counted::new(a.clone(), MIB, &live))
+        .write_shared(0, &Counted::shared(a.clone(), MIB, &live))
         .unwrap();
     // Acknowledged with the remote held: the queue keeps the caller's buffer itself (a
     // copy would have let it go with the caller's reference), and is charged it once.
@@ -192,7 +192,7 @@ fn a_queued_write_keeps_the_callers_buffer_until_the_member_has_it_or_fails() {
     // given back when the remote fails while it is queued.
     r.gate.set(Mode::Hold);
     let big = pattern(2, 2 * MIB);
-    let whole = Counted::new(big.clone(), 2 * MIB, &live);
+    let whole = Counted::shared(big.clone(), 2 * MIB, &live);
     let part = whole.slice(MIB / 2, MIB / 2 + 1536 * 1024);
     drop(whole);
     r.arr.write_shared(4 << 20, &part).unwrap();
@@ -224,7 +224,7 @@ fn the_queue_counts_each_buffers_whole_memory_against_its_limit() {
         let (arr, live) = (r.arr.clone(), live.clone());
         std::thread::spawn(move || {
             for k in 0..WRITES {
-                let b = Counted::new(pattern(k as u64, len), footprint, &live);
+                let b = Counted::shared(pattern(k as u64, len), footprint, &live);
                 arr.write_shared((k * len) as u64, &b).unwrap();
             }
         })

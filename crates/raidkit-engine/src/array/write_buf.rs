@@ -163,7 +163,7 @@ impl<'a> WriteData<'a> {
 
     /// The bytes, owned: [`WriteData::keep`], else a copy.
     #[cfg(test)]
-    fn to_shared(&self) -> SharedBuf {
+    fn owned(self) -> SharedBuf {
         self.keep()
             .unwrap_or_else(|| SharedBuf::copy_of(self.bytes))
     }
@@ -183,14 +183,14 @@ mod tests {
         assert_eq!(s.owner_id(), b.owner_id());
         assert_eq!(s.footprint(), 1 << 20);
         let d = WriteData::shared(&b).range(4096, 1 << 20);
-        let kept = d.to_shared();
+        let kept = d.owned();
         assert_eq!(kept.owner_id(), b.owner_id(), "most of the buffer: shared");
         assert_eq!(&kept[..], d.bytes());
-        let small = WriteData::shared(&b).range(0, 8192).to_shared();
+        let small = WriteData::shared(&b).range(0, 8192).owned();
         assert_ne!(small.owner_id(), b.owner_id(), "8 KiB of 1 MiB: copied");
         assert_eq!(&small[..], &b[..8192]);
         assert_eq!(small.footprint(), 8192);
-        let borrowed = WriteData::borrowed(&b[..10]).to_shared();
+        let borrowed = WriteData::borrowed(&b[..10]).owned();
         assert_eq!(&borrowed[..], &b[..10]);
         assert_eq!(b.slice(5, 3).len(), 0);
     }
