@@ -174,7 +174,7 @@ impl WriteBehind {
         self.shared.changed.notify_all();
     }
 
-    /// Queue `data` (the caller's buffer or a copy, see [`WriteData::to_shared`]) for
+    /// Queue `data` (the caller's buffer or a copy, see [`WriteData::keep`]) for
     /// `member` (role `role`) at data sector `dsec`; waits while the limit is reached.
     /// False if write-behind is off (write it synchronously).
     fn queue(&self, role: usize, member: Arc<Member>, dsec: u64, data: WriteData<'_>) -> bool {
@@ -237,7 +237,10 @@ impl WriteBehind {
         });
         if let Err(std::sync::mpsc::SendError(job)) = sender.send(job) {
             // No worker (it could not be started): the write fails as if the member had.
-            let Job { id, member, .. } = job;
+            let Job {
+                id, member, data, ..
+            } = job;
+            drop(data); // back to its owner before the queue stops counting it
             let mut q = lock(&self.shared.q);
             q.remove(id);
             q.failed.push((
