@@ -27,7 +27,9 @@
 # RAIDKIT=path picks the binary. RAIDKIT_B=path makes it an A/B run: each round measures the
 # anchors, then the synchronous and the write-behind mirror's writes with RAIDKIT (rows
 # `A-write`, `A-wm-write`, `A-wm-burst`; the burst anchor is the local member alone) and
-# RAIDKIT_B (`B-...`), interleaved; no read or return rows.
+# RAIDKIT_B (`B-...`), interleaved; no read or return rows. Their last column is the
+# server's CPU time (user + system, all threads, from /proc/PID/stat) per MiB written,
+# in µs: far less sensitive to a busy machine than MiB/s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE="${1:-256}"
@@ -84,15 +86,20 @@ fio_mibs() { # fio_mibs URI RW: MiB/s
     python3 -c "import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index('{'):])['jobs'][0]; k='$2'.replace('rand',''); k='write' if 'write' in k else 'read'; print(f\"{j[k]['bw_bytes']/1048576:.1f}\")"
 }
 
+# Until nothing is queued behind (at most a minute).
+wait_backlog() {
+  for _ in $(seq 1200); do
+    [ "$("$RAIDKIT" status --json | python3 -c "import json,sys; print(sum(m.get('write_behind_backlog', 0) for a in json.load(sys.stdin) for m in a['members']))")" = 0 ] && break
+    sleep 0.05
+  done
+}
+
 # bursts URI: MiB/s of BURSTS bursts of BURST MiB at new offsets (bytes over the sum of
 # the bursts' fio run times), each once nothing is queued behind.
 bursts() {
   local i ts=""
   for i in $(seq 0 $((BURSTS - 1))); do
-    for _ in $(seq 1200); do
-      [ "$("$RAIDKIT" status --json | python3 -c "import json,sys; print(sum(m.get('write_behind_backlog', 0) for a in json.load(sys.stdin) for m in a['members']))")" = 0 ] && break
-      sleep 0.05
-    done
+    wait_backlog
     ts+=" $(fio --name=b --ioengine=nbd --uri="$1" --rw=write --bs=1M --iodepth=4 --size="${BURST}M" \
       --offset=$((i * BURST))M --fsync=16 --end_fsync=1 --output-format=json 2>"$W/fio.err" |
       python3 -c "import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index('{'):])['jobs'][0]['write']; print(j['io_bytes']/j['bw_bytes'])")"
@@ -112,8 +119,11 @@ fresh() { rm -f "$W"/*.img; truncate -s "${MEMBER_MIB}M" "$W/local.img" "$W/remo
 URI_R="nbd+unix:///?socket=$W/r.sock"
 URI_A="nbd+unix:///a?socket=$W/a.sock"
 
+# CPU time of process $1 so far, in clock ticks (user + system, every thread, live or not).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
 # mirror_write BIN [create options...]: MiB/s of the RAID1 (local + remote) written by fio
-# (MEASURE=bursts: by `bursts`).
+# (MEASURE=bursts: by `bursts`); the server's CPU µs per MiB written goes to $W/cpu.
 mirror_write() {
   local bin="$1"; shift
   fresh
@@ -122,7 +132,10 @@ mirror_write() {
     "$@" "$W/local.img" "$URI_R" >/dev/null
   local saved="$RAIDKIT"; RAIDKIT="$bin"
   start_server "$W/local.img" "$URI_R"
-  if [ "${MEASURE:-}" = bursts ]; then bursts "$URI_A"; else fio_mibs "$URI_A" write; fi
+  local c0 mib=$SIZE; c0=$(cpu_ticks "$SERVER")
+  if [ "${MEASURE:-}" = bursts ]; then bursts "$URI_A"; mib=$((BURSTS * BURST)); else fio_mibs "$URI_A" write; fi
+  wait_backlog # the CPU of the writes still queued behind counts too
+  echo $(( ($(cpu_ticks "$SERVER") - c0) * 1000000 / $(getconf CLK_TCK) / mib )) >"$W/cpu"
   stop_server
   RAIDKIT="$saved"
   stop_nbdkit -KILL
@@ -130,7 +143,7 @@ mirror_write() {
 
 if [ -n "${RAIDKIT_B:-}" ]; then
   RAIDKIT_B="$(realpath "$RAIDKIT_B")"
-  echo "round test anchor_remote anchor_local raid1 ratio_vs_remote ratio_vs_local load"
+  echo "round test anchor_remote anchor_local raid1 ratio_vs_remote ratio_vs_local load server_cpu_us_per_MiB"
   for r in $(seq "$ROUNDS"); do
     fresh
     start_nbdkit "$W/remote.img"
@@ -150,15 +163,15 @@ if [ -n "${RAIDKIT_B:-}" ]; then
     fi
     for ab in A B; do
       bin="$RAIDKIT"; [ "$ab" = B ] && bin="$RAIDKIT_B"
-      w=$(mirror_write "$bin")
-      wm=$(mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}")
+      w=$(mirror_write "$bin"); wcpu=$(cat "$W/cpu")
+      wm=$(mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}"); wmcpu=$(cat "$W/cpu")
       load=$(cut -d' ' -f1 /proc/loadavg)
-      python3 -c "print('$r $ab-write $remote_w $local_w $w', f'{$w/$remote_w:.2f}', f'{$w/$local_w:.2f}', '$load')"
-      python3 -c "print('$r $ab-wm-write $remote_w $local_w $wm', f'{$wm/$remote_w:.2f}', f'{$wm/$local_w:.2f}', '$load')"
+      python3 -c "print('$r $ab-write $remote_w $local_w $w', f'{$w/$remote_w:.2f}', f'{$w/$local_w:.2f}', '$load', '$wcpu')"
+      python3 -c "print('$r $ab-wm-write $remote_w $local_w $wm', f'{$wm/$remote_w:.2f}', f'{$wm/$local_w:.2f}', '$load', '$wmcpu')"
       if [ "$BURST" -gt 0 ]; then
         wb=$(MEASURE=bursts mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}")
         load=$(cut -d' ' -f1 /proc/loadavg)
-        python3 -c "print('$r $ab-wm-burst - $local_b $wb', '-', f'{$wb/$local_b:.2f}', '$load')"
+        python3 -c "print('$r $ab-wm-burst - $local_b $wb', '-', f'{$wb/$local_b:.2f}', '$load', '$(cat "$W/cpu")')"
       fi
     done
   done

@@ -23,12 +23,14 @@
 
 pub mod client;
 mod mem;
+mod pool;
 pub mod proto;
 mod server;
 mod tls;
 mod util;
 
 pub use mem::MemBackend;
+pub use pool::PoolBuf;
 pub use server::fuzzing;
 pub use server::{
     shutdown_on_signals, Export, Listen, Server, ServerConfig, ServerLimits, ShutdownHandle,
@@ -81,6 +83,12 @@ pub trait Backend: Send + Sync + 'static {
     fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     /// Write `buf` at `offset`; with `fua`, persist it before returning.
     fn write(&self, offset: u64, buf: &[u8], fua: bool) -> io::Result<()>;
+    /// [`Backend::write`] of the connection's own request buffer, which the backend may
+    /// keep past the call (a write queued for later, without a copy): it goes back to
+    /// the connection's buffer pool when dropped. By default, a plain write.
+    fn write_buf(&self, offset: u64, buf: PoolBuf, fua: bool) -> io::Result<()> {
+        self.write(offset, &buf, fua)
+    }
     /// Persist every completed write.
     fn flush(&self) -> io::Result<()>;
     /// Discard a range (a hint; may be a no-op, after which the data reads as before).

@@ -4,6 +4,7 @@
 use crate::array::balance;
 use crate::array::balance::Candidate;
 use crate::array::member_io::MemberOp;
+use crate::array::write_buf::WriteData;
 use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;
@@ -23,8 +24,8 @@ impl Array {
     /// Write whole sectors at array sector `start` of a level without parity onto every
     /// copy of every run, all at once (the bitmap bits of mirrored runs set first). A run
     /// no copy of which could be written fails the write.
-    pub(crate) fn write_mapped(&self, start: u64, buf: &[u8]) -> Result<()> {
-        let total = buf.len() as u64 / SECTOR;
+    pub(crate) fn write_mapped(&self, start: u64, buf: WriteData<'_>) -> Result<()> {
+        let total = buf.bytes().len() as u64 / SECTOR;
         // Ordered against a mirrored rebuild's or sync's regions in flight (range_gate).
         let _in_flight = self.enter_write_range(start, total);
         let mut runs = Vec::new();
@@ -47,7 +48,7 @@ impl Array {
         let mut counts = Vec::with_capacity(runs.len());
         for &(at, n, ref copies) in &runs {
             let from = ((at - start) * SECTOR) as usize;
-            let data = &buf[from..from + (n * SECTOR) as usize];
+            let data = buf.range(from, from + (n * SECTOR) as usize);
             let others = copies
                 .iter()
                 .filter(|c| self.member(c.0).is_some_and(|m| !m.is_write_mostly()))
@@ -59,7 +60,7 @@ impl Array {
                 if others > 0 && self.write_behind(role, data_sector, data) {
                     behind += 1;
                 } else {
-                    ops.push(MemberOp::write(role, data_sector, data));
+                    ops.push(MemberOp::write(role, data_sector, data.bytes()));
                     now += 1;
                 }
             }

@@ -9,6 +9,8 @@
 //! * [`stripe`]: RAID4/5/6 stripe data and parity; [`parity_write`]: direct stripe writes;
 //!   [`stripe_lock`]: per-stripe IO locks; [`scratch`]: reused buffers.
 //! * [`range_gate`]: client writes ordered against mirrored copy jobs, range by range.
+//! * [`write_buf`]: a write's owned data ([`SharedBuf`]); [`write_behind`]: md's
+//!   write-behind queue for write-mostly members.
 //! * [`cache`]: the stripe cache of RAID4/5/6.
 //! * [`lost`]: lost ranges; [`bad_blocks`]: md's bad-block log; [`slow`]: slow members.
 //! * [`events`]: typed events; [`iostats`]: client IO statistics.
@@ -48,6 +50,7 @@ pub mod slow;
 pub(crate) mod stripe;
 pub(crate) mod stripe_lock;
 pub(crate) mod write_behind;
+pub mod write_buf;
 pub(crate) mod zeroes;
 
 pub use crate::array::cache::StripeCacheStats;
@@ -55,6 +58,9 @@ pub use crate::array::events::{ArrayEvent, AssemblyNote};
 pub use crate::array::member::{
     Member, MemberInfo, MemberIo, MemberStats, MAX_CORRECTED_READ_ERRORS,
 };
+pub use crate::array::write_behind::MAX_QUEUED_BYTES as MAX_WRITE_BEHIND_BYTES;
+use crate::array::write_buf::WriteData;
+pub use crate::array::write_buf::{BufOwner, SharedBuf};
 pub(crate) use crate::locks::lock;
 use raidkit_layout::SECTOR;
 
@@ -352,26 +358,38 @@ impl Array {
     /// Write `buf` at byte `offset` (any alignment; partial sectors are read-modify-written).
     /// Safe to call from many threads at once; writes to the same stripe are serialized.
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        self.write_data(offset, WriteData::borrowed(buf))
+    }
+
+    /// [`Array::write`] of a buffer the caller owns: a write queued behind for a
+    /// write-mostly member keeps a reference to it instead of a copy (see [`write_buf`]).
+    pub fn write_shared(&self, offset: u64, buf: &SharedBuf) -> Result<()> {
+        self.write_data(offset, WriteData::shared(buf))
+    }
+
+    fn write_data(&self, offset: u64, data: WriteData<'_>) -> Result<()> {
         let _in = match self.enter() {
             Ok(g) => g,
-            Err(next) => return next.write(offset, buf),
+            Err(next) => return next.write_data(offset, data),
         };
+        let len = data.bytes().len() as u64;
         let t0 = std::time::Instant::now();
-        let r = self.write_inner(offset, buf).and_then(|()| {
-            self.written_over_lost(offset, buf.len() as u64);
-            self.check_not_lost(offset, buf.len() as u64)
+        let r = self.write_inner(offset, data).and_then(|()| {
+            self.written_over_lost(offset, len);
+            self.check_not_lost(offset, len)
         });
         self.io.record(
             crate::iostats::Op::Write,
             offset,
-            buf.len() as u64,
+            len,
             t0.elapsed(),
             r.is_ok(),
         );
         r
     }
 
-    pub(crate) fn write_inner(&self, offset: u64, buf: &[u8]) -> Result<()> {
+    fn write_inner(&self, offset: u64, data: WriteData<'_>) -> Result<()> {
+        let buf = data.bytes();
         self.check_range(offset, buf.len() as u64)?;
         if buf.is_empty() {
             return Ok(());
@@ -379,7 +397,7 @@ impl Array {
         let head = offset % SECTOR;
         let end = offset + buf.len() as u64;
         if head == 0 && end.is_multiple_of(SECTOR) {
-            return self.write_sectors(offset / SECTOR, buf);
+            return self.write_sectors_data(offset / SECTOR, data);
         }
         let s0 = offset / SECTOR;
         let s1 = end.div_ceil(SECTOR);
@@ -513,16 +531,21 @@ impl Array {
 
     /// Write whole sectors starting at array sector `s`.
     pub fn write_sectors(&self, s: u64, buf: &[u8]) -> Result<()> {
+        self.write_sectors_data(s, WriteData::borrowed(buf))
+    }
+
+    fn write_sectors_data(&self, s: u64, data: WriteData<'_>) -> Result<()> {
+        let buf = data.bytes();
         if let Some(r) = self.route() {
             return self.write_routed(&r, s, buf);
         }
         let _gate = self.write_gate();
         self.ensure_dirty()?;
         match self.checksums() {
-            None => self.write_serial(s, buf),
+            None => self.write_serial_data(s, data),
             Some(cs) => {
                 cs.before_write(s * SECTOR, buf.len() as u64)?;
-                let r = self.write_serial(s, buf);
+                let r = self.write_serial_data(s, data);
                 // The read-back of partly written blocks is internal: not client IO.
                 cs.after_write(s * SECTOR, buf, r.is_ok(), |off, b| self.read_inner(off, b))?;
                 r
@@ -533,10 +556,14 @@ impl Array {
     /// Write whole sectors at array sector `s`: stripe by stripe (parity levels), or onto
     /// every copy of every run at once.
     pub(crate) fn write_serial(&self, s: u64, buf: &[u8]) -> Result<()> {
+        self.write_serial_data(s, WriteData::borrowed(buf))
+    }
+
+    fn write_serial_data(&self, s: u64, data: WriteData<'_>) -> Result<()> {
         if self.geo.level.has_parity() {
-            self.write_parity(s, buf)
+            self.write_parity(s, data.bytes())
         } else {
-            self.write_mapped(s, buf)
+            self.write_mapped(s, data)
         }
     }
 }

@@ -5,7 +5,9 @@
 //! (the bitmap superblock's `write_behind`, RAID1 only, as md), a client write is
 //! acknowledged once every other copy has it; the write-mostly members' copies are queued
 //! here and written in the background, at most `N` outstanding (a write that would exceed
-//! it waits; so does one that would queue more than [`MAX_QUEUED_BYTES`]). Their bitmap
+//! it waits; so does one that would keep more than [`MAX_QUEUED_BYTES`] of memory). A
+//! queued write keeps the caller's own buffer when it has one ([`SharedBuf`]: the NBD
+//! server's request buffer), else a copy. Their bitmap
 //! bits were set before the write and are cleared only by [`Array::mark_clean`], which
 //! first waits for this queue to drain: a crash, or the member failing with writes
 //! outstanding, leaves those regions dirty, and the member's return resyncs exactly them. A client flush does not wait for the queue (the data is durable
@@ -23,6 +25,7 @@
 //! ([`Array::settle_write_behind`]).
 
 use crate::array::member::Member;
+use crate::array::write_buf::{SharedBuf, WriteData};
 use crate::array::Array;
 use crate::dev::io::{self, IoOp, IoReq};
 use crate::locks::lock;
@@ -38,7 +41,7 @@ struct Job {
     member: Arc<Member>,
     /// Data sector on the member.
     dsec: u64,
-    data: Vec<u8>,
+    data: SharedBuf,
     /// Zeros queued by a zeroing of the array ([`io::punch_zeroes`]): punched where the
     /// member can.
     punch: bool,
@@ -50,20 +53,79 @@ impl Job {
     }
 }
 
-/// Most bytes of data queued behind at once, whatever `N` is (each queued write holds a
-/// copy of its data, as md's behind pages): a client cannot make the queue hold more.
+/// Most bytes of memory the queued writes keep at once, whatever `N` is (each holds its
+/// data, as md's behind pages: every buffer counted whole, once — [`SharedBuf::footprint`]):
+/// a client cannot make the queue hold more.
 pub const MAX_QUEUED_BYTES: u64 = 64 << 20;
 
-/// A queued write's place: (id, role, data sector, sectors).
-type Pending = (u64, usize, u64, u64);
+/// A queued write.
+struct Pending {
+    id: u64,
+    role: usize,
+    /// Data sector on the member.
+    dsec: u64,
+    sectors: u64,
+    /// Whose buffer it keeps ([`SharedBuf::owner_id`]; None: its own copy).
+    owner: Option<usize>,
+    /// The memory of that buffer, or of its copy.
+    footprint: u64,
+}
+
+impl Pending {
+    fn overlaps(&self, role: usize, dsec: u64, n: u64) -> bool {
+        self.role == role && self.dsec < dsec + n && dsec < self.dsec + self.sectors
+    }
+}
 
 #[derive(Default)]
 struct Queue {
     pending: Vec<Pending>,
     next_id: u64,
+    /// The buffers queued writes keep, by owner: writes holding it, its footprint.
+    held: std::collections::HashMap<usize, (usize, u64)>,
+    /// Their footprints' sum: the memory the queue keeps.
+    held_bytes: u64,
     /// Members marked failed by the queue's thread, whose failure is not yet recorded:
     /// role, member, error.
     failed: Vec<(usize, Arc<Member>, String)>,
+}
+
+impl Queue {
+    /// What queueing `p` adds to the memory held (nothing if a queued write holds its
+    /// buffer already).
+    fn charge(&self, p: &Pending) -> u64 {
+        match p.owner {
+            Some(o) if self.held.contains_key(&o) => 0,
+            _ => p.footprint,
+        }
+    }
+
+    fn add(&mut self, p: Pending) {
+        self.held_bytes += self.charge(&p);
+        if let Some(o) = p.owner {
+            self.held.entry(o).or_insert((0, p.footprint)).0 += 1;
+        }
+        self.pending.push(p);
+    }
+
+    /// The write `id` left the queue (its buffer reference dropped already).
+    fn remove(&mut self, id: u64) {
+        let Some(k) = self.pending.iter().position(|p| p.id == id) else {
+            return;
+        };
+        let p = self.pending.remove(k);
+        let Some(o) = p.owner else {
+            self.held_bytes -= p.footprint;
+            return;
+        };
+        if let Some(h) = self.held.get_mut(&o) {
+            h.0 -= 1;
+            if h.0 == 0 {
+                self.held_bytes -= h.1;
+                self.held.remove(&o);
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -89,12 +151,17 @@ impl WriteBehind {
         lock(&self.shared.q).pending.len()
     }
 
+    /// Bytes of memory the outstanding writes keep.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        lock(&self.shared.q).held_bytes
+    }
+
     /// Outstanding writes to `role`.
     pub(crate) fn backlog_of(&self, role: usize) -> usize {
         lock(&self.shared.q)
             .pending
             .iter()
-            .filter(|p| p.1 == role)
+            .filter(|p| p.role == role)
             .count()
     }
 
@@ -107,17 +174,28 @@ impl WriteBehind {
         self.shared.changed.notify_all();
     }
 
-    /// Queue a copy of `data` for `member` (role `role`) at data sector `dsec`; waits while
-    /// the limit is reached. False if write-behind is off (write it synchronously).
-    fn queue(&self, role: usize, member: Arc<Member>, dsec: u64, data: &[u8]) -> bool {
+    /// Queue `data` (the caller's buffer or a copy, see [`WriteData::keep`]) for
+    /// `member` (role `role`) at data sector `dsec`; waits while the limit is reached.
+    /// False if write-behind is off (write it synchronously).
+    fn queue(&self, role: usize, member: Arc<Member>, dsec: u64, data: WriteData<'_>) -> bool {
+        let bytes = data.bytes();
+        let punch = io::punching_zeroes() && io::is_zero(bytes);
+        let kept = if punch { None } else { data.keep() };
+        let mut p = Pending {
+            id: 0,
+            role,
+            dsec,
+            sectors: bytes.len() as u64 / SECTOR,
+            owner: kept.as_ref().map(SharedBuf::owner_id),
+            footprint: kept.as_ref().map_or(bytes.len(), SharedBuf::footprint) as u64,
+        };
         let mut q = lock(&self.shared.q);
         loop {
             let limit = self.limit() as usize;
             if limit == 0 {
                 return false;
             }
-            let queued_bytes: u64 = q.pending.iter().map(|p| p.3 * SECTOR).sum();
-            let fits = q.pending.is_empty() || queued_bytes + data.len() as u64 <= MAX_QUEUED_BYTES;
+            let fits = q.pending.is_empty() || q.held_bytes + q.charge(&p) <= MAX_QUEUED_BYTES;
             if q.pending.len() < limit && fits {
                 break;
             }
@@ -129,21 +207,22 @@ impl WriteBehind {
         }
         let id = q.next_id;
         q.next_id += 1;
-        let n = data.len() as u64 / SECTOR;
-        q.pending.push((id, role, dsec, n));
+        p.id = id;
+        q.add(p);
         drop(q);
-        let punch = io::punching_zeroes() && io::is_zero(data);
+        // Copied only once admitted, so writers waiting for room hold no copies.
+        let data = match kept {
+            Some(b) => b,
+            // Zeros need no copy (a fresh zeroed allocation is not touched until used).
+            None if punch => SharedBuf::zeroed(bytes.len()),
+            None => SharedBuf::copy_of(bytes),
+        };
         let job = Job {
             id,
             role,
             member,
             dsec,
-            // Zeros need no copy (a fresh zeroed allocation is not touched until used).
-            data: if punch {
-                vec![0u8; data.len()]
-            } else {
-                data.to_vec()
-            },
+            data,
             punch,
         };
         let mut tx = lock(&self.tx);
@@ -158,11 +237,15 @@ impl WriteBehind {
         });
         if let Err(std::sync::mpsc::SendError(job)) = sender.send(job) {
             // No worker (it could not be started): the write fails as if the member had.
+            let Job {
+                id, member, data, ..
+            } = job;
+            drop(data); // back to its owner before the queue stops counting it
             let mut q = lock(&self.shared.q);
-            q.pending.retain(|p| p.0 != job.id);
+            q.remove(id);
             q.failed.push((
                 role,
-                job.member,
+                member,
                 "write-behind thread could not be started".into(),
             ));
             self.shared.changed.notify_all();
@@ -173,11 +256,7 @@ impl WriteBehind {
     /// Wait until no queued write overlaps data sectors `[dsec, dsec + n)` of `role`.
     fn wait_overlap(&self, role: usize, dsec: u64, n: u64) {
         let mut q = lock(&self.shared.q);
-        while q
-            .pending
-            .iter()
-            .any(|p| p.1 == role && p.2 < dsec + n && dsec < p.2 + p.3)
-        {
+        while q.pending.iter().any(|p| p.overlaps(role, dsec, n)) {
             q = self
                 .shared
                 .changed
@@ -233,17 +312,26 @@ fn worker(shared: &Shared, rx: &Receiver<Job>) {
             batch.push(j);
         }
         let results = write_batch(&batch);
+        // The buffers go back to their owners before the queue stops counting them.
+        let done: Vec<_> = batch
+            .into_iter()
+            .map(
+                |Job {
+                     id, role, member, ..
+                 }| (id, role, member),
+            )
+            .collect();
         let mut q = lock(&shared.q);
         let mut newly_failed = false;
-        for (job, res) in batch.into_iter().zip(results) {
+        for ((id, role, member), res) in done.into_iter().zip(results) {
             if let Err(e) = res {
                 // Failed before the write leaves the queue: a drain sees the member failed.
-                if Array::set_failed(&job.member) {
-                    q.failed.push((job.role, job.member, e));
+                if Array::set_failed(&member) {
+                    q.failed.push((role, member, e));
                     newly_failed = true;
                 }
             }
-            q.pending.retain(|p| p.0 != job.id);
+            q.remove(id);
         }
         drop(q);
         shared.changed.notify_all();
@@ -305,7 +393,7 @@ impl Array {
     /// Queue the write of `data` at data sector `dsec` of `role` behind (see the module
     /// docs); false if it must be written now (write-behind off, not a write-mostly member,
     /// or the member is not in sync).
-    pub(crate) fn write_behind(&self, role: usize, dsec: u64, data: &[u8]) -> bool {
+    pub(crate) fn write_behind(&self, role: usize, dsec: u64, data: WriteData<'_>) -> bool {
         if self.wb.limit() == 0 {
             return false;
         }
@@ -358,6 +446,12 @@ impl Array {
     /// Writes queued behind to write-mostly members and not yet done.
     pub fn write_behind_backlog(&self) -> usize {
         self.wb.backlog()
+    }
+
+    /// Bytes of memory the writes queued behind keep (their buffers, each counted whole
+    /// and once; at most [`MAX_QUEUED_BYTES`] unless one write is larger).
+    pub fn write_behind_bytes(&self) -> u64 {
+        self.wb.held_bytes()
     }
 
     /// Writes queued behind to the member in `role`.

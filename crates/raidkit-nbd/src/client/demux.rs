@@ -322,15 +322,9 @@ impl Inner {
         if let Err(e) = self.take_writer(until, what, after) {
             return delivered(e);
         }
-        let mut head = proto::encode_request(&req).to_vec();
-        let small = payload.len() <= 64 << 10;
-        if small {
-            head.extend_from_slice(payload);
-        }
-        let mut r = self.wire.write_all(&head, Some(until));
-        if r.is_ok() && !small {
-            r = self.wire.write_all(payload, Some(until));
-        }
+        // Header and payload in one system call (see `Wire::write_all2`).
+        let head = proto::encode_request(&req);
+        let r = self.wire.write_all2(&head, payload, Some(until));
         self.give_writer();
         bump(&self.counters.requests);
         match r {

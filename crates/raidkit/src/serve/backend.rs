@@ -9,10 +9,11 @@
 //! stripe (chunk × data disks) when that is a power of two, else the largest power of
 //! two dividing it; minimum 512, or 4096 when a member has 4 KiB logical blocks.
 
+use raidkit_engine::array::SharedBuf;
 use raidkit_engine::supervisor::WriteActivity;
 use raidkit_engine::{Array, BlockDev, EngineError, FileDev};
 use raidkit_layout::Level;
-use raidkit_nbd::Backend;
+use raidkit_nbd::{Backend, PoolBuf};
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -96,6 +97,19 @@ impl ArrayBackend {
     }
 }
 
+impl ArrayBackend {
+    /// After a write: note the activity, then with `fua` flush.
+    fn written(&self, r: raidkit_engine::Result<()>, fua: bool) -> io::Result<()> {
+        let r = r.map_err(io_err);
+        self.activity.wrote();
+        r?;
+        if fua {
+            self.arr.flush().map_err(io_err)?;
+        }
+        Ok(())
+    }
+}
+
 impl Backend for ArrayBackend {
     fn size(&self) -> u64 {
         self.arr.size_bytes()
@@ -107,13 +121,15 @@ impl Backend for ArrayBackend {
         self.arr.read(offset, buf).map_err(io_err)
     }
     fn write(&self, offset: u64, buf: &[u8], fua: bool) -> io::Result<()> {
-        let r = self.arr.write(offset, buf).map_err(io_err);
-        self.activity.wrote();
-        r?;
-        if fua {
-            self.arr.flush().map_err(io_err)?;
+        self.written(self.arr.write(offset, buf), fua)
+    }
+    /// The request buffer goes down the write path as the array's [`SharedBuf`] where a
+    /// write may be queued behind (which keeps it instead of a copy).
+    fn write_buf(&self, offset: u64, buf: PoolBuf, fua: bool) -> io::Result<()> {
+        if self.arr.write_behind_limit() == 0 {
+            return self.write(offset, &buf, fua);
         }
-        Ok(())
+        self.written(self.arr.write_shared(offset, &SharedBuf::new(buf)), fua)
     }
     fn flush(&self) -> io::Result<()> {
         self.arr.flush().map_err(io_err)

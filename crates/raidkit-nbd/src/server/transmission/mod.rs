@@ -20,6 +20,7 @@ mod reply;
 use super::config::ExportEntry;
 use super::stream::{SharedTls, Sock, Transport};
 use super::Shared;
+use crate::pool::BufPool;
 use crate::proto::{self, Cmd, Limits, Request};
 use crate::util::lock;
 use flight::{Cost, Flight};
@@ -32,10 +33,6 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Largest request buffer kept for reuse.
-const KEEP_BUF: usize = 4 << 20;
-/// Request buffers kept for reuse per connection.
-const KEEP_BUFS: usize = 16;
 /// A connection without a request for this long lets its extra workers stop.
 pub(super) const RETIRE_AFTER: Duration = Duration::from_secs(2);
 
@@ -54,8 +51,8 @@ pub(crate) struct Conn {
     export: Arc<ExportEntry>,
     limits: Limits,
     /// Request buffers, reused last-in first-out so the ones in use stay in cache
-    /// (whichever worker takes the next request).
-    pool: Mutex<Vec<Vec<u8>>>,
+    /// (whichever worker takes the next request); a write's is lent to the backend.
+    pool: Arc<BufPool>,
     dead: AtomicBool,
     closer: Option<Sock>,
     tls: Option<SharedTls>,
@@ -110,7 +107,7 @@ pub(crate) fn run(
         structured,
         export,
         limits,
-        pool: Mutex::new(Vec::new()),
+        pool: Arc::default(),
         dead: AtomicBool::new(false),
         closer: t.closer,
         tls: t.tls,
@@ -160,7 +157,7 @@ impl Conn {
     /// A worker: read a request, process it, reply; until the read side is done.
     fn work(self: &Arc<Self>) {
         loop {
-            let mut buf = lock(&self.pool).pop().unwrap_or_default();
+            let mut buf = self.pool.take();
             self.waiting.fetch_add(1, Ordering::AcqRel);
             let next = {
                 let mut rd = lock(&self.rd);
@@ -179,7 +176,7 @@ impl Conn {
                 Next::Again => {}
                 Next::Retire => {
                     // Keep the pool as small as the crew.
-                    lock(&self.pool).pop();
+                    self.pool.shrink();
                     return;
                 }
                 Next::Done => {
@@ -187,10 +184,7 @@ impl Conn {
                     return;
                 }
             }
-            let mut pool = lock(&self.pool);
-            if pool.len() < KEEP_BUFS && buf.capacity() > 0 && buf.capacity() <= KEEP_BUF {
-                pool.push(buf);
-            }
+            self.pool.put(buf);
         }
     }
 
@@ -209,7 +203,8 @@ impl Conn {
             Cmd::Read => return self.read(cookie, offset, n, buf, cost),
             Cmd::Write { fua } => match buf.get(..n) {
                 Some(_) if n == 0 => Ok(()),
-                Some(data) => b.write(offset, data, fua),
+                // Lent: back in the pool when the backend drops it.
+                Some(_) => b.write_buf(offset, self.pool.lend(std::mem::take(buf), n), fua),
                 None => Err(io::Error::from_raw_os_error(libc::EINVAL)),
             },
             Cmd::Flush => b.flush(),

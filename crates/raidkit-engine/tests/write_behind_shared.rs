@@ -1,0 +1,253 @@
+//! Writes queued behind keep the caller's own buffer ([`SharedBuf`], as the NBD server
+//! hands its request buffers to the array), not a copy: the buffer stays alive while its
+//! write is queued and goes back to its owner once the slow member has it — or once the
+//! member fails; both legs hold the exact bytes; and the queue's byte limit counts each
+//! buffer's whole memory, so a client cannot make it keep more.
+
+use raidkit_engine::array::{BufOwner, SharedBuf, MAX_WRITE_BEHIND_BYTES as MAX_QUEUED_BYTES};
+use raidkit_engine::create::create;
+use raidkit_engine::sb::probe;
+use raidkit_engine::{assemble, Array, AssembleOptions, BlockDev, FileDev};
+use raidkit_layout::Level;
+use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::hooked::{members, Hooked, Hooks};
+use raidkit_testkit::pattern::fill_tagged;
+use raidkit_testkit::tempdir::TempDir;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+const MIB: usize = 1 << 20;
+
+/// What the slow member does with data writes (64 KiB and more: its superblock and
+/// bitmap writes are smaller and always pass).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Hold,
+    Pass,
+    Fail,
+}
+
+struct Gate {
+    mode: Mutex<Mode>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn set(&self, m: Mode) {
+        *self.mode.lock().unwrap() = m;
+        self.changed.notify_all();
+    }
+}
+
+impl Hooks for Gate {
+    fn write(&self, inner: &dyn BlockDev, buf: &[u8], offset: u64) -> io::Result<()> {
+        if buf.len() >= 64 << 10 {
+            let mut m = self.mode.lock().unwrap();
+            while *m == Mode::Hold {
+                m = self.changed.wait(m).unwrap();
+            }
+            if *m == Mode::Fail {
+                return Err(io::Error::other("the link is down"));
+            }
+        }
+        inner.write_at(buf, offset)
+    }
+}
+
+/// A caller's buffer that counts the bytes of memory alive in buffers like it.
+struct Counted {
+    data: Vec<u8>,
+    footprint: usize,
+    live: Arc<AtomicI64>,
+}
+
+impl Counted {
+    /// `data` in a buffer of `footprint` bytes (a reused pool buffer can be larger).
+    fn shared(data: Vec<u8>, footprint: usize, live: &Arc<AtomicI64>) -> SharedBuf {
+        live.fetch_add(footprint as i64, Ordering::SeqCst);
+        SharedBuf::new(Counted {
+            data,
+            footprint,
+            live: live.clone(),
+        })
+    }
+}
+
+impl BufOwner for Counted {
+    fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+    fn footprint(&self) -> usize {
+        self.footprint
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.live.fetch_sub(self.footprint as i64, Ordering::SeqCst);
+    }
+}
+
+struct Rig {
+    _dir: TempDir,
+    files: Vec<PathBuf>,
+    data_byte: u64,
+    arr: Arc<Array>,
+    gate: Arc<Hooked<Gate>>,
+}
+
+/// A RAID1 of a local member and a write-mostly member behind a gate, write-behind
+/// `n`, `size` bytes.
+fn rig(n: u32, size: u64) -> Rig {
+    let dir = TempDir::new("rk-wbshared").unwrap();
+    let files = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &files);
+    o.create_size = Some(size);
+    o.assume_clean = true;
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(1 << 20);
+    o.write_mostly = vec![1];
+    o.write_behind = n;
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let d = FileDev::open(&files[0], false).unwrap();
+    let (sb, _) = probe(&d).unwrap().found.into_iter().next().unwrap();
+    let gate = Arc::new(Hooked::new(
+        FileDev::open(&files[1], true).unwrap(),
+        Gate {
+            mode: Mutex::new(Mode::Hold),
+            changed: Condvar::new(),
+        },
+    ));
+    let local: Arc<dyn BlockDev> = Arc::new(FileDev::open(&files[0], true).unwrap());
+    let mut devs = vec![local];
+    devs.extend(members(std::slice::from_ref(&gate)));
+    let opts = AssembleOptions {
+        writable: true,
+        ..Default::default()
+    };
+    let arr = Arc::new(assemble(devs, &opts).unwrap());
+    arr.watch_write_behind();
+    Rig {
+        _dir: dir,
+        files,
+        data_byte: sb.data_offset() * 512,
+        arr,
+        gate,
+    }
+}
+
+impl Rig {
+    /// `len` bytes of member `m`'s data area at array byte `off`.
+    fn member_data(&self, m: usize, off: u64, len: usize) -> Vec<u8> {
+        let d = FileDev::open(&self.files[m], false).unwrap();
+        let mut b = vec![0u8; len];
+        d.read_at(&mut b, self.data_byte + off).unwrap();
+        b
+    }
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(30), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn pattern(tag: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    fill_tagged(tag, 0, &mut v);
+    v
+}
+
+#[test]
+fn a_queued_write_keeps_the_callers_buffer_until_the_member_has_it_or_fails() {
+    let r = rig(16, 16 << 20);
+    let live = Arc::new(AtomicI64::new(0));
+    let a = pattern(1, MIB);
+    r.arr
+        .write_shared(0, &Counted::shared(a.clone(), MIB, &live))
+        .unwrap();
+    // Acknowledged with the remote held: the queue keeps the caller's buffer itself (a
+    // copy would have let it go with the caller's reference), and is charged it once.
+    assert_eq!(r.arr.write_behind_backlog(), 1);
+    assert_eq!(
+        live.load(Ordering::SeqCst),
+        MIB as i64,
+        "the queue copied the buffer"
+    );
+    assert_eq!(r.arr.write_behind_bytes(), MIB as u64);
+    assert!(r.member_data(0, 0, MIB) == a, "local leg");
+    // The remote takes it: the buffer goes back, and the remote has the exact bytes.
+    r.gate.set(Mode::Pass);
+    wait_for("queue drained", || r.arr.write_behind_backlog() == 0);
+    assert_eq!(live.load(Ordering::SeqCst), 0, "buffer not given back");
+    assert_eq!(r.arr.write_behind_bytes(), 0);
+    assert!(r.member_data(1, 0, MIB) == a, "remote leg");
+
+    // A slice of a larger buffer (a mirror run of it) is kept without a copy too, and
+    // given back when the remote fails while it is queued.
+    r.gate.set(Mode::Hold);
+    let big = pattern(2, 2 * MIB);
+    let whole = Counted::shared(big.clone(), 2 * MIB, &live);
+    let part = whole.slice(MIB / 2, MIB / 2 + 1536 * 1024);
+    drop(whole);
+    r.arr.write_shared(4 << 20, &part).unwrap();
+    drop(part);
+    assert_eq!(live.load(Ordering::SeqCst), 2 * MIB as i64);
+    assert_eq!(r.arr.write_behind_bytes(), 2 * MIB as u64);
+    r.gate.set(Mode::Fail);
+    wait_for("remote failed", || r.arr.missing_roles() == vec![1]);
+    wait_for("queue drained", || r.arr.write_behind_backlog() == 0);
+    assert_eq!(live.load(Ordering::SeqCst), 0, "buffer not given back");
+    assert_eq!(r.arr.write_behind_bytes(), 0);
+    let want = &big[MIB / 2..MIB / 2 + 1536 * 1024];
+    assert!(r.member_data(0, 4 << 20, want.len()) == want, "local leg");
+    let mut back = vec![0u8; want.len()];
+    r.arr.read(4 << 20, &mut back).unwrap();
+    assert!(back == want, "array read");
+}
+
+#[test]
+fn the_queue_counts_each_buffers_whole_memory_against_its_limit() {
+    // 3 MiB writes, each in a 5 MiB buffer (kept whole: a pool buffer keeps the size of
+    // the largest request it held). 12 fit in 64 MiB; counting only their data would let
+    // 21 in, keeping 105 MiB.
+    const WRITES: usize = 16;
+    let (len, footprint) = (3 * MIB, 5 * MIB);
+    let r = rig(1000, (WRITES * len) as u64 + (4 << 20));
+    let live = Arc::new(AtomicI64::new(0));
+    let writer = {
+        let (arr, live) = (r.arr.clone(), live.clone());
+        std::thread::spawn(move || {
+            for k in 0..WRITES {
+                let b = Counted::shared(pattern(k as u64, len), footprint, &live);
+                arr.write_shared((k * len) as u64, &b).unwrap();
+            }
+        })
+    };
+    let fit = (MAX_QUEUED_BYTES as usize / footprint) as i64;
+    // The writer fills the queue, then waits with one more buffer in its hands.
+    wait_for("queue full", || {
+        live.load(Ordering::SeqCst) == (fit + 1) * footprint as i64
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(r.arr.write_behind_backlog() as i64, fit);
+    assert_eq!(r.arr.write_behind_bytes(), fit as u64 * footprint as u64);
+    assert!(r.arr.write_behind_bytes() <= MAX_QUEUED_BYTES);
+    assert_eq!(live.load(Ordering::SeqCst), (fit + 1) * footprint as i64);
+    r.gate.set(Mode::Pass);
+    writer.join().unwrap();
+    wait_for("queue drained", || r.arr.write_behind_backlog() == 0);
+    assert_eq!(live.load(Ordering::SeqCst), 0);
+    assert_eq!(r.arr.write_behind_bytes(), 0);
+    for k in 0..WRITES {
+        let want = pattern(k as u64, len);
+        let off = (k * len) as u64;
+        assert!(r.member_data(0, off, len) == want, "local leg, write {k}");
+        assert!(r.member_data(1, off, len) == want, "remote leg, write {k}");
+    }
+}
