@@ -168,6 +168,7 @@ fn coordinate<S: Steps>(
 mod tests {
     use super::*;
     use crate::error::EngineError;
+    use std::sync::atomic::AtomicBool;
 
     /// Steps 0..n, committed into `seen`; fails at `fail_at`.
     struct Count {
@@ -233,6 +234,42 @@ mod tests {
             "handed out {} steps",
             c.at
         );
+    }
+
+    /// A step held up (preempted, slow) does not leave the other workers idle: with 2
+    /// workers, while step 0 runs, steps 1 and 2 both start (one step per worker handed
+    /// out would wait for step 0's commit before handing out step 2).
+    #[test]
+    fn a_slow_step_does_not_hold_up_the_other_workers() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let started = AtomicU64::new(0);
+        let overtaken = AtomicBool::new(false);
+        let mut c = Count {
+            n: 6,
+            at: 0,
+            seen: Vec::new(),
+            fail_at: None,
+        };
+        run(2, &mut c, |k| {
+            started.fetch_add(1, Ordering::SeqCst);
+            if k == 0 {
+                let t0 = std::time::Instant::now();
+                while t0.elapsed() < std::time::Duration::from_secs(5) {
+                    if started.load(Ordering::SeqCst) >= 3 {
+                        overtaken.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            k * 10
+        })
+        .unwrap();
+        assert!(
+            overtaken.load(Ordering::SeqCst),
+            "step 2 did not start while step 0 ran"
+        );
+        assert_eq!(c.seen, (0..6).collect::<Vec<_>>());
     }
 
     #[test]
