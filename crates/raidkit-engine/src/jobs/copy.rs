@@ -88,6 +88,7 @@ impl CopyLoop<'_> {
             range: 0,
             x: self.ranges.first().map_or(0, |r| r.0),
             done: 0,
+            handed: 0,
             total: self.total(),
             started: Instant::now(),
             last_checkpoint: Instant::now(),
@@ -132,6 +133,8 @@ struct StripeSteps<'a, 'p, T, LF, CF, KF> {
     range: usize,
     x: u64,
     done: u64,
+    /// Sectors handed out (the speed limit's count).
+    handed: u64,
     total: u64,
     started: Instant,
     last_checkpoint: Instant,
@@ -185,7 +188,10 @@ where
                 why: format!("the {} {} failed", c.target_is, c.target.dev.name()),
             });
         }
-        c.throttle(self.done, self.started);
+        // Throttled by what is handed out, not what is done: the steps handed out at once
+        // (two per worker) would otherwise all start before the limit applies.
+        c.throttle(self.handed, self.started);
+        self.handed += n;
         self.x += n;
         Ok(Some(((x, n), (self.lock)(x, n))))
     }

@@ -114,54 +114,82 @@ fn coordinate<S: Steps>(
     job_tx: &mpsc::Sender<(u64, S::Key)>,
     done_rx: &mpsc::Receiver<Done<S::Out>>,
 ) -> Result<()> {
-    let mut in_flight: VecDeque<(S::Key, S::Held)> = VecDeque::with_capacity(depth);
-    let mut finished: BTreeMap<u64, S::Out> = BTreeMap::new();
-    let (mut next_seq, mut commit_seq) = (0u64, 0u64);
-    let mut more = true;
-    let mut failed = None;
+    let mut st = Coordinator::<S> {
+        in_flight: VecDeque::with_capacity(depth),
+        finished: BTreeMap::new(),
+        commit_seq: 0,
+        more: true,
+        failed: None,
+    };
+    let mut next_seq = 0u64;
     loop {
-        while more && in_flight.len() < depth {
+        while st.more && st.in_flight.len() < depth {
+            // Commit what has finished before asking for the next step: `next` may sleep
+            // (a speed limit), and progress, checkpoints and stop points must not wait
+            // for it.
+            while let Ok(done) = done_rx.try_recv() {
+                st.take(steps, done);
+            }
+            if !st.more {
+                break;
+            }
             match steps.next() {
                 Ok(Some((key, held))) => {
                     if job_tx.send((next_seq, key)).is_err() {
                         // Every worker is gone (they only end when the queue closes).
                         unreachable!("pipeline workers ended with the queue open");
                     }
-                    in_flight.push_back((key, held));
+                    st.in_flight.push_back((key, held));
                     next_seq += 1;
                 }
-                Ok(None) => more = false,
+                Ok(None) => st.more = false,
                 Err(e) => {
-                    more = false;
-                    failed = Some(e);
+                    st.more = false;
+                    st.failed = Some(e);
                 }
             }
         }
-        if in_flight.is_empty() {
+        if st.in_flight.is_empty() {
             break;
         }
-        let Ok((seq, out)) = done_rx.recv() else {
+        let Ok(done) = done_rx.recv() else {
             unreachable!("pipeline workers ended with steps in flight");
         };
+        st.take(steps, done);
+    }
+    st.failed.map_or(Ok(()), Err)
+}
+
+/// The coordinator's record of the steps handed out and their outcomes.
+struct Coordinator<S: Steps> {
+    in_flight: VecDeque<(S::Key, S::Held)>,
+    finished: BTreeMap<u64, S::Out>,
+    commit_seq: u64,
+    more: bool,
+    failed: Option<crate::error::EngineError>,
+}
+
+impl<S: Steps> Coordinator<S> {
+    /// Take a worker's outcome, and commit every outcome now next in order.
+    fn take(&mut self, steps: &mut S, (seq, out): Done<S::Out>) {
         let out = match out {
             Ok(o) => o,
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        finished.insert(seq, out);
-        while let Some(out) = finished.remove(&commit_seq) {
-            commit_seq += 1;
-            let Some((key, held)) = in_flight.pop_front() else {
+        self.finished.insert(seq, out);
+        while let Some(out) = self.finished.remove(&self.commit_seq) {
+            self.commit_seq += 1;
+            let Some((key, held)) = self.in_flight.pop_front() else {
                 unreachable!("an outcome for a step not in flight");
             };
-            if failed.is_none() {
+            if self.failed.is_none() {
                 if let Err(e) = steps.commit(key, out, held) {
-                    more = false;
-                    failed = Some(e);
+                    self.more = false;
+                    self.failed = Some(e);
                 }
             }
         }
     }
-    failed.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]

@@ -359,6 +359,7 @@ fn visit_steps(
         chunk,
         run_stripes,
         done: 0,
+        handed: 0,
         todo: regions.iter().map(|(a, e)| e - a).sum(),
         throttle: Throttle::new(opts),
         progress,
@@ -408,6 +409,8 @@ struct StepPass<'a, 'p> {
     /// Stripes per step (parity levels).
     run_stripes: u64,
     done: u64,
+    /// Sectors handed out (the speed limit's count).
+    handed: u64,
     todo: u64,
     throttle: Throttle<'a>,
     progress: &'p mut dyn FnMut(u64, u64),
@@ -457,7 +460,10 @@ impl<'a> pipeline::Steps for StepPass<'a, '_> {
                 p.run.min(MIRROR_STEP_SECTORS).min(end - at)
             }
         };
-        self.throttle.wait(self.done);
+        // Throttled by what is handed out, not what is done: the steps handed out at once
+        // (two per worker) would otherwise all start before the limit applies.
+        self.throttle.wait(self.handed);
+        self.handed += n;
         let held = self.hold.then(|| self.arr.hold_ranges(&[(at, at + n)]));
         self.at = Some(at + n);
         Ok(Some(((at, n), held)))
