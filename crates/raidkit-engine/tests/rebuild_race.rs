@@ -28,11 +28,11 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Each member's size (the array is smaller: data offset, and 2 copies).
-const MEMBER_BYTES: u64 = 16 << 20;
+const MEMBER_BYTES: u64 = 32 << 20;
 const PAGE: usize = 4096;
 /// The near write (into the first region) and the far one (beyond any region in flight).
 const NEAR: u64 = 0;
-const FAR: u64 = 12 << 20;
+const FAR: u64 = 28 << 20;
 
 /// The array's bytes before the race: a pattern of the offset.
 fn old_page(off: u64) -> Vec<u8> {

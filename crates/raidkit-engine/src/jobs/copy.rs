@@ -58,61 +58,17 @@ impl CopyLoop<'_> {
         self.ranges.iter().map(|(a, b)| b - a).sum()
     }
 
-    /// Copy every range: `step(x, end)` copies from data sector `x` (< `end`, the end of
-    /// its range) and returns the sectors it advanced; `checkpoint(x)` records that every
-    /// sector below `x` is copied. `progress(done, total)` in sectors.
-    pub(crate) fn run(
-        &self,
-        progress: &mut dyn FnMut(u64, u64),
-        mut step: impl FnMut(u64, u64) -> Result<u64>,
-        mut checkpoint: impl FnMut(u64) -> Result<()>,
-    ) -> Result<CopyEnd> {
-        let total = self.total();
-        let every = self.opts.checkpoint_every.unwrap_or(Duration::from_secs(1));
-        let started = Instant::now();
-        let mut last_checkpoint = Instant::now();
-        let mut done = 0u64;
-        for &(start, end) in self.ranges {
-            let mut x = start;
-            while x < end {
-                if self
-                    .opts
-                    .stop
-                    .as_ref()
-                    .is_some_and(|s| s.load(Ordering::Relaxed))
-                {
-                    return Ok(CopyEnd::Stopped { at: x });
-                }
-                if self.target.is_failed() {
-                    return Err(EngineError::WriteFailed {
-                        offset: 0,
-                        end: 0,
-                        why: format!("the {} {} failed", self.target_is, self.target.dev.name()),
-                    });
-                }
-                let advanced = step(x, end)?;
-                debug_assert!(advanced > 0, "a copy step at {x} did not advance");
-                x += advanced;
-                done += advanced;
-                progress(done, total);
-                self.throttle(done, started);
-                if self.checkpoints && last_checkpoint.elapsed() >= every {
-                    checkpoint(x)?;
-                    last_checkpoint = Instant::now();
-                }
-            }
-        }
-        Ok(CopyEnd::Done)
-    }
-
-    /// [`CopyLoop::run`] with up to `depth` steps in flight (see [`pipeline`]). A step
+    /// Copy every range, with up to `depth` steps in flight (see [`pipeline`]). A step
     /// `(x, n)` copies `n` data sectors from `x`: up to `step_sectors`, ending at a
     /// multiple of `unit` sectors, cut at its range's end rounded up to a multiple of
     /// `unit` (parity levels: whole stripes, `unit` the chunk; mirrors: 1). `lock(x, n)` takes what a step holds (a stripe lock, a range
     /// hold), on the job's thread and in ascending order; `step(x, n)` copies on a worker;
     /// `copied(x + n, out)` takes each step's outcome in order, once every sector below
     /// `x + n` is copied, while its lock is still held (the recovery point moves there).
-    /// Stops, checkpoints and the speed limit as in `run`.
+    /// A stop asked for ends the loop before the next step is handed out (the steps in
+    /// flight finish: [`CopyEnd::Stopped`] says where); `checkpoint(x)` records that every
+    /// sector below `x` is copied, at most every `checkpoint_every`; the speed limit holds
+    /// the next step back.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_pipelined<L, T: Send>(
         &self,
@@ -132,6 +88,7 @@ impl CopyLoop<'_> {
             range: 0,
             x: self.ranges.first().map_or(0, |r| r.0),
             done: 0,
+            handed: 0,
             total: self.total(),
             started: Instant::now(),
             last_checkpoint: Instant::now(),
@@ -176,6 +133,8 @@ struct StripeSteps<'a, 'p, T, LF, CF, KF> {
     range: usize,
     x: u64,
     done: u64,
+    /// Sectors handed out (the speed limit's count).
+    handed: u64,
     total: u64,
     started: Instant,
     last_checkpoint: Instant,
@@ -229,7 +188,10 @@ where
                 why: format!("the {} {} failed", c.target_is, c.target.dev.name()),
             });
         }
-        c.throttle(self.done, self.started);
+        // Throttled by what is handed out, not what is done: the steps handed out at once
+        // (two per worker) would otherwise all start before the limit applies.
+        c.throttle(self.handed, self.started);
+        self.handed += n;
         self.x += n;
         Ok(Some(((x, n), (self.lock)(x, n))))
     }

@@ -8,6 +8,7 @@
 
 use crate::array::events::ArrayEvent;
 use crate::array::member::Member;
+use crate::array::scratch::{scratch_take, ScratchBufs};
 use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;
@@ -15,6 +16,7 @@ use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
 use crate::jobs::pipeline;
 use crate::jobs::rebuild::RebuildReport;
 use crate::jobs::rebuild::{array_ranges, RebuildOptions};
+use crate::jobs::stripe_run;
 use crate::locks::lock;
 use crate::meta::sb::Super;
 use raidkit_format::v1::{self, feature};
@@ -177,12 +179,27 @@ pub(crate) fn replace_role(
         checkpoints: true,
     };
     let ended = if arr.geo.level.has_parity() {
-        copy.run(
+        // Several runs of stripes in flight, as a rebuild has: each run's stripes locked
+        // (ascending, on the job's thread) from before the old member is read until the
+        // replacement's recovery point has moved past them, so a client write into one
+        // (which goes to both) lands before the read or after the copy, never in between.
+        let chunk = arr.geo.chunk_sectors;
+        let run_stripes = stripe_run::stripes_per_run(chunk, arr.geo.stripes());
+        copy.run_pipelined(
+            run_stripes * chunk,
+            chunk,
+            pipeline::depth_for(run_stripes * chunk * SECTOR),
             progress,
-            |x, _| {
-                let step = replace_stripe(arr, role, r, x, &mut lost)?;
-                r.set_recovery(Some((x + step).min(full)));
-                Ok(step)
+            |x, n| {
+                (x / chunk..(x + n).div_ceil(chunk))
+                    .map(|s| arr.lock_stripe(s))
+                    .collect::<Vec<_>>()
+            },
+            |(x, n)| replace_run(arr, role, r, x, n),
+            |end, out| {
+                lost.extend(out?);
+                r.set_recovery(Some(end.min(full)));
+                Ok(())
             },
             |x| checkpoint(arr, r, x.min(full)),
         )?
@@ -237,22 +254,46 @@ fn write_replacement(r: &Member, data_sector: u64, buf: &[u8]) -> Result<()> {
         .map_err(|e| EngineError::io(r.dev.name(), "writing the replacement", e))
 }
 
-/// One stripe of a parity replace at data sector `x`: the old member's block, or
-/// redundancy page by page where it cannot be read. Returns the sectors copied.
+/// The stripes of a parity replace over data sectors `[x, x + n)` (whole stripes, locked
+/// by the job): the old member's chunks of all of them read with one IO and written to
+/// the replacement with one; where that read fails, stripe by stripe
+/// ([`replace_stripe`]). Returns the array byte ranges found lost.
+fn replace_run(arr: &Array, role: usize, r: &Member, x: u64, n: u64) -> Result<Vec<(u64, u64)>> {
+    let chunk = arr.geo.chunk_sectors;
+    let (first, end) = (x / chunk, (x + n).div_ceil(chunk));
+    let (at, sectors) = (first * chunk, (end - first) * chunk);
+    let mut lost = Vec::new();
+    // A reused buffer, not cleared: only a read that filled all of it is written.
+    let mut buf = ScratchBufs(vec![scratch_take()]);
+    let buf = &mut buf[0];
+    buf.resize((sectors * SECTOR) as usize, 0);
+    if arr.readable(role, at, sectors) && arr.read_block(role, at, buf).is_ok() {
+        write_replacement(r, at, buf)?;
+        return Ok(lost);
+    }
+    for stripe in first..end {
+        replace_stripe(arr, role, r, stripe, buf, &mut lost)?;
+    }
+    Ok(lost)
+}
+
+/// One stripe of a parity replace (locked by the caller): the old member's block, or
+/// redundancy page by page where it cannot be read, through `scratch` (resized).
 fn replace_stripe(
     arr: &Array,
     role: usize,
     r: &Member,
-    x: u64,
+    stripe: u64,
+    scratch: &mut Vec<u8>,
     lost: &mut Vec<(u64, u64)>,
-) -> Result<u64> {
+) -> Result<()> {
     let chunk = arr.geo.chunk_sectors;
-    let stripe = x / chunk;
     let stripe_start = stripe * chunk;
-    let _stripe_lock = arr.lock_stripe(stripe);
-    let mut buf = vec![0u8; (chunk * SECTOR) as usize];
-    let direct = arr.readable(role, stripe_start, chunk)
-        && arr.read_block(role, stripe_start, &mut buf).is_ok();
+    arr.debug_assert_stripe_locked(stripe);
+    scratch.resize((chunk * SECTOR) as usize, 0);
+    let buf = &mut scratch[..(chunk * SECTOR) as usize];
+    let direct =
+        arr.readable(role, stripe_start, chunk) && arr.read_block(role, stripe_start, buf).is_ok();
     if !direct {
         let layout = arr.stripe_layout(stripe)?;
         let data_blocks = layout.data.len() as u64;
@@ -264,6 +305,9 @@ fn replace_stripe(
             let ok = arr.readable(role, stripe_start + at, n)
                 && arr.read_block(role, stripe_start + at, page_buf).is_ok();
             if !ok {
+                // The scratch holds other bytes: a page nobody can supply is written as
+                // zeros (and recorded bad on the replacement).
+                page_buf.fill(0);
                 match arr.read_stripe(stripe, &layout, at, n, true) {
                     Ok(known) => {
                         let block = known.block_of(&layout, role);
@@ -284,8 +328,7 @@ fn replace_stripe(
             at += n;
         }
     }
-    write_replacement(r, stripe_start, &buf)?;
-    Ok(chunk)
+    write_replacement(r, stripe_start, buf)
 }
 
 /// `n` data sectors of a mirrored replace from data sector `x` (client writes into them

@@ -39,15 +39,39 @@ pub(super) fn mirror_region(
         return Ok(n);
     }
     let len = (n * 512) as usize;
-    // Read every readable copy, into reused buffers (not cleared: a read that succeeds
-    // fills its buffer, a failed one's is not used).
-    let mut copies: Vec<(Loc, Option<Vec<u8>>)> = Vec::new();
-    for &(r, d) in &live {
-        let mut b = scratch_take();
-        b.resize(len, 0);
-        let ok = arr.readable(r, d, n) && arr.read_block(r, d, &mut b).is_ok();
-        copies.push(((r, d), ok.then_some(b)));
-    }
+    // Read every readable copy, all at once (one batch: on disks the copies' members
+    // work together), into reused buffers (not cleared: a read that succeeds fills its
+    // buffer, a failed one's is not used).
+    let mut bufs: Vec<Vec<u8>> = live
+        .iter()
+        .map(|_| {
+            let mut b = scratch_take();
+            b.resize(len, 0);
+            b
+        })
+        .collect();
+    let readable: Vec<bool> = live.iter().map(|&(r, d)| arr.readable(r, d, n)).collect();
+    let reads: Vec<(usize, u64, &mut [u8])> = live
+        .iter()
+        .zip(bufs.iter_mut())
+        .zip(&readable)
+        .filter(|(_, &ok)| ok)
+        .map(|((&(r, d), b), _)| (r, d, &mut b[..]))
+        .collect();
+    let mut got = arr.read_members_at_once(reads).into_iter();
+    let copies: Vec<(Loc, Option<Vec<u8>>)> = live
+        .iter()
+        .zip(bufs)
+        .zip(readable)
+        .map(|((&loc, b), ok)| {
+            let read = ok && got.next().unwrap_or(false);
+            if !read {
+                scratch_put(b);
+                return (loc, None);
+            }
+            (loc, Some(b))
+        })
+        .collect();
     let copies = Copies(copies);
     if copies.iter().all(|c| c.1.is_none()) {
         return Err(EngineError::Unreadable {
@@ -55,6 +79,16 @@ pub(super) fn mirror_region(
             end: (s + n) * 512,
             why: "no copy is readable".into(),
         });
+    }
+    // Every copy read and all alike (the common case): one comparison of the whole
+    // region per copy, no page-by-page work.
+    if let [(_, Some(first)), rest @ ..] = &copies[..] {
+        if rest
+            .iter()
+            .all(|c| c.1.as_deref() == Some(first.as_slice()))
+        {
+            return Ok(n);
+        }
     }
     // Compare page by page (4 KiB of array data, aligned to array offsets, like the
     // checksum sidecar's blocks) so reports and verdicts are precise.

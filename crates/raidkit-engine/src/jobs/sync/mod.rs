@@ -267,7 +267,7 @@ fn regions(arr: &Array, mode: SyncMode, opts: &SyncOptions, total: u64) -> Vec<(
     }
 }
 
-/// Visit the regions, a run of stripes (parity levels) or up to 512 KiB (mirrors) at a time,
+/// Visit the regions, a run of stripes (parity levels) or up to 1 MiB (mirrors) at a time,
 /// throttled. False if stopped on request (`rep` then says where).
 fn visit(
     arr: &Array,
@@ -359,6 +359,7 @@ fn visit_steps(
         chunk,
         run_stripes,
         done: 0,
+        handed: 0,
         todo: regions.iter().map(|(a, e)| e - a).sum(),
         throttle: Throttle::new(opts),
         progress,
@@ -408,6 +409,8 @@ struct StepPass<'a, 'p> {
     /// Stripes per step (parity levels).
     run_stripes: u64,
     done: u64,
+    /// Sectors handed out (the speed limit's count).
+    handed: u64,
     todo: u64,
     throttle: Throttle<'a>,
     progress: &'p mut dyn FnMut(u64, u64),
@@ -457,7 +460,10 @@ impl<'a> pipeline::Steps for StepPass<'a, '_> {
                 p.run.min(MIRROR_STEP_SECTORS).min(end - at)
             }
         };
-        self.throttle.wait(self.done);
+        // Throttled by what is handed out, not what is done: the steps handed out at once
+        // (two per worker) would otherwise all start before the limit applies.
+        self.throttle.wait(self.handed);
+        self.handed += n;
         let held = self.hold.then(|| self.arr.hold_ranges(&[(at, at + n)]));
         self.at = Some(at + n);
         Ok(Some(((at, n), held)))
@@ -472,8 +478,10 @@ impl<'a> pipeline::Steps for StepPass<'a, '_> {
     }
 }
 
-/// Sectors a mirrored pass compares at most at once (512 KiB).
-const MIRROR_STEP_SECTORS: u64 = 1024;
+/// Sectors a mirrored pass compares at most at once (1 MiB of each copy, as a rebuild
+/// copies: with 512 KiB a RAID1 check on tmpfs took 8 % longer, its steps' hand-offs
+/// twice as many).
+const MIRROR_STEP_SECTORS: u64 = 2048;
 
 /// 4 KiB: md's check granularity.
 const PAGE: usize = 4096;
