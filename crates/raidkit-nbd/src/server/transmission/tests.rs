@@ -2,6 +2,7 @@
 //! and a request stuck in the backend does not hold up the ones behind it.
 
 use crate::client::{Client, ClientOptions};
+use crate::proto;
 use crate::server::{Export, Listen, Server, ServerConfig};
 use crate::{Backend, MemBackend};
 use raidkit_testkit::tempdir::TempDir;
@@ -71,6 +72,7 @@ impl Backend for Gated {
 
 struct Fixture {
     _dir: TempDir,
+    path: std::path::PathBuf,
     server: Arc<super::super::Shared>,
     handle: crate::ShutdownHandle,
     backend: Arc<Gated>,
@@ -98,6 +100,7 @@ fn fixture(tag: &str, workers: usize) -> Fixture {
     let client = Client::connect(&uri, &ClientOptions::default()).expect("connect");
     Fixture {
         _dir: dir,
+        path,
         server: shared,
         handle,
         backend,
@@ -112,27 +115,33 @@ impl Drop for Fixture {
     }
 }
 
-/// One request at a time (QD1): the worker that read a request finds the buffer drained
-/// and keeps the turn while it answers, so the next request is read by the same worker
-/// without waking another. Passing the turn after every request (the old server) hands
-/// it over about once per request.
+/// Requests arriving 8 at a time (queue depth 8): the worker that read one keeps the
+/// turn while it answers it, and reads the next of the batch itself, without waking
+/// another worker. Passing the turn after every request (the old server) hands it over
+/// about once per request.
 #[test]
 fn short_requests_keep_the_read_turn() {
+    use std::io::{Read, Write};
     let f = fixture("keep", 4);
-    let mut buf = vec![0u8; 4096];
-    let n = 400u64;
-    for i in 0..n {
-        f.client
-            .read((i % 16) * 4096, &mut buf, Duration::from_secs(10))
-            .expect("read");
+    let mut s = raw(&f);
+    let (batches, depth) = (50u64, 8u64);
+    for b in 0..batches {
+        let mut reqs = Vec::new();
+        for i in 0..depth {
+            reqs.extend_from_slice(&read_request(b * depth + i, i * 4096));
+        }
+        s.write_all(&reqs).expect("requests");
+        let mut r = vec![0u8; depth as usize * (16 + 4096)];
+        s.read_exact(&mut r).expect("replies");
     }
-    let handoffs = f.server.turn_wakes.load(Ordering::Relaxed);
-    eprintln!("{handoffs} workers woken for the read turn in {n} requests");
-    // A few wake-ups start the crew (and the guard may take a turn from a worker that was
-    // preempted for a millisecond on a loaded machine).
+    let n = batches * depth;
+    let woken = f.server.turn_wakes.load(Ordering::Relaxed);
+    eprintln!("{woken} workers woken for the read turn in {n} requests");
+    // About one per batch at most (the crew starting, the turn passed on once a batch is
+    // drained, the guard taking a turn from a worker preempted for a millisecond).
     assert!(
-        handoffs < n as usize / 4,
-        "{handoffs} workers woken for the read turn in {n} sequential requests"
+        woken < n as usize / 4,
+        "{woken} workers woken for the read turn in {n} requests, {depth} at a time"
     );
 }
 
@@ -173,4 +182,77 @@ fn a_request_behind_a_stuck_one_is_answered() {
         .join()
         .expect("join")
         .expect("the stuck read, once let go");
+}
+
+/// A raw connection (fixed newstyle, NBD_OPT_EXPORT_NAME, no zeroes) to `disk`.
+fn raw(f: &Fixture) -> std::os::unix::net::UnixStream {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(&f.path).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).expect("greeting");
+    s.write_all(&3u32.to_be_bytes()).expect("flags");
+    let mut opt = Vec::new();
+    opt.extend_from_slice(&proto::IHAVEOPT.to_be_bytes());
+    opt.extend_from_slice(&proto::OPT_EXPORT_NAME.to_be_bytes());
+    opt.extend_from_slice(&4u32.to_be_bytes());
+    opt.extend_from_slice(b"disk");
+    s.write_all(&opt).expect("export name");
+    let mut info = [0u8; 10];
+    s.read_exact(&mut info).expect("export info");
+    s
+}
+
+fn read_request(cookie: u64, offset: u64) -> [u8; proto::REQUEST_LEN] {
+    proto::encode_request(&proto::Request {
+        flags: 0,
+        typ: proto::CMD_READ,
+        cookie,
+        offset,
+        len: 4096,
+    })
+}
+
+/// Two requests arrive together, the first stuck in the backend: the worker that read
+/// it keeps the turn (the second is already buffered), and the guard takes the turn
+/// from it, so the second is answered while the first is still stuck.
+#[test]
+fn a_buffered_request_behind_a_stuck_one_is_answered() {
+    use std::io::{Read, Write};
+    let f = fixture("pipelined", 4);
+    let mut s = raw(&f);
+    // Short requests first, in pairs (buffered together): turns are being kept, and a
+    // guard waits.
+    for i in 0..50u64 {
+        let mut two = read_request(2 * i, 0).to_vec();
+        two.extend_from_slice(&read_request(2 * i + 1, 4096));
+        s.write_all(&two).expect("requests");
+        let mut r = vec![0u8; 2 * (16 + 4096)];
+        s.read_exact(&mut r).expect("replies");
+    }
+    let mut two = read_request(1000, GATED).to_vec();
+    two.extend_from_slice(&read_request(1001, 0));
+    let t = Instant::now();
+    s.write_all(&two).expect("requests");
+    let mut r = vec![0u8; 16 + 4096];
+    let got = s.read_exact(&mut r);
+    let took = t.elapsed();
+    f.backend.open();
+    assert!(
+        got.is_ok(),
+        "no reply while the first request was stuck: {got:?}"
+    );
+    let cookie = u64::from_be_bytes(r[8..16].try_into().expect("8 bytes"));
+    assert_eq!(
+        cookie, 1001,
+        "the request behind the stuck one answered first"
+    );
+    eprintln!("answered in {took:?} behind a stuck request");
+    s.read_exact(&mut r)
+        .expect("the stuck request's reply, once let go");
+    assert_eq!(
+        u64::from_be_bytes(r[8..16].try_into().expect("8 bytes")),
+        1000
+    );
 }
