@@ -76,9 +76,6 @@ pub(crate) struct Shared {
     admission: Arc<Admission>,
     /// Worker threads beyond each connection's first, across the server.
     extra_workers: AtomicUsize,
-    /// Workers woken to take a connection's read turn.
-    #[cfg(test)]
-    turn_wakes: Arc<AtomicUsize>,
 }
 
 impl Shared {
@@ -97,8 +94,6 @@ impl Shared {
             conns: Mutex::new(HashMap::new()),
             admission: Arc::new(Admission::new(cfg.limits)),
             extra_workers: AtomicUsize::new(0),
-            #[cfg(test)]
-            turn_wakes: Arc::default(),
         }
     }
     pub(crate) fn stopping(&self) -> bool {

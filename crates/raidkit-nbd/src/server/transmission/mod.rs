@@ -5,25 +5,19 @@
 //! No hand-off between threads, one reply write per request, and the buffered reader
 //! takes many small request headers with one `recv`.
 //!
-//! While requests are short (the last took under a quarter of [`turn::KEEP_BOUND`]), the
-//! worker that read one keeps the read turn while it processes it, then reads the next
-//! itself: no hand-off, no wake-up per request. A guard takes the turn from it after
-//! [`turn::KEEP_BOUND`], so a request stuck on a slow member does not hold up the ones
-//! behind it. Slow requests, or a client far ahead (`PASS_BACKLOG` buffered), pass the
-//! turn on before processing, so requests run in parallel.
-//!
-//! Workers are started as requests arrive (when the worker that just read one finds
-//! nobody waiting for the next turn) up to the configured number. A worker holding the
-//! turn with no request for `RETIRE_AFTER` stops, unless it is the last one; the next
-//! waiting worker then takes the turn and, the connection still idle, stops after a tick:
-//! an idle connection costs one thread. The last worker to leave closes the connection.
+//! The read turn is the read side's mutex (a waiting worker sleeps in `lock`; handing
+//! the turn over costs a futex call only when someone waits). Workers are started as
+//! requests arrive (when the worker that just read one finds nobody waiting for the
+//! next turn) up to the configured number. A worker holding the turn with no request for
+//! `RETIRE_AFTER` stops, unless it is the last one; the next waiting worker then takes
+//! the turn and, the connection still idle, stops after a tick: an idle connection costs
+//! one thread. The last worker to leave closes the connection.
 
 mod flight;
 mod read;
 mod reply;
 #[cfg(test)]
 mod tests;
-mod turn;
 
 use super::config::ExportEntry;
 use super::stream::{SharedTls, Sock, Transport};
@@ -35,17 +29,15 @@ use read::{Next, Patient, ReadSide};
 use reply::OutQueue;
 use std::io::{self, BufReader, Write};
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-use turn::Turn;
 
-/// A worker passes the read turn on before processing a request, whatever its length,
-/// when this much of the following requests is buffered: the client is far ahead.
-const PASS_BACKLOG: usize = read::READ_BUF / 2;
-/// Largest request buffer a worker keeps for its next request.
+/// Largest request buffer kept for reuse.
 const KEEP_BUF: usize = 4 << 20;
+/// Request buffers kept for reuse per connection.
+const KEEP_BUFS: usize = 16;
 /// A connection without a request for this long lets its extra workers stop.
 pub(super) const RETIRE_AFTER: Duration = Duration::from_secs(2);
 
@@ -53,19 +45,19 @@ pub(crate) struct Conn {
     sh: Arc<Shared>,
     /// Workers alive.
     alive: AtomicUsize,
+    /// Workers waiting for the read turn.
+    waiting: AtomicUsize,
     max_workers: usize,
-    /// Which worker reads next; only the holder locks `rd`.
-    turn: Turn,
     rd: Mutex<ReadSide>,
-    /// How long the last request took to process (µs): turns are kept only while
-    /// requests are short.
-    last_request_us: AtomicU64,
     out: Mutex<OutQueue>,
     writer: Mutex<Box<dyn Write + Send>>,
     flight: Flight,
     structured: bool,
     export: Arc<ExportEntry>,
     limits: Limits,
+    /// Request buffers, reused last-in first-out so the ones in use stay in cache
+    /// (whichever worker takes the next request).
+    pool: Mutex<Vec<Vec<u8>>>,
     dead: AtomicBool,
     closer: Option<Sock>,
     tls: Option<SharedTls>,
@@ -100,9 +92,8 @@ pub(crate) fn run(
     let conn = Arc::new(Conn {
         sh: Arc::clone(sh),
         alive: AtomicUsize::new(1),
+        waiting: AtomicUsize::new(0),
         max_workers: sh.workers,
-        turn: Turn::default(),
-        last_request_us: AtomicU64::new(0),
         rd: Mutex::new(ReadSide {
             reader: BufReader::with_capacity(
                 read::READ_BUF,
@@ -121,13 +112,12 @@ pub(crate) fn run(
         structured,
         export,
         limits,
+        pool: Mutex::new(Vec::new()),
         dead: AtomicBool::new(false),
         closer: t.closer,
         tls: t.tls,
         _guards: guards,
     });
-    #[cfg(test)]
-    conn.turn.count_wakes(&sh.turn_wakes);
     conn.work();
 }
 
@@ -153,7 +143,7 @@ impl Conn {
     /// After reading a request: start one more worker if nobody waits for the next turn
     /// (and the limits allow).
     fn maybe_spawn(self: &Arc<Self>) {
-        if self.turn.waiting() > 0
+        if self.waiting.load(Ordering::Acquire) > 0
             || self.alive.load(Ordering::Acquire) >= self.max_workers
             || !self.sh.take_worker_slot()
         {
@@ -169,63 +159,41 @@ impl Conn {
         }
     }
 
-    /// A worker: take the read turn, read a request, process it, reply; until the read
-    /// side is done. Each worker keeps its own request buffer.
+    /// A worker: read a request, process it, reply; until the read side is done.
     fn work(self: &Arc<Self>) {
-        let mut buf = Vec::new();
-        let mut holding = false;
         loop {
-            if !holding {
-                self.turn.take();
-            }
-            holding = true;
-            let (next, backlog) = {
+            let mut buf = lock(&self.pool).pop().unwrap_or_default();
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+            let next = {
                 let mut rd = lock(&self.rd);
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
                 let next = self.read_next(&mut rd, &mut buf);
                 if matches!(next, Next::Done) {
                     rd.done = true;
                 }
-                (next, rd.reader.buffer().len())
+                next
             };
             match next {
                 Next::Request(req, cmd, cost) => {
-                    let keep = if backlog < PASS_BACKLOG && self.short_requests() {
-                        self.turn.keep()
-                    } else {
-                        None
-                    };
-                    if keep.is_none() {
-                        self.turn.release(false);
-                    }
                     self.maybe_spawn();
-                    let t = Instant::now();
                     self.execute(req, cmd, cost, &mut buf);
-                    let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
-                    self.last_request_us.store(us, Ordering::Relaxed);
-                    holding = keep.is_some_and(|n| self.turn.unkeep(n));
                 }
                 Next::Again => {}
                 Next::Retire => {
-                    self.turn.release(false);
+                    // Keep the pool as small as the crew.
+                    lock(&self.pool).pop();
                     return;
                 }
                 Next::Done => {
-                    self.turn.release(true);
                     self.leave(false);
                     return;
                 }
             }
-            if buf.capacity() > KEEP_BUF {
-                buf = Vec::new();
+            let mut pool = lock(&self.pool);
+            if pool.len() < KEEP_BUFS && buf.capacity() > 0 && buf.capacity() <= KEEP_BUF {
+                pool.push(buf);
             }
         }
-    }
-
-    /// The connection's requests are short enough for a worker to keep the read turn
-    /// while it processes one (the last took under a quarter of the guard's bound).
-    fn short_requests(&self) -> bool {
-        let bound_us = u64::try_from(turn::KEEP_BOUND.as_micros()).unwrap_or(u64::MAX);
-        self.last_request_us.load(Ordering::Relaxed) < bound_us / 4
     }
 
     fn execute(&self, req: Request, cmd: Cmd, cost: Cost, buf: &mut Vec<u8>) {
