@@ -16,6 +16,8 @@
 mod flight;
 mod read;
 mod reply;
+#[cfg(test)]
+mod tests;
 
 use super::config::ExportEntry;
 use super::stream::{SharedTls, Sock, Transport};
