@@ -12,12 +12,11 @@ use raidkit_engine::sb::probe;
 use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::Level;
 use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
-use raidkit_testkit::hooked::{Hooked, Hooks};
+use raidkit_testkit::hooked::{Hooked, Recorder};
 use raidkit_testkit::tempdir::TempDir;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 const CHUNK: u64 = 64 << 10;
@@ -27,58 +26,12 @@ const MEMBER_BYTES: u64 = 17 << 20;
 /// The role replaced.
 const ROLE: usize = 1;
 
-/// A member that records its writes, fails reads over one byte range (EIO, leaving
-/// garbage), and runs `race` once when a read covers a given byte offset.
-struct Rec {
-    writes: Mutex<Vec<(u64, usize)>>,
-    bad: Mutex<Option<(u64, u64)>>,
-    trigger: Mutex<Option<u64>>,
-    race: OnceLock<Box<dyn Fn() + Send + Sync>>,
-}
-
-type RecDev = Hooked<Rec>;
+/// A member file that records its IOs (from the start), fails reads over one byte range
+/// and runs a race once when a read covers a given offset.
+type RecDev = Hooked<Recorder>;
 
 fn rec(p: &Path) -> Arc<RecDev> {
-    let hooks = Rec {
-        writes: Mutex::new(Vec::new()),
-        bad: Mutex::new(None),
-        trigger: Mutex::new(None),
-        race: OnceLock::new(),
-    };
-    Arc::new(Hooked::new(
-        FileDev::open(p, true).expect("open member"),
-        hooks,
-    ))
-}
-
-impl Hooks for Rec {
-    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let end = offset + buf.len() as u64;
-        if let Some((a, b)) = *self.bad.lock().unwrap() {
-            if offset < b && a < end {
-                buf.fill(0xEE);
-                return Err(io::Error::from_raw_os_error(5));
-            }
-        }
-        inner.read_at(buf, offset)?;
-        let hit = {
-            let mut t = self.trigger.lock().unwrap();
-            match *t {
-                Some(at) if offset <= at && at < end => t.take().is_some(),
-                _ => false,
-            }
-        };
-        if hit {
-            if let Some(f) = self.race.get() {
-                f();
-            }
-        }
-        Ok(())
-    }
-    fn write(&self, inner: &dyn BlockDev, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.writes.lock().unwrap().push((offset, buf.len()));
-        inner.write_at(buf, offset)
-    }
+    Arc::new(Recorder::open(p, true))
 }
 
 /// The array's bytes: a pattern of the offset (no page like another).

@@ -9,15 +9,14 @@ use raidkit_engine::create::create;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
 use raidkit_engine::sb::probe;
 use raidkit_engine::sync::{self, SyncMode, SyncOptions};
-use raidkit_engine::{Array, BlockDev, FileDev};
+use raidkit_engine::{Array, FileDev};
 use raidkit_layout::Level;
 use raidkit_testkit::arrays::{create_options, member_files};
-use raidkit_testkit::hooked::{members, Hooked, Hooks};
+use raidkit_testkit::hooked::{members, Hooked, Recorder};
 use raidkit_testkit::tempdir::TempDir;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 const CHUNK: u64 = 64 << 10;
@@ -25,70 +24,9 @@ const PAGE: u64 = 4096;
 /// Each member's size: 17 MiB, more than 16 runs of 16 stripes (so runs are whole).
 const MEMBER_BYTES: u64 = 17 << 20;
 
-/// A member that records its IOs, fails reads over one byte range (EIO), and can start
-/// a client write when a read covers a given byte offset.
-struct Rec {
-    record: AtomicBool,
-    reads: Mutex<Vec<(u64, usize)>>,
-    writes: Mutex<Vec<(u64, usize)>>,
-    bad: Mutex<Option<(u64, u64)>>,
-    /// Device byte offset whose read starts `race` (once).
-    trigger: Mutex<Option<u64>>,
-    race: OnceLock<Box<dyn Fn() + Send + Sync>>,
-}
-
-/// A member file under [`Rec`]'s hooks.
-type RecDev = Hooked<Rec>;
-
-impl Rec {
-    fn new(p: &Path) -> RecDev {
-        let hooks = Rec {
-            record: AtomicBool::new(false),
-            reads: Mutex::new(Vec::new()),
-            writes: Mutex::new(Vec::new()),
-            bad: Mutex::new(None),
-            trigger: Mutex::new(None),
-            race: OnceLock::new(),
-        };
-        Hooked::new(FileDev::open(p, true).expect("open member"), hooks)
-    }
-}
-
-impl Hooks for Rec {
-    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let end = offset + buf.len() as u64;
-        if self.record.load(Ordering::SeqCst) {
-            self.reads.lock().unwrap().push((offset, buf.len()));
-        }
-        if let Some((a, b)) = *self.bad.lock().unwrap() {
-            if offset < b && a < end {
-                // Leave garbage behind, as a failed read may.
-                buf.fill(0xEE);
-                return Err(io::Error::from_raw_os_error(5));
-            }
-        }
-        inner.read_at(buf, offset)?;
-        let hit = {
-            let mut t = self.trigger.lock().unwrap();
-            match *t {
-                Some(at) if offset <= at && at < end => t.take().is_some(),
-                _ => false,
-            }
-        };
-        if hit {
-            if let Some(f) = self.race.get() {
-                f();
-            }
-        }
-        Ok(())
-    }
-    fn write(&self, inner: &dyn BlockDev, buf: &[u8], offset: u64) -> io::Result<()> {
-        if self.record.load(Ordering::SeqCst) {
-            self.writes.lock().unwrap().push((offset, buf.len()));
-        }
-        inner.write_at(buf, offset)
-    }
-}
+/// A member file that records its IOs (while its `record` is on), fails reads over one
+/// byte range and can start a client write when a read covers a given offset.
+type RecDev = Hooked<Recorder>;
 
 /// The array's bytes: a pattern of the offset (no page like another).
 fn pattern(off: u64, len: usize) -> Vec<u8> {
@@ -125,7 +63,10 @@ fn make(dir: &TempDir, level: Level) -> (Vec<PathBuf>, u64, u64) {
 }
 
 fn open(ps: &[PathBuf], writable: bool) -> (Arc<Array>, Vec<Arc<RecDev>>) {
-    let recs: Vec<Arc<RecDev>> = ps.iter().map(|p| Arc::new(Rec::new(p))).collect();
+    let recs: Vec<Arc<RecDev>> = ps
+        .iter()
+        .map(|p| Arc::new(Recorder::open(p, false)))
+        .collect();
     let devs = members(&recs);
     let opts = AssembleOptions {
         writable,
@@ -321,7 +262,7 @@ fn rebuild_exact(level: Level) {
         .expect("spare")
         .set_len(std::fs::metadata(&ps[0]).expect("size").len())
         .expect("spare size");
-    let spare = Arc::new(Rec::new(&sp));
+    let spare = Arc::new(Recorder::open(&sp, false));
     spare.record.store(true, Ordering::SeqCst);
     arr.add_spare(spare.clone(), false).expect("add spare");
     let rep = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).expect("rebuild");

@@ -116,3 +116,76 @@ pub fn members<D: BlockDev + 'static>(devs: &[Arc<D>]) -> Vec<Arc<dyn BlockDev>>
         .map(|d| Arc::clone(d) as Arc<dyn BlockDev>)
         .collect()
 }
+
+/// Hooks that record a member's IOs (offset and length, while `record` is on), fail reads
+/// over one byte range with EIO — leaving 0xEE garbage in the buffer, as a failed read
+/// may — and run `race` once, after the read, when a read covers the `trigger` offset.
+#[derive(Default)]
+pub struct Recorder {
+    /// Whether IOs are recorded now.
+    pub record: std::sync::atomic::AtomicBool,
+    /// Reads recorded: (device byte offset, length).
+    pub reads: std::sync::Mutex<Vec<(u64, usize)>>,
+    /// Writes recorded: (device byte offset, length).
+    pub writes: std::sync::Mutex<Vec<(u64, usize)>>,
+    /// Device byte range `[start, end)` whose reads fail.
+    pub bad: std::sync::Mutex<Option<(u64, u64)>>,
+    /// Device byte offset whose read runs `race` (once; taken when it fires).
+    pub trigger: std::sync::Mutex<Option<u64>>,
+    /// What a triggered read runs (a client write racing the read, say).
+    pub race: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl Recorder {
+    /// A member file at `path` under these hooks, recording from the start if `record`.
+    pub fn open(path: &std::path::Path, record: bool) -> Hooked<Recorder> {
+        let file = raidkit_engine::FileDev::open(path, true).expect("open member");
+        let hooks = Recorder::default();
+        hooks
+            .record
+            .store(record, std::sync::atomic::Ordering::SeqCst);
+        Hooked::new(file, hooks)
+    }
+
+    fn recording(&self) -> bool {
+        self.record.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Take the trigger if `[offset, end)` covers it.
+    fn triggered(&self, offset: u64, end: u64) -> bool {
+        let mut t = self.trigger.lock().unwrap();
+        match *t {
+            Some(at) if offset <= at && at < end => t.take().is_some(),
+            _ => false,
+        }
+    }
+}
+
+impl Hooks for Recorder {
+    fn read(&self, inner: &dyn BlockDev, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset + buf.len() as u64;
+        if self.recording() {
+            self.reads.lock().unwrap().push((offset, buf.len()));
+        }
+        if let Some((a, b)) = *self.bad.lock().unwrap() {
+            if offset < b && a < end {
+                buf.fill(0xEE);
+                return Err(io::Error::from_raw_os_error(5));
+            }
+        }
+        inner.read_at(buf, offset)?;
+        if self.triggered(offset, end) {
+            if let Some(f) = self.race.get() {
+                f();
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&self, inner: &dyn BlockDev, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.recording() {
+            self.writes.lock().unwrap().push((offset, buf.len()));
+        }
+        inner.write_at(buf, offset)
+    }
+}
