@@ -84,15 +84,14 @@ pub(crate) fn scratch_take() -> Vec<u8> {
 /// `n` reused buffers of `len` bytes each (stale contents, as [`scratch_take`]), handed
 /// back when dropped.
 pub(crate) fn scratch_blocks(n: usize, len: usize) -> ScratchBufs {
-    ScratchBufs(
-        (0..n)
-            .map(|_| {
-                let mut v = scratch_take();
-                v.resize(len, 0);
-                v
-            })
-            .collect(),
-    )
+    ScratchBufs((0..n).map(|_| scratch_sized(len)).collect())
+}
+
+/// A reused buffer of `len` bytes (stale contents, as [`scratch_take`]).
+pub(crate) fn scratch_sized(len: usize) -> Vec<u8> {
+    let mut v = scratch_take();
+    v.resize(len, 0);
+    v
 }
 
 /// Give a buffer back for reuse.
@@ -101,7 +100,7 @@ pub(crate) fn scratch_put(v: Vec<u8>) {
         return;
     }
     let v = if v.capacity() <= SMALL_BYTES {
-        // During thread teardown the thread's pool may be gone: then the shared one.
+        // During thread teardown the thread's pool may be gone: the buffer is freed then.
         match SMALL.try_with(|s| {
             let mut s = s.borrow_mut();
             if s.len() < SMALL_KEPT {

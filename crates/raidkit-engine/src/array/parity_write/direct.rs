@@ -5,7 +5,7 @@ use super::plan::{plan, Plan, StripeState};
 use super::{rows_of, Piece};
 use crate::array::member_io::MemberOp;
 use crate::array::scratch::{
-    compute_parity_scratch, scratch_blocks, scratch_put, scratch_take, ScratchBufs,
+    compute_parity_scratch, scratch_blocks, scratch_put, scratch_sized, scratch_take, ScratchBufs,
 };
 use crate::array::stripe::{compute_parity, parity_into};
 use crate::array::Array;
@@ -216,11 +216,7 @@ impl Array {
         let mut olds = ScratchBufs(
             pieces
                 .iter()
-                .map(|pc| {
-                    let mut v = scratch_take();
-                    v.resize(pc.data.len(), 0);
-                    v
-                })
+                .map(|pc| scratch_sized(pc.data.len()))
                 .collect(),
         );
         {
