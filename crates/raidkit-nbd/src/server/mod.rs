@@ -76,6 +76,9 @@ pub(crate) struct Shared {
     admission: Arc<Admission>,
     /// Worker threads beyond each connection's first, across the server.
     extra_workers: AtomicUsize,
+    /// What the connections' transmission did (read-turn hand-offs, reply writes).
+    #[cfg(test)]
+    counts: Arc<transmission::Counts>,
 }
 
 impl Shared {
@@ -94,6 +97,8 @@ impl Shared {
             conns: Mutex::new(HashMap::new()),
             admission: Arc::new(Admission::new(cfg.limits)),
             extra_workers: AtomicUsize::new(0),
+            #[cfg(test)]
+            counts: Arc::default(),
         }
     }
     pub(crate) fn stopping(&self) -> bool {

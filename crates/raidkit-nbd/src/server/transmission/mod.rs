@@ -5,19 +5,29 @@
 //! No hand-off between threads, one reply write per request, and the buffered reader
 //! takes many small request headers with one `recv`.
 //!
-//! The read turn is the read side's mutex (a waiting worker sleeps in `lock`; handing
-//! the turn over costs a futex call only when someone waits). Workers are started as
-//! requests arrive (when the worker that just read one finds nobody waiting for the
-//! next turn) up to the configured number. A worker holding the turn with no request for
-//! `RETIRE_AFTER` stops, unless it is the last one; the next waiting worker then takes
-//! the turn and, the connection still idle, stops after a tick: an idle connection costs
-//! one thread. The last worker to leave closes the connection.
+//! A worker passes the read turn on ([`turn::Turn`]) before it processes the request it
+//! read, so requests run in parallel and a slow one holds up nothing. But when the
+//! client pipelines (more requests are buffered behind the one just read, or were
+//! recently) and requests are short and small, the worker keeps the turn while it
+//! processes its request, then reads the next one itself: no wake-up and no futex call
+//! per request, and its small replies are deferred and sent together, one write per
+//! run of requests (see `reply`). A guard takes a kept turn after [`turn::KEEP_BOUND`],
+//! so a stuck request holds up the ones behind it (and deferred replies) for about that
+//! long. A client at queue depth 1 is served exactly as before: the turn is passed on
+//! after every request.
+//!
+//! Workers are started as requests arrive (when the worker that just read one finds
+//! nobody waiting for the next turn) up to the configured number. A worker holding the
+//! turn with no request for `RETIRE_AFTER` stops, unless it is the last one; the next
+//! waiting worker then takes the turn and, the connection still idle, stops after a tick:
+//! an idle connection costs one thread. The last worker to leave closes the connection.
 
 mod flight;
 mod read;
 mod reply;
 #[cfg(test)]
 mod tests;
+mod turn;
 
 use super::config::ExportEntry;
 use super::stream::{SharedTls, Sock, Transport};
@@ -30,22 +40,44 @@ use read::{Next, Patient, ReadSide};
 use reply::OutQueue;
 use std::io::{self, BufReader, Write};
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+use turn::Turn;
 
 /// A connection without a request for this long lets its extra workers stop.
 pub(super) const RETIRE_AFTER: Duration = Duration::from_secs(2);
+/// A worker passes the read turn on before processing a request, whatever its length,
+/// when this much of the following requests is buffered: the client is far ahead, and
+/// the requests are better run in parallel.
+const PASS_BACKLOG: usize = read::READ_BUF / 2;
+/// Largest request processed with the read turn kept (larger ones run in parallel).
+const KEEP_MAX_LEN: u32 = 64 << 10;
+
+/// What the transmission phase did, across a server's connections (for tests).
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Counts {
+    /// Workers woken to take the read turn, and turns the guard took.
+    pub(crate) wakes: AtomicUsize,
+    /// Requests processed with the read turn kept.
+    pub(crate) keeps: AtomicUsize,
+    /// Reply writes to the socket (each of one or more replies).
+    pub(crate) writes: AtomicUsize,
+}
 
 pub(crate) struct Conn {
     sh: Arc<Shared>,
     /// Workers alive.
     alive: AtomicUsize,
-    /// Workers waiting for the read turn.
-    waiting: AtomicUsize,
     max_workers: usize,
+    /// Which worker reads next; only the holder locks `rd`.
+    turn: Turn,
     rd: Mutex<ReadSide>,
+    /// How long the last request took to process (µs): turns are kept only while
+    /// requests are short.
+    last_request_us: AtomicU64,
     out: Mutex<OutQueue>,
     writer: Mutex<Box<dyn Write + Send>>,
     flight: Flight,
@@ -89,8 +121,9 @@ pub(crate) fn run(
     let conn = Arc::new(Conn {
         sh: Arc::clone(sh),
         alive: AtomicUsize::new(1),
-        waiting: AtomicUsize::new(0),
         max_workers: sh.workers,
+        turn: Turn::default(),
+        last_request_us: AtomicU64::new(0),
         rd: Mutex::new(ReadSide {
             reader: BufReader::with_capacity(
                 read::READ_BUF,
@@ -102,6 +135,7 @@ pub(crate) fn run(
             ),
             done: false,
             last_request: Instant::now(),
+            pipelined: 0,
         }),
         out: Mutex::new(OutQueue::default()),
         writer: Mutex::new(t.writer),
@@ -115,6 +149,8 @@ pub(crate) fn run(
         tls: t.tls,
         _guards: guards,
     });
+    #[cfg(test)]
+    conn.turn.count_in(&sh.counts);
     conn.work();
 }
 
@@ -140,7 +176,7 @@ impl Conn {
     /// After reading a request: start one more worker if nobody waits for the next turn
     /// (and the limits allow).
     fn maybe_spawn(self: &Arc<Self>) {
-        if self.waiting.load(Ordering::Acquire) > 0
+        if self.turn.waiting() > 0
             || self.alive.load(Ordering::Acquire) >= self.max_workers
             || !self.sh.take_worker_slot()
         {
@@ -156,32 +192,68 @@ impl Conn {
         }
     }
 
-    /// A worker: read a request, process it, reply; until the read side is done.
+    /// A worker: take the read turn, read a request, process it (keeping the turn while
+    /// the client pipelines short requests), reply; until the read side is done.
     fn work(self: &Arc<Self>) {
+        let mut holding = false;
         loop {
             let mut buf = self.pool.take();
-            self.waiting.fetch_add(1, Ordering::AcqRel);
-            let next = {
+            if !holding && self.turn.take() {
+                // Taken from a keeper stuck in a request: its deferred replies go now.
+                self.flush_out();
+            }
+            holding = true;
+            let (next, ahead, pipelined) = {
                 let mut rd = lock(&self.rd);
-                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                if !rd.whole_request_buffered() {
+                    // About to wait for the client: deferred replies go first.
+                    self.flush_out();
+                }
+                let fresh = rd.reader.buffer().is_empty();
                 let next = self.read_next(&mut rd, &mut buf);
                 if matches!(next, Next::Done) {
                     rd.done = true;
                 }
-                next
+                let ahead = rd.reader.buffer().len();
+                rd.note_depth(fresh, ahead);
+                (next, ahead, rd.pipelined > 0)
             };
             match next {
                 Next::Request(req, cmd, cost) => {
+                    let keep = if (ahead > 0 || pipelined) && self.keepable(&req, ahead) {
+                        self.turn.keep()
+                    } else {
+                        None
+                    };
+                    if keep.is_none() {
+                        self.turn.release(false);
+                        holding = false;
+                    }
                     self.maybe_spawn();
-                    self.execute(req, cmd, cost, &mut buf);
+                    let t = Instant::now();
+                    self.execute(req, cmd, cost, &mut buf, keep.is_some());
+                    let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    self.last_request_us.store(us, Ordering::Relaxed);
+                    if let Some(n) = keep {
+                        #[cfg(test)]
+                        self.sh.counts.keeps.fetch_add(1, Ordering::Relaxed);
+                        holding = self.turn.unkeep(n);
+                        if !holding {
+                            // The guard took the turn meanwhile.
+                            self.flush_out();
+                        }
+                    }
                 }
                 Next::Again => {}
                 Next::Retire => {
+                    self.turn.release(false);
                     // Keep the pool as small as the crew.
                     self.pool.shrink();
                     return;
                 }
                 Next::Done => {
+                    self.flush_out();
+                    self.turn.release(true);
                     self.leave(false);
                     return;
                 }
@@ -190,7 +262,19 @@ impl Conn {
         }
     }
 
-    fn execute(&self, req: Request, cmd: Cmd, cost: Cost, buf: &mut Vec<u8>) {
+    /// `req` may be processed with the read turn kept: it is small, recent requests were
+    /// short (the last took under a quarter of the guard's bound), and the client is not
+    /// far ahead (`ahead` bytes buffered).
+    fn keepable(&self, req: &Request, ahead: usize) -> bool {
+        let bound_us = u64::try_from(turn::KEEP_BOUND.as_micros()).unwrap_or(u64::MAX);
+        req.len <= KEEP_MAX_LEN
+            && ahead < PASS_BACKLOG
+            && self.last_request_us.load(Ordering::Relaxed) < bound_us / 4
+    }
+
+    /// Process one request and reply (`defer`: a small reply may wait in the out queue,
+    /// see `reply`).
+    fn execute(&self, req: Request, cmd: Cmd, cost: Cost, buf: &mut Vec<u8>, defer: bool) {
         let b = &self.export.backend;
         let Request {
             cookie,
@@ -202,7 +286,7 @@ impl Conn {
         let then_flush =
             |r: io::Result<()>, fua: bool| r.and_then(|_| if fua { b.flush() } else { Ok(()) });
         let res = match cmd {
-            Cmd::Read => return self.read(cookie, offset, n, buf, cost),
+            Cmd::Read => return self.read(cookie, offset, n, buf, cost, defer),
             Cmd::Write { fua } => match buf.get(..n) {
                 Some(_) if n == 0 => Ok(()),
                 // Lent: back in the pool when the backend drops it.
@@ -218,14 +302,14 @@ impl Conn {
             Cmd::Disc => Ok(()),
         };
         match res {
-            Ok(()) => self.reply_ok(cookie, cost),
+            Ok(()) => self.reply_ok(cookie, cost, defer),
             Err(e) => self.reply_error(cookie, proto::errno_of(&e), &e.to_string(), None, cost),
         }
     }
 
     /// Read into `buf` after room for the reply header, so header and data go out with
     /// one write.
-    fn read(&self, cookie: u64, offset: u64, n: usize, buf: &mut Vec<u8>, cost: Cost) {
+    fn read(&self, cookie: u64, offset: u64, n: usize, buf: &mut Vec<u8>, cost: Cost, defer: bool) {
         let hdr = if self.structured {
             proto::CHUNK_HEADER_LEN + 8
         } else {
@@ -235,9 +319,9 @@ impl Conn {
             if self.structured {
                 let h =
                     proto::chunk_header(proto::REPLY_FLAG_DONE, proto::REPLY_TYPE_NONE, cookie, 0);
-                self.send(&h, cost);
+                self.send(&h, cost, defer);
             } else {
-                self.reply_ok(cookie, cost);
+                self.reply_ok(cookie, cost, defer);
             }
             return;
         }
@@ -261,7 +345,7 @@ impl Conn {
             buf[..16].copy_from_slice(&proto::simple_reply(0, cookie));
         }
         match buf.get(..hdr + n) {
-            Some(all) => self.send(all, cost),
+            Some(all) => self.send(all, cost, defer),
             None => self.flight.release(cost),
         }
     }

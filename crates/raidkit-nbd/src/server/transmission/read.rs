@@ -72,6 +72,41 @@ pub(super) struct ReadSide {
     pub(super) done: bool,
     /// When the last request arrived.
     pub(super) last_request: Instant,
+    /// The client sends requests ahead of their replies (queue depth > 1): set to
+    /// [`PIPELINED_FOR`] when a request is read with more bytes buffered behind it,
+    /// counted down by each request that arrives alone.
+    pub(super) pipelined: u32,
+}
+
+/// Requests arriving alone after which a client no longer counts as pipelining.
+pub(super) const PIPELINED_FOR: u32 = 8;
+
+impl ReadSide {
+    /// The next request is wholly buffered (header, and a write's payload): reading it
+    /// waits for nothing.
+    pub(super) fn whole_request_buffered(&self) -> bool {
+        let b = self.reader.buffer();
+        let Some(h) = b
+            .get(..proto::REQUEST_LEN)
+            .and_then(|h| <&[u8; proto::REQUEST_LEN]>::try_from(h).ok())
+        else {
+            return false;
+        };
+        match proto::parse_request(h) {
+            Some(r) if r.typ == proto::CMD_WRITE => b.len() - proto::REQUEST_LEN >= r.len as usize,
+            _ => true,
+        }
+    }
+
+    /// Note what reading a request showed of the client's queue depth: `fresh`, it was
+    /// received into an empty buffer; `ahead`, the bytes buffered behind it.
+    pub(super) fn note_depth(&mut self, fresh: bool, ahead: usize) {
+        if ahead > 0 {
+            self.pipelined = PIPELINED_FOR;
+        } else if fresh {
+            self.pipelined = self.pipelined.saturating_sub(1);
+        }
+    }
 }
 
 impl Conn {

@@ -4,7 +4,11 @@
 //!
 //! Small replies are coalesced: while one worker is writing, others append theirs to the
 //! out queue and return; the writing worker sends what has queued up with its next write
-//! (fewer writes, fewer client wake-ups).
+//! (fewer writes, fewer client wake-ups). A worker that keeps the read turn through a run
+//! of pipelined requests defers its small replies (they wait in the out queue) and sends
+//! them together when it is about to wait for the socket, passes the turn on, or has
+//! `COALESCE_MAX` queued; if the guard takes the turn from it (a request stuck), the
+//! guard sends them.
 
 use super::flight::Cost;
 use super::Conn;
@@ -13,6 +17,7 @@ use crate::util::lock;
 use std::io::Write;
 use std::net::Shutdown;
 use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
 
 /// Replies up to this size are coalesced with others (larger ones are written alone).
 const COALESCE_MAX: usize = 64 << 10;
@@ -30,8 +35,9 @@ pub(super) struct OutQueue {
 }
 
 impl Conn {
-    /// Send one whole reply; then give back `cost`.
-    pub(super) fn send(&self, data: &[u8], cost: Cost) {
+    /// Send one whole reply (or, `defer`, queue a small one for [`Conn::flush_out`]);
+    /// then give back `cost`.
+    pub(super) fn send(&self, data: &[u8], cost: Cost, defer: bool) {
         if self.dead.load(Ordering::Relaxed) {
             self.flight.release(cost);
             return;
@@ -46,17 +52,35 @@ impl Conn {
             }
             return;
         }
-        let (mut batch, mut batch_cost) = {
-            let mut q = lock(&self.out);
-            q.buf.extend_from_slice(data);
-            q.cost.add(cost);
-            if q.busy {
-                return;
-            }
-            q.busy = true;
-            (std::mem::take(&mut q.buf), std::mem::take(&mut q.cost))
-        };
+        let mut q = lock(&self.out);
+        q.buf.extend_from_slice(data);
+        q.cost.add(cost);
+        if q.busy || (defer && q.buf.len() < COALESCE_MAX) {
+            return;
+        }
+        self.write_queued(q);
+    }
+
+    /// Send the replies deferred in the out queue, if no other worker is writing (it
+    /// will send them).
+    pub(super) fn flush_out(&self) {
+        let q = lock(&self.out);
+        if q.busy || q.buf.is_empty() {
+            return;
+        }
+        self.write_queued(q);
+    }
+
+    /// Become the out queue's writer: write what is queued, and what queues up
+    /// meanwhile, until it is empty.
+    fn write_queued(&self, mut q: MutexGuard<'_, OutQueue>) {
+        q.busy = true;
+        let mut batch = std::mem::take(&mut q.buf);
+        let mut batch_cost = std::mem::take(&mut q.cost);
+        drop(q);
         loop {
+            #[cfg(test)]
+            self.sh.counts.writes.fetch_add(1, Ordering::Relaxed);
             let r = {
                 let mut w = lock(&self.writer);
                 w.write_all(&batch).and_then(|_| w.flush())
@@ -93,8 +117,8 @@ impl Conn {
         }
     }
 
-    pub(super) fn reply_ok(&self, cookie: u64, cost: Cost) {
-        self.send(&proto::simple_reply(0, cookie), cost);
+    pub(super) fn reply_ok(&self, cookie: u64, cost: Cost, defer: bool) {
+        self.send(&proto::simple_reply(0, cookie), cost, defer);
     }
 
     /// An error reply: a structured ERROR (or ERROR_OFFSET with `offset`) chunk if
@@ -108,9 +132,9 @@ impl Conn {
         cost: Cost,
     ) {
         if self.structured {
-            self.send(&proto::error_chunk(cookie, errno, msg, offset), cost);
+            self.send(&proto::error_chunk(cookie, errno, msg, offset), cost, false);
         } else {
-            self.send(&proto::simple_reply(errno, cookie), cost);
+            self.send(&proto::simple_reply(errno, cookie), cost, false);
         }
     }
 }
