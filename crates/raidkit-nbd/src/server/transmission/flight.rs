@@ -57,9 +57,21 @@ impl Flight {
     }
 
     /// Take `c`, waiting while the budget is exhausted. `give_up` is asked every 100 ms
-    /// (a dead connection); true: return false without taking anything.
-    pub(crate) fn acquire(&self, c: Cost, give_up: impl Fn() -> bool) -> bool {
+    /// (a dead connection); true: return false without taking anything. `before_wait`
+    /// runs once, without the budget's lock, before the first wait (the caller's
+    /// deferred replies hold budget: it sends them).
+    pub(crate) fn acquire(
+        &self,
+        c: Cost,
+        give_up: impl Fn() -> bool,
+        before_wait: impl FnOnce(),
+    ) -> bool {
         let mut st = lock(&self.state);
+        if !self.fits(st.held, c) {
+            drop(st);
+            before_wait();
+            st = lock(&self.state);
+        }
         while !self.fits(st.held, c) {
             if give_up() {
                 st.waiting = false;
@@ -106,12 +118,18 @@ mod tests {
     #[test]
     fn budget_blocks_until_released() {
         let f = Arc::new(Flight::new(2, 1000));
-        assert!(f.acquire(Cost::request(600), || false));
-        assert!(!f.acquire(Cost::request(600), || true), "bytes exhausted");
-        assert!(f.acquire(Cost::request(400), || false));
-        assert!(!f.acquire(Cost::request(0), || true), "requests exhausted");
+        assert!(f.acquire(Cost::request(600), || false, || ()));
+        assert!(
+            !f.acquire(Cost::request(600), || true, || ()),
+            "bytes exhausted"
+        );
+        assert!(f.acquire(Cost::request(400), || false, || ()));
+        assert!(
+            !f.acquire(Cost::request(0), || true, || ()),
+            "requests exhausted"
+        );
         let f2 = Arc::clone(&f);
-        let t = std::thread::spawn(move || f2.acquire(Cost::request(1000), || false));
+        let t = std::thread::spawn(move || f2.acquire(Cost::request(1000), || false, || ()));
         std::thread::sleep(Duration::from_millis(30));
         f.release(Cost::request(600));
         assert!(!t.is_finished(), "400 bytes still held");
@@ -120,7 +138,7 @@ mod tests {
         assert_eq!(f.held(), Cost::request(1000));
         f.release(Cost::request(1000));
         // Larger than the whole budget: served alone.
-        assert!(f.acquire(Cost::request(5000), || false));
-        assert!(!f.acquire(Cost::request(1), || true));
+        assert!(f.acquire(Cost::request(5000), || false, || ()));
+        assert!(!f.acquire(Cost::request(1), || true, || ()));
     }
 }

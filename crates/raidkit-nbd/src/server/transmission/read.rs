@@ -110,6 +110,16 @@ impl ReadSide {
 }
 
 impl Conn {
+    /// Take a request's budget, waiting while there is none (false: the connection
+    /// died meanwhile). Replies this worker deferred hold budget: they go out first.
+    fn budget(&self, cost: Cost) -> bool {
+        self.flight.acquire(
+            cost,
+            || self.dead.load(Ordering::Relaxed),
+            || self.flush_out(),
+        )
+    }
+
     /// Wait until a request starts to arrive: `Stop` on shutdown, hang-up, error, a
     /// dead connection, or idle past the idle timeout; `Retire` if this worker is not
     /// needed (no request for `RETIRE_AFTER`, and it was not the last).
@@ -158,7 +168,6 @@ impl Conn {
 
     /// Read the request that has started to arrive.
     fn read_request(&self, rd: &mut ReadSide, buf: &mut Vec<u8>) -> Next {
-        let give_up = || self.dead.load(Ordering::Relaxed);
         let mut h = [0u8; proto::REQUEST_LEN];
         if rd.reader.read_exact(&mut h).is_err() {
             return Next::Done;
@@ -175,7 +184,7 @@ impl Conn {
             Ok(cmd) => {
                 let bytes = if cmd == Cmd::Read { req.len } else { 0 };
                 let cost = Cost::request(u64::from(bytes));
-                if self.flight.acquire(cost, give_up) {
+                if self.budget(cost) {
                     Next::Request(req, cmd, cost)
                 } else {
                     Next::Done
@@ -183,7 +192,7 @@ impl Conn {
             }
             Err(r) => {
                 let cost = Cost::request(0);
-                if !self.flight.acquire(cost, give_up) {
+                if !self.budget(cost) {
                     return Next::Done;
                 }
                 self.reply_error(req.cookie, r.errno, r.msg, None, cost);
@@ -194,13 +203,12 @@ impl Conn {
 
     /// A write's payload (refused and answered at once if it is too large or invalid).
     fn read_write(&self, rd: &mut ReadSide, req: &Request, buf: &mut Vec<u8>) -> Next {
-        let give_up = || self.dead.load(Ordering::Relaxed);
         if req.len > self.limits.max_payload {
             if req.len > WRITE_DRAIN_LIMIT || drain(&mut rd.reader, u64::from(req.len)).is_err() {
                 return Next::Done;
             }
             let cost = Cost::request(0);
-            if !self.flight.acquire(cost, give_up) {
+            if !self.budget(cost) {
                 return Next::Done;
             }
             self.reply_error(
@@ -214,7 +222,7 @@ impl Conn {
         }
         let n = req.len as usize;
         let cost = Cost::request(u64::from(req.len));
-        if !self.flight.acquire(cost, give_up) {
+        if !self.budget(cost) {
             return Next::Done;
         }
         if buf.len() < n {

@@ -84,6 +84,11 @@ struct Fixture {
 }
 
 fn fixture(tag: &str, workers: usize) -> Fixture {
+    fixture_with(tag, workers, |_| {})
+}
+
+/// A fixture whose server configuration `tune` adjusts.
+fn fixture_with(tag: &str, workers: usize, tune: impl FnOnce(&mut ServerConfig)) -> Fixture {
     let dir = TempDir::new(&format!("rk-turn-{tag}")).expect("a temporary directory");
     let path = dir.path().join("s.sock");
     let backend = Arc::new(Gated {
@@ -97,6 +102,7 @@ fn fixture(tag: &str, workers: usize) -> Fixture {
         backend: backend.clone() as Arc<dyn Backend>,
     }]);
     cfg.workers = workers;
+    tune(&mut cfg);
     let server = Server::bind(cfg, &Listen::Unix(path.clone())).expect("bind");
     let shared = Arc::clone(&server.shared);
     let (handle, _join) = server.spawn();
@@ -421,4 +427,26 @@ fn a_deferred_reply_does_not_wait_for_a_slow_payload() {
     s.write_all(&read_request(2002, 8192)).expect("read back");
     assert_eq!(reply(&mut s, Some(&mut data)), 2002);
     assert!(data == payload, "the write's bytes read back wrong");
+}
+
+/// Pipelined requests beyond the in-flight budget (2 requests): a worker that kept the
+/// turn sends its deferred replies, which hold the budget, before it waits for budget
+/// for the next request, so every request is answered.
+#[test]
+fn deferred_replies_do_not_hold_the_budget_the_reader_waits_for() {
+    let f = fixture_with("budget", 4, |c| c.limits.max_requests_in_flight = 2);
+    let mut s = raw(&f);
+    let mut data = vec![0u8; 4096];
+    for b in 0..20u64 {
+        let mut reqs = Vec::new();
+        for i in 0..8 {
+            reqs.extend_from_slice(&read_request(b * 8 + i, i * 4096));
+        }
+        s.write_all(&reqs).expect("requests");
+        let mut got: Vec<u64> = (0..8).map(|_| reply(&mut s, Some(&mut data))).collect();
+        got.sort_unstable();
+        assert_eq!(got, (b * 8..b * 8 + 8).collect::<Vec<_>>());
+    }
+    let (_, keeps, _) = counts(&f);
+    assert!(keeps > 0, "no pipelined request kept the turn");
 }
