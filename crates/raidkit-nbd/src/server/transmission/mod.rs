@@ -209,13 +209,12 @@ impl Conn {
                     // About to wait for the client: deferred replies go first.
                     self.flush_out();
                 }
-                let fresh = rd.reader.buffer().is_empty();
                 let next = self.read_next(&mut rd, &mut buf);
                 if matches!(next, Next::Done) {
                     rd.done = true;
                 }
                 let ahead = rd.reader.buffer().len();
-                rd.note_depth(fresh, ahead);
+                rd.note_depth(ahead);
                 (next, ahead, rd.pipelined > 0)
             };
             match next {

@@ -73,13 +73,15 @@ pub(super) struct ReadSide {
     /// When the last request arrived.
     pub(super) last_request: Instant,
     /// The client sends requests ahead of their replies (queue depth > 1): set to
-    /// [`PIPELINED_FOR`] when a request is read with more bytes buffered behind it,
-    /// counted down by each request that arrives alone.
+    /// [`PIPELINED_FOR`] when a request is read with more bytes buffered behind it (one
+    /// receive brought more than one request, which never happens at queue depth 1),
+    /// counted down by each request read with nothing behind it. (How long a receive
+    /// waited tells nothing: a client at queue depth 1 answers a reply within 2 µs.)
     pub(super) pipelined: u32,
 }
 
 /// Requests arriving alone after which a client no longer counts as pipelining.
-pub(super) const PIPELINED_FOR: u32 = 8;
+pub(super) const PIPELINED_FOR: u32 = 64;
 
 impl ReadSide {
     /// The next request is wholly buffered (header, and a write's payload): reading it
@@ -98,12 +100,12 @@ impl ReadSide {
         }
     }
 
-    /// Note what reading a request showed of the client's queue depth: `fresh`, it was
-    /// received into an empty buffer; `ahead`, the bytes buffered behind it.
-    pub(super) fn note_depth(&mut self, fresh: bool, ahead: usize) {
+    /// Note what reading a request showed of the client's queue depth (`ahead`: the
+    /// bytes buffered behind it).
+    pub(super) fn note_depth(&mut self, ahead: usize) {
         if ahead > 0 {
             self.pipelined = PIPELINED_FOR;
-        } else if fresh {
+        } else {
             self.pipelined = self.pipelined.saturating_sub(1);
         }
     }
