@@ -76,6 +76,8 @@ pub(crate) struct Shared {
     admission: Arc<Admission>,
     /// Worker threads beyond each connection's first, across the server.
     extra_workers: AtomicUsize,
+    /// Replies a worker that keeps a connection's read turn sends in one write, at most.
+    reply_batch: usize,
     /// What the connections' transmission did (read-turn hand-offs, reply writes).
     #[cfg(test)]
     counts: Arc<transmission::Counts>,
@@ -97,6 +99,7 @@ impl Shared {
             conns: Mutex::new(HashMap::new()),
             admission: Arc::new(Admission::new(cfg.limits)),
             extra_workers: AtomicUsize::new(0),
+            reply_batch: transmission::reply_batch(),
             #[cfg(test)]
             counts: Arc::default(),
         }

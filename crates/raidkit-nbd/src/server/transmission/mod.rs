@@ -37,6 +37,7 @@ use crate::proto::{self, Cmd, Limits, Request};
 use crate::util::lock;
 use flight::{Cost, Flight};
 use read::{Next, Patient, ReadSide};
+pub(crate) use reply::reply_batch;
 use reply::OutQueue;
 use std::io::{self, BufReader, Write};
 use std::net::Shutdown;

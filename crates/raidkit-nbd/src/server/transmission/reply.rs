@@ -32,7 +32,22 @@ pub(super) struct OutQueue {
     cost: Cost,
     /// A worker is writing (and will send whatever is queued before it stops).
     busy: bool,
+    /// Replies deferred since the last write.
+    deferred: usize,
 }
+
+/// Replies a worker that keeps the read turn defers into one write, at most (1: none
+/// deferred). `RAIDKIT_NBD_REPLY_BATCH=N` sets it, for measurements.
+pub(crate) fn reply_batch() -> usize {
+    std::env::var("RAIDKIT_NBD_REPLY_BATCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(REPLY_BATCH)
+        .clamp(1, 64)
+}
+
+/// Default of [`reply_batch`].
+const REPLY_BATCH: usize = 4;
 
 impl Conn {
     /// Send one whole reply (or, `defer`, queue a small one for [`Conn::flush_out`]);
@@ -55,7 +70,11 @@ impl Conn {
         let mut q = lock(&self.out);
         q.buf.extend_from_slice(data);
         q.cost.add(cost);
-        if q.busy || (defer && q.buf.len() < COALESCE_MAX) {
+        if q.busy {
+            return;
+        }
+        if defer && q.deferred + 1 < self.sh.reply_batch && q.buf.len() < COALESCE_MAX {
+            q.deferred += 1;
             return;
         }
         self.write_queued(q);
@@ -75,6 +94,7 @@ impl Conn {
     /// meanwhile, until it is empty.
     fn write_queued(&self, mut q: MutexGuard<'_, OutQueue>) {
         q.busy = true;
+        q.deferred = 0;
         let mut batch = std::mem::take(&mut q.buf);
         let mut batch_cost = std::mem::take(&mut q.cost);
         drop(q);

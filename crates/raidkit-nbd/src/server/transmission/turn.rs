@@ -151,8 +151,11 @@ impl Turn {
         let n = st.keeps;
         st.keeping = Some((now, n));
         st.last_keep = Some(now);
-        if !st.alert {
-            st.alert = true;
+        let rouse = !st.alert;
+        st.alert = true;
+        drop(st);
+        if rouse {
+            // The guard sleeps without a timeout: from now on it watches.
             self.guard.notify_one();
             self.woke();
         }
@@ -171,18 +174,21 @@ impl Turn {
     }
 
     /// Give the turn up, waking one waiting worker (`all`: every one, the connection is
-    /// done).
+    /// done). The waiter is woken after the state's lock is dropped, so it does not wake
+    /// only to wait for that lock.
     pub(super) fn release(&self, all: bool) {
         let mut st = lock(&self.st);
         st.held = false;
         st.keeping = None;
+        let (benched, guard) = (st.benched > 0, st.guard);
+        drop(st);
         if all {
             self.bench.notify_all();
             self.guard.notify_all();
-        } else if st.benched > 0 {
+        } else if benched {
             self.bench.notify_one();
             self.woke();
-        } else if st.guard {
+        } else if guard {
             self.guard.notify_one();
             self.woke();
         }
