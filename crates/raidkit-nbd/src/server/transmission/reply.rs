@@ -47,7 +47,7 @@ pub(crate) fn reply_batch() -> usize {
 }
 
 /// Default of [`reply_batch`].
-const REPLY_BATCH: usize = 4;
+const REPLY_BATCH: usize = 16;
 
 impl Conn {
     /// Send one whole reply (or, `defer`, queue a small one for [`Conn::flush_out`]);
