@@ -604,3 +604,31 @@ fn a_network_members_io_starts_before_the_batchs_inline_file_writes() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_network_members_large_write_does_not_send_the_files_write_to_a_lane() {
+    // One local file and one remote, as a mirror's batch: one large descriptor write, so
+    // the file is written inline (after the remote's IO has started), not on a lane.
+    let (dir, local) = temp_file("no-lane", 1 << 20);
+    let remote = Peeks {
+        file: std::fs::File::open(dir.join("m")).expect("open"),
+        seen: Mutex::new(Vec::new()),
+    };
+    let data = pattern(LARGE_WRITE_BYTES * 2, 4);
+    let t = Duration::from_secs(5);
+    let mut reqs = [
+        IoReq::new(&local, 0, IoOp::Write(&data), t),
+        IoReq::new(&remote, 0, IoOp::Write(&data), t),
+    ];
+    assert_eq!(large_writes(&reqs), 1, "the remote's write is not a lane's");
+    run(&mut reqs, &mut |_| panic!("late"));
+    for r in &mut reqs {
+        r.take_result().expect("written");
+    }
+    let seen = crate::locks::lock(&remote.seen).clone();
+    assert!(
+        seen.iter().all(|&b| b == 0),
+        "the local write was made before the remote's IO started"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
