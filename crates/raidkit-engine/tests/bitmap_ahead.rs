@@ -280,3 +280,25 @@ fn a_degraded_array_sets_no_bits_ahead() {
     assert_eq!(r.bits_on(0), want);
     r.check_data(&stream);
 }
+
+#[test]
+fn a_stream_whose_writes_overtake_each_other_keeps_its_length() {
+    let r = Rig::with_chunks(80);
+    // Chunks 0..=40 with chunk 8 written before chunk 7 (writes in flight at once arrive
+    // out of order). Chunk 8 begins a stream of its own; chunk 7 joins it to the first,
+    // so the window goes on growing: rounds at chunks 0, 1 (bits ..=5), 6 (..=13), 14 (a
+    // 15 MiB stream: ..=29) and 30 (..=61). Taken as a new 2 MiB stream from chunk 8, it
+    // would need a sixth (chunk 14: ..=21, 22: ..=37, 38: ..=69).
+    let mut stream: Vec<u64> = (0..=40).collect();
+    stream.swap(7, 8);
+    let (writes, rounds) = r.write_chunks(&stream);
+    assert_eq!(rounds, 5, "bitmap rounds");
+    assert_eq!(writes, vec![5, 5], "bitmap writes per member");
+    assert_eq!(r.violations(), Vec::<String>::new());
+    let mut want: Vec<u64> = (0..=61).collect();
+    want.push(r.last);
+    for m in 0..2 {
+        assert_eq!(r.bits_on(m), want, "on-disk bits of member {m}");
+    }
+    r.check_data(&[7, 8, 40]);
+}

@@ -80,6 +80,16 @@ impl RecentEnds {
         let end = start.saturating_add(n);
         self.begun[slot].store(begun, Ordering::Relaxed);
         self.ends[slot].store(end, Ordering::Relaxed);
+        if continued.is_some() {
+            // A later write of the stream that arrived first (writes in flight at once
+            // overtake each other) began a slot of its own where this one ends: it is
+            // the same stream, as long as it is.
+            for (j, b) in self.begun.iter().enumerate() {
+                if j != slot && b.load(Ordering::Relaxed) == end {
+                    b.store(begun, Ordering::Relaxed);
+                }
+            }
+        }
         continued.map(|_| end - begun)
     }
 }
