@@ -29,7 +29,10 @@
 # `A-write`, `A-wm-write`, `A-wm-burst`; the burst anchor is the local member alone) and
 # RAIDKIT_B (`B-...`), interleaved; no read or return rows. Their last column is the
 # server's CPU time (user + system, all threads, from /proc/PID/stat) per MiB written,
-# in µs: far less sensitive to a busy machine than MiB/s.
+# in µs: far less sensitive to a busy machine than MiB/s; then that of every process of
+# the row (fio's from its own report, nbdkit's from /proc), and a line per round with the
+# anchors' (remote: fio + nbdkit; local: fio + raidkit serve): on a CPU-bound machine the
+# ratio of those totals is the throughput ratio a perfect scheduler would give.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE="${1:-256}"
@@ -80,10 +83,10 @@ start_server() { # start_server MEMBER...
 stop_server() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=; }
 stop_nbdkit() { kill "${1:--TERM}" "$NBDKIT"; wait "$NBDKIT" 2>/dev/null || true; NBDKIT=; }
 
-fio_mibs() { # fio_mibs URI RW: MiB/s
+fio_mibs() { # fio_mibs URI RW: MiB/s (fio's own CPU µs per MiB goes to $W/fiocpu)
   fio --name=t --ioengine=nbd --uri="$1" --rw="$2" --bs=1M --iodepth=4 --size="${SIZE}M" \
     --fsync=16 --end_fsync=1 --output-format=json 2>"$W/fio.err" |
-    python3 -c "import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index('{'):])['jobs'][0]; k='$2'.replace('rand',''); k='write' if 'write' in k else 'read'; print(f\"{j[k]['bw_bytes']/1048576:.1f}\")"
+    python3 -c "import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index('{'):])['jobs'][0]; k='$2'.replace('rand',''); k='write' if 'write' in k else 'read'; print(f\"{j[k]['bw_bytes']/1048576:.1f}\"); open('$W/fiocpu','w').write(str(round((j['usr_cpu']+j['sys_cpu'])/100*j['job_runtime']*1000/$SIZE)))"
 }
 
 # Until nothing is queued behind (at most a minute).
@@ -121,9 +124,12 @@ URI_A="nbd+unix:///a?socket=$W/a.sock"
 
 # CPU time of process $1 so far, in clock ticks (user + system, every thread, live or not).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# µs per MiB of $1 ticks over $2 MiB.
+us_per_mib() { echo $(( $1 * 1000000 / $(getconf CLK_TCK) / $2 )); }
 
 # mirror_write BIN [create options...]: MiB/s of the RAID1 (local + remote) written by fio
-# (MEASURE=bursts: by `bursts`); the server's CPU µs per MiB written goes to $W/cpu.
+# (MEASURE=bursts: by `bursts`); the server's CPU µs per MiB written goes to $W/cpu, and
+# the CPU µs per MiB of the server, nbdkit and fio together to $W/cpu_all (not for bursts).
 mirror_write() {
   local bin="$1"; shift
   fresh
@@ -132,10 +138,13 @@ mirror_write() {
     "$@" "$W/local.img" "$URI_R" >/dev/null
   local saved="$RAIDKIT"; RAIDKIT="$bin"
   start_server "$W/local.img" "$URI_R"
-  local c0 mib=$SIZE; c0=$(cpu_ticks "$SERVER")
+  local c0 n0 mib=$SIZE; c0=$(cpu_ticks "$SERVER"); n0=$(cpu_ticks "$NBDKIT")
+  echo - >"$W/fiocpu"
   if [ "${MEASURE:-}" = bursts ]; then bursts "$URI_A"; mib=$((BURSTS * BURST)); else fio_mibs "$URI_A" write; fi
   wait_backlog # the CPU of the writes still queued behind counts too
-  echo $(( ($(cpu_ticks "$SERVER") - c0) * 1000000 / $(getconf CLK_TCK) / mib )) >"$W/cpu"
+  local s n; s=$(us_per_mib $(( $(cpu_ticks "$SERVER") - c0 )) "$mib"); n=$(us_per_mib $(( $(cpu_ticks "$NBDKIT") - n0 )) "$mib")
+  echo "$s" >"$W/cpu"
+  if [ "$(cat "$W/fiocpu")" = - ]; then echo - >"$W/cpu_all"; else echo $(( s + n + $(cat "$W/fiocpu") )) >"$W/cpu_all"; fi
   stop_server
   RAIDKIT="$saved"
   stop_nbdkit -KILL
@@ -143,17 +152,24 @@ mirror_write() {
 
 if [ -n "${RAIDKIT_B:-}" ]; then
   RAIDKIT_B="$(realpath "$RAIDKIT_B")"
-  echo "round test anchor_remote anchor_local raid1 ratio_vs_remote ratio_vs_local load server_cpu_us_per_MiB"
+  # total_cpu: CPU µs per MiB of every process of the row (fio, raidkit serve, nbdkit);
+  # the anchors' (fio + nbdkit; fio + raidkit serve) are on each round's `anchor-cpu` line.
+  echo "round test anchor_remote anchor_local raid1 ratio_vs_remote ratio_vs_local load server_cpu_us_per_MiB total_cpu_us_per_MiB"
   for r in $(seq "$ROUNDS"); do
     fresh
     start_nbdkit "$W/remote.img"
+    n0=$(cpu_ticks "$NBDKIT")
     remote_w=$(fio_mibs "$URI_R" write)
+    remote_cpu=$(( $(us_per_mib $(( $(cpu_ticks "$NBDKIT") - n0 )) "$SIZE") + $(cat "$W/fiocpu") ))
     stop_nbdkit
     fresh
     "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" "$W/local.img" >/dev/null
     start_server "$W/local.img"
+    c0=$(cpu_ticks "$SERVER")
     local_w=$(fio_mibs "$URI_A" write)
+    local_cpu=$(( $(us_per_mib $(( $(cpu_ticks "$SERVER") - c0 )) "$SIZE") + $(cat "$W/fiocpu") ))
     stop_server
+    echo "$r anchor-cpu remote=$remote_cpu local=$local_cpu"
     if [ "$BURST" -gt 0 ]; then
       fresh
       "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" "$W/local.img" >/dev/null
@@ -163,15 +179,15 @@ if [ -n "${RAIDKIT_B:-}" ]; then
     fi
     for ab in A B; do
       bin="$RAIDKIT"; [ "$ab" = B ] && bin="$RAIDKIT_B"
-      w=$(mirror_write "$bin"); wcpu=$(cat "$W/cpu")
-      wm=$(mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}"); wmcpu=$(cat "$W/cpu")
+      w=$(mirror_write "$bin"); wcpu="$(cat "$W/cpu") $(cat "$W/cpu_all")"
+      wm=$(mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}"); wmcpu="$(cat "$W/cpu") $(cat "$W/cpu_all")"
       load=$(cut -d' ' -f1 /proc/loadavg)
       python3 -c "print('$r $ab-write $remote_w $local_w $w', f'{$w/$remote_w:.2f}', f'{$w/$local_w:.2f}', '$load', '$wcpu')"
       python3 -c "print('$r $ab-wm-write $remote_w $local_w $wm', f'{$wm/$remote_w:.2f}', f'{$wm/$local_w:.2f}', '$load', '$wmcpu')"
       if [ "$BURST" -gt 0 ]; then
         wb=$(MEASURE=bursts mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}")
         load=$(cut -d' ' -f1 /proc/loadavg)
-        python3 -c "print('$r $ab-wm-burst - $local_b $wb', '-', f'{$wb/$local_b:.2f}', '$load', '$(cat "$W/cpu")')"
+        python3 -c "print('$r $ab-wm-burst - $local_b $wb', '-', f'{$wb/$local_b:.2f}', '$load', '$(cat "$W/cpu") -')"
       fi
     done
   done

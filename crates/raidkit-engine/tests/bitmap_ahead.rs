@@ -1,7 +1,9 @@
 //! Bitmap bits ahead of sequential streams (issue 16): a write that needs a new bitmap bit
 //! and continues a recent write also sets the next `bits_ahead` bits in the same round, so
-//! a sequential writer pays one bitmap round per several chunks; a random writer, and a
-//! degraded array, set only the bits their writes cover. Every data write still finds its
+//! a sequential writer pays one bitmap round per several chunks. The window grows with the
+//! stream (as long as it has written, 4 to 64 MiB), so a long stream pays a round per
+//! doubling, then one per 64 MiB; a random writer, and a degraded array, set only the bits
+//! their writes cover. Every data write still finds its
 //! own bit on every live member's on-disk bitmap, and marking the array clean clears the
 //! bits set ahead too.
 
@@ -24,8 +26,6 @@ use std::sync::{Arc, Mutex};
 const CHUNK: u64 = 1 << 20;
 /// Chunks the tests look at (the array has a few more).
 const CHUNKS: u64 = 24;
-/// The chunk the rig's first write makes the array active with (no test writes near it).
-const LAST: u64 = CHUNKS - 1;
 
 /// A member that counts its bitmap writes and checks, at every data write, that the bits
 /// covering it are on the on-disk bitmap of every member still live.
@@ -75,16 +75,26 @@ struct Rig {
     arr: Array,
     watch: Vec<Arc<Hooked<Watch>>>,
     live: Arc<Vec<AtomicBool>>,
+    /// Chunks the test looks at (the array has a few more).
+    chunks: u64,
+    /// The chunk the rig's first write makes the array active with (no test writes near
+    /// it): the last one looked at.
+    last: u64,
 }
 
 impl Rig {
-    /// A 2-member RAID1 with bitmap chunks of 1 MiB, assembled over watched members,
-    /// made active by a 4 KiB write into chunk `LAST`.
     fn new() -> Rig {
+        Rig::with_chunks(CHUNKS)
+    }
+
+    /// A 2-member RAID1 with bitmap chunks of 1 MiB, assembled over watched members,
+    /// made active by a 4 KiB write into chunk `chunks - 1` (`last`).
+    fn with_chunks(chunks: u64) -> Rig {
+        let last = chunks - 1;
         let dir = TempDir::new("rk-bmahead").unwrap();
         let files = member_files(dir.path(), 2);
         let mut o = create_options(Level::Raid1, &files);
-        o.create_size = Some((CHUNKS + 8) * CHUNK);
+        o.create_size = Some((chunks + 8) * CHUNK);
         o.bitmap = true;
         o.bitmap_chunk_bytes = Some(CHUNK);
         o.assume_clean = true;
@@ -115,14 +125,16 @@ impl Rig {
             ..Default::default()
         };
         let arr = assemble(devs, &opts).unwrap();
-        assert!(arr.size_bytes() >= CHUNKS * CHUNK);
-        arr.write(LAST * CHUNK, &[9; 4096]).unwrap();
+        assert!(arr.size_bytes() >= chunks * CHUNK);
+        arr.write(last * CHUNK, &[9; 4096]).unwrap();
         assert_eq!(arr.bitmap_chunk_sectors(), Some(CHUNK / 512));
         Rig {
             _dir: dir,
             arr,
             watch,
             live,
+            chunks,
+            last,
         }
     }
 
@@ -155,7 +167,7 @@ impl Rig {
     /// The set bits on member `m`'s on-disk bitmap.
     fn bits_on(&self, m: usize) -> Vec<u64> {
         let w = &self.watch[0];
-        (0..CHUNKS)
+        (0..self.chunks)
             .filter(|&i| bit_on(&w.files[m], w.bitmap_byte, i))
             .collect()
     }
@@ -175,23 +187,60 @@ impl Rig {
 
 #[test]
 fn a_sequential_writer_sets_bits_ahead_in_fewer_rounds_and_clean_clears_them() {
-    let ahead = bits_ahead(CHUNK / 512);
-    assert_eq!(ahead, 4, "1 MiB chunks: 4 MiB ahead");
+    assert_eq!(
+        bits_ahead(CHUNK / 512, 2 * CHUNK / 512),
+        4,
+        "at least 4 MiB ahead"
+    );
+    assert_eq!(
+        bits_ahead(CHUNK / 512, 7 * CHUNK / 512),
+        7,
+        "as long as the stream"
+    );
     let r = Rig::new();
     // Chunks 0..14 in order. Chunk 0 continues nothing: its own bit. Chunk 1 continues
-    // chunk 0: bits 1..=5. Chunk 6: 6..=10. Chunk 11: 11..=15. Four rounds, not 14.
+    // chunk 0 (a 2 MiB stream): bits 1..=5. Chunk 6 (a 7 MiB stream): bits 6..=13. Three
+    // rounds, not 14.
     let stream: Vec<u64> = (0..14).collect();
     let (writes, rounds) = r.write_chunks(&stream);
-    assert_eq!(rounds, 4, "bitmap rounds for a 14-chunk sequential stream");
-    assert_eq!(writes, vec![4, 4], "bitmap writes per member");
+    assert_eq!(rounds, 3, "bitmap rounds for a 14-chunk sequential stream");
+    assert_eq!(writes, vec![3, 3], "bitmap writes per member");
     assert_eq!(r.violations(), Vec::<String>::new());
-    // The stream's bits, bit 15 set ahead (never written), and the first write's chunk.
-    let mut want: Vec<u64> = (0..16).collect();
-    want.push(LAST);
+    // The stream's bits and the first write's chunk.
+    let mut want: Vec<u64> = (0..14).collect();
+    want.push(r.last);
     for m in 0..2 {
         assert_eq!(r.bits_on(m), want, "on-disk bits of member {m}");
     }
     r.check_data(&stream);
+    r.arr.mark_clean().unwrap();
+    for m in 0..2 {
+        assert_eq!(r.bits_on(m), Vec::<u64>::new(), "bits after clean on {m}");
+    }
+}
+
+#[test]
+fn a_long_stream_grows_its_window_up_to_64_mib() {
+    assert_eq!(
+        bits_ahead(CHUNK / 512, 127 * CHUNK / 512),
+        64,
+        "at most 64 MiB ahead"
+    );
+    let r = Rig::with_chunks(200);
+    // Rounds at chunks 0 (its own bit), 1 (bits 1..=5), 6 (..=13), 14 (a 15 MiB stream:
+    // ..=29), 30 (..=61), 62 (..=125) and 126 (a 127 MiB stream, window capped at 64 MiB:
+    // ..=190): 7 rounds for 140 chunks (a fixed 4 MiB window: 29).
+    let stream: Vec<u64> = (0..140).collect();
+    let (writes, rounds) = r.write_chunks(&stream);
+    assert_eq!(rounds, 7, "bitmap rounds for a 140-chunk sequential stream");
+    assert_eq!(writes, vec![7, 7], "bitmap writes per member");
+    assert_eq!(r.violations(), Vec::<String>::new());
+    let mut want: Vec<u64> = (0..=190).collect();
+    want.push(r.last);
+    for m in 0..2 {
+        assert_eq!(r.bits_on(m), want, "on-disk bits of member {m}");
+    }
+    r.check_data(&[0, 63, 127, 139]);
     r.arr.mark_clean().unwrap();
     for m in 0..2 {
         assert_eq!(r.bits_on(m), Vec::<u64>::new(), "bits after clean on {m}");
@@ -208,7 +257,7 @@ fn a_random_writer_sets_only_its_own_bits() {
     assert_eq!(writes, vec![chunks.len() as u64; 2]);
     assert_eq!(r.violations(), Vec::<String>::new());
     let mut want: Vec<u64> = chunks.to_vec();
-    want.push(LAST);
+    want.push(r.last);
     want.sort_unstable();
     for m in 0..2 {
         assert_eq!(r.bits_on(m), want, "on-disk bits of member {m}");
@@ -227,7 +276,29 @@ fn a_degraded_array_sets_no_bits_ahead() {
     assert_eq!(writes[0], 6, "bitmap writes on the member that stays");
     assert_eq!(r.violations(), Vec::<String>::new());
     let mut want = stream.clone();
-    want.push(LAST);
+    want.push(r.last);
     assert_eq!(r.bits_on(0), want);
     r.check_data(&stream);
+}
+
+#[test]
+fn a_stream_whose_writes_overtake_each_other_keeps_its_length() {
+    let r = Rig::with_chunks(80);
+    // Chunks 0..=40 with chunk 8 written before chunk 7 (writes in flight at once arrive
+    // out of order). Chunk 8 begins a stream of its own; chunk 7 joins it to the first,
+    // so the window goes on growing: rounds at chunks 0, 1 (bits ..=5), 6 (..=13), 14 (a
+    // 15 MiB stream: ..=29) and 30 (..=61). Taken as a new 2 MiB stream from chunk 8, it
+    // would need a sixth (chunk 14: ..=21, 22: ..=37, 38: ..=69).
+    let mut stream: Vec<u64> = (0..=40).collect();
+    stream.swap(7, 8);
+    let (writes, rounds) = r.write_chunks(&stream);
+    assert_eq!(rounds, 5, "bitmap rounds");
+    assert_eq!(writes, vec![5, 5], "bitmap writes per member");
+    assert_eq!(r.violations(), Vec::<String>::new());
+    let mut want: Vec<u64> = (0..=61).collect();
+    want.push(r.last);
+    for m in 0..2 {
+        assert_eq!(r.bits_on(m), want, "on-disk bits of member {m}");
+    }
+    r.check_data(&[7, 8, 40]);
 }

@@ -286,6 +286,9 @@ fn ours_round_trips_errors_and_splits() {
         c.read(512, &mut back, T).unwrap();
         assert!(back == big);
         assert_eq!(c.stats().requests - before, 6);
+        // One thread sends: it never waits for its turn to write, so no sender ever wakes
+        // another (a wake-up is a system call even with nobody waiting).
+        assert_eq!(c.stats().writer_wakeups, 0);
         // Server errors carry the errno (and the message, with structured replies).
         let f = Client::connect(&s.uri("faulty"), &o).unwrap();
         let mut b = vec![0u8; 4096];

@@ -44,11 +44,13 @@ pub(crate) struct MetaState {
 /// flight at once, arriving out of order) recognised at a time.
 const STREAMS: usize = 8;
 
-/// The ends (in the bitmap's sectors) of the last [`STREAMS`] writes. A write that begins
-/// where one of them ended continues a sequential stream. A heuristic: racing writers may
-/// overwrite each other's ends, which costs at most a missed recognition.
+/// The ends (in the bitmap's sectors) of the last [`STREAMS`] writes, and where the
+/// stream each one ended began. A write that begins where one of them ended continues a
+/// sequential stream. A heuristic: racing writers may overwrite each other's ends, which
+/// costs at most a missed recognition (or a stream taken as shorter than it is).
 pub(crate) struct RecentEnds {
     ends: [AtomicU64; STREAMS],
+    begun: [AtomicU64; STREAMS],
     next: AtomicUsize,
 }
 
@@ -56,22 +58,39 @@ impl Default for RecentEnds {
     fn default() -> RecentEnds {
         RecentEnds {
             ends: std::array::from_fn(|_| AtomicU64::new(u64::MAX)),
+            begun: std::array::from_fn(|_| AtomicU64::new(0)),
             next: AtomicUsize::new(0),
         }
     }
 }
 
 impl RecentEnds {
-    /// Record a write of `n` sectors at `start`; true if it continues a recent one.
-    fn note(&self, start: u64, n: u64) -> bool {
+    /// Record a write of `n` sectors at `start`. If it continues a recent one: the
+    /// sectors its stream has written, this write included.
+    fn note(&self, start: u64, n: u64) -> Option<u64> {
         // The slot of the write it continues takes its new end (one slot per stream).
         let continued = self
             .ends
             .iter()
             .position(|e| e.load(Ordering::Relaxed) == start);
-        let slot = continued.unwrap_or_else(|| self.next.fetch_add(1, Ordering::Relaxed) % STREAMS);
-        self.ends[slot].store(start.saturating_add(n), Ordering::Relaxed);
-        continued.is_some()
+        let (slot, begun) = match continued {
+            Some(k) => (k, self.begun[k].load(Ordering::Relaxed).min(start)),
+            None => (self.next.fetch_add(1, Ordering::Relaxed) % STREAMS, start),
+        };
+        let end = start.saturating_add(n);
+        self.begun[slot].store(begun, Ordering::Relaxed);
+        self.ends[slot].store(end, Ordering::Relaxed);
+        if continued.is_some() {
+            // A later write of the stream that arrived first (writes in flight at once
+            // overtake each other) began a slot of its own where this one ends: it is
+            // the same stream, as long as it is.
+            for (j, b) in self.begun.iter().enumerate() {
+                if j != slot && b.load(Ordering::Relaxed) == end {
+                    b.store(begun, Ordering::Relaxed);
+                }
+            }
+        }
+        continued.map(|_| end - begun)
     }
 }
 
@@ -442,15 +461,17 @@ impl Array {
     /// every device that stays, so a writer that finds its bits set goes on at once.
     ///
     /// Bits ahead: a write that needs a new bit and begins where a recent write ended (a
-    /// sequential stream) also sets the next [`bits_ahead`](crate::meta::bitmap::bits_ahead) bits in the same round, so the
-    /// stream's next writes find theirs durable already (one bitmap round per several
-    /// chunks instead of one per chunk: with a small bitmap chunk and a slow member, that
-    /// round trip is what a sequential writer waits for). The cost: a crash resyncs up to
-    /// that window more per stream. Not while the array is degraded (bits set then stay
+    /// sequential stream) also sets the next [`bits_ahead`](crate::meta::bitmap::bits_ahead)
+    /// bits in the same round, so the stream's next writes find theirs durable already
+    /// (one bitmap round per several chunks instead of one per chunk: with a small bitmap
+    /// chunk and a slow member, that round trip is what a sequential writer waits for).
+    /// The window grows with the stream (as long as it has written so far, 4 to 64 MiB),
+    /// so a long stream pays a few rounds, not one per 4 MiB. The cost: a crash resyncs up
+    /// to that window more per stream. Not while the array is degraded (bits set then stay
     /// until the missing member's return, whose resync would copy the window for nothing).
     /// The bits are cleared as every bit is, when the array is marked clean.
     pub(crate) fn bitmap_mark(&self, start: u64, n: u64) -> Result<()> {
-        let sequential = self.meta.streams.note(start, n);
+        let stream = self.meta.streams.note(start, n);
         // Each failed round fails a member (one fewer each time) or ends in an error; one
         // more round than there are devices ends it whatever happens.
         for _ in 0..=self.devs().len() {
@@ -461,8 +482,8 @@ impl Array {
                 };
                 let b = lock(bm);
                 let mut needed = unset_bits(&b, start, n);
-                if sequential && !needed.is_empty() && !self.is_degraded() {
-                    needed.extend(ahead_bits(&b, start, n));
+                if let Some(len) = stream.filter(|_| !needed.is_empty() && !self.is_degraded()) {
+                    needed.extend(ahead_bits(&b, start, n, len));
                 }
                 needed
             };
@@ -619,15 +640,16 @@ fn unset_bits(b: &RunBitmap, start: u64, n: u64) -> Vec<u64> {
         .collect()
 }
 
-/// The unset bits of the [`bits_ahead`](crate::meta::bitmap::bits_ahead) chunks after the last one covering `[start,
-/// start + n)`, within the bitmap.
-fn ahead_bits(b: &RunBitmap, start: u64, n: u64) -> Vec<u64> {
+/// The unset bits of the [`bits_ahead`](crate::meta::bitmap::bits_ahead) chunks (for a
+/// stream of `stream` sectors) after the last one covering `[start, start + n)`, within
+/// the bitmap.
+fn ahead_bits(b: &RunBitmap, start: u64, n: u64, stream: u64) -> Vec<u64> {
     if n == 0 || b.chunk_sectors == 0 || b.chunks() == 0 {
         return Vec::new();
     }
     let last = (start + n - 1) / b.chunk_sectors;
     let end = last
-        .saturating_add(bits_ahead(b.chunk_sectors))
+        .saturating_add(bits_ahead(b.chunk_sectors, stream))
         .min(b.chunks() - 1);
     (last + 1..=end)
         .filter(|&i| !raidkit_format::bitmap::bit_is_set(&b.bits, i))

@@ -8,16 +8,27 @@ use raidkit_format::bitmap::{self, BitmapSuper, BITMAP_SB_BYTES};
 use raidkit_format::validate::MemberAreas;
 use std::sync::Arc;
 
-/// Bits set ahead of a sequential stream cover about this many bytes ...
+/// Bits set ahead of a sequential stream cover at least this many bytes ...
 pub const BITS_AHEAD_BYTES: u64 = 4 << 20;
 
-/// ... but never more than this many bits (and at least one).
-pub const MAX_BITS_AHEAD: u64 = 8;
+/// ... and, as the stream goes on, as many bytes as it has written so far, up to this
+/// many (a growing window: a long stream pays one bitmap round per doubling of its length
+/// until the window is this large, then one per this many bytes) ...
+pub const MAX_AHEAD_BYTES: u64 = 64 << 20;
 
-/// The bits a sequential stream sets ahead with a bitmap chunk of `chunk_sectors`: about
-/// [`BITS_AHEAD_BYTES`] of chunks, 1 to [`MAX_BITS_AHEAD`].
-pub fn bits_ahead(chunk_sectors: u64) -> u64 {
-    (BITS_AHEAD_BYTES / (chunk_sectors.max(1) * raidkit_layout::SECTOR)).clamp(1, MAX_BITS_AHEAD)
+/// ... but never more than this many bits (and at least one).
+pub const MAX_BITS_AHEAD: u64 = 1024;
+
+/// The bits a sequential stream that has written `stream_sectors` so far (this write
+/// included) sets ahead with a bitmap chunk of `chunk_sectors`: its length in bytes,
+/// within [`BITS_AHEAD_BYTES`]..=[`MAX_AHEAD_BYTES`], in chunks, 1 to [`MAX_BITS_AHEAD`].
+/// What a crash costs for it: a resync of at most that window more per stream.
+pub fn bits_ahead(chunk_sectors: u64, stream_sectors: u64) -> u64 {
+    let window = stream_sectors
+        .saturating_mul(raidkit_layout::SECTOR)
+        .clamp(BITS_AHEAD_BYTES, MAX_AHEAD_BYTES);
+    let chunk = chunk_sectors.max(1).saturating_mul(raidkit_layout::SECTOR);
+    (window / chunk).clamp(1, MAX_BITS_AHEAD)
 }
 
 /// Loaded bitmap: superblock, bits, and where it lives on each device.

@@ -101,6 +101,8 @@ pub struct ClientStats {
     pub hole_chunks: u64,
     /// Error chunks received.
     pub error_chunks: u64,
+    /// Times a sender woke another that waited for its turn to write.
+    pub writer_wakeups: u64,
 }
 
 #[derive(Default)]
@@ -146,8 +148,20 @@ impl Rx {
 /// The writer lock: waiting for it has a deadline too.
 #[derive(Default)]
 struct WriterLock {
-    busy: Mutex<bool>,
+    busy: Mutex<Turn>,
     freed: Condvar,
+    /// Times a sender that finished woke one waiting for its turn (see
+    /// [`Inner::give_writer`]).
+    handoffs: AtomicU64,
+}
+
+/// Whose turn it is to write, and who waits for it.
+#[derive(Default)]
+struct Turn {
+    busy: bool,
+    /// Senders waiting in [`Inner::take_writer`]: a sender that finishes wakes one only
+    /// if there is one (a notify is a system call even when nobody waits).
+    waiting: usize,
 }
 
 pub(crate) struct Inner {
@@ -193,6 +207,7 @@ impl Inner {
             data_chunks: g(&c.data),
             hole_chunks: g(&c.holes),
             error_chunks: g(&c.errors),
+            writer_wakeups: g(&self.writer.handoffs),
         }
     }
 
@@ -229,30 +244,40 @@ impl Inner {
     }
 
     fn take_writer(&self, until: Instant, what: &str, after: Duration) -> Result<(), ClientError> {
-        let mut busy = lock(&self.writer.busy);
-        while *busy {
+        let mut turn = lock(&self.writer.busy);
+        while turn.busy {
             if let Some(e) = self.death() {
                 return Err(e);
             }
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                drop(busy);
+                drop(turn);
                 return Err(self.timeout(what.to_string(), after));
             }
-            busy = self
+            turn.waiting += 1;
+            turn = self
                 .writer
                 .freed
-                .wait_timeout(busy, left)
+                .wait_timeout(turn, left)
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
+            turn.waiting -= 1;
         }
-        *busy = true;
+        turn.busy = true;
         Ok(())
     }
 
+    /// End this sender's turn; wake a waiting one, if any.
     fn give_writer(&self) {
-        *lock(&self.writer.busy) = false;
-        self.writer.freed.notify_one();
+        let waiting = {
+            let mut turn = lock(&self.writer.busy);
+            turn.busy = false;
+            turn.waiting > 0
+        };
+        if waiting {
+            bump(&self.writer.handoffs);
+            self.writer.freed.notify_one();
+        }
     }
 
     /// Send a request (and its payload); its reply will land in the returned slot.

@@ -93,9 +93,15 @@ pub(super) fn is_large_write(op: &IoOp<'_>) -> bool {
     matches!(op, IoOp::Write(b) if b.len() >= LARGE_WRITE_BYTES)
 }
 
-/// How many large writes the batch has.
+/// How many large descriptor writes the batch has: the ones the lanes or the ring can
+/// take. An asynchronous device's write (a network member's) is not counted: it is sent
+/// before them and its server does its work meanwhile, so a mirror of one file and one
+/// remote writes its file inline rather than handing it to a lane (two wake-ups and two
+/// context switches a write, for no core gained on a busy machine).
 pub(super) fn large_writes(reqs: &[IoReq<'_>]) -> usize {
-    reqs.iter().filter(|r| is_large_write(&r.op)).count()
+    reqs.iter()
+        .filter(|r| is_large_write(&r.op) && matches!(r.dev.submission(), Submission::Fd { .. }))
+        .count()
 }
 
 /// The batch's large descriptor writes (index, descriptor), in order, if it has several

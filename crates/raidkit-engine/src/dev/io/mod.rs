@@ -438,10 +438,25 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     let lanes = (!laned.is_empty()).then(|| pool::submit(reqs, &laned, pool::lane));
     let to_ring = large_write_path() == LargeWrites::Ring && large_writes(reqs) >= 2;
     let mut fds = Vec::new();
+    // Asynchronous devices' IOs first (a network member's): their servers work on them
+    // while this thread does the inline ones, so a mirror's remote copy overlaps its local
+    // one instead of starting after it.
     let mut asyncs = Vec::new();
+    for (i, r) in reqs.iter_mut().enumerate() {
+        if let Submission::Async(dev) = r.dev.submission() {
+            if !(punch && try_punch(r)) {
+                if let Some(pending) = start_async(dev, r) {
+                    asyncs.push((i, pending));
+                }
+            }
+        }
+    }
     let mut next_laned = laned.iter().map(|l| l.0).peekable();
     for (i, r) in reqs.iter_mut().enumerate() {
-        if next_laned.next_if_eq(&i).is_some() || (punch && try_punch(r)) {
+        if next_laned.next_if_eq(&i).is_some()
+            || matches!(r.dev.submission(), Submission::Async(_))
+            || (punch && try_punch(r))
+        {
             continue;
         }
         match r.dev.submission() {
@@ -457,11 +472,7 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
                     fds.push((i, fd));
                 }
             }
-            Submission::Async(dev) => {
-                if let Some(pending) = start_async(dev, r) {
-                    asyncs.push((i, pending));
-                }
-            }
+            Submission::Async(_) => {} // started above
             Submission::Blocking => {
                 let res = blocking(r);
                 r.finish(res, Instant::now());

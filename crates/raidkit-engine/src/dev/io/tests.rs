@@ -534,3 +534,101 @@ fn a_write_is_not_sent_from_the_callers_memory_off_the_batch_thread() {
     r[0].take_result().expect("written");
     assert_eq!(other.join().unwrap(), data);
 }
+
+/// An asynchronous device (a network member) that, when its IO starts, looks at what the
+/// batch's other member (a file) holds where the batch writes it, then completes.
+struct Peeks {
+    file: std::fs::File,
+    seen: Mutex<Vec<u8>>,
+}
+
+impl BlockDev for Peeks {
+    fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+        unreachable!()
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+        unreachable!()
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn size_bytes(&self) -> u64 {
+        1 << 20
+    }
+    fn name(&self) -> &str {
+        "peeks"
+    }
+    fn submission(&self) -> Submission<'_> {
+        Submission::Async(self)
+    }
+}
+
+impl AsyncDev for Peeks {
+    fn start(&self, io: AsyncIo) -> Started {
+        use std::os::unix::fs::FileExt;
+        let mut b = vec![0u8; 4096];
+        self.file.read_exact_at(&mut b, io.offset).expect("peek");
+        *crate::locks::lock(&self.seen) = b;
+        Started::Done(Ok(()), None)
+    }
+}
+
+#[test]
+fn a_network_members_io_starts_before_the_batchs_inline_file_writes() {
+    // A mirror's batch as `write_mapped` makes it: the local copy first, then the remote.
+    let (dir, local) = temp_file("order", 1 << 20);
+    let remote = Peeks {
+        file: std::fs::File::open(dir.join("m")).expect("open"),
+        seen: Mutex::new(Vec::new()),
+    };
+    let data = pattern(4096, 3);
+    let t = Duration::from_secs(5);
+    let mut reqs = [
+        IoReq::new(&local, 8192, IoOp::Write(&data), t),
+        IoReq::new(&remote, 8192, IoOp::Write(&data), t),
+    ];
+    run(&mut reqs, &mut |_| panic!("late"));
+    for r in &mut reqs {
+        r.take_result().expect("written");
+    }
+    let seen = crate::locks::lock(&remote.seen).clone();
+    assert_eq!(seen.len(), 4096, "the remote's IO was started");
+    assert!(
+        seen.iter().all(|&b| b == 0),
+        "the local write was made before the remote's IO started"
+    );
+    let local_now = std::fs::read(dir.join("m")).expect("read");
+    assert!(
+        local_now[8192..12288] == data[..],
+        "the local write was made"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_network_members_large_write_does_not_send_the_files_write_to_a_lane() {
+    // One local file and one remote, as a mirror's batch: one large descriptor write, so
+    // the file is written inline (after the remote's IO has started), not on a lane.
+    let (dir, local) = temp_file("no-lane", 1 << 20);
+    let remote = Peeks {
+        file: std::fs::File::open(dir.join("m")).expect("open"),
+        seen: Mutex::new(Vec::new()),
+    };
+    let data = pattern(LARGE_WRITE_BYTES * 2, 4);
+    let t = Duration::from_secs(5);
+    let mut reqs = [
+        IoReq::new(&local, 0, IoOp::Write(&data), t),
+        IoReq::new(&remote, 0, IoOp::Write(&data), t),
+    ];
+    assert_eq!(large_writes(&reqs), 1, "the remote's write is not a lane's");
+    run(&mut reqs, &mut |_| panic!("late"));
+    for r in &mut reqs {
+        r.take_result().expect("written");
+    }
+    let seen = crate::locks::lock(&remote.seen).clone();
+    assert!(
+        seen.iter().all(|&b| b == 0),
+        "the local write was made before the remote's IO started"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
