@@ -439,6 +439,7 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     let to_ring = large_write_path() == LargeWrites::Ring && large_writes(reqs) >= 2;
     let mut fds = Vec::new();
     let mut asyncs = Vec::new();
+    let mut any_async = false;
     let mut next_laned = laned.iter().map(|l| l.0).peekable();
     for (i, r) in reqs.iter_mut().enumerate() {
         if next_laned.next_if_eq(&i).is_some() || (punch && try_punch(r)) {
@@ -458,6 +459,7 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
                 }
             }
             Submission::Async(dev) => {
+                any_async = true;
                 if let Some(pending) = start_async(dev, r) {
                     asyncs.push((i, pending));
                 }
@@ -490,8 +492,11 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     if !asyncs.is_empty() {
         wait_async(reqs, asyncs);
     }
+    // Only an asynchronous device completes an IO at an instant still to come (a
+    // modelled one): the other paths stamp completions as they see them, so without one
+    // the clock need not be read again.
+    let now = any_async.then(Instant::now);
     // Modelled completions: wait once for the latest one due before its deadline.
-    let now = Instant::now();
     let mut until = None::<Instant>;
     for r in reqs.iter_mut() {
         let Some(at) = r.done_at else { continue };
@@ -499,8 +504,8 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
             r.result = Some(Err(timed_out(r.dev, op_name(&r.op), r.timeout)));
             r.done_at = Some(r.deadline);
         }
-        let at = r.done_at.unwrap_or(now);
-        if at > now {
+        let at = r.done_at.unwrap_or(at);
+        if now.is_some_and(|now| at > now) {
             until = Some(until.map_or(at, |u: Instant| u.max(at)));
         }
     }
