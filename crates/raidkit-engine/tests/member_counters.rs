@@ -124,6 +124,9 @@ fn counters_are_exact_after_concurrent_writers_and_readers() {
         let lat: u64 = io.write.lat_hist_us.iter().sum::<u64>()
             - io_before.write.lat_hist_us.iter().sum::<u64>();
         assert_eq!(lat, writes, "{what}: write latencies");
-        Arc::into_inner(arr).expect("one owner").stop().expect("stop");
+        Arc::into_inner(arr)
+            .expect("one owner")
+            .stop()
+            .expect("stop");
     }
 }

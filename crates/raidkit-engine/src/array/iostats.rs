@@ -307,9 +307,7 @@ mod tests {
     fn per_cpu_copies_are_apart_and_sum_exactly() {
         let c: PerCpu<AtomicU64> = PerCpu::default();
         let cpus: Vec<usize> = (0..64)
-            .filter(|&i| {
-                std::thread::scope(|s| s.spawn(move || pin(i)).join().unwrap_or(false))
-            })
+            .filter(|&i| std::thread::scope(|s| s.spawn(move || pin(i)).join().unwrap_or(false)))
             .take(2)
             .collect();
         let addrs: Vec<usize> = std::thread::scope(|s| {
