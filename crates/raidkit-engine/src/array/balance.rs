@@ -249,6 +249,15 @@ mod tests {
         l.begin();
         l.end(4096, None);
         assert_eq!((l.inflight(), l.ns_per_kib()), (0, 125_000));
+        // A sample is dated by its completion instant (as the member IO layer stamped
+        // it), not by when it is recorded.
+        let done = Instant::now();
+        let l = ReadLoad::default();
+        l.begin();
+        l.end_at(4096, Some((Duration::from_micros(400), done)));
+        let at = ns_at(done);
+        assert_eq!(l.cost_at(at + half - 1), 100_000);
+        assert_eq!(l.cost_at(at + half), 50_000);
     }
 
     #[test]
