@@ -23,10 +23,19 @@ use std::time::{Duration, Instant};
 /// An unread member's measured service time halves every this long.
 pub const STALE_HALF_LIFE: Duration = Duration::from_millis(100);
 
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
 /// Nanoseconds since a process-wide epoch (the clock of [`ReadLoad`] samples).
 pub fn now_ns() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
+    ns_at(Instant::now())
+}
+
+/// `t` on the clock of [`now_ns`] (0 before the epoch).
+pub fn ns_at(t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Reads of at least this many sectors (128 KiB) are spread over idle copies.
@@ -108,8 +117,14 @@ impl ReadLoad {
 
     /// A read started with [`ReadLoad::begin`] ended; `elapsed` is recorded if it succeeded.
     pub fn end(&self, bytes: usize, elapsed: Option<Duration>) {
+        self.end_at(bytes, elapsed.map(|e| (e, Instant::now())));
+    }
+
+    /// [`ReadLoad::end`] given the read's service time and the instant it completed (the
+    /// member IO layer stamps completions: no second clock read).
+    pub fn end_at(&self, bytes: usize, sample: Option<(Duration, Instant)>) {
         self.inflight.fetch_sub(1, Ordering::Relaxed);
-        let Some(elapsed) = elapsed else {
+        let Some((elapsed, at)) = sample else {
             return;
         };
         let kib = (bytes as u64).div_ceil(1024).max(1);
@@ -121,7 +136,7 @@ impl ReadLoad {
             (old.saturating_mul(7).saturating_add(sample)) / 8
         };
         self.ewma_ns_per_kib.store(new.max(1), Ordering::Relaxed);
-        self.sampled_at.store(now_ns(), Ordering::Relaxed);
+        self.sampled_at.store(ns_at(at), Ordering::Relaxed);
     }
 }
 
@@ -234,6 +249,15 @@ mod tests {
         l.begin();
         l.end(4096, None);
         assert_eq!((l.inflight(), l.ns_per_kib()), (0, 125_000));
+        // A sample is dated by its completion instant (as the member IO layer stamped
+        // it), not by when it is recorded.
+        let done = Instant::now();
+        let l = ReadLoad::default();
+        l.begin();
+        l.end_at(4096, Some((Duration::from_micros(400), done)));
+        let at = ns_at(done);
+        assert_eq!(l.cost_at(at + half - 1), 100_000);
+        assert_eq!(l.cost_at(at + half), 50_000);
     }
 
     #[test]

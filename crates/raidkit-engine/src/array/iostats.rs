@@ -5,8 +5,76 @@
 use serde::Serialize;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// One copy of `T` per CPU, each on cache lines of its own: counters that every thread
+/// adds to on every IO and that are read rarely (statistics). A thread adds to the copy
+/// of the CPU it runs on, so two cores never write the same cache line (one shared
+/// counter bounced between the cores on every member IO: 7.4 % of a 4 KiB random-write
+/// run's CPU, `perf`); a reader sums the copies. The copies are atomics, so a thread
+/// moved to another CPU mid-update, or CPUs sharing a copy (more CPUs than copies), lose
+/// no count.
+pub(crate) struct PerCpu<T> {
+    shards: Box<[Padded<T>]>,
+}
+
+/// Two cache lines (the adjacent-line prefetcher pairs them).
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded<T>(T);
+
+/// Copies per [`PerCpu`]: the CPUs the system has (a power of two, at most 64).
+fn shard_count() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        // SAFETY: sysconf reads a system constant; no memory is passed.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+        usize::try_from(n)
+            .unwrap_or(1)
+            .clamp(1, 64)
+            .next_power_of_two()
+    })
+}
+
+impl<T: Default> Default for PerCpu<T> {
+    fn default() -> Self {
+        PerCpu {
+            shards: (0..shard_count()).map(|_| Padded::default()).collect(),
+        }
+    }
+}
+
+impl<T> PerCpu<T> {
+    /// The copy of the CPU this thread runs on.
+    pub(crate) fn local(&self) -> &T {
+        // SAFETY: sched_getcpu takes no arguments (glibc reads it from rseq or the vDSO).
+        let cpu = unsafe { libc::sched_getcpu() };
+        let i = usize::try_from(cpu).unwrap_or(0) & (self.shards.len() - 1);
+        &self.shards[i].0
+    }
+
+    /// Every copy (to sum them).
+    pub(crate) fn all(&self) -> impl Iterator<Item = &T> {
+        self.shards.iter().map(|p| &p.0)
+    }
+
+    /// The sum over the copies of one counter.
+    pub(crate) fn sum(&self, f: impl Fn(&T) -> &AtomicU64) -> u64 {
+        self.all().map(|t| f(t).load(Ordering::Relaxed)).sum()
+    }
+
+    /// The sums over the copies of an array of counters.
+    pub(crate) fn sums<const N: usize>(&self, f: impl Fn(&T) -> &[AtomicU64; N]) -> Vec<u64> {
+        let mut v = vec![0u64; N];
+        for t in self.all() {
+            for (x, a) in v.iter_mut().zip(f(t)) {
+                *x += a.load(Ordering::Relaxed);
+            }
+        }
+        v
+    }
+}
 
 /// Size buckets: bucket `i` counts IOs with `2^(i+9) <= len < 2^(i+10)` bytes (the first
 /// also takes anything smaller than 1 KiB, the last anything from 32 MiB up).
@@ -27,7 +95,7 @@ pub(crate) fn lat_bucket(d: Duration) -> usize {
 }
 
 #[derive(Default)]
-struct Dir {
+struct DirCounters {
     count: AtomicU64,
     bytes: AtomicU64,
     errors: AtomicU64,
@@ -35,6 +103,10 @@ struct Dir {
     lat: [AtomicU64; LAT_BUCKETS],
     lat_sum_ns: AtomicU64,
 }
+
+/// The counters of one direction, per CPU.
+#[derive(Default)]
+struct Dir(PerCpu<DirCounters>);
 
 /// Counters of one direction in a snapshot.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -55,29 +127,27 @@ pub struct DirSnapshot {
 
 impl Dir {
     fn snap(&self) -> DirSnapshot {
+        let c = &self.0;
         DirSnapshot {
-            count: self.count.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            errors: self.errors.load(Ordering::Relaxed),
-            size_hist: self
-                .sizes
-                .iter()
-                .map(|a| a.load(Ordering::Relaxed))
-                .collect(),
-            lat_hist_us: self.lat.iter().map(|a| a.load(Ordering::Relaxed)).collect(),
-            lat_sum_ns: self.lat_sum_ns.load(Ordering::Relaxed),
+            count: c.sum(|d| &d.count),
+            bytes: c.sum(|d| &d.bytes),
+            errors: c.sum(|d| &d.errors),
+            size_hist: c.sums(|d| &d.sizes),
+            lat_hist_us: c.sums(|d| &d.lat),
+            lat_sum_ns: c.sum(|d| &d.lat_sum_ns),
         }
     }
     fn add(&self, len: u64, d: Duration, ok: bool) {
-        self.count.fetch_add(1, Ordering::Relaxed);
+        let c = self.0.local();
+        c.count.fetch_add(1, Ordering::Relaxed);
         if ok {
-            self.bytes.fetch_add(len, Ordering::Relaxed);
+            c.bytes.fetch_add(len, Ordering::Relaxed);
         } else {
-            self.errors.fetch_add(1, Ordering::Relaxed);
+            c.errors.fetch_add(1, Ordering::Relaxed);
         }
-        self.sizes[size_bucket(len)].fetch_add(1, Ordering::Relaxed);
-        self.lat[lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
-        self.lat_sum_ns
+        c.sizes[size_bucket(len)].fetch_add(1, Ordering::Relaxed);
+        c.lat[lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
+        c.lat_sum_ns
             .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 }
@@ -219,6 +289,50 @@ impl IoStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pin this thread to `cpu`; false if the system does not let it.
+    fn pin(cpu: usize) -> bool {
+        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it, and
+        // sched_setaffinity reads `size_of::<cpu_set_t>()` bytes of it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+        }
+    }
+
+    /// Threads on two CPUs add to copies on different cache lines (none of the 128
+    /// bytes one writes is another's), and the sums lose no count.
+    #[test]
+    fn per_cpu_copies_are_apart_and_sum_exactly() {
+        let c: PerCpu<AtomicU64> = PerCpu::default();
+        let cpus: Vec<usize> = (0..64)
+            .filter(|&i| std::thread::scope(|s| s.spawn(move || pin(i)).join().unwrap_or(false)))
+            .take(2)
+            .collect();
+        let addrs: Vec<usize> = std::thread::scope(|s| {
+            let hs: Vec<_> = cpus
+                .iter()
+                .map(|&cpu| {
+                    let c = &c;
+                    s.spawn(move || {
+                        assert!(pin(cpu));
+                        for _ in 0..100_000 {
+                            c.local().fetch_add(1, Ordering::Relaxed);
+                        }
+                        c.local() as *const AtomicU64 as usize
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().expect("thread")).collect()
+        });
+        assert_eq!(c.sum(|x| x), 100_000 * cpus.len() as u64);
+        if let [a, b] = addrs[..] {
+            assert!(a.abs_diff(b) >= 128, "copies at {a:#x} and {b:#x}");
+        } else {
+            eprintln!("one CPU only: copies not compared");
+        }
+    }
     #[test]
     fn buckets() {
         assert_eq!(size_bucket(1), 0);

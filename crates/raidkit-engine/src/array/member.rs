@@ -3,6 +3,7 @@
 
 use crate::array::balance::ReadLoad;
 use crate::array::events::ArrayEvent;
+use crate::array::iostats::{lat_bucket, PerCpu, LAT_BUCKETS};
 use crate::array::Array;
 use crate::dev::BlockDev;
 use crate::error::Result;
@@ -12,6 +13,7 @@ use raidkit_format::v1;
 use raidkit_layout::SECTOR;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 /// One member device in a role slot.
 pub struct Member {
@@ -78,37 +80,74 @@ impl Members {
     }
 }
 
-/// Per-member IO counters.
-#[derive(Debug, Default)]
-pub struct MemberStats {
-    /// Read requests issued to the member.
-    pub reads: AtomicU64,
-    /// Bytes read.
-    pub read_bytes: AtomicU64,
-    /// Write requests issued to the member.
-    pub writes: AtomicU64,
-    /// Bytes written.
-    pub write_bytes: AtomicU64,
-    /// Read service times (see [`super::iostats::LAT_BUCKETS`]).
-    pub read_lat: [AtomicU64; super::iostats::LAT_BUCKETS],
-    /// Write service times.
-    pub write_lat: [AtomicU64; super::iostats::LAT_BUCKETS],
-    /// Sum of read service times, ns.
-    pub read_lat_sum_ns: AtomicU64,
-    /// Sum of write service times, ns.
-    pub write_lat_sum_ns: AtomicU64,
+/// The counters of one member on one CPU (see [`PerCpu`]).
+#[derive(Default)]
+struct MemberCounters {
+    reads: AtomicU64,
+    read_bytes: AtomicU64,
+    writes: AtomicU64,
+    write_bytes: AtomicU64,
+    read_lat: [AtomicU64; LAT_BUCKETS],
+    write_lat: [AtomicU64; LAT_BUCKETS],
+    read_lat_sum_ns: AtomicU64,
+    write_lat_sum_ns: AtomicU64,
+}
+
+/// Per-member IO counters: requests, bytes and service times of successful reads and
+/// writes, kept per CPU (every member IO adds to them) and summed when read
+/// ([`Array::member_stats`]).
+#[derive(Default)]
+pub struct MemberStats(PerCpu<MemberCounters>);
+
+impl std::fmt::Debug for MemberStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemberStats")
+            .field("reads", &self.0.sum(|c| &c.reads))
+            .field("writes", &self.0.sum(|c| &c.writes))
+            .finish()
+    }
 }
 
 impl MemberStats {
-    /// Count one completed member IO's service time.
-    pub(crate) fn record_latency(&self, write: bool, d: std::time::Duration) {
-        let (hist, sum) = if write {
-            (&self.write_lat, &self.write_lat_sum_ns)
-        } else {
-            (&self.read_lat, &self.read_lat_sum_ns)
-        };
-        hist[super::iostats::lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
-        sum.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    /// Count one successful member read of `bytes`, and its service time if measured.
+    pub(crate) fn count_read(&self, bytes: usize, took: Option<Duration>) {
+        let c = self.0.local();
+        c.reads.fetch_add(1, Ordering::Relaxed);
+        c.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if let Some(d) = took {
+            c.read_lat[lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
+            c.read_lat_sum_ns
+                .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Count one successful member write of `bytes`, and its service time if measured.
+    pub(crate) fn count_write(&self, bytes: usize, took: Option<Duration>) {
+        let c = self.0.local();
+        c.writes.fetch_add(1, Ordering::Relaxed);
+        c.write_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if let Some(d) = took {
+            c.write_lat[lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
+            c.write_lat_sum_ns
+                .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The sums, as a report of role `role` on `device`.
+    fn report(&self, role: usize, device: String) -> MemberIo {
+        let c = &self.0;
+        MemberIo {
+            role,
+            device,
+            reads: c.sum(|c| &c.reads),
+            read_bytes: c.sum(|c| &c.read_bytes),
+            writes: c.sum(|c| &c.writes),
+            write_bytes: c.sum(|c| &c.write_bytes),
+            read_lat_hist_us: c.sums(|c| &c.read_lat),
+            write_lat_hist_us: c.sums(|c| &c.write_lat),
+            read_lat_sum_ns: c.sum(|c| &c.read_lat_sum_ns),
+            write_lat_sum_ns: c.sum(|c| &c.write_lat_sum_ns),
+        }
     }
 }
 
@@ -164,13 +203,6 @@ impl Member {
         self.load.ns_per_kib()
     }
 
-    pub(crate) fn record_read(&self, bytes: usize) {
-        self.stats.reads.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .read_bytes
-            .fetch_add(bytes as u64, Ordering::Relaxed);
-    }
-
     pub(crate) fn readable(&self, data_sector: u64, n: u64) -> bool {
         if self.is_failed() {
             return false;
@@ -216,10 +248,6 @@ impl Member {
     pub fn bad_ranges(&self) -> Vec<BadRange> {
         crate::locks::read(&self.bad).clone()
     }
-}
-
-fn load_all(a: &[AtomicU64]) -> Vec<u64> {
-    a.iter().map(|x| x.load(Ordering::Relaxed)).collect()
 }
 
 /// md fails a member after this many corrected read errors (its default).
@@ -392,18 +420,8 @@ impl Array {
             .iter()
             .enumerate()
             .filter_map(|(r, m)| {
-                m.as_ref().map(|m| MemberIo {
-                    role: r,
-                    device: m.dev.name().to_string(),
-                    reads: m.stats.reads.load(Ordering::Relaxed),
-                    read_bytes: m.stats.read_bytes.load(Ordering::Relaxed),
-                    writes: m.stats.writes.load(Ordering::Relaxed),
-                    write_bytes: m.stats.write_bytes.load(Ordering::Relaxed),
-                    read_lat_hist_us: load_all(&m.stats.read_lat),
-                    write_lat_hist_us: load_all(&m.stats.write_lat),
-                    read_lat_sum_ns: m.stats.read_lat_sum_ns.load(Ordering::Relaxed),
-                    write_lat_sum_ns: m.stats.write_lat_sum_ns.load(Ordering::Relaxed),
-                })
+                m.as_ref()
+                    .map(|m| m.stats.report(r, m.dev.name().to_string()))
             })
             .collect()
     }

@@ -12,6 +12,7 @@ use crate::error::Result;
 use raidkit_layout::SECTOR;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A member (or none) for each op of a batch.
 type PerOp = Vec<Option<Arc<Member>>>;
@@ -111,7 +112,7 @@ impl Array {
             "member IO not in whole sectors"
         );
         let (members, reps) = self.batch_members(ops);
-        let t0 = std::time::Instant::now();
+        let t0 = Instant::now();
         let (mut reqs, mut whose) = batch_ios(ops, &members, &reps, t0);
         io::run(&mut reqs, &mut |i| {
             // The kernel still holds the IO: fail the member now, so nothing else waits
@@ -138,9 +139,30 @@ impl Array {
                     self.settle_replacement_write(op, r, res);
                 }
             } else if let Some(m) = &members[k] {
-                let elapsed = done_at.map(|d| d.saturating_duration_since(t0));
-                self.settle_member_io(op, m, res, elapsed);
+                self.settle_member_io(op, m, res, t0, done_at);
             }
+        }
+        self.check_slow_reads(ops, &members);
+    }
+
+    /// Slow-member detection ([`crate::array::slow`]) after each of the batch's successful
+    /// reads: one look at the slots for the batch; events raised after it.
+    fn check_slow_reads(&self, ops: &[MemberOp<'_>], members: &[Option<Arc<Member>>]) {
+        let read_ok = |o: &MemberOp<'_>| matches!(o.buf, OpBuf::Read(_)) && o.ok();
+        if !ops.iter().any(read_ok) {
+            return;
+        }
+        let mut events = Vec::new();
+        {
+            let slots = self.slots();
+            for (op, m) in ops.iter().zip(members) {
+                if let (true, Some(m)) = (read_ok(op), m) {
+                    events.extend(crate::array::slow::slow_read(&slots, op.role, m));
+                }
+            }
+        }
+        for e in events {
+            self.emit(e);
         }
     }
 
@@ -189,12 +211,7 @@ impl Array {
                     op.outcome = Some(Err(fatal));
                 }
             }
-            Ok(()) => {
-                r.stats.writes.fetch_add(1, Ordering::Relaxed);
-                r.stats
-                    .write_bytes
-                    .fetch_add(op.len() as u64, Ordering::Relaxed);
-            }
+            Ok(()) => r.stats.count_write(op.len(), None),
         }
     }
 
@@ -205,15 +222,14 @@ impl Array {
         op: &mut MemberOp<'_>,
         m: &Arc<Member>,
         res: std::io::Result<()>,
-        elapsed: Option<std::time::Duration>,
+        t0: Instant,
+        done_at: Option<Instant>,
     ) {
         let outcome = match op.buf {
-            OpBuf::Read(_) => self.after_read(op.role, m, op.len(), res, elapsed),
+            OpBuf::Read(_) => self.after_read(op.role, m, op.len(), res, t0, done_at),
             OpBuf::Write(_) => {
-                if let (Ok(()), Some(e)) = (&res, elapsed) {
-                    m.stats.record_latency(true, e);
-                }
-                self.after_write(op.role, m, op.dsec, op.len(), res)
+                let elapsed = done_at.map(|d| d.saturating_duration_since(t0));
+                self.after_write(op.role, m, op.dsec, op.len(), res, elapsed)
             }
         };
         if op.outcome.as_ref().is_none_or(|o| o.is_ok()) {
@@ -228,16 +244,16 @@ impl Array {
         m: &Arc<Member>,
         len: usize,
         res: std::io::Result<()>,
-        elapsed: Option<std::time::Duration>,
+        t0: Instant,
+        done_at: Option<Instant>,
     ) -> Result<bool> {
-        m.load.end(len, res.is_ok().then_some(elapsed).flatten());
+        // The completion time stamps the balancer's sample too (no clock read of its own).
+        let elapsed = done_at.map(|d| d.saturating_duration_since(t0));
+        let sampled = res.is_ok().then_some(elapsed.zip(done_at)).flatten();
+        m.load.end_at(len, sampled);
         match res {
             Ok(()) => {
-                m.record_read(len);
-                if let Some(e) = elapsed {
-                    m.stats.record_latency(false, e);
-                }
-                self.check_slow(role, m);
+                m.stats.count_read(len, elapsed);
                 Ok(true)
             }
             Err(e) => {
@@ -257,12 +273,12 @@ impl Array {
         dsec: u64,
         len: usize,
         res: std::io::Result<()>,
+        elapsed: Option<std::time::Duration>,
     ) -> Result<bool> {
         let n = len as u64 / SECTOR;
         match res {
             Ok(()) => {
-                m.stats.writes.fetch_add(1, Ordering::Relaxed);
-                m.stats.write_bytes.fetch_add(len as u64, Ordering::Relaxed);
+                m.stats.count_write(len, elapsed);
                 if m.has_bad.load(Ordering::Relaxed) {
                     // md's "made good": bad blocks under a successful write hold valid
                     // data again.

@@ -2,10 +2,9 @@
 
 use crate::array::events::ArrayEvent;
 use crate::array::member::Member;
-use crate::array::Array;
 use crate::locks::lock;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A member is slow when its measured read service time is at least this many times the
@@ -27,52 +26,81 @@ pub(crate) struct SlowState {
     last: Mutex<Option<Instant>>,
 }
 
-impl Array {
-    /// After a successful read on `role`: compare its service time with the median of its
-    /// peers and raise [`ArrayEvent::SlowMember`] when it stays ≥ [`SLOW_FACTOR`]× slower
-    /// for [`SLOW_WINDOW`] reads (again after [`SLOW_REPEAT`], or at once after recovering).
-    pub(crate) fn check_slow(&self, role: usize, m: &Member) {
-        let mine = m.ewma_ns_per_kib();
-        let mut peers: Vec<u64> = self
-            .slots()
-            .iter()
-            .enumerate()
-            .filter(|(r, _)| *r != role)
-            .filter_map(|(_, x)| x.as_ref())
-            .filter(|x| !x.is_failed())
-            .map(|x| x.ewma_ns_per_kib())
-            .filter(|&e| e > 0)
-            .collect();
-        if peers.is_empty() || mine == 0 {
-            return;
-        }
-        peers.sort_unstable();
-        let median = if peers.len() % 2 == 1 {
-            peers[peers.len() / 2]
-        } else {
-            (peers[peers.len() / 2 - 1] + peers[peers.len() / 2]) / 2
-        };
-        let st = &m.slow;
-        if mine < SLOW_FACTOR.saturating_mul(median.max(1)) {
-            st.streak.store(0, Ordering::Relaxed);
-            st.reported.store(false, Ordering::Relaxed);
-            return;
-        }
-        if st.streak.fetch_add(1, Ordering::Relaxed) + 1 < SLOW_WINDOW {
-            return;
-        }
-        let mut last = lock(&st.last);
-        if st.reported.load(Ordering::Relaxed) && last.is_some_and(|t| t.elapsed() < SLOW_REPEAT) {
-            return;
-        }
-        st.reported.store(true, Ordering::Relaxed);
-        *last = Some(Instant::now());
-        drop(last);
-        self.emit(ArrayEvent::SlowMember {
-            role,
-            device: m.dev.name().to_string(),
-            member_us: mine.saturating_mul(1024) / 1000,
-            peers_us: median.saturating_mul(1024) / 1000,
-        });
+/// The median of `v` (sorted in place; `v` not empty).
+fn median(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
     }
+}
+
+/// Peers' measured service times on the stack up to this many roles.
+const PEERS_ON_STACK: usize = 32;
+
+/// After a successful read on `role` (member `m`; `slots`: the array's role slots): compare
+/// its service time with the median of its live peers' and count the read into `m`'s
+/// streak; the [`ArrayEvent::SlowMember`] to raise when the streak reaches
+/// [`SLOW_WINDOW`] reads ≥ [`SLOW_FACTOR`]× slower (again after [`SLOW_REPEAT`], or at
+/// once after recovering).
+pub(crate) fn slow_read(
+    slots: &[Option<Arc<Member>>],
+    role: usize,
+    m: &Member,
+) -> Option<ArrayEvent> {
+    let mine = m.ewma_ns_per_kib();
+    if mine == 0 {
+        return None;
+    }
+    let peers = slots
+        .iter()
+        .enumerate()
+        .filter(|(r, _)| *r != role)
+        .filter_map(|(_, x)| x.as_ref())
+        .filter(|x| !x.is_failed())
+        .map(|x| x.ewma_ns_per_kib())
+        .filter(|&e| e > 0);
+    // No allocation per read: the peers' times on the stack.
+    let mut stack = [0u64; PEERS_ON_STACK];
+    let mut heap = Vec::new();
+    let mut n = 0;
+    for e in peers {
+        if n < PEERS_ON_STACK {
+            stack[n] = e;
+        } else {
+            if heap.is_empty() {
+                heap.extend_from_slice(&stack);
+            }
+            heap.push(e);
+        }
+        n += 1;
+    }
+    let median = match n {
+        0 => return None,
+        _ if n <= PEERS_ON_STACK => median(&mut stack[..n]),
+        _ => median(&mut heap),
+    };
+    let st = &m.slow;
+    if mine < SLOW_FACTOR.saturating_mul(median.max(1)) {
+        st.streak.store(0, Ordering::Relaxed);
+        st.reported.store(false, Ordering::Relaxed);
+        return None;
+    }
+    if st.streak.fetch_add(1, Ordering::Relaxed) + 1 < SLOW_WINDOW {
+        return None;
+    }
+    let mut last = lock(&st.last);
+    if st.reported.load(Ordering::Relaxed) && last.is_some_and(|t| t.elapsed() < SLOW_REPEAT) {
+        return None;
+    }
+    st.reported.store(true, Ordering::Relaxed);
+    *last = Some(Instant::now());
+    Some(ArrayEvent::SlowMember {
+        role,
+        device: m.dev.name().to_string(),
+        member_us: mine.saturating_mul(1024) / 1000,
+        peers_us: median.saturating_mul(1024) / 1000,
+    })
 }

@@ -71,9 +71,18 @@ impl Array {
     /// Are all of the stripe's parity members (P, and Q for RAID6) failed or missing, with
     /// no replacement being built? Then writes there keep no parity.
     pub(crate) fn parity_gone(&self, layout: &StripeLayout) -> bool {
-        !self.replacing()
-            && self.member(layout.p).is_none()
-            && layout.q.is_none_or(|q| self.member(q).is_none())
+        if self.replacing() {
+            return false;
+        }
+        // One look at the slots, no member cloned (twice per small write before).
+        let slots = self.slots();
+        let gone = |r: usize| {
+            slots
+                .get(r)
+                .and_then(Option::as_ref)
+                .is_none_or(|m| m.is_failed())
+        };
+        gone(layout.p) && layout.q.is_none_or(gone)
     }
 
     /// Can every member of the stripe (data, P, Q) be read over data sectors

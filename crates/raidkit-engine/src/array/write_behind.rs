@@ -375,13 +375,8 @@ fn write_batch(batch: &[Job]) -> Vec<Result<(), String>> {
         let j = &batch[k];
         match r.take_result() {
             Ok(()) => {
-                let st = &j.member.stats;
-                st.writes.fetch_add(1, Ordering::Relaxed);
-                st.write_bytes
-                    .fetch_add(j.data.len() as u64, Ordering::Relaxed);
-                if let Some(d) = done_at {
-                    st.record_latency(true, d.saturating_duration_since(t0));
-                }
+                let took = done_at.map(|d| d.saturating_duration_since(t0));
+                j.member.stats.count_write(j.data.len(), took);
             }
             Err(e) => out[k] = Err(format!("write-behind write failed: {e}")),
         }

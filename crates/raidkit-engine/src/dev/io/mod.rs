@@ -442,9 +442,11 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     // while this thread does the inline ones, so a mirror's remote copy overlaps its local
     // one instead of starting after it.
     let mut asyncs = Vec::new();
+    let mut any_async = false;
     for (i, r) in reqs.iter_mut().enumerate() {
         if let Submission::Async(dev) = r.dev.submission() {
             if !(punch && try_punch(r)) {
+                any_async = true;
                 if let Some(pending) = start_async(dev, r) {
                     asyncs.push((i, pending));
                 }
@@ -501,8 +503,11 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     if !asyncs.is_empty() {
         wait_async(reqs, asyncs);
     }
+    // Only an asynchronous device completes an IO at an instant still to come (a
+    // modelled one): the other paths stamp completions as they see them, so without one
+    // the clock need not be read again.
+    let now = any_async.then(Instant::now);
     // Modelled completions: wait once for the latest one due before its deadline.
-    let now = Instant::now();
     let mut until = None::<Instant>;
     for r in reqs.iter_mut() {
         let Some(at) = r.done_at else { continue };
@@ -510,8 +515,8 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
             r.result = Some(Err(timed_out(r.dev, op_name(&r.op), r.timeout)));
             r.done_at = Some(r.deadline);
         }
-        let at = r.done_at.unwrap_or(now);
-        if at > now {
+        let at = r.done_at.unwrap_or(at);
+        if now.is_some_and(|now| at > now) {
             until = Some(until.map_or(at, |u: Instant| u.max(at)));
         }
     }
