@@ -11,7 +11,7 @@ use crate::error::EngineError;
 use crate::error::Result;
 use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
 use crate::jobs::pipeline;
-use crate::jobs::stripe_run::{self, RoleBlocks, Run, RunBufs};
+use crate::jobs::stripe_run::{self, Run, RunBufs};
 use crate::locks::lock;
 use crate::meta::sb::Super;
 use crate::ranges::coalesce_pairs;
@@ -199,11 +199,9 @@ pub(crate) fn rebuild_role(
         checkpoints: advance,
     };
     let ended = if arr.geo.level.has_parity() {
-        // Several runs of stripes in flight, each read (one IO per member) and rebuilt by
-        // a worker, then written (one IO per span) by the job's thread in order: the
-        // target is written sequentially by one writer (four workers writing it at once
-        // queued on its inode lock, out of order); the recovery point moves past a run
-        // once it is written, before its stripes' locks are dropped.
+        // Several runs of stripes in flight, each read (one IO per member), rebuilt and
+        // written (one IO) by a worker; the recovery point moves past a run (in order)
+        // before its stripes' locks are dropped.
         let chunk = arr.geo.chunk_sectors;
         let bufs = RunBufs::default();
         let run_stripes = stripe_run::stripes_per_run(chunk, arr.geo.stripes());
@@ -223,11 +221,7 @@ pub(crate) fn rebuild_role(
             },
             |(x, n)| rebuild_run(arr, role, x, n, &bufs),
             |end, out| {
-                let built = out?;
-                for &(a, b) in &built.spans {
-                    arr.write_block(role, built.at + a * chunk, built.blocks.blocks(a, b))?;
-                }
-                lost.extend(built.lost);
+                lost.extend(out?);
                 if advance {
                     m.set_recovery(Some(end / chunk * chunk));
                 }
@@ -287,52 +281,42 @@ pub(crate) fn rebuild_role(
     Ok(())
 }
 
-/// A run of a parity rebuild, rebuilt and not written yet.
-struct BuiltRun<'a> {
-    /// The run's first data sector.
-    at: u64,
-    /// The target's blocks of the run, and the spans of stripes `[a, b)` (from the run's
-    /// first) to write from them.
-    blocks: RoleBlocks<'a>,
-    spans: Vec<(u64, u64)>,
-    /// Array byte ranges found lost.
-    lost: Vec<(u64, u64)>,
-}
-
 /// Stripes of a parity rebuild over data sectors `[x, x + n)` (their locks held by the
-/// job): read as a run (one IO per source member) and the role's blocks reconstructed
-/// into the run's buffers, to be written by the job (one IO per span of stripes
-/// completed); a stripe the run cannot complete goes through [`rebuild_stripe`] (written
-/// here).
-fn rebuild_run<'a>(
-    arr: &'a Array,
+/// job): read as a run (one IO per source member), the role's blocks reconstructed into
+/// the run's buffers and written with one IO per span of stripes completed; a stripe the
+/// run cannot complete goes through [`rebuild_stripe`]. Returns the array byte ranges
+/// found lost.
+fn rebuild_run(
+    arr: &Array,
     role: usize,
     x: u64,
     n: u64,
-    bufs: &'a RunBufs,
-) -> Result<BuiltRun<'a>> {
+    bufs: &RunBufs,
+) -> Result<Vec<(u64, u64)>> {
     let chunk = arr.geo.chunk_sectors;
     let first = x / chunk;
     let count = (x + n).div_ceil(chunk) - first;
     let mut run = Run::read(arr, bufs, first, count, Some(role));
     let mut lost = Vec::new();
-    let mut spans: Vec<(u64, u64)> = Vec::new();
+    // The first stripe of the span completed and not written yet.
+    let mut span: Option<u64> = None;
+    let write = |run: &Run<'_>, a: u64, b: u64| {
+        arr.write_block(role, (first + a) * chunk, run.role_blocks(role, a, b))
+    };
     for i in 0..count {
         if run.complete(i)?.is_some() {
-            match spans.last_mut() {
-                Some(last) if last.1 == i => last.1 = i + 1,
-                _ => spans.push((i, i + 1)),
-            }
+            span.get_or_insert(i);
             continue;
+        }
+        if let Some(a) = span.take() {
+            write(&run, a, i)?;
         }
         lost.extend(rebuild_stripe(arr, role, (first + i) * chunk)?);
     }
-    Ok(BuiltRun {
-        at: first * chunk,
-        blocks: run.take_role(role),
-        spans,
-        lost,
-    })
+    if let Some(a) = span {
+        write(&run, a, count)?;
+    }
+    Ok(lost)
 }
 
 /// One stripe of a parity rebuild at data sector `x` (its lock held by the job): the

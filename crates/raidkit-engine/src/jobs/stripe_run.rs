@@ -63,9 +63,6 @@ pub(crate) fn run_bytes(raid_disks: usize, chunk_sectors: u64, run_stripes: u64)
 #[derive(Default)]
 pub(crate) struct RunBufs {
     free: Mutex<Vec<BufSet>>,
-    /// Buffers of a role's blocks taken out of a run ([`Run::take_role`]), back from
-    /// their write: each takes the place of the next one taken.
-    taken: Mutex<Vec<Vec<u8>>>,
 }
 
 /// One run's buffers: a run of chunks per member (by role), and one chunk each for a
@@ -286,36 +283,11 @@ impl<'a> Run<'a> {
         (blocks, &mut p[..chunk], &mut q[..chunk])
     }
 
-    /// Take `role`'s blocks out of the run, to be written after the run is gone (by the
-    /// job's thread, in order); a buffer written before takes their place.
-    pub(crate) fn take_role(&mut self, role: usize) -> RoleBlocks<'a> {
-        let back = lock(&self.bufs.taken).pop().unwrap_or_default();
-        RoleBlocks {
-            bufs: self.bufs,
-            chunk: self.chunk_bytes(),
-            buf: std::mem::replace(&mut self.set.members[role], back),
-        }
-    }
-}
-
-/// A role's blocks taken out of a run ([`Run::take_role`]); the buffer goes back to the
-/// job's buffers when dropped.
-pub(crate) struct RoleBlocks<'a> {
-    bufs: &'a RunBufs,
-    chunk: usize,
-    buf: Vec<u8>,
-}
-
-impl RoleBlocks<'_> {
-    /// The blocks of stripes `first + a .. first + b` of the run they were taken from.
-    pub(crate) fn blocks(&self, a: u64, b: u64) -> &[u8] {
-        &self.buf[a as usize * self.chunk..b as usize * self.chunk]
-    }
-}
-
-impl Drop for RoleBlocks<'_> {
-    fn drop(&mut self) {
-        lock(&self.bufs.taken).push(std::mem::take(&mut self.buf));
+    /// The blocks of `role` for stripes `first + a .. first + b` (each completed), one
+    /// after the other as they lie on the member.
+    pub(crate) fn role_blocks(&self, role: usize, a: u64, b: u64) -> &[u8] {
+        let chunk = self.chunk_bytes();
+        &self.set.members[role][a as usize * chunk..b as usize * chunk]
     }
 }
 
