@@ -204,6 +204,12 @@ sync_() {
       --group_reporting --output-format=json --output="$W/fio.json" \
       --rw=read "${rargs[@]}" --name=w --rw=write --filename="$d/spare" >/dev/null 2>&1
   read -r rawrw _ < <(fio_json both)
+  # fio's CPU seconds per GiB moved (its jobs' user + system time over their bytes).
+  local fcpu; fcpu=$(py 'import json,sys
+j=json.load(open(sys.argv[1]))["jobs"]
+cpu=sum((x["usr_cpu"]+x["sys_cpu"])/100*x["job_runtime"]/1000 for x in j)
+b=sum(x["read"]["io_bytes"]+x["write"]["io_bytes"] for x in j)
+print("%.3f" % (cpu/(b/2**30)))' "$W/fio.json")
   # The spare's pages allocated up front (zeros), as fio's writer found them: on tmpfs a
   # write into a hole also allocates and clears the page (a fifth of a RAID1 rebuild's CPU
   # time in `perf`), which a disk does not do and the anchor did not pay.
@@ -225,6 +231,8 @@ sync_() {
 for l in sys.stdin: print("%.6f %s" % (time.time(), l), end="", flush=True)' >"$d/events") &
   local MPID=$!
   sleep 0.3
+  # The server's CPU time (user + system, clock ticks) over the rebuild.
+  local c0; c0=$(awk '{print $14 + $15}' "/proc/$SPID/stat")
   t0=$(date +%s.%N)
   "$RAIDKIT" manage "$nm" --add "$d/spare" >/dev/null
   for _ in $(seq 3000); do
@@ -232,6 +240,8 @@ for l in sys.stdin: print("%.6f %s" % (time.time(), l), end="", flush=True)' >"$
     sleep 0.05
   done
   t1=$(date +%s.%N)
+  local c1; c1=$(awk '{print $14 + $15}' "/proc/$SPID/stat")
+  local scpu; scpu=$(py "print('%.3f' % (($c1 - $c0) / $(getconf CLK_TCK) / ($n * $comp / 1024)))")
   for _ in $(seq 40); do grep -q rebuild_finished "$d/events" && break; sleep 0.05; done
   kill "$MPID" 2>/dev/null || true
   unserve
@@ -246,6 +256,7 @@ print("%.3f" % (t["rebuild_finished"]-t["rebuild_started"]) if len(t)==2 else "n
   local rebe; rebe=$(py "t=float('$te'); print('%.1f' % ($n * $comp / t) if t == t else 'nan')")
   echo "| rebuild onto a spare, --add to idle ($last × ${comp} MiB read, ${comp} MiB written, $(py "print('%.2f s' % ($t1 - $t0))"), polled every 50 ms) | $rawrw ($last readers + 1 writer) | $reb | $(py "print('%.2f' % ($reb / $rawrw))")× |"
   echo "| rebuild onto a spare, rebuild_started→rebuild_finished events (${te} s) | $rawrw | $rebe | $(py "t='$rebe'; print('%.2f' % (float(t) / $rawrw) if t != 'nan' else 'nan')")× |"
+  echo "| CPU seconds per GiB moved: the server over the rebuild (--add to idle), fio's anchor | $fcpu (fio) | $scpu (server) | $(py "print('%.2f' % ($scpu / $fcpu))")× |"
 }
 
 qd() {

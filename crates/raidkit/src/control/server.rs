@@ -215,12 +215,17 @@ fn handle(conn: UnixStream, ctx: &Ctx) -> Result<()> {
     match reply {
         Ok((req, mut v)) => {
             v["ok"] = json!(true);
-            writeln!(w, "{v}")?;
+            // One write per reply line: `writeln!` on the socket sent each piece of the
+            // JSON on its own (about 30 sends per status reply, each waking the client).
+            w.write_all(format!("{v}\n").as_bytes())?;
             if req == Request::Monitor {
                 stream_events(&mut w, &ctx.sups)?;
             }
         }
-        Err(e) => writeln!(w, "{}", json!({"ok": false, "error": format!("{e:#}")}))?,
+        Err(e) => {
+            let v = json!({"ok": false, "error": format!("{e:#}")});
+            w.write_all(format!("{v}\n").as_bytes())?;
+        }
     }
     Ok(())
 }
@@ -370,7 +375,9 @@ fn stream_events(w: &mut UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
     }
     drop(tx);
     while let Ok(e) = rx.recv() {
-        if writeln!(w, "{}", serde_json::to_string(&e)?).is_err() {
+        if w.write_all(format!("{}\n", serde_json::to_string(&e)?).as_bytes())
+            .is_err()
+        {
             break;
         }
     }
