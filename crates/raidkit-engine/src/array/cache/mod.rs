@@ -230,8 +230,6 @@ pub(crate) struct StripeCache {
     dirty_stripes: AtomicUsize,
     grow_signal: AtomicUsize,
     ghost_hits: AtomicUsize,
-    /// Page rows write-outs had to read from the members (each a miss).
-    missed_rows: AtomicU64,
     ghosts_recent: AtomicUsize,
     /// When `tune` last ran and the counters it saw then (one tuner at a time).
     last_tune: Mutex<TuneState>,
@@ -336,11 +334,10 @@ impl StripeCache {
             dirty_stripes: AtomicUsize::new(0),
             grow_signal: AtomicUsize::new(0),
             ghost_hits: AtomicUsize::new(0),
-            missed_rows: AtomicU64::new(0),
             ghosts_recent: AtomicUsize::new(0),
             last_tune: Mutex::new(TuneState {
                 at: Instant::now(),
-                seen: [0; 7],
+                seen: [0; 6],
             }),
             tune_at: AtomicU64::new(0),
             help_at: AtomicU64::new(0),
@@ -463,7 +460,7 @@ impl StripeCache {
             .collect();
         self.clear(entry, held);
         held.dead = true;
-        let limit = self.ghost_limit();
+        let limit = self.capacity() / SHARDS + self.rows;
         let mut sh = lock(self.shard(entry.stripe));
         if sh
             .map
@@ -490,15 +487,16 @@ impl StripeCache {
     /// (ghost hits), which ask for a bigger automatic size.
     pub fn note_misses(&self, stripe: u64, rows: impl Iterator<Item = usize>) {
         let mut sh = lock(self.shard(stripe));
-        let (mut missed, mut hits) = (0, 0);
+        if sh.ghost.is_empty() {
+            return;
+        }
+        let mut hits = 0;
         for r in rows {
-            missed += 1;
-            if !sh.ghost.is_empty() && sh.ghost.remove(&((stripe << 20) | r as u64)) {
+            if sh.ghost.remove(&((stripe << 20) | r as u64)) {
                 hits += 1;
             }
         }
         drop(sh);
-        self.missed_rows.fetch_add(missed, Ordering::Relaxed);
         if hits > 0 {
             self.ghost_hits.fetch_add(hits, Ordering::Relaxed);
             if self.fixed.load(Ordering::Relaxed) == 0 {

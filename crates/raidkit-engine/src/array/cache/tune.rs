@@ -21,22 +21,11 @@ thread_local! {
 }
 
 /// `tune`'s memory: when it last ran, and the counters it read then (merges, drains,
-/// written pages, rewritten pages, misses, saved pages, missed page rows).
+/// written pages, rewritten pages, misses, saved pages).
 pub(super) struct TuneState {
     pub(super) at: Instant,
-    pub(super) seen: [u64; 7],
+    pub(super) seen: [u64; 6],
 }
-
-/// Ghost hits make the cache grow only when at least 1 in this many of the page rows read
-/// from the members were among the ghosts (rows evicted lately, as many as
-/// [`GHOSTS_PER_ENTRY`] × the capacity): the working set is then at most about
-/// `GHOSTS_PER_ENTRY × GHOST_SHARE` times the cache, and growing makes it fit. Uniformly
-/// scattered writes over a region much larger than the cache hit the ghosts in proportion
-/// to the ghosts' share of the region, well under this, and do not feed the cache.
-pub(super) const GHOST_SHARE: u64 = 4;
-
-/// Ghost rows kept per entry of capacity (see [`GHOST_SHARE`]).
-pub(super) const GHOSTS_PER_ENTRY: usize = 2;
 
 /// Benchmarks: `RAIDKIT_STRIPE_CACHE_BYPASS=on` makes small writes to stripes the cache
 /// holds nothing of bypass it (all but the learning ones), `off` sends them all through
@@ -57,14 +46,6 @@ fn mem_available() -> Option<u64> {
 }
 
 impl StripeCache {
-    /// Ghost rows kept per shard: [`GHOSTS_PER_ENTRY`] per entry of capacity in all. (It
-    /// was a stripe's page rows per shard on top: with 512 KiB chunks and a small cache,
-    /// 17 times the cache, so a scattered random load over a region 40 times the cache
-    /// found enough ghosts to grow the cache in some runs and not others.)
-    pub(super) fn ghost_limit(&self) -> usize {
-        GHOSTS_PER_ENTRY * self.capacity() / super::SHARDS + 1
-    }
-
     pub(super) fn entry_bytes(&self) -> u64 {
         (PAGE * self.kc) as u64
     }
@@ -213,16 +194,15 @@ impl StripeCache {
             &self.misses,
             // Benefit: pages written out without reading (found in the cache, or merged).
             &self.saved,
-            &self.missed_rows,
         ];
-        let mut d = [0u64; 7];
+        let mut d = [0u64; 6];
         for (i, c) in counters.iter().enumerate() {
             let v = c.load(Ordering::Relaxed);
             d[i] = v - last.seen[i];
             last.seen[i] = v;
         }
         drop(last);
-        let [dmg, ddr, dw, drw, dm, dsv, dmr] = d;
+        let [dmg, ddr, dw, drw, dm, dsv] = d;
         if ddr > 0 {
             // A stream: at least half of the write-outs needed no member reads.
             self.merging.store(dmg * 2 >= ddr, Ordering::Relaxed);
@@ -230,16 +210,15 @@ impl StripeCache {
         if dw > 0 {
             self.rereferenced.store(drw * 8 >= dw, Ordering::Relaxed);
         }
+        // Reuse: evicted rows asked for again at a rate of at least 1/4 of the misses.
         let gh = self.ghost_hits.swap(0, Ordering::Relaxed);
         if dsv + dm > 64 {
             self.bypass.store(dsv * 8 < dsv + dm, Ordering::Relaxed);
         }
-        // A larger cache pays only if a good share of the rows read were rows it held
+        // A larger cache pays only if a good share of the misses were rows it held
         // lately (a working set that almost fits); uniformly scattered writes over a large
-        // array hit the ghosts in proportion to the cache size and must not feed on that
-        // (see GHOST_SHARE). Rows, not pages: a row miss reads 2 pages (read-modify-write)
-        // up to a row's data pages (filled whole).
-        let ghosts_matter = gh > 0 && gh as u64 * GHOST_SHARE >= dmr;
+        // array hit the ghosts in proportion to the cache size and must not feed on that.
+        let ghosts_matter = gh as u64 * 4 >= dm / self.kc as u64;
         self.ghosts_recent
             .store(if ghosts_matter { gh } else { 0 }, Ordering::Relaxed);
         // Ghost hits too rare to matter do not grow the cache.
