@@ -80,17 +80,33 @@ impl Members {
     }
 }
 
+/// The counters of one direction of one member on one CPU.
+#[derive(Default)]
+struct DirCounters {
+    count: AtomicU64,
+    bytes: AtomicU64,
+    lat: [AtomicU64; LAT_BUCKETS],
+    lat_sum_ns: AtomicU64,
+}
+
+impl DirCounters {
+    /// Count one successful IO of `bytes`, and its service time if measured.
+    fn add(&self, bytes: usize, took: Option<Duration>) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if let Some(d) = took {
+            self.lat[lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
+            self.lat_sum_ns
+                .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The counters of one member on one CPU (see [`PerCpu`]).
 #[derive(Default)]
 struct MemberCounters {
-    reads: AtomicU64,
-    read_bytes: AtomicU64,
-    writes: AtomicU64,
-    write_bytes: AtomicU64,
-    read_lat: [AtomicU64; LAT_BUCKETS],
-    write_lat: [AtomicU64; LAT_BUCKETS],
-    read_lat_sum_ns: AtomicU64,
-    write_lat_sum_ns: AtomicU64,
+    read: DirCounters,
+    write: DirCounters,
 }
 
 /// Per-member IO counters: requests, bytes and service times of successful reads and
@@ -102,8 +118,8 @@ pub struct MemberStats(PerCpu<MemberCounters>);
 impl std::fmt::Debug for MemberStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemberStats")
-            .field("reads", &self.0.sum(|c| &c.reads))
-            .field("writes", &self.0.sum(|c| &c.writes))
+            .field("reads", &self.0.sum(|c| &c.read.count))
+            .field("writes", &self.0.sum(|c| &c.write.count))
             .finish()
     }
 }
@@ -111,26 +127,12 @@ impl std::fmt::Debug for MemberStats {
 impl MemberStats {
     /// Count one successful member read of `bytes`, and its service time if measured.
     pub(crate) fn count_read(&self, bytes: usize, took: Option<Duration>) {
-        let c = self.0.local();
-        c.reads.fetch_add(1, Ordering::Relaxed);
-        c.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-        if let Some(d) = took {
-            c.read_lat[lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
-            c.read_lat_sum_ns
-                .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
-        }
+        self.0.local().read.add(bytes, took);
     }
 
     /// Count one successful member write of `bytes`, and its service time if measured.
     pub(crate) fn count_write(&self, bytes: usize, took: Option<Duration>) {
-        let c = self.0.local();
-        c.writes.fetch_add(1, Ordering::Relaxed);
-        c.write_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-        if let Some(d) = took {
-            c.write_lat[lat_bucket(d)].fetch_add(1, Ordering::Relaxed);
-            c.write_lat_sum_ns
-                .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
-        }
+        self.0.local().write.add(bytes, took);
     }
 
     /// The sums, as a report of role `role` on `device`.
@@ -139,14 +141,14 @@ impl MemberStats {
         MemberIo {
             role,
             device,
-            reads: c.sum(|c| &c.reads),
-            read_bytes: c.sum(|c| &c.read_bytes),
-            writes: c.sum(|c| &c.writes),
-            write_bytes: c.sum(|c| &c.write_bytes),
-            read_lat_hist_us: c.sums(|c| &c.read_lat),
-            write_lat_hist_us: c.sums(|c| &c.write_lat),
-            read_lat_sum_ns: c.sum(|c| &c.read_lat_sum_ns),
-            write_lat_sum_ns: c.sum(|c| &c.write_lat_sum_ns),
+            reads: c.sum(|c| &c.read.count),
+            read_bytes: c.sum(|c| &c.read.bytes),
+            writes: c.sum(|c| &c.write.count),
+            write_bytes: c.sum(|c| &c.write.bytes),
+            read_lat_hist_us: c.sums(|c| &c.read.lat),
+            write_lat_hist_us: c.sums(|c| &c.write.lat),
+            read_lat_sum_ns: c.sum(|c| &c.read.lat_sum_ns),
+            write_lat_sum_ns: c.sum(|c| &c.write.lat_sum_ns),
         }
     }
 }
