@@ -36,12 +36,7 @@ fn rec(p: &Path) -> Arc<RecDev> {
 
 /// The array's bytes: a pattern of the offset (no page like another).
 fn pattern(off: u64, len: usize) -> Vec<u8> {
-    (0..len as u64)
-        .map(|i| {
-            let x = off + i;
-            ((x / PAGE).wrapping_mul(0x9e37_79b9) >> 3) as u8 ^ (x as u8).wrapping_mul(29)
-        })
-        .collect()
+    raidkit_testkit::pattern::mdref_bytes(29, off, len)
 }
 
 fn data_offset(p: &Path) -> u64 {

@@ -26,12 +26,7 @@ type RecDev = Hooked<Recorder>;
 
 /// The array's bytes: a pattern of the offset (no page like another).
 fn pattern(off: u64, len: usize) -> Vec<u8> {
-    (0..len as u64)
-        .map(|i| {
-            let x = off + i;
-            ((x / PAGE).wrapping_mul(0x9e37_79b9) >> 5) as u8 ^ (x as u8).wrapping_mul(7)
-        })
-        .collect()
+    raidkit_testkit::pattern::mdref_bytes(5, off, len)
 }
 
 /// A RAID6 over 6 member files of 64 KiB chunks filled with `pattern`, stopped; the

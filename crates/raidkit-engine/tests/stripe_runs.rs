@@ -30,12 +30,7 @@ type RecDev = Hooked<Recorder>;
 
 /// The array's bytes: a pattern of the offset (no page like another).
 fn pattern(off: u64, len: usize) -> Vec<u8> {
-    (0..len as u64)
-        .map(|i| {
-            let x = off + i;
-            ((x / PAGE).wrapping_mul(0x9e37_79b9) >> 3) as u8 ^ (x as u8).wrapping_mul(13)
-        })
-        .collect()
+    raidkit_testkit::pattern::mdref_bytes(3, off, len)
 }
 
 /// Create a RAID5 (4 members) or RAID6 (6 members) of 64 KiB chunks over files, filled

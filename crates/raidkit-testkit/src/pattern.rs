@@ -34,6 +34,14 @@ pub fn fill(kind: Kind, seed: u64, offset: u64, buf: &mut [u8]) {
     }
 }
 
+/// `len` bytes of the mdref pattern of `seed` at stream byte `offset`: bytes unlike at
+/// every offset, for tests that check where each byte of an array ended up.
+pub fn mdref_bytes(seed: u64, offset: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    fill_mdref(seed, offset, &mut v);
+    v
+}
+
 /// Fill `buf` with the mdref pattern bytes `[offset, offset+len)` of `seed`.
 pub fn fill_mdref(seed: u64, offset: u64, buf: &mut [u8]) {
     let mut pos = 0usize;
