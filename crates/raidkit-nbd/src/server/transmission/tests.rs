@@ -351,6 +351,18 @@ fn pipelined_writes_and_reads_are_exact() {
     assert!(keeps > 0, "no pipelined request kept the turn");
 }
 
+/// 50 pairs of pipelined 4 KiB reads, each pair sent in one write and answered, so the
+/// server keeps read turns (and a guard waits) before a test's own requests.
+fn pipeline_pairs(s: &mut UnixStream, data: &mut [u8]) {
+    for i in 0..50u64 {
+        let mut two = read_request(2 * i, 0).to_vec();
+        two.extend_from_slice(&read_request(2 * i + 1, 4096));
+        s.write_all(&two).expect("requests");
+        reply(s, Some(&mut *data));
+        reply(s, Some(&mut *data));
+    }
+}
+
 /// A reply deferred by a worker that kept the turn is sent while the request after it
 /// is stuck in the backend (the guard takes the turn and sends it).
 #[test]
@@ -358,14 +370,7 @@ fn a_deferred_reply_is_sent_while_the_request_after_it_is_stuck() {
     let f = fixture("deferred", 4);
     let mut s = raw(&f);
     let mut data = vec![0u8; 4096];
-    // Pipelined short requests first: turns are being kept, and a guard waits.
-    for i in 0..50u64 {
-        let mut two = read_request(2 * i, 0).to_vec();
-        two.extend_from_slice(&read_request(2 * i + 1, 4096));
-        s.write_all(&two).expect("requests");
-        reply(&mut s, Some(&mut data));
-        reply(&mut s, Some(&mut data));
-    }
+    pipeline_pairs(&mut s, &mut data);
     let mut two = read_request(1000, 0).to_vec();
     two.extend_from_slice(&read_request(1001, GATED));
     let t = Instant::now();
@@ -396,13 +401,7 @@ fn a_deferred_reply_does_not_wait_for_a_slow_payload() {
     let f = fixture("payload", 4);
     let mut s = raw(&f);
     let mut data = vec![0u8; 4096];
-    for i in 0..50u64 {
-        let mut two = read_request(2 * i, 0).to_vec();
-        two.extend_from_slice(&read_request(2 * i + 1, 4096));
-        s.write_all(&two).expect("requests");
-        reply(&mut s, Some(&mut data));
-        reply(&mut s, Some(&mut data));
-    }
+    pipeline_pairs(&mut s, &mut data);
     let payload = [7u8; 4096];
     let write = write_request(2001, 8192, &payload);
     let mut first = read_request(2000, 0).to_vec();
