@@ -273,6 +273,9 @@ fn a_parity_rebuild_has_several_stripes_in_flight_with_its_writes_among_the_read
     // 6 IOs are released together only if the reads of two stripes (3 each), or a
     // target's write and the reads of other stripes, are in flight at once; what arrives
     // otherwise (the last stripes' IOs) is let through by a sweeper, which counts nothing.
+    // The sweeper waits 100 ms between sweeps: on a loaded machine a worker may not run
+    // for tens of ms, and a shorter sweep let every stripe's reads through before the
+    // next worker's arrived (seen once in CI: most = 0).
     gate.most.store(0, Ordering::Relaxed);
     gate.most_mixed.store(0, Ordering::Relaxed);
     gate.batch.store(6, Ordering::Release);
@@ -280,7 +283,7 @@ fn a_parity_rebuild_has_several_stripes_in_flight_with_its_writes_among_the_read
     std::thread::scope(|s| {
         s.spawn(|| {
             while !done.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(100));
                 let held: Vec<_> = gate.held.lock().unwrap().drain(..).collect();
                 for (io, inner) in held {
                     let r = serve(&io, inner.as_ref());
