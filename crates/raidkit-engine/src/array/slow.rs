@@ -3,6 +3,7 @@
 use crate::array::events::ArrayEvent;
 use crate::array::member::Member;
 use crate::locks::lock;
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,9 +38,6 @@ fn median(v: &mut [u64]) -> u64 {
     }
 }
 
-/// Peers' measured service times on the stack up to this many roles.
-const PEERS_ON_STACK: usize = 32;
-
 /// After a successful read on `role` (member `m`; `slots`: the array's role slots): compare
 /// its service time with the median of its live peers' and count the read into `m`'s
 /// streak; the [`ArrayEvent::SlowMember`] to raise when the streak reaches
@@ -54,34 +52,20 @@ pub(crate) fn slow_read(
     if mine == 0 {
         return None;
     }
-    let peers = slots
+    // No allocation per read: up to 32 peers' times on the stack.
+    let mut peers: SmallVec<[u64; 32]> = slots
         .iter()
         .enumerate()
         .filter(|(r, _)| *r != role)
         .filter_map(|(_, x)| x.as_ref())
         .filter(|x| !x.is_failed())
         .map(|x| x.ewma_ns_per_kib())
-        .filter(|&e| e > 0);
-    // No allocation per read: the peers' times on the stack.
-    let mut stack = [0u64; PEERS_ON_STACK];
-    let mut heap = Vec::new();
-    let mut n = 0;
-    for e in peers {
-        if n < PEERS_ON_STACK {
-            stack[n] = e;
-        } else {
-            if heap.is_empty() {
-                heap.extend_from_slice(&stack);
-            }
-            heap.push(e);
-        }
-        n += 1;
+        .filter(|&e| e > 0)
+        .collect();
+    if peers.is_empty() {
+        return None;
     }
-    let median = match n {
-        0 => return None,
-        _ if n <= PEERS_ON_STACK => median(&mut stack[..n]),
-        _ => median(&mut heap),
-    };
+    let median = median(&mut peers);
     let st = &m.slow;
     if mine < SLOW_FACTOR.saturating_mul(median.max(1)) {
         st.streak.store(0, Ordering::Relaxed);
