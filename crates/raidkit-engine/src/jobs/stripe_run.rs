@@ -238,14 +238,16 @@ impl<'a> Run<'a> {
         if reconstruct_in_place(&layout, &mut data, &missing, known_p, known_q, chunk).is_err() {
             return Ok(None);
         }
-        let refs: Vec<&[u8]> = data.iter().map(|d| &**d).collect();
+        // The data blocks, whole now; gathered only where parity is computed (a check
+        // whose every block was read computes nothing here).
+        let refs = || -> Vec<&[u8]> { data.iter().map(|d| &**d).collect() };
         let [sp, sq] = &mut self.set.computed;
         match self.skip {
             // A rebuild's run: the target's block only (a data block is whole now).
-            Some(t) if t == layout.p => parity::xor_gen(&refs, p),
+            Some(t) if t == layout.p => parity::xor_gen(&refs(), p),
             Some(t) if Some(t) == layout.q => {
                 let q_out = q.unwrap_or_default();
-                parity_into(&layout, &refs, &mut sp[..chunk], q_out);
+                parity_into(&layout, &refs(), &mut sp[..chunk], q_out);
             }
             Some(_) => {}
             // Recompute what is missing of P and Q from the (now whole) data; a parity
@@ -257,7 +259,7 @@ impl<'a> Run<'a> {
                     Some(_) => &mut sq[..chunk],
                     None => &mut [],
                 };
-                parity_into(&layout, &refs, p_out, q_out);
+                parity_into(&layout, &refs(), p_out, q_out);
             }
             None => {}
         }
