@@ -209,23 +209,24 @@ fn admit(conn: &UnixStream, ctx: &Ctx) -> Result<Request> {
     Ok(req)
 }
 
+/// Send one JSON line in one write (`writeln!` on the socket sent each piece of the JSON
+/// on its own: about 30 sends per status reply, each waking the client).
+fn send_line(w: &mut UnixStream, line: impl std::fmt::Display) -> std::io::Result<()> {
+    w.write_all(format!("{line}\n").as_bytes())
+}
+
 fn handle(conn: UnixStream, ctx: &Ctx) -> Result<()> {
     let mut w = conn.try_clone()?;
     let reply = admit(&conn, ctx).and_then(|r| dispatch(&r, &ctx.sups).map(|v| (r, v)));
     match reply {
         Ok((req, mut v)) => {
             v["ok"] = json!(true);
-            // One write per reply line: `writeln!` on the socket sent each piece of the
-            // JSON on its own (about 30 sends per status reply, each waking the client).
-            w.write_all(format!("{v}\n").as_bytes())?;
+            send_line(&mut w, &v)?;
             if req == Request::Monitor {
                 stream_events(&mut w, &ctx.sups)?;
             }
         }
-        Err(e) => {
-            let v = json!({"ok": false, "error": format!("{e:#}")});
-            w.write_all(format!("{v}\n").as_bytes())?;
-        }
+        Err(e) => send_line(&mut w, json!({"ok": false, "error": format!("{e:#}")}))?,
     }
     Ok(())
 }
@@ -375,9 +376,7 @@ fn stream_events(w: &mut UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
     }
     drop(tx);
     while let Ok(e) = rx.recv() {
-        if w.write_all(format!("{}\n", serde_json::to_string(&e)?).as_bytes())
-            .is_err()
-        {
+        if send_line(w, serde_json::to_string(&e)?).is_err() {
             break;
         }
     }
