@@ -4,6 +4,34 @@ use crate::dev::fault::{FaultDev, Rule};
 use crate::dev::{FileDev, MemDev};
 use std::os::unix::io::AsRawFd;
 
+/// `BlockDev` for a test device that takes IO only through its `AsyncDev` (`size`: its
+/// size in bytes, from the device).
+macro_rules! async_only_dev {
+    ($t:ty, $name:literal, $size:expr) => {
+        impl BlockDev for $t {
+            fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+                unreachable!()
+            }
+            fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+                unreachable!()
+            }
+            fn flush(&self) -> io::Result<()> {
+                Ok(())
+            }
+            fn size_bytes(&self) -> u64 {
+                let size: fn(&$t) -> u64 = $size;
+                size(self)
+            }
+            fn name(&self) -> &str {
+                $name
+            }
+            fn submission(&self) -> Submission<'_> {
+                Submission::Async(self)
+            }
+        }
+    };
+}
+
 fn temp_file(name: &str, len: u64) -> (std::path::PathBuf, FileDev) {
     let dir = std::env::temp_dir().join(format!("rk-io-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -105,26 +133,7 @@ struct Held {
     size: u64,
 }
 
-impl BlockDev for Held {
-    fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
-        unreachable!()
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
-        unreachable!()
-    }
-    fn flush(&self) -> io::Result<()> {
-        Ok(())
-    }
-    fn size_bytes(&self) -> u64 {
-        self.size
-    }
-    fn name(&self) -> &str {
-        "held"
-    }
-    fn submission(&self) -> Submission<'_> {
-        Submission::Async(self)
-    }
-}
+async_only_dev!(Held, "held", |d| d.size);
 
 impl AsyncDev for Held {
     fn start(&self, io: AsyncIo) -> Started {
@@ -442,26 +451,7 @@ struct Sends {
     hold: bool,
 }
 
-impl BlockDev for Sends {
-    fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
-        unreachable!()
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
-        unreachable!()
-    }
-    fn flush(&self) -> io::Result<()> {
-        Ok(())
-    }
-    fn size_bytes(&self) -> u64 {
-        1 << 20
-    }
-    fn name(&self) -> &str {
-        "sends"
-    }
-    fn submission(&self) -> Submission<'_> {
-        Submission::Async(self)
-    }
-}
+async_only_dev!(Sends, "sends", |_| 1 << 20);
 
 impl AsyncDev for Sends {
     fn start(&self, io: AsyncIo) -> Started {
@@ -542,26 +532,7 @@ struct Peeks {
     seen: Mutex<Vec<u8>>,
 }
 
-impl BlockDev for Peeks {
-    fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
-        unreachable!()
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
-        unreachable!()
-    }
-    fn flush(&self) -> io::Result<()> {
-        Ok(())
-    }
-    fn size_bytes(&self) -> u64 {
-        1 << 20
-    }
-    fn name(&self) -> &str {
-        "peeks"
-    }
-    fn submission(&self) -> Submission<'_> {
-        Submission::Async(self)
-    }
-}
+async_only_dev!(Peeks, "peeks", |_| 1 << 20);
 
 impl AsyncDev for Peeks {
     fn start(&self, io: AsyncIo) -> Started {
