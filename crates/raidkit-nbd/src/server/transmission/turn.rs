@@ -18,8 +18,9 @@
 //!
 //! The guard acting means the holder overran: a slow request, or, on a crowded machine,
 //! a holder preempted in the middle of a short one. Either way every request behind it
-//! waited the whole bound, and a preempted holder is likely to be preempted again: so
-//! after the guard takes a turn, no turn is kept for a while ([`BACKOFF_MIN`], doubled
+//! waited the whole bound (the slow request alone is caught by the caller, which keeps
+//! no turn after a long request; a preemption is not): so after the guard takes a turn,
+//! no turn is kept for a while ([`BACKOFF_MIN`], doubled
 //! for each take that follows soon after the last, up to [`BACKOFF_MAX`]) and requests
 //! are handed off as when the client does not pipeline (several workers run, and none
 //! holds up the others).
