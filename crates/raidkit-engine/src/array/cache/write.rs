@@ -201,6 +201,9 @@ impl Array {
                 .iter()
                 .flatten()
                 .any(|m| m.has_bad.load(Ordering::Relaxed));
+        if !full {
+            cache.observe(stripe, pieces);
+        }
         let bypass = !full && !damaged && cache.bypass();
         if bypass {
             // The common case of scattered small writes, without creating an entry: with
