@@ -13,7 +13,7 @@ impl Rng {
     }
 }
 
-/// Page row key of row `i` of a region `rows_per_stripe` rows wide per stripe.
+/// Page row key of row `i` of a region (128 page rows per stripe: 512 KiB chunks).
 fn key(i: u64) -> u64 {
     ((i / 128) << 20) | (i % 128)
 }
@@ -106,7 +106,7 @@ fn a_256_mib_random_region_with_memory_for_it_grows_over_it_every_time() {
         assert!(at <= 8, "seed {seed}: grew only at period {at}");
         let t = d.target_entries as u64;
         assert!(
-            t >= REGION_256M_RAID5 && t <= REGION_256M_RAID5 * 3 / 2,
+            (REGION_256M_RAID5..=REGION_256M_RAID5 * 3 / 2).contains(&t),
             "seed {seed}: {t} entries for {REGION_256M_RAID5} rows"
         );
         sizes.push(t);
