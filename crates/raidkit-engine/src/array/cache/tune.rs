@@ -6,7 +6,7 @@
 use super::reuse::{self, Decision};
 use super::{StripeCache, StripeCacheStats, PAGE, PAGE_SECTORS};
 use crate::array::parity_write::Piece;
-use crate::locks::lock;
+use crate::locks::try_lock;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -169,7 +169,9 @@ impl StripeCache {
     }
 
     /// A small write (not a whole stripe) to `stripe`: offer its page rows to the reuse
-    /// sampler. One row in [`reuse::SAMPLE`] is followed; the others cost a hash.
+    /// sampler. One row in [`reuse::SAMPLE`] is followed; the others cost a hash. A writer
+    /// never waits for the sampler: while another thread holds it (a writer preempted
+    /// there, or the tuner), the rows are not counted (a sample lost, no write delayed).
     pub fn observe(&self, stripe: u64, pieces: &[Piece<'_>]) {
         let mut keys: SmallVec<[u64; 4]> = SmallVec::new();
         for p in pieces {
@@ -187,7 +189,9 @@ impl StripeCache {
         if keys.is_empty() {
             return;
         }
-        let mut s = lock(&self.sampler);
+        let Some(mut s) = try_lock(&self.sampler) else {
+            return;
+        };
         for key in keys {
             s.access(key);
         }
@@ -282,10 +286,14 @@ impl StripeCache {
         self.target.store(new.clamp(min, max), Ordering::Relaxed);
     }
 
-    /// The small-write decision from the sampler's curve (faded while no write is seen).
+    /// The small-write decision from the sampler's curve (faded while no write is seen);
+    /// the decision in force while a writer holds the sampler (the tuner may be a writer
+    /// too: it does not wait either).
     fn decide_small_writes(&self, last: &mut TuneState, max: usize) -> Decision {
         let curve = {
-            let mut s = lock(&self.sampler);
+            let Some(mut s) = try_lock(&self.sampler) else {
+                return last.decision;
+            };
             s.set_cap(4 * max / reuse::SAMPLE as usize);
             if s.ticks() != last.sampled {
                 last.sampled = s.ticks();
