@@ -21,11 +21,16 @@
 #          What write-behind promises is this: a burst that fits the queue is acknowledged
 #          at the local member's speed; a stream longer than the queue (the wm-write rows,
 #          SIZE MiB) is paced by the remote once the queue is full, as md's is.
-# PREALLOC=0 leaves the member files sparse (see `fresh`); by default every file, anchors'
-# and mirrors' alike, is preallocated before each row. An A/B run alternates which side
+# PREALLOC=1 preallocates every member file, anchors' and mirrors' alike, before each
+# row (default 0: sparse, each row's files new; see `fresh`). An A/B run alternates which side
 # runs first in a round and ends with a summary: per row the median (min-max) over the
 # rounds of its MiB/s, of its ratios to the same round's anchors and of its CPU per MiB,
 # and the anchors' own spread.
+# NBDKIT_NICE=N runs nbdkit at nice N (default 0). On this one machine the remote's own
+# receive and file write take the same cores as fio and raidkit; a real remote has cores
+# of its own. At 19 its work runs in the time fio and raidkit leave, an approximation of
+# that: a diagnostic of how much of a write-behind row's gap is the co-located remote's
+# CPU, not a condition to claim a target under.
 # BMCHUNK=SIZE is the bitmap chunk of every array (default 1M: the return copies 1 MiB).
 # DELAY=DUR puts nbdkit's delay filter in front of the remote (e.g. DELAY=2ms: every remote
 # read and write takes 2 ms more, a slow link), in the anchor and in the mirrors alike.
@@ -70,9 +75,9 @@ wait_sock() {
 start_nbdkit() { # start_nbdkit FILE
   rm -f "$W/r.sock"
   if [ -n "${DELAY:-}" ]; then
-    nbdkit -f -U "$W/r.sock" --filter=delay file "$1" delay-read="$DELAY" delay-write="$DELAY" >/dev/null 2>&1 &
+    nice -n "${NBDKIT_NICE:-0}" nbdkit -f -U "$W/r.sock" --filter=delay file "$1" delay-read="$DELAY" delay-write="$DELAY" >/dev/null 2>&1 &
   else
-    nbdkit -f -U "$W/r.sock" file "$1" >/dev/null 2>&1 &
+    nice -n "${NBDKIT_NICE:-0}" nbdkit -f -U "$W/r.sock" file "$1" >/dev/null 2>&1 &
   fi
   NBDKIT=$!
   wait_sock "$W/r.sock"
@@ -123,16 +128,16 @@ BURST="${BURST:-32}"
 BURSTS="${BURSTS:-4}"
 [ $((BURST * BURSTS)) -le "$SIZE" ] || { echo "BURST*BURSTS must fit SIZE" >&2; exit 1; }
 
-# Every member file is preallocated (PREALLOC=0: sparse, as before session 8). On tmpfs
-# the first write into a hole allocates the page: about half of the CPU of a file write
-# (measured: raidkit serve 507-625 against 273-351 us/MiB for the local anchor, nbdkit
-# 546-664 against 312-390), and how long that allocation takes depends on the state of
-# the machine's memory (other processes allocating, reclaim), which made the anchors and
-# the rows swing between runs. A disk has no such cost; a preallocated file has none either.
+# Each row gets new member files, sparse (PREALLOC=1: preallocated). On tmpfs the first
+# write into a hole allocates the page: about half of the CPU of a file write (measured:
+# raidkit serve 507-625 against 273-351 us/MiB for the local anchor, nbdkit 546-664
+# against 312-390). Preallocated, the anchors run 1.3-1.6x faster, but no steadier
+# (docs/BENCHMARKS.md, session 8): the rounds that swing are ones where the same work's
+# CPU per MiB, fio's own included, jumps 2-8x.
 fresh() {
   rm -f "$W"/*.img
   truncate -s "${MEMBER_MIB}M" "$W/local.img" "$W/remote.img"
-  [ "${PREALLOC:-1}" = 0 ] || for f in "$W/local.img" "$W/remote.img"; do fallocate -l "${MEMBER_MIB}M" "$f"; done
+  [ "${PREALLOC:-0}" = 0 ] || for f in "$W/local.img" "$W/remote.img"; do fallocate -l "${MEMBER_MIB}M" "$f"; done
 }
 URI_R="nbd+unix:///?socket=$W/r.sock"
 URI_A="nbd+unix:///a?socket=$W/a.sock"
