@@ -21,6 +21,16 @@
 #          What write-behind promises is this: a burst that fits the queue is acknowledged
 #          at the local member's speed; a stream longer than the queue (the wm-write rows,
 #          SIZE MiB) is paced by the remote once the queue is full, as md's is.
+# PREALLOC=1 preallocates every member file, anchors' and mirrors' alike, before each
+# row (default 0: sparse, each row's files new; see `fresh`). An A/B run alternates which side
+# runs first in a round and ends with a summary: per row the median (min-max) over the
+# rounds of its MiB/s, of its ratios to the same round's anchors and of its CPU per MiB,
+# and the anchors' own spread.
+# NBDKIT_NICE=N runs nbdkit at nice N (default 0). On this one machine the remote's own
+# receive and file write take the same cores as fio and raidkit; a real remote has cores
+# of its own. At 19 its work runs in the time fio and raidkit leave, an approximation of
+# that: a diagnostic of how much of a write-behind row's gap is the co-located remote's
+# CPU, not a condition to claim a target under.
 # BMCHUNK=SIZE is the bitmap chunk of every array (default 1M: the return copies 1 MiB).
 # DELAY=DUR puts nbdkit's delay filter in front of the remote (e.g. DELAY=2ms: every remote
 # read and write takes 2 ms more, a slow link), in the anchor and in the mirrors alike.
@@ -65,9 +75,9 @@ wait_sock() {
 start_nbdkit() { # start_nbdkit FILE
   rm -f "$W/r.sock"
   if [ -n "${DELAY:-}" ]; then
-    nbdkit -f -U "$W/r.sock" --filter=delay file "$1" delay-read="$DELAY" delay-write="$DELAY" >/dev/null 2>&1 &
+    nice -n "${NBDKIT_NICE:-0}" nbdkit -f -U "$W/r.sock" --filter=delay file "$1" delay-read="$DELAY" delay-write="$DELAY" >/dev/null 2>&1 &
   else
-    nbdkit -f -U "$W/r.sock" file "$1" >/dev/null 2>&1 &
+    nice -n "${NBDKIT_NICE:-0}" nbdkit -f -U "$W/r.sock" file "$1" >/dev/null 2>&1 &
   fi
   NBDKIT=$!
   wait_sock "$W/r.sock"
@@ -118,7 +128,17 @@ BURST="${BURST:-32}"
 BURSTS="${BURSTS:-4}"
 [ $((BURST * BURSTS)) -le "$SIZE" ] || { echo "BURST*BURSTS must fit SIZE" >&2; exit 1; }
 
-fresh() { rm -f "$W"/*.img; truncate -s "${MEMBER_MIB}M" "$W/local.img" "$W/remote.img"; }
+# Each row gets new member files, sparse (PREALLOC=1: preallocated). On tmpfs the first
+# write into a hole allocates the page: about half of the CPU of a file write (measured:
+# raidkit serve 507-625 against 273-351 us/MiB for the local anchor, nbdkit 546-664
+# against 312-390). Preallocated, the anchors run 1.3-1.6x faster, but no steadier
+# (docs/BENCHMARKS.md, session 8): the rounds that swing are ones where the same work's
+# CPU per MiB, fio's own included, jumps 2-8x.
+fresh() {
+  rm -f "$W"/*.img
+  truncate -s "${MEMBER_MIB}M" "$W/local.img" "$W/remote.img"
+  [ "${PREALLOC:-0}" = 0 ] || for f in "$W/local.img" "$W/remote.img"; do fallocate -l "${MEMBER_MIB}M" "$f"; done
+}
 URI_R="nbd+unix:///?socket=$W/r.sock"
 URI_A="nbd+unix:///a?socket=$W/a.sock"
 
@@ -150,6 +170,36 @@ mirror_write() {
   stop_nbdkit -KILL
 }
 
+# summary <rows: per test, the median over the rounds (and min-max) of the row's MiB/s, of
+# its ratios to the anchors measured in the same round, of its CPU per MiB; and the
+# anchors' own spread. Throughput swings with the machine's load: the medians of ratios
+# to same-round anchors, and the CPU per MiB, are what to compare.
+summary() {
+  python3 -c '
+import sys, statistics as st
+rows = {}
+anchors = {"remote": {}, "local": {}, "local-burst": {}}
+for line in sys.stdin:
+    f = line.split()
+    if len(f) < 10 or f[1] == "test" or f[1] == "anchor-cpu":
+        continue
+    rows.setdefault(f[1], []).append(f)
+    if f[2] != "-": anchors["remote"][f[0]] = float(f[2])
+    (anchors["local-burst"] if f[1].endswith("burst") else anchors["local"])[f[0]] = float(f[3])
+def spread(xs):
+    xs = [float(x) for x in xs if x != "-"]
+    if not xs: return "-"
+    return f"{st.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})" if max(xs) < 10 else f"{st.median(xs):.0f} ({min(xs):.0f}-{max(xs):.0f})"
+print("summary: median (min-max) over", len(anchors["local"]), "rounds")
+for k, v in anchors.items():
+    if v: print(f"anchor {k} MiB/s {spread(v.values())}")
+print("test MiB/s ratio_vs_remote ratio_vs_local server_cpu_us_per_MiB total_cpu_us_per_MiB")
+for k in sorted(rows):
+    fs = rows[k]
+    print(k, *(spread(f[i] for f in fs) for i in (4, 5, 6, 8, 9)))
+'
+}
+
 if [ -n "${RAIDKIT_B:-}" ]; then
   RAIDKIT_B="$(realpath "$RAIDKIT_B")"
   # total_cpu: CPU µs per MiB of every process of the row (fio, raidkit serve, nbdkit);
@@ -177,7 +227,8 @@ if [ -n "${RAIDKIT_B:-}" ]; then
       local_b=$(bursts "$URI_A")
       stop_server
     fi
-    for ab in A B; do
+    order="A B"; [ $((r % 2)) = 0 ] && order="B A" # neither side always runs first
+    for ab in $order; do
       bin="$RAIDKIT"; [ "$ab" = B ] && bin="$RAIDKIT_B"
       w=$(mirror_write "$bin"); wcpu="$(cat "$W/cpu") $(cat "$W/cpu_all")"
       wm=$(mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}"); wmcpu="$(cat "$W/cpu") $(cat "$W/cpu_all")"
@@ -189,8 +240,9 @@ if [ -n "${RAIDKIT_B:-}" ]; then
         load=$(cut -d' ' -f1 /proc/loadavg)
         python3 -c "print('$r $ab-wm-burst - $local_b $wb', '-', f'{$wb/$local_b:.2f}', '$load', '$(cat "$W/cpu") -')"
       fi
-    done
+    done | tee -a "$W/rows"
   done
+  summary <"$W/rows"
   exit 0
 fi
 

@@ -251,3 +251,49 @@ fn the_queue_counts_each_buffers_whole_memory_against_its_limit() {
         assert!(r.member_data(1, off, len) == want, "remote leg, write {k}");
     }
 }
+
+/// The queue's thread wakes the threads waiting on the queue only when there are any: a
+/// stream of writes that never fills the queue, with nobody waiting for a drain, costs
+/// no wake-ups (it was one `notify_all`, a system call, per batch written); a writer that
+/// does wait for room is woken.
+#[test]
+fn the_queue_wakes_waiters_only_when_there_are_some() {
+    let r = rig(4, 16 << 20);
+    r.gate.set(Mode::Pass);
+    for i in 0..8u64 {
+        r.arr.write(i * MIB as u64, &pattern(10 + i, MIB)).unwrap();
+        wait_for("queue drained", || r.arr.write_behind_backlog() == 0);
+    }
+    assert_eq!(r.arr.write_behind_wakeups(), 0, "woke nobody's waiters");
+    for i in 0..8u64 {
+        assert!(
+            r.member_data(1, i * MIB as u64, MIB) == pattern(10 + i, MIB),
+            "remote leg {i}"
+        );
+    }
+    // Held: four writes fill the queue (limit 4); the fifth waits for room and is woken.
+    r.gate.set(Mode::Hold);
+    for i in 0..4u64 {
+        r.arr
+            .write((8 + i) * MIB as u64, &pattern(20 + i, MIB))
+            .unwrap();
+    }
+    let arr = r.arr.clone();
+    let fifth = std::thread::spawn(move || arr.write(12 * MIB as u64, &pattern(24, MIB)));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !fifth.is_finished(),
+        "the fifth write did not wait for room"
+    );
+    r.gate.set(Mode::Pass);
+    fifth.join().unwrap().unwrap();
+    wait_for("queue drained", || r.arr.write_behind_backlog() == 0);
+    assert!(
+        r.arr.write_behind_wakeups() >= 1,
+        "the waiting writer was not woken"
+    );
+    assert!(
+        r.member_data(1, 12 * MIB as u64, MIB) == pattern(24, MIB),
+        "remote leg 12"
+    );
+}

@@ -32,7 +32,7 @@ use crate::locks::lock;
 use raidkit_layout::SECTOR;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// One queued write to a write-mostly member.
 struct Job {
@@ -88,6 +88,12 @@ struct Queue {
     /// Members marked failed by the queue's thread, whose failure is not yet recorded:
     /// role, member, error.
     failed: Vec<(usize, Arc<Member>, String)>,
+    /// Threads waiting on [`Shared::changed`] (for room, an overlap, a drain): the
+    /// queue's thread wakes them only if there are any (a notify is a system call even
+    /// when nobody waits, and it was one per batch written).
+    waiters: usize,
+    /// Times the queue's thread woke them.
+    wakeups: u64,
 }
 
 impl Queue {
@@ -136,6 +142,19 @@ struct Shared {
     owner: Mutex<Option<std::sync::Weak<Array>>>,
 }
 
+impl Shared {
+    /// Wait for the queue to change (counted as a waiter meanwhile).
+    fn wait<'a>(&self, mut q: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
+        q.waiters += 1;
+        let mut q = self
+            .changed
+            .wait(q)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        q.waiters -= 1;
+        q
+    }
+}
+
 /// The array's write-behind state.
 #[derive(Default)]
 pub(crate) struct WriteBehind {
@@ -154,6 +173,11 @@ impl WriteBehind {
     /// Bytes of memory the outstanding writes keep.
     pub(crate) fn held_bytes(&self) -> u64 {
         lock(&self.shared.q).held_bytes
+    }
+
+    /// Times the queue's thread woke threads waiting on the queue.
+    pub(crate) fn wakeups(&self) -> u64 {
+        lock(&self.shared.q).wakeups
     }
 
     /// Outstanding writes to `role`.
@@ -199,11 +223,7 @@ impl WriteBehind {
             if q.pending.len() < limit && fits {
                 break;
             }
-            q = self
-                .shared
-                .changed
-                .wait(q)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            q = self.shared.wait(q);
         }
         let id = q.next_id;
         q.next_id += 1;
@@ -257,11 +277,7 @@ impl WriteBehind {
     fn wait_overlap(&self, role: usize, dsec: u64, n: u64) {
         let mut q = lock(&self.shared.q);
         while q.pending.iter().any(|p| p.overlaps(role, dsec, n)) {
-            q = self
-                .shared
-                .changed
-                .wait(q)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            q = self.shared.wait(q);
         }
     }
 
@@ -269,11 +285,7 @@ impl WriteBehind {
     fn drain(&self) {
         let mut q = lock(&self.shared.q);
         while !q.pending.is_empty() {
-            q = self
-                .shared
-                .changed
-                .wait(q)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            q = self.shared.wait(q);
         }
     }
 
@@ -333,8 +345,16 @@ fn worker(shared: &Shared, rx: &Receiver<Job>) {
             }
             q.remove(id);
         }
+        // Whoever waits checks the queue under its lock before waiting, so one that
+        // starts waiting after this look sees the change already.
+        let waiting = q.waiters > 0;
+        if waiting {
+            q.wakeups += 1;
+        }
         drop(q);
-        shared.changed.notify_all();
+        if waiting {
+            shared.changed.notify_all();
+        }
         if newly_failed {
             let owner = lock(&shared.owner)
                 .as_ref()
@@ -447,6 +467,13 @@ impl Array {
     /// and once; at most [`MAX_QUEUED_BYTES`] unless one write is larger).
     pub fn write_behind_bytes(&self) -> u64 {
         self.wb.held_bytes()
+    }
+
+    /// Times the write-behind queue's thread woke threads waiting on the queue (writers
+    /// waiting for room, reads waiting for an overlapping write, a drain): only when
+    /// there are any.
+    pub fn write_behind_wakeups(&self) -> u64 {
+        self.wb.wakeups()
     }
 
     /// Writes queued behind to the member in `role`.
