@@ -4,10 +4,14 @@ use crate::dev::fault::{FaultDev, Rule};
 use crate::dev::{FileDev, MemDev};
 use std::os::unix::io::AsRawFd;
 
-/// `BlockDev` for a test device that takes IO only through its `AsyncDev` (`size`: its
-/// size in bytes, from the device).
+/// `BlockDev` for a test device that takes IO only through its submission path (`size`:
+/// its size in bytes, from the device; `submission`: how IO reaches it, by default its
+/// `AsyncDev`): plain reads and writes are never called.
 macro_rules! async_only_dev {
     ($t:ty, $name:literal, $size:expr) => {
+        async_only_dev!($t, $name, $size, |d| Submission::Async(d));
+    };
+    ($t:ty, $name:literal, $size:expr, $submission:expr) => {
         impl BlockDev for $t {
             fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
                 unreachable!()
@@ -26,7 +30,8 @@ macro_rules! async_only_dev {
                 $name
             }
             fn submission(&self) -> Submission<'_> {
-                Submission::Async(self)
+                let submission: fn(&$t) -> Submission<'_> = $submission;
+                submission(self)
             }
         }
     };
@@ -271,29 +276,10 @@ fn a_hung_kernel_io_is_reported_late_then_cancelled() {
     // SAFETY: pipe2 fills two descriptors into the array.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
     struct Pipe(RawFd);
-    impl BlockDev for Pipe {
-        fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
-            unreachable!()
-        }
-        fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
-            unreachable!()
-        }
-        fn flush(&self) -> io::Result<()> {
-            Ok(())
-        }
-        fn size_bytes(&self) -> u64 {
-            1 << 20
-        }
-        fn name(&self) -> &str {
-            "pipe"
-        }
-        fn submission(&self) -> Submission<'_> {
-            Submission::Fd {
-                fd: self.0,
-                in_memory: false,
-            }
-        }
-    }
+    async_only_dev!(Pipe, "pipe", |_| 1 << 20, |p| Submission::Fd {
+        fd: p.0,
+        in_memory: false,
+    });
     let dev = Pipe(fds[0]);
     let mut buf = vec![0u8; 512];
     let mut late = Vec::new();
