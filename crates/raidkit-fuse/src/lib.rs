@@ -337,7 +337,8 @@ impl Mounted {
     }
 
     /// Serve requests until the file system is unmounted ([`StopHandle::request_stop`],
-    /// a signal via [`signals::stop_on_signals`], or `umount`). Then flush the members
+    /// a signal via [`signals::stop_on_signals`], or `umount`) or the kernel aborts the
+    /// connection (reported on stderr, not as an error). Then flush the members
     /// and mark the array clean (read-write mounts), and return the counters.
     pub fn run(self) -> Result<Stats, FuseError> {
         let Mounted {
@@ -360,7 +361,7 @@ impl Mounted {
                 })?,
             ),
         };
-        let served = session.run();
+        let served = session_outcome(session.run());
         if let Some(c) = cleaner.as_mut() {
             c.stop();
         }
@@ -369,7 +370,51 @@ impl Mounted {
             shared.array.flush()?;
             shared.array.mark_clean()?;
         }
-        served.map_err(FuseError::Session)?;
+        match served.map_err(FuseError::Session)? {
+            SessionEnd::Unmounted => {}
+            SessionEnd::Aborted => state::note(format_args!(
+                "the kernel aborted the FUSE connection; the array was flushed and marked \
+                 clean. If the mount point now says 'Transport endpoint is not connected', \
+                 unmount it with umount"
+            )),
+        }
         Ok(shared.stats())
+    }
+}
+
+/// How a FUSE session ended without an error of ours.
+#[derive(Debug, PartialEq, Eq)]
+enum SessionEnd {
+    /// The kernel reported the device gone: an unmount.
+    Unmounted,
+    /// A read of the device failed with `ECONNABORTED`: the kernel ended the
+    /// connection (an abort, or the end of an unmount racing a reader). No request can
+    /// arrive any more, exactly as after an unmount.
+    Aborted,
+}
+
+/// Sort the session loop's result: an aborted connection is an end, not a failure.
+fn session_outcome(result: std::io::Result<()>) -> std::io::Result<SessionEnd> {
+    match result {
+        Ok(()) => Ok(SessionEnd::Unmounted),
+        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(SessionEnd::Aborted),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{session_outcome, SessionEnd};
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn an_aborted_connection_ends_the_session_and_other_errors_stay_errors() {
+        assert_eq!(session_outcome(Ok(())).unwrap(), SessionEnd::Unmounted);
+        let aborted = Error::from_raw_os_error(libc::ECONNABORTED);
+        assert_eq!(session_outcome(Err(aborted)).unwrap(), SessionEnd::Aborted);
+        let eio = session_outcome(Err(Error::from_raw_os_error(libc::EIO))).unwrap_err();
+        assert_eq!(eio.raw_os_error(), Some(libc::EIO));
+        let bad = session_outcome(Err(Error::new(ErrorKind::InvalidData, "x"))).unwrap_err();
+        assert_eq!(bad.kind(), ErrorKind::InvalidData);
     }
 }
