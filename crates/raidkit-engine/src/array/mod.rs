@@ -46,6 +46,7 @@ pub(crate) mod range_gate;
 pub(crate) mod replacement;
 pub mod reshape;
 pub(crate) mod scratch;
+pub(crate) mod sector_merge;
 pub mod slow;
 pub(crate) mod stripe;
 pub(crate) mod stripe_lock;
@@ -92,6 +93,8 @@ pub struct Array {
     locks: StripeLocks,
     /// Client writes ordered against mirrored copy jobs by range ([`range_gate`]).
     ranges: range_gate::RangeGate,
+    /// Writes merging partial sectors, ordered by sector ([`sector_merge`]).
+    merges: sector_merge::SectorMerges,
     /// Event subscribers ([`events`]).
     listeners: Mutex<Vec<std::sync::mpsc::Sender<ArrayEvent>>>,
     /// Client-visible IO statistics and tracing.
@@ -150,6 +153,7 @@ impl Array {
             lost: LostRanges::default(),
             locks: StripeLocks::new(),
             ranges: Default::default(),
+            merges: Default::default(),
             listeners: Mutex::new(Vec::new()),
             io: crate::iostats::IoStats::default(),
             cache,
@@ -397,10 +401,14 @@ impl Array {
         let head = offset % SECTOR;
         let end = offset + buf.len() as u64;
         if head == 0 && end.is_multiple_of(SECTOR) {
+            let _order = self
+                .merges
+                .whole(offset / SECTOR, buf.len() as u64 / SECTOR);
             return self.write_sectors_data(offset / SECTOR, data);
         }
         let s0 = offset / SECTOR;
         let s1 = end.div_ceil(SECTOR);
+        let _order = self.merges.merge(s0, s1 - 1);
         let mut tmp = vec![0u8; ((s1 - s0) * SECTOR) as usize];
         // Only the first and last sector need their old contents.
         self.read_sectors(s0, &mut tmp[..SECTOR as usize])?;

@@ -1,0 +1,212 @@
+//! Client writes that begin or end inside a 512-byte sector, ordered against each other and
+//! against whole-sector writes of the same sectors.
+//!
+//! The members take whole sectors, so a write of `[offset, offset + len)` that starts or ends
+//! inside one reads that sector, puts its bytes in and writes it back whole: a merge. Two
+//! merges of disjoint bytes of one sector in flight together (a FUSE file opened with
+//! parallel direct writes does this: two threads writing neighbouring records) would both
+//! read the old sector and the later write would undo the earlier one's bytes. A whole-sector
+//! write landing between a merge's read and its write would be undone the same way outside
+//! the merge's bytes. Here:
+//!
+//! * a merge locks the slots of its first and last sector (a fixed table of mutexes, by
+//!   sector number) for its read and write, and waits for the whole-sector writes that
+//!   started before it announced itself;
+//! * a whole-sector write costs two atomic operations while no merge is in flight; while one
+//!   is, it locks the slots of its sectors (all of them when it covers as many sectors as
+//!   there are slots) for its duration.
+//!
+//! Slots are always locked in ascending order and only here, before any stripe lock, so
+//! two writes never wait for each other in a cycle. Merges are rare (block clients write
+//! whole sectors), so a whole-sector write that must take slots is too.
+
+use crate::locks::lock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Mutexes in the table (sector numbers map onto them modulo this).
+const SLOTS: usize = 64;
+
+/// See the module documentation.
+pub(crate) struct SectorMerges {
+    /// Merges in flight.
+    merging: AtomicUsize,
+    /// Whole-sector writes in flight that took no slot (they saw no merge).
+    unordered: AtomicUsize,
+    slots: Box<[Mutex<()>]>,
+    /// Signalled when the last slotless whole-sector write ends while a merge waits.
+    quiet: Condvar,
+    quiet_lock: Mutex<()>,
+}
+
+impl Default for SectorMerges {
+    fn default() -> SectorMerges {
+        SectorMerges {
+            merging: AtomicUsize::new(0),
+            unordered: AtomicUsize::new(0),
+            slots: (0..SLOTS).map(|_| Mutex::new(())).collect(),
+            quiet: Condvar::new(),
+            quiet_lock: Mutex::new(()),
+        }
+    }
+}
+
+/// Held for the time of one write; dropping it lets the writes it ordered go on.
+pub(crate) struct SectorGuard<'a> {
+    gate: &'a SectorMerges,
+    kind: Kind,
+    /// Unlocked after the counts are updated (`Drop::drop` runs before the fields drop).
+    _held: Vec<MutexGuard<'a, ()>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Merge,
+    Unordered,
+    Slotted,
+}
+
+impl SectorMerges {
+    /// Order a merge whose first and last sectors are `first` and `last` (array sectors).
+    pub(crate) fn merge(&self, first: u64, last: u64) -> SectorGuard<'_> {
+        debug_assert!(first <= last);
+        self.merging.fetch_add(1, Ordering::SeqCst);
+        let mut slots = vec![slot_of(first), slot_of(last)];
+        slots.sort_unstable();
+        slots.dedup();
+        let held = self.lock_slots(&slots);
+        // Whole-sector writes that began before the count above was raised took no slot:
+        // let them land before this merge reads.
+        let mut g = lock(&self.quiet_lock);
+        while self.unordered.load(Ordering::SeqCst) > 0 {
+            g = match self.quiet.wait_timeout(g, Duration::from_millis(1)) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        drop(g);
+        SectorGuard {
+            gate: self,
+            kind: Kind::Merge,
+            _held: held,
+        }
+    }
+
+    /// Order a write of `count` whole sectors from array sector `first`.
+    pub(crate) fn whole(&self, first: u64, count: u64) -> SectorGuard<'_> {
+        self.unordered.fetch_add(1, Ordering::SeqCst);
+        if self.merging.load(Ordering::SeqCst) == 0 {
+            return SectorGuard {
+                gate: self,
+                kind: Kind::Unordered,
+                _held: Vec::new(),
+            };
+        }
+        self.end_unordered();
+        let slots: Vec<usize> = if count >= SLOTS as u64 {
+            (0..SLOTS).collect()
+        } else {
+            let mut v: Vec<usize> = (first..first + count).map(slot_of).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        SectorGuard {
+            gate: self,
+            kind: Kind::Slotted,
+            _held: self.lock_slots(&slots),
+        }
+    }
+
+    /// Lock `slots` (ascending, distinct).
+    fn lock_slots(&self, slots: &[usize]) -> Vec<MutexGuard<'_, ()>> {
+        debug_assert!(slots.windows(2).all(|w| w[0] < w[1]));
+        slots.iter().map(|&i| lock(&self.slots[i])).collect()
+    }
+
+    fn end_unordered(&self) {
+        if self.unordered.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.merging.load(Ordering::SeqCst) > 0
+        {
+            let _g = lock(&self.quiet_lock);
+            self.quiet.notify_all();
+        }
+    }
+}
+
+impl Drop for SectorGuard<'_> {
+    fn drop(&mut self) {
+        match self.kind {
+            Kind::Merge => {
+                self.gate.merging.fetch_sub(1, Ordering::SeqCst);
+            }
+            Kind::Unordered => self.gate.end_unordered(),
+            Kind::Slotted => {}
+        }
+    }
+}
+
+fn slot_of(sector: u64) -> usize {
+    (sector % SLOTS as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn a_merge_waits_for_a_whole_write_that_started_before_it() {
+        let g = SectorMerges::default();
+        let w = g.whole(10, 1);
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _m = g.merge(10, 10);
+                tx.send(()).unwrap();
+            });
+            assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+            drop(w);
+            assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok());
+        });
+    }
+
+    #[test]
+    fn a_whole_write_waits_for_a_merge_of_its_sectors_and_not_of_others() {
+        let g = SectorMerges::default();
+        let m = g.merge(100, 101);
+        // Slots of sectors 102..=105 are free: no wait.
+        drop(g.whole(102, 4));
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _w = g.whole(96, 8);
+                tx.send(()).unwrap();
+            });
+            assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+            drop(m);
+            assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok());
+        });
+        // No merge in flight: a whole write takes no slot.
+        assert_eq!(g.whole(0, 1 << 20).kind, Kind::Unordered);
+    }
+
+    #[test]
+    fn two_merges_of_one_sector_run_one_at_a_time() {
+        let g = SectorMerges::default();
+        let m = g.merge(7, 7 + SLOTS as u64);
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _m = g.merge(7, 7);
+                tx.send(()).unwrap();
+            });
+            assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+            drop(m);
+            assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok());
+        });
+        assert_eq!(g.merging.load(Ordering::SeqCst), 0);
+        assert_eq!(g.unordered.load(Ordering::SeqCst), 0);
+    }
+}
