@@ -32,6 +32,14 @@ pub enum FuseError {
         #[source]
         source: io::Error,
     },
+    /// A mount without root was refused because only root may open /dev/fuse.
+    #[error("mounting FUSE at {}: /dev/fuse is mode {mode:04o}, so only root can mount: run as root, or give /dev/fuse its usual mode 0666 (the fuse3 package's udev rule sets it)", path.display())]
+    DevFuseRootOnly {
+        /// The mount point.
+        path: PathBuf,
+        /// The permission bits of /dev/fuse.
+        mode: u32,
+    },
     /// The mount point is in use, so it cannot be unmounted yet.
     #[error("{} is busy: the array file is still open or attached to a loop device (losetup -d it, close it, then stop again)", path.display())]
     Busy {

@@ -299,10 +299,7 @@ pub fn mount(
     let fs = ArrayFs {
         shared: shared.clone(),
     };
-    let session = Session::new(fs, &canonical, &config).map_err(|e| FuseError::Mount {
-        path: canonical.clone(),
-        source: e,
-    })?;
+    let session = Session::new(fs, &canonical, &config).map_err(|e| mount_error(&canonical, e))?;
     Ok(Mounted {
         session,
         shared,
@@ -313,6 +310,24 @@ pub fn mount(
         mountpoint: canonical,
         own_idle_clean: cfg.activity.is_none().then_some(cfg.idle_clean),
     })
+}
+
+/// Explain a refused mount: /dev/fuse closed to other users is the usual cause of a
+/// permission error without root.
+fn mount_error(path: &Path, source: std::io::Error) -> FuseError {
+    use std::os::unix::fs::PermissionsExt;
+    let path = path.to_path_buf();
+    if source.kind() == std::io::ErrorKind::PermissionDenied {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if let Ok(md) = std::fs::metadata("/dev/fuse") {
+            let mode = md.permissions().mode() & 0o7777;
+            if !root && mode & 0o006 != 0o006 {
+                return FuseError::DevFuseRootOnly { path, mode };
+            }
+        }
+    }
+    FuseError::Mount { path, source }
 }
 
 impl Mounted {
