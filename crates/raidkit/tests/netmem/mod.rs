@@ -47,12 +47,58 @@ pub fn member(d: &Path, role: u64) -> Value {
         .unwrap_or_else(|| panic!("no role {role} in {st}"))
 }
 
+/// Send `sig` (a name: STOP, CONT, KILL, TERM, INT, HUP) to `target` (a pid, or `-PGID` for
+/// a process group) with kill(2) itself: no `kill` process to fork on a loaded machine, and
+/// a failure other than "no such process" fails the test. After STOP to one process, wait
+/// until it is stopped: kill(2) returns before the signal has been acted on.
 fn kill(sig: &str, target: &str) {
-    let _ = Command::new("kill")
-        .args([&format!("-{sig}"), "--", target])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    let signo = match sig {
+        "STOP" => libc::SIGSTOP,
+        "CONT" => libc::SIGCONT,
+        "KILL" => libc::SIGKILL,
+        "TERM" => libc::SIGTERM,
+        "INT" => libc::SIGINT,
+        "HUP" => libc::SIGHUP,
+        other => panic!("signal {other} not known to the test"),
+    };
+    let pid: libc::pid_t = target.parse().expect("pid");
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    let rc = unsafe { libc::kill(pid, signo) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        assert_eq!(
+            e.raw_os_error(),
+            Some(libc::ESRCH),
+            "kill -{sig} {target}: {e}"
+        );
+        return;
+    }
+    if signo == libc::SIGSTOP && pid > 0 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !proc_stopped(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "{target} did not stop within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// True if every thread of process `pid` is stopped (state T), or it is gone.
+fn proc_stopped(pid: libc::pid_t) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.flatten().all(|t| {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses.
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        matches!(state, None | Some("T") | Some("t") | Some("Z") | Some("X"))
+    })
 }
 
 /// A process killed (and reaped) when dropped.
