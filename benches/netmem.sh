@@ -50,7 +50,7 @@ ROUNDS="${2:-2}"
 RAIDKIT="${RAIDKIT:-target/release/raidkit}"
 [ -x "$RAIDKIT" ] || cargo build --release -q -p raidkit
 RAIDKIT="$(realpath "$RAIDKIT")"
-W=$(mktemp -d /dev/shm/rk-netmem.XXXXXX)
+W=$(mktemp -d "${NETMEM_DIR:-/dev/shm}/rk-netmem.XXXXXX") # NETMEM_DIR: another tmpfs (e.g. one mounted huge=always)
 export RAIDKIT_RUN_DIR="$W/run"
 SERVER=
 NBDKIT=
@@ -157,7 +157,7 @@ fresh() {
 PR=/sys/module/page_reporting/parameters/reported_kib
 vm_snap() {
   local v
-  v=$(awk '$1 ~ /^(pgsteal_direct|pgscan_direct|compact_stall|compact_fail|thp_fault_alloc|thp_fault_fallback|pgfault|pgmajfault)$/ {printf "%s=%s ", $1, $2}' /proc/vmstat)
+  v=$(awk '$1 ~ /^(pgsteal_direct|pgscan_direct|compact_stall|compact_fail|thp_fault_alloc|thp_fault_fallback|thp_file_alloc|thp_file_fallback|pgfault|pgmajfault)$/ {printf "%s=%s ", $1, $2}' /proc/vmstat)
   echo "$v reported_mib=$(( $(cat $PR 2>/dev/null || echo 0) >> 10 )) psi_cpu=$(awk '/^some/ {sub("total=", "", $5); print $5}' /proc/pressure/cpu 2>/dev/null || echo 0) psi_mem=$(awk '/^some/ {sub("total=", "", $5); print $5}' /proc/pressure/memory 2>/dev/null || echo 0) free_mib=$(awk '/^MemFree/ {print int($2 / 1024)}' /proc/meminfo)"
 }
 # vm_delta BEFORE: each counter's change since BEFORE (free memory as it is now), for a
@@ -219,14 +219,21 @@ import sys, statistics as st
 rows = {}
 anchors = {"remote": {}, "local": {}, "local-burst": {}}
 anchor_cpu = {}
+round_cpu = {}
 for line in sys.stdin:
     f = line.split()
     if len(f) >= 3 and f[1] == "anchor-cpu":
         for kv in f[2:]:
             k, v = kv.split("=")
             anchor_cpu.setdefault(k, []).append(v)
+            round_cpu.setdefault(f[0], {})[k] = v
     if len(f) < 10 or f[1] in ("test", "anchor-cpu", "vm"):
         continue
+    # What a CPU-bound machine would give: the CPU per MiB of the anchor over that of the row (both
+    # fio + servers), with the anchors of the same round.
+    a = round_cpu.get(f[0], {})
+    base = a.get("local" if "wm" in f[1] else "remote")
+    f = f + [f"{float(base) / float(f[9]):.2f}" if base and f[9] != "-" else "-"]
     rows.setdefault(f[1], []).append(f)
     if f[2] != "-": anchors["remote"][f[0]] = float(f[2])
     (anchors["local-burst"] if f[1].endswith("burst") else anchors["local"])[f[0]] = float(f[3])
@@ -239,10 +246,10 @@ for k, v in anchors.items():
     if v: print(f"anchor {k} MiB/s {spread(v.values())}")
 for k, v in anchor_cpu.items():
     print(f"anchor {k} cpu_us_per_MiB (fio + nbdkit or serve) {spread(v)}")
-print("test MiB/s ratio_vs_remote ratio_vs_local server_cpu_us_per_MiB total_cpu_us_per_MiB")
+print("test MiB/s ratio_vs_remote ratio_vs_local server_cpu_us_per_MiB total_cpu_us_per_MiB cpu_bound_ratio")
 for k in sorted(rows):
     fs = rows[k]
-    print(k, *(spread(f[i] for f in fs) for i in (4, 5, 6, 8, 9)))
+    print(k, *(spread(f[i] for f in fs) for i in (4, 5, 6, 8, 9, 10)))
 '
 }
 
