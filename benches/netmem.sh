@@ -26,6 +26,15 @@
 # runs first in a round and ends with a summary: per row the median (min-max) over the
 # rounds of its MiB/s, of its ratios to the same round's anchors and of its CPU per MiB,
 # and the anchors' own spread.
+# REUSE=1 writes the two member files through once when the run starts and reuses them in
+# every row, anchors' and mirrors' alike (no row allocates or frees file pages): the mode
+# whose anchors hold still in CPU per MiB on this VM (docs/BENCHMARKS.md, session 9). Each
+# A/B row is followed by a `vm` line: the row's changes in direct reclaim, compaction, THP,
+# page faults, PSI and the MiB the balloon's free page reporting handed back to the host;
+# the summary adds each row's CPU-bound ratio (the anchor's CPU per MiB over the row's, same
+# round: what the rows would give if both were limited by these 2 cores). ANCHORS_ONLY=1
+# measures the anchors alone (a line per round). NETMEM_DIR=DIR puts the files in another
+# tmpfs than /dev/shm (one mounted huge=always: 2 MiB pages).
 # NBDKIT_NICE=N runs nbdkit at nice N (default 0). On this one machine the remote's own
 # receive and file write take the same cores as fio and raidkit; a real remote has cores
 # of its own. At 19 its work runs in the time fio and raidkit leave, an approximation of
