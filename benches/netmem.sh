@@ -163,6 +163,8 @@ fresh() {
 # The VM's memory counters, for `vm_line`: reclaim and compaction (/proc/vmstat), the
 # balloon's free page reporting (MiB handed back to the host so far), PSI's cpu and memory
 # `some` totals (µs), free memory (MiB).
+FORCE= # reused files carry the last row's superblock: a mirror's create must overwrite it
+[ "${REUSE:-0}" = 1 ] && FORCE=--force
 PR=/sys/module/page_reporting/parameters/reported_kib
 vm_snap() {
   local v
@@ -200,9 +202,8 @@ mirror_write() {
   local bin="$1"; shift
   fresh
   start_nbdkit "$W/remote.img"
-  local force=; [ "${REUSE:-0}" = 1 ] && force=--force # the files carry the last row's superblock
   "$bin" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean \
-    $force "$@" "$W/local.img" "$URI_R" >/dev/null
+    $FORCE "$@" "$W/local.img" "$URI_R" >/dev/null
   local saved="$RAIDKIT"; RAIDKIT="$bin"
   start_server "$W/local.img" "$URI_R"
   local c0 n0 v0 mib=$SIZE; c0=$(cpu_ticks "$SERVER"); n0=$(cpu_ticks "$NBDKIT"); v0=$(vm_snap)
@@ -338,7 +339,7 @@ for r in $(seq "$ROUNDS"); do
   fi
   fresh
   start_nbdkit "$W/remote.img"
-  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean "$W/local.img" "$URI_R" >/dev/null
+  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean $FORCE "$W/local.img" "$URI_R" >/dev/null
   start_server "$W/local.img" "$URI_R"
   raid_w=$(fio_mibs "$URI_A" write)
   raid_r=$(fio_mibs "$URI_A" read)
@@ -370,7 +371,7 @@ for r in $(seq "$ROUNDS"); do
   # Write-mostly + write-behind: the remote is written behind, never read.
   fresh
   start_nbdkit "$W/remote.img"
-  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean \
+  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean $FORCE \
     --write-mostly "$URI_R" --write-behind "${WB:-256}" "$W/local.img" "$URI_R" >/dev/null
   start_server "$W/local.img" "$URI_R"
   wm_w=$(fio_mibs "$URI_A" write)
