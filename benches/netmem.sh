@@ -26,6 +26,15 @@
 # runs first in a round and ends with a summary: per row the median (min-max) over the
 # rounds of its MiB/s, of its ratios to the same round's anchors and of its CPU per MiB,
 # and the anchors' own spread.
+# REUSE=1 writes the two member files through once when the run starts and reuses them in
+# every row, anchors' and mirrors' alike (no row allocates or frees file pages): the mode
+# whose anchors hold still in CPU per MiB on this VM (docs/BENCHMARKS.md, session 9). Each
+# A/B row is followed by a `vm` line: the row's changes in direct reclaim, compaction, THP,
+# page faults, PSI and the MiB the balloon's free page reporting handed back to the host;
+# the summary adds each row's CPU-bound ratio (the anchor's CPU per MiB over the row's, same
+# round: what the rows would give if both were limited by these 2 cores). ANCHORS_ONLY=1
+# measures the anchors alone (a line per round). NETMEM_DIR=DIR puts the files in another
+# tmpfs than /dev/shm (one mounted huge=always: 2 MiB pages).
 # NBDKIT_NICE=N runs nbdkit at nice N (default 0). On this one machine the remote's own
 # receive and file write take the same cores as fio and raidkit; a real remote has cores
 # of its own. At 19 its work runs in the time fio and raidkit leave, an approximation of
@@ -50,7 +59,7 @@ ROUNDS="${2:-2}"
 RAIDKIT="${RAIDKIT:-target/release/raidkit}"
 [ -x "$RAIDKIT" ] || cargo build --release -q -p raidkit
 RAIDKIT="$(realpath "$RAIDKIT")"
-W=$(mktemp -d /dev/shm/rk-netmem.XXXXXX)
+W=$(mktemp -d "${NETMEM_DIR:-/dev/shm}/rk-netmem.XXXXXX") # NETMEM_DIR: another tmpfs (e.g. one mounted huge=always)
 export RAIDKIT_RUN_DIR="$W/run"
 SERVER=
 NBDKIT=
@@ -134,10 +143,49 @@ BURSTS="${BURSTS:-4}"
 # against 312-390). Preallocated, the anchors run 1.3-1.6x faster, but no steadier
 # (docs/BENCHMARKS.md, session 8): the rounds that swing are ones where the same work's
 # CPU per MiB, fio's own included, jumps 2-8x.
+# REUSE=1: the two member files are written through once (every page touched) when the
+# run starts and reused by every row, anchors' and mirrors' alike; nothing is freed until
+# the run ends. See `vm_line` for why: on this VM a tmpfs page freed by one row and
+# allocated by a later one can cost several times its copy.
 fresh() {
+  if [ "${REUSE:-0}" = 1 ]; then
+    [ -f "$W/local.img" ] && [ -f "$W/remote.img" ] && return 0
+    for f in "$W/local.img" "$W/remote.img"; do
+      dd if=/dev/zero of="$f" bs=1M count="$MEMBER_MIB" status=none
+    done
+    return 0
+  fi
   rm -f "$W"/*.img
   truncate -s "${MEMBER_MIB}M" "$W/local.img" "$W/remote.img"
   [ "${PREALLOC:-0}" = 0 ] || for f in "$W/local.img" "$W/remote.img"; do fallocate -l "${MEMBER_MIB}M" "$f"; done
+}
+
+# The VM's memory counters, for `vm_line`: reclaim and compaction (/proc/vmstat), the
+# balloon's free page reporting (MiB handed back to the host so far), PSI's cpu and memory
+# `some` totals (µs), free memory (MiB).
+FORCE= # reused files carry the last row's superblock: a mirror's create must overwrite it
+[ "${REUSE:-0}" = 1 ] && FORCE=--force
+PR=/sys/module/page_reporting/parameters/reported_kib
+vm_snap() {
+  local v
+  v=$(awk '$1 ~ /^(pgsteal_direct|pgscan_direct|compact_stall|compact_fail|thp_fault_alloc|thp_fault_fallback|thp_file_alloc|thp_file_fallback|pgfault|pgmajfault)$/ {printf "%s=%s ", $1, $2}' /proc/vmstat)
+  echo "$v reported_mib=$(( $(cat $PR 2>/dev/null || echo 0) >> 10 )) psi_cpu=$(awk '/^some/ {sub("total=", "", $5); print $5}' /proc/pressure/cpu 2>/dev/null || echo 0) psi_mem=$(awk '/^some/ {sub("total=", "", $5); print $5}' /proc/pressure/memory 2>/dev/null || echo 0) free_mib=$(awk '/^MemFree/ {print int($2 / 1024)}' /proc/meminfo)"
+}
+# vm_delta BEFORE: each counter's change since BEFORE (free memory as it is now), for a
+# `vm` line. Rows whose CPU per MiB jumps can then be matched with direct reclaim,
+# compaction, page faults or the host taking pages back.
+vm_delta() {
+  python3 -c '
+import sys
+a = dict(kv.split("=") for kv in sys.argv[1].split())
+b = dict(kv.split("=") for kv in sys.argv[2].split())
+out = []
+for k, v in b.items():
+    d = int(v) if k == "free_mib" else int(v) - int(a.get(k, 0))
+    if k.startswith("psi"): k, d = k + "_ms", d // 1000
+    out.append(f"{k}={d}")
+print(*out)
+' "$1" "$(vm_snap)"
 }
 URI_R="nbd+unix:///?socket=$W/r.sock"
 URI_A="nbd+unix:///a?socket=$W/a.sock"
@@ -155,13 +203,14 @@ mirror_write() {
   fresh
   start_nbdkit "$W/remote.img"
   "$bin" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean \
-    "$@" "$W/local.img" "$URI_R" >/dev/null
+    $FORCE "$@" "$W/local.img" "$URI_R" >/dev/null
   local saved="$RAIDKIT"; RAIDKIT="$bin"
   start_server "$W/local.img" "$URI_R"
-  local c0 n0 mib=$SIZE; c0=$(cpu_ticks "$SERVER"); n0=$(cpu_ticks "$NBDKIT")
+  local c0 n0 v0 mib=$SIZE; c0=$(cpu_ticks "$SERVER"); n0=$(cpu_ticks "$NBDKIT"); v0=$(vm_snap)
   echo - >"$W/fiocpu"
   if [ "${MEASURE:-}" = bursts ]; then bursts "$URI_A"; mib=$((BURSTS * BURST)); else fio_mibs "$URI_A" write; fi
   wait_backlog # the CPU of the writes still queued behind counts too
+  vm_delta "$v0" >"$W/vm"
   local s n; s=$(us_per_mib $(( $(cpu_ticks "$SERVER") - c0 )) "$mib"); n=$(us_per_mib $(( $(cpu_ticks "$NBDKIT") - n0 )) "$mib")
   echo "$s" >"$W/cpu"
   if [ "$(cat "$W/fiocpu")" = - ]; then echo - >"$W/cpu_all"; else echo $(( s + n + $(cat "$W/fiocpu") )) >"$W/cpu_all"; fi
@@ -179,10 +228,22 @@ summary() {
 import sys, statistics as st
 rows = {}
 anchors = {"remote": {}, "local": {}, "local-burst": {}}
+anchor_cpu = {}
+round_cpu = {}
 for line in sys.stdin:
     f = line.split()
-    if len(f) < 10 or f[1] == "test" or f[1] == "anchor-cpu":
+    if len(f) >= 3 and f[1] == "anchor-cpu":
+        for kv in f[2:]:
+            k, v = kv.split("=")
+            anchor_cpu.setdefault(k, []).append(v)
+            round_cpu.setdefault(f[0], {})[k] = v
+    if len(f) < 10 or f[1] in ("test", "anchor-cpu", "vm"):
         continue
+    # What a CPU-bound machine would give: the CPU per MiB of the anchor over that of the row (both
+    # fio + servers), with the anchors of the same round.
+    a = round_cpu.get(f[0], {})
+    base = a.get("local" if "wm" in f[1] else "remote")
+    f = f + [f"{float(base) / float(f[9]):.2f}" if base and f[9] != "-" else "-"]
     rows.setdefault(f[1], []).append(f)
     if f[2] != "-": anchors["remote"][f[0]] = float(f[2])
     (anchors["local-burst"] if f[1].endswith("burst") else anchors["local"])[f[0]] = float(f[3])
@@ -193,10 +254,12 @@ def spread(xs):
 print("summary: median (min-max) over", len(anchors["local"]), "rounds")
 for k, v in anchors.items():
     if v: print(f"anchor {k} MiB/s {spread(v.values())}")
-print("test MiB/s ratio_vs_remote ratio_vs_local server_cpu_us_per_MiB total_cpu_us_per_MiB")
+for k, v in anchor_cpu.items():
+    print(f"anchor {k} cpu_us_per_MiB (fio + nbdkit or serve) {spread(v)}")
+print("test MiB/s ratio_vs_remote ratio_vs_local server_cpu_us_per_MiB total_cpu_us_per_MiB cpu_bound_ratio")
 for k in sorted(rows):
     fs = rows[k]
-    print(k, *(spread(f[i] for f in fs) for i in (4, 5, 6, 8, 9)))
+    print(k, *(spread(f[i] for f in fs) for i in (4, 5, 6, 8, 9, 10)))
 '
 }
 
@@ -208,18 +271,20 @@ if [ -n "${RAIDKIT_B:-}" ]; then
   for r in $(seq "$ROUNDS"); do
     fresh
     start_nbdkit "$W/remote.img"
-    n0=$(cpu_ticks "$NBDKIT")
+    n0=$(cpu_ticks "$NBDKIT"); v0=$(vm_snap)
     remote_w=$(fio_mibs "$URI_R" write)
     remote_cpu=$(( $(us_per_mib $(( $(cpu_ticks "$NBDKIT") - n0 )) "$SIZE") + $(cat "$W/fiocpu") ))
+    echo "$r vm anchor-remote $(vm_delta "$v0")" | tee -a "$W/rows"
     stop_nbdkit
     fresh
     "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" "$W/local.img" >/dev/null
     start_server "$W/local.img"
-    c0=$(cpu_ticks "$SERVER")
+    c0=$(cpu_ticks "$SERVER"); v0=$(vm_snap)
     local_w=$(fio_mibs "$URI_A" write)
     local_cpu=$(( $(us_per_mib $(( $(cpu_ticks "$SERVER") - c0 )) "$SIZE") + $(cat "$W/fiocpu") ))
+    echo "$r vm anchor-local $(vm_delta "$v0")" | tee -a "$W/rows"
     stop_server
-    echo "$r anchor-cpu remote=$remote_cpu local=$local_cpu"
+    echo "$r anchor-cpu remote=$remote_cpu local=$local_cpu" | tee -a "$W/rows"
     if [ "$BURST" -gt 0 ]; then
       fresh
       "$RAIDKIT" create --level 1 --raid-devices 1 --force --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" "$W/local.img" >/dev/null
@@ -227,14 +292,17 @@ if [ -n "${RAIDKIT_B:-}" ]; then
       local_b=$(bursts "$URI_A")
       stop_server
     fi
+    [ "${ANCHORS_ONLY:-0}" = 1 ] && { echo "$r anchors $remote_w $local_w ${local_b:--}" | tee -a "$W/rows"; continue; }
     order="A B"; [ $((r % 2)) = 0 ] && order="B A" # neither side always runs first
     for ab in $order; do
       bin="$RAIDKIT"; [ "$ab" = B ] && bin="$RAIDKIT_B"
-      w=$(mirror_write "$bin"); wcpu="$(cat "$W/cpu") $(cat "$W/cpu_all")"
+      w=$(mirror_write "$bin"); wcpu="$(cat "$W/cpu") $(cat "$W/cpu_all")"; wvm=$(cat "$W/vm")
       wm=$(mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}"); wmcpu="$(cat "$W/cpu") $(cat "$W/cpu_all")"
       load=$(cut -d' ' -f1 /proc/loadavg)
       python3 -c "print('$r $ab-write $remote_w $local_w $w', f'{$w/$remote_w:.2f}', f'{$w/$local_w:.2f}', '$load', '$wcpu')"
+      echo "$r vm $ab-write $wvm"
       python3 -c "print('$r $ab-wm-write $remote_w $local_w $wm', f'{$wm/$remote_w:.2f}', f'{$wm/$local_w:.2f}', '$load', '$wmcpu')"
+      echo "$r vm $ab-wm-write $(cat "$W/vm")"
       if [ "$BURST" -gt 0 ]; then
         wb=$(MEASURE=bursts mirror_write "$bin" --write-mostly "$URI_R" --write-behind "${WB:-256}")
         load=$(cut -d' ' -f1 /proc/loadavg)
@@ -271,7 +339,7 @@ for r in $(seq "$ROUNDS"); do
   fi
   fresh
   start_nbdkit "$W/remote.img"
-  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean "$W/local.img" "$URI_R" >/dev/null
+  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean $FORCE "$W/local.img" "$URI_R" >/dev/null
   start_server "$W/local.img" "$URI_R"
   raid_w=$(fio_mibs "$URI_A" write)
   raid_r=$(fio_mibs "$URI_A" read)
@@ -303,7 +371,7 @@ for r in $(seq "$ROUNDS"); do
   # Write-mostly + write-behind: the remote is written behind, never read.
   fresh
   start_nbdkit "$W/remote.img"
-  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean \
+  "$RAIDKIT" create --level 1 --raid-devices 2 --bitmap internal --bitmap-chunk "${BMCHUNK:-1M}" --assume-clean $FORCE \
     --write-mostly "$URI_R" --write-behind "${WB:-256}" "$W/local.img" "$URI_R" >/dev/null
   start_server "$W/local.img" "$URI_R"
   wm_w=$(fio_mibs "$URI_A" write)
