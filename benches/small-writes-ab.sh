@@ -8,14 +8,20 @@
 #   benches/small-writes-ab.sh ROUNDS MODE BUILD_A BUILD_B
 # MODE: auto (the cache decides), on / off (RAIDKIT_STRIPE_CACHE_BYPASS: forced);
 # MODE_A / MODE_B set each side's mode apart (the same build on both paths). RT=seconds.
+# REGION=bytes the written region (default 256M; the arrays hold 384M / 512M);
+# EXTRA="--stripe-cache-max 4M" more `bench io` options (a working set beyond the budget).
 # Run it under the bench lock; files live in /dev/shm and are removed at exit.
-# prints per round and level: load, fio ceiling, then per binary IOPS (ratio), CPU us/write, member reads/write
+# prints per round and level: load, fio ceiling, then per binary IOPS (ratio), CPU us/write,
+# member reads/write, and the stripe cache's size at the end [switches between bypassing
+# and using the cache over the run, where the build counts them]
 set -euo pipefail
 ROUNDS=$1; MODE=$2; A=$3; B=$4
 MODE_A=${MODE_A:-$MODE}; MODE_B=${MODE_B:-$MODE}
 W=$(mktemp -d /dev/shm/rk-swab.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 RT=${RT:-3}
+REGION=${REGION:-256M}
+read -r -a extra <<<"${EXTRA:-}"
 cores=$(nproc)
 mk() { # level n -> dir
   local d="$W/r$1"; mkdir -p "$d"; local m=()
@@ -28,12 +34,13 @@ one() { # bin level mode
   local d="$W/r$2"; local m=("$d"/m*)
   local envs=(); [ "$3" != auto ] && envs=(RAIDKIT_STRIPE_CACHE_BYPASS=$3)
   env ${envs[@]+"${envs[@]}"} /usr/bin/time -f '%U %S' -o "$W/t" "$1" bench io --array "${m[@]}" --force --rw randwrite --bs 4K \
-     --iodepth $((2*cores)) --region 256M --runtime "${RT}s" --json 2>/dev/null > "$W/o.json"
+     --iodepth $((2*cores)) --region "$REGION" ${extra[@]+"${extra[@]}"} --runtime "${RT}s" --json 2>/dev/null > "$W/o.json"
   python3 - "$W/o.json" "$W/t" <<'PY'
 import json,sys
 j=json.load(open(sys.argv[1])); u,s=map(float,open(sys.argv[2]).read().split()[-2:])
 mr=sum(m.get("reads",0) for m in j["members"])
-print("%.0f %.2f %.2f" % (j["iops"], (u+s)/j["ios"]*1e6, mr/j["writes"]))
+c=j.get("stripe_cache") or {}
+print("%.0f %.2f %.2f %s[%s]" % (j["iops"], (u+s)/j["ios"]*1e6, mr/j["writes"], c.get("size_entries","-"), c.get("bypass_switches","-")))
 PY
 }
 for r in $(seq $ROUNDS); do
@@ -49,8 +56,8 @@ for r in $(seq $ROUNDS); do
     out=""
     for w in "${order[@]}"; do
       bin=$A; mode=$MODE_A; [ $w = B ] && bin=$B && mode=$MODE_B
-      read -r iops cpu rpw < <(one "$bin" $lvl $mode)
-      out="$out | $w $iops ($(python3 -c "print('%.2f'%($iops/$ceil))")x) ${cpu}us ${rpw}r/w"
+      read -r iops cpu rpw size < <(one "$bin" $lvl $mode)
+      out="$out | $w $iops ($(python3 -c "print('%.2f'%($iops/$ceil))")x) ${cpu}us ${rpw}r/w ${size}e"
     done
     echo "round $r raid$lvl load $l0->$(cut -d' ' -f1 /proc/loadavg) ceiling $ceil $out"
   done

@@ -418,6 +418,61 @@ fn auto_size_grows_for_a_reused_working_set_and_stays_small_for_full_stripes() {
     assert!(hits > 10 * misses, "hits {hits} misses {misses}: {after:?}");
 }
 
+/// Random 4 KiB writes for `ms` milliseconds over the first `region` bytes, `threads` at
+/// once.
+fn random_4k_writes(arr: &Array, region: u64, ms: u64, threads: u64) {
+    std::thread::scope(|sc| {
+        for t in 0..threads {
+            sc.spawn(move || {
+                let mut rng = Rng(40 + t, 0);
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_millis(ms) {
+                    for _ in 0..256 {
+                        let off = rng.below(region / 4096) * 4096;
+                        arr.write(off, &[rng.next() as u8; 4096]).unwrap();
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// The grow/bypass decision is made once per load and kept: random 4 KiB writes over a
+/// region 4× the starting size with memory for it grow the cache over it without ever
+/// switching to bypassing (the old rule, from hits counted through the cache, switched
+/// every 25 ms while it decided); the same writes over a region 100× the memory bound
+/// switch to bypassing once and stay there, the cache at its bound, not churning.
+#[test]
+fn the_small_write_decision_is_made_once_and_kept() {
+    let dir = TempDir::new("rk-sc-decide").unwrap();
+    // RAID5 over 4, 64 KiB chunks: an entry is 12 KiB; 2,048 rows in 24 MiB.
+    let ps = make(&dir, Level::Raid5, 4, 64, 40);
+    let arr = open(&ps);
+    let region = 24u64 << 20;
+    let rows = region / 4096 / 3;
+    random_4k_writes(&arr, region, 1500, 2);
+    let st = arr.stripe_cache_stats().unwrap();
+    assert_eq!((st.bypassing, st.bypass_switches), (false, 0), "{st:?}");
+    assert!(st.size_entries >= rows, "{st:?}");
+    // Grown over the region: writes find their rows.
+    let before = arr.stripe_cache_stats().unwrap();
+    random_4k_writes(&arr, region, 300, 2);
+    let after = arr.stripe_cache_stats().unwrap();
+    let (hits, misses) = (after.hits - before.hits, after.misses - before.misses);
+    assert!(hits > 5 * misses, "hits {hits} misses {misses}: {after:?}");
+    arr.flush().unwrap();
+    // Memory for 12 entries: the whole array (120 MiB, 10,240 rows) is 850× that.
+    arr.configure_stripe_cache(Some(12 * 12 * 1024), None)
+        .unwrap();
+    random_4k_writes(&arr, arr.size_bytes(), 1500, 2);
+    let st = arr.stripe_cache_stats().unwrap();
+    assert_eq!((st.bypassing, st.bypass_switches), (true, 1), "{st:?}");
+    assert!(st.used_entries <= 12, "{st:?}");
+    arr.flush().unwrap();
+    drop(arr);
+    check_clean(&ps);
+}
+
 /// Small writes that bypass the cache (stripes it holds nothing of go straight to the
 /// members) racing with writes through it to the same stripes: several threads, each
 /// owning every T-th 4 KiB page of a few stripes, so stripes are shared and the final

@@ -132,7 +132,13 @@ impl Array {
         let cached = geo.level.has_parity()
             && geo.chunk_sectors > 0
             && geo.chunk_sectors.is_multiple_of(PAGE_SECTORS);
-        let cache = cached.then(|| StripeCache::new(geo.data_disks(), geo.chunk_sectors));
+        let cache = cached.then(|| {
+            StripeCache::new(
+                geo.data_disks(),
+                geo.raid_disks - geo.data_disks(),
+                geo.chunk_sectors,
+            )
+        });
         let wb = write_behind::WriteBehind::default();
         if geo.level == Level::Raid1 {
             wb.set_limit(bitmap.as_ref().map_or(0, |b| b.sb.write_behind));

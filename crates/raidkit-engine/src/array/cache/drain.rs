@@ -95,9 +95,6 @@ impl Array {
         let stripe_start = stripe * self.geo.chunk_sectors;
         let rows = out.rows.clone();
         let row_sectors = rows.end - rows.start;
-        if out.unknown > 0 {
-            cache.note_misses(stripe, out.missed_page_rows());
-        }
         self.bitmap_mark(stripe_start + rows.start, row_sectors)?;
         cache.drains.fetch_add(1, Ordering::Relaxed);
         let state = StripeState {
@@ -474,18 +471,6 @@ impl WriteOut {
         }
         out.unknown = out.known.iter().flatten().filter(|&&k| !k).count() as u64;
         Some(out)
-    }
-
-    /// Page rows some of whose data had to be read from the members.
-    fn missed_page_rows(&self) -> impl Iterator<Item = usize> + '_ {
-        let (start, end) = (self.rows.start, self.rows.end);
-        let first = (start / PAGE_SECTORS) as usize;
-        let count = (end.div_ceil(PAGE_SECTORS) - start / PAGE_SECTORS) as usize;
-        (first..first + count).filter(move |&r| {
-            let a = ((r as u64 * PAGE_SECTORS).max(start) - start) as usize;
-            let b = (((r as u64 + 1) * PAGE_SECTORS).min(end) - start) as usize;
-            self.known.iter().any(|k| k[a..b].iter().any(|&x| !x))
-        })
     }
 
     /// P and Q of the data (every sector known), in scratch buffers.

@@ -8,10 +8,12 @@
 //! from the members or computed, so a cached page can never hide a member error.
 //!
 //! Memory: at most `capacity × 4 KiB × data members`. The capacity sizes itself
-//! ([`StripeCache::capacity`]): it starts at a few stripes, grows when evicted stripes are
-//! asked for again (ghost hits) or when partial stripes must be written out early for lack
-//! of room, shrinks when neither happens while the cache is full, and never exceeds a
-//! quarter of `MemAvailable` nor the admin's bound. A fixed size can be forced instead.
+//! ([`StripeCache::capacity`]): it starts at a few stripes; for small writes it is what
+//! the miss-ratio curve measured on the writes says pays ([`reuse`]: grow over a reused
+//! working set that memory can hold, bypass one it cannot); for streams it grows when
+//! partial stripes must be written out early for lack of room and shrinks when that stops
+//! while the cache is full; it never exceeds a quarter of `MemAvailable` nor the admin's
+//! bound. A fixed size can be forced instead.
 //! A stripe that clients wrote whole and that went out merged is dropped at once unless
 //! written pages are being found in the cache again: a sequential stream leaves nothing
 //! worth keeping, and its clean stripes would only spread it over more memory.
@@ -21,6 +23,7 @@
 
 pub(crate) mod drain;
 mod known_row;
+mod reuse;
 mod tune;
 pub(crate) mod write;
 
@@ -67,9 +70,6 @@ pub(crate) struct EntryState {
     pub dirty_pages: usize,
     /// Pages written by clients since the entry was made (see [`Page::written`]).
     pub written_pages: usize,
-    /// Rows `[lo, hi)` holding every allocated page (scans look only there).
-    lo_row: usize,
-    hi_row: usize,
     /// Rows `[lo, hi)` holding every dirty page (a write-out looks only there: a stripe
     /// that keeps what it read for later writes may hold pages over the whole chunk).
     dirty_lo: usize,
@@ -77,11 +77,6 @@ pub(crate) struct EntryState {
 }
 
 impl EntryState {
-    /// Rows that may hold pages.
-    pub fn rows_used(&self) -> std::ops::Range<usize> {
-        self.lo_row..self.hi_row.max(self.lo_row)
-    }
-
     /// Rows that may hold dirty pages.
     pub fn dirty_rows(&self) -> std::ops::Range<usize> {
         self.dirty_lo..self.dirty_hi.max(self.dirty_lo)
@@ -148,10 +143,6 @@ struct Shard {
     map: HashMap<u64, Arc<Entry>>,
     /// Stripes in the order they became dirty (may hold stale ids).
     dirty: VecDeque<u64>,
-    /// Recently evicted stripes → pages they held.
-    /// Recently evicted rows (stripe × 2^20 + row), oldest first in `ghost_order`.
-    ghost: std::collections::HashSet<u64>,
-    ghost_order: VecDeque<u64>,
 }
 
 /// Counters and sizes for reports.
@@ -177,6 +168,11 @@ pub struct StripeCacheStats {
     pub dirty_stripes: u64,
     /// Partial stripes merged into a full-stripe write before going out.
     pub full_stripe_merges: u64,
+    /// Small writes to stripes the cache holds nothing of go straight to the members (the
+    /// cache would not pay for them).
+    pub bypassing: bool,
+    /// Times the small-write decision switched between bypassing and using the cache.
+    pub bypass_switches: u64,
 }
 
 /// What [`StripeCache::victim`] found to make room.
@@ -189,6 +185,8 @@ pub(crate) enum Victim {
 pub(crate) struct StripeCache {
     /// Data blocks per stripe.
     pub kc: usize,
+    /// Parity blocks per stripe.
+    parity_blocks: usize,
     /// Pages per chunk.
     pub rows: usize,
     shards: Box<[Mutex<Shard>]>,
@@ -216,8 +214,14 @@ pub(crate) struct StripeCache {
     pub drains: AtomicU64,
     /// Recent write-outs merged often enough that holding partial stripes pays.
     merging: AtomicBool,
-    /// Recent small writes gained nothing from the cache: most go straight to the members.
+    /// Small writes would gain too little from the cache: most go straight to the members.
     bypass: AtomicBool,
+    /// Small writes reuse their rows enough that filling whole rows pays.
+    fill: AtomicBool,
+    /// See [`StripeCacheStats::bypass_switches`].
+    bypass_switches: AtomicU64,
+    /// Reuse times of the small writes' page rows.
+    sampler: Mutex<reuse::Sampler>,
     /// Tests: 0 = decided by `tune`, 1 = always (but one write in 128), 2 = never.
     bypass_forced: std::sync::atomic::AtomicU8,
     /// Pages written out without a member read thanks to the cache.
@@ -229,8 +233,6 @@ pub(crate) struct StripeCache {
     rereferenced: AtomicBool,
     dirty_stripes: AtomicUsize,
     grow_signal: AtomicUsize,
-    ghost_hits: AtomicUsize,
-    ghosts_recent: AtomicUsize,
     /// When `tune` last ran and the counters it saw then (one tuner at a time).
     last_tune: Mutex<TuneState>,
     /// `now_ms` before which `tune` has nothing to do (checked without its lock).
@@ -291,20 +293,20 @@ impl Wake {
 }
 
 impl StripeCache {
-    /// A cache for stripes of `kc` data blocks of `chunk_sectors` sectors (a multiple of 8).
-    pub fn new(kc: usize, chunk_sectors: u64) -> StripeCache {
+    /// A cache for stripes of `kc` data blocks and `parity_blocks` parity blocks of
+    /// `chunk_sectors` sectors (a multiple of 8).
+    pub fn new(kc: usize, parity_blocks: usize, chunk_sectors: u64) -> StripeCache {
         let rows = (chunk_sectors / PAGE_SECTORS) as usize;
         let min_entries = MIN_ENTRIES.max(4 * rows);
         let c = StripeCache {
             kc,
+            parity_blocks,
             rows,
             shards: (0..SHARDS)
                 .map(|_| {
                     Mutex::new(Shard {
                         map: HashMap::new(),
                         dirty: VecDeque::new(),
-                        ghost: std::collections::HashSet::new(),
-                        ghost_order: VecDeque::new(),
                     })
                 })
                 .collect(),
@@ -326,6 +328,9 @@ impl StripeCache {
             drains: AtomicU64::new(0),
             merging: AtomicBool::new(false),
             bypass: AtomicBool::new(false),
+            fill: AtomicBool::new(false),
+            bypass_switches: AtomicU64::new(0),
+            sampler: Mutex::new(reuse::Sampler::new(0)),
             bypass_forced: std::sync::atomic::AtomicU8::new(tune::bypass_from_env()),
             saved: AtomicU64::new(0),
             written_pages: AtomicU64::new(0),
@@ -333,12 +338,7 @@ impl StripeCache {
             rereferenced: AtomicBool::new(false),
             dirty_stripes: AtomicUsize::new(0),
             grow_signal: AtomicUsize::new(0),
-            ghost_hits: AtomicUsize::new(0),
-            ghosts_recent: AtomicUsize::new(0),
-            last_tune: Mutex::new(TuneState {
-                at: Instant::now(),
-                seen: [0; 6],
-            }),
+            last_tune: Mutex::new(TuneState::new(min_entries)),
             tune_at: AtomicU64::new(0),
             help_at: AtomicU64::new(0),
             pending: Mutex::new(None),
@@ -387,8 +387,6 @@ impl StripeCache {
                 alloc: 0,
                 dirty_pages: 0,
                 written_pages: 0,
-                lo_row: usize::MAX,
-                hi_row: 0,
                 dirty_lo: usize::MAX,
                 dirty_hi: 0,
             }),
@@ -407,9 +405,6 @@ impl StripeCache {
         if held.pages[idx].is_none() {
             held.alloc += 1;
             self.pages.fetch_add(1, Ordering::Relaxed);
-            let row = idx % self.rows;
-            held.lo_row = held.lo_row.min(row);
-            held.hi_row = held.hi_row.max(row + 1);
         }
         held.pages[idx].get_or_insert_with(|| Page {
             data: vec![0u8; PAGE].into_boxed_slice(),
@@ -422,8 +417,6 @@ impl StripeCache {
     /// Free every page of an entry (its data is on the members or superseded).
     pub fn clear(&self, entry: &Entry, held: &mut EntryState) {
         held.pages = Vec::new();
-        held.lo_row = usize::MAX;
-        held.hi_row = 0;
         self.pages.fetch_sub(held.alloc, Ordering::Relaxed);
         held.alloc = 0;
         held.dirty_pages = 0;
@@ -451,16 +444,10 @@ impl StripeCache {
         }
     }
 
-    /// Remove an entry (its lock held, clean) from the cache, remembering its rows as
-    /// ghosts (a later miss on one of them means a bigger cache would have hit).
+    /// Remove an entry (its lock held, clean) from the cache.
     pub fn remove(&self, entry: &Entry, held: &mut EntryState) {
-        let rows: Vec<usize> = held
-            .rows_used()
-            .filter(|&r| (0..self.kc).any(|k| held.pages[k * self.rows + r].is_some()))
-            .collect();
         self.clear(entry, held);
         held.dead = true;
-        let limit = self.capacity() / SHARDS + self.rows;
         let mut sh = lock(self.shard(entry.stripe));
         if sh
             .map
@@ -468,40 +455,6 @@ impl StripeCache {
             .is_some_and(|x| std::ptr::eq(&**x, entry))
         {
             sh.map.remove(&entry.stripe);
-        }
-        for r in rows {
-            let key = (entry.stripe << 20) | r as u64;
-            if sh.ghost.insert(key) {
-                sh.ghost_order.push_back(key);
-            }
-        }
-        while sh.ghost.len() > limit {
-            let Some(k) = sh.ghost_order.pop_front() else {
-                break;
-            };
-            sh.ghost.remove(&k);
-        }
-    }
-
-    /// Rows of `stripe` that had to be read from the members: count those evicted lately
-    /// (ghost hits), which ask for a bigger automatic size.
-    pub fn note_misses(&self, stripe: u64, rows: impl Iterator<Item = usize>) {
-        let mut sh = lock(self.shard(stripe));
-        if sh.ghost.is_empty() {
-            return;
-        }
-        let mut hits = 0;
-        for r in rows {
-            if sh.ghost.remove(&((stripe << 20) | r as u64)) {
-                hits += 1;
-            }
-        }
-        drop(sh);
-        if hits > 0 {
-            self.ghost_hits.fetch_add(hits, Ordering::Relaxed);
-            if self.fixed.load(Ordering::Relaxed) == 0 {
-                self.grow_signal.fetch_add(hits, Ordering::Relaxed);
-            }
         }
     }
 

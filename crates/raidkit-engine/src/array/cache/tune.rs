@@ -1,18 +1,23 @@
-//! Sizing the stripe cache and deciding how it is used: the capacity (automatic from
-//! ghost hits and early write-outs, or fixed; bounded by memory and the admin), whether
-//! partial stripes wait, whether small writes bypass it, and its counters.
+//! Sizing the stripe cache and deciding how it is used: the capacity (automatic from the
+//! small writes' miss-ratio curve and streams' early write-outs, or fixed; bounded by
+//! memory and the admin), whether partial stripes wait, whether small writes bypass it,
+//! and its counters.
 
-use super::{StripeCache, StripeCacheStats, PAGE};
+use super::reuse::{self, Decision};
+use super::{StripeCache, StripeCacheStats, PAGE, PAGE_SECTORS};
+use crate::array::parity_write::Piece;
+use crate::locks::try_lock;
+use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// While small writes bypass the cache, one in this many still goes through it, so the
-/// cache sees whether written pages are found again. Such a write costs several bypassing
-/// ones (an entry, pages for every data block of its rows, and the next write to the
-/// stripe drops them): at 1 in 32 they took about 15 % of a 4 KiB random-write run's CPU
-/// time (`perf`, RAID5 over 4 tmpfs members). At 1 in 128 a tune period (25 ms) of
-/// 40k writes/s still sees about 8 of them.
+/// With bypassing forced on (tests, benchmarks), one small write in this many still goes
+/// through the cache, so both paths run. The automatic decision needs no such writes: it
+/// learns from every write's rows ([`StripeCache::observe`]).
 pub(super) const LEARN_EVERY: u64 = 128;
+/// With no small write sampled for this long, the measured curve fades by half per period
+/// (so an idle cache goes back to its smallest size).
+const IDLE_FADE: Duration = Duration::from_secs(1);
 
 thread_local! {
     /// Writes this thread offered to bypass the cache (counted per thread: one counter
@@ -21,10 +26,28 @@ thread_local! {
 }
 
 /// `tune`'s memory: when it last ran, and the counters it read then (merges, drains,
-/// written pages, rewritten pages, misses, saved pages).
+/// written pages, rewritten pages, misses, saved pages); the small-write decision in
+/// force; the size streams asked for; when the sampler last saw a write.
 pub(super) struct TuneState {
     pub(super) at: Instant,
     pub(super) seen: [u64; 6],
+    decision: Decision,
+    stream_target: usize,
+    sampled: u64,
+    sampled_at: Instant,
+}
+
+impl TuneState {
+    pub(super) fn new(min_entries: usize) -> TuneState {
+        TuneState {
+            at: Instant::now(),
+            seen: [0; 6],
+            decision: Decision::initial(min_entries),
+            stream_target: min_entries,
+            sampled: 0,
+            sampled_at: Instant::now(),
+        }
+    }
 }
 
 /// Benchmarks: `RAIDKIT_STRIPE_CACHE_BYPASS=on` makes small writes to stripes the cache
@@ -120,9 +143,9 @@ impl StripeCache {
 
     /// Is filling whole rows (reading every data block instead of old data and parity)
     /// likely to pay off: written pages found in the cache again (at least 1/8 of them
-    /// lately), or evicted rows being asked for again?
+    /// lately), or small writes reusing their rows enough that the cache pays?
     pub fn reuse_likely(&self) -> bool {
-        self.rereferenced.load(Ordering::Relaxed) || self.ghosts_recent.load(Ordering::Relaxed) > 0
+        self.rereferenced.load(Ordering::Relaxed) || self.fill.load(Ordering::Relaxed)
     }
 
     /// Have written pages been found in the cache again lately (at least 1/8 of them)?
@@ -131,20 +154,47 @@ impl StripeCache {
     }
 
     /// May a write to a stripe the cache holds nothing of go straight to the members?
-    /// Yes while the cache has been of little use lately (under 1/8 of the pages written
-    /// out were found in it or merged), except one write in [`LEARN_EVERY`], so the cache
-    /// keeps learning (whether written pages are found again, whether writes merge).
+    /// Yes while the measured reuse says the cache would not pay ([`reuse::decide`]).
+    /// Forced on, all but one write in [`LEARN_EVERY`].
     pub fn bypass(&self) -> bool {
-        let on = match self.bypass_forced.load(Ordering::Relaxed) {
-            1 => true,
+        match self.bypass_forced.load(Ordering::Relaxed) {
+            1 => !LEARN_TICK.with(|t| {
+                let n = t.get();
+                t.set(n.wrapping_add(1));
+                n.is_multiple_of(LEARN_EVERY)
+            }),
             2 => false,
             _ => self.bypass.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A small write (not a whole stripe) to `stripe`: offer its page rows to the reuse
+    /// sampler. One row in [`reuse::SAMPLE`] is followed; the others cost a hash. A writer
+    /// never waits for the sampler: while another thread holds it (a writer preempted
+    /// there, or the tuner), the rows are not counted (a sample lost, no write delayed).
+    pub fn observe(&self, stripe: u64, pieces: &[Piece<'_>]) {
+        let mut keys: SmallVec<[u64; 4]> = SmallVec::new();
+        for p in pieces {
+            let (r0, r1) = (
+                p.at / PAGE_SECTORS,
+                (p.at + p.sectors).div_ceil(PAGE_SECTORS),
+            );
+            for r in r0..r1 {
+                let key = (stripe << 20) | r;
+                if reuse::sampled(key) && !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+        }
+        if keys.is_empty() {
+            return;
+        }
+        let Some(mut s) = try_lock(&self.sampler) else {
+            return;
         };
-        on && !LEARN_TICK.with(|t| {
-            let n = t.get();
-            t.set(n.wrapping_add(1));
-            n.is_multiple_of(LEARN_EVERY)
-        })
+        for key in keys {
+            s.access(key);
+        }
     }
 
     /// Force the bypass decision (tests): `Some(on)`, or `None` to let `tune` decide.
@@ -166,10 +216,11 @@ impl StripeCache {
             && (was_dirty || ends_on_chunk || self.merging.load(Ordering::Relaxed))
     }
 
-    /// Adjust the automatic size (at most every 25 ms): grow by what ghost hits and early
-    /// write-outs asked for; shrink by 1/8 when the cache is full, nothing asked for more
-    /// and it was of little use (under a quarter of the pages written out were saved a
-    /// member read).
+    /// Decide (at most every 25 ms): whether partial stripes wait (write-outs merging),
+    /// whether small writes bypass the cache and the size they want ([`reuse::decide`],
+    /// from the reuse the sampler measured), and the size streams want (grown by early
+    /// write-outs; shrunk by 1/8 when the cache is full and of little use: under a quarter
+    /// of the pages written out saved a member read). The size is the larger of the two.
     pub fn tune(&self) {
         let now = self.now_ms();
         if now < self.tune_at.load(Ordering::Relaxed) {
@@ -201,7 +252,6 @@ impl StripeCache {
             d[i] = v - last.seen[i];
             last.seen[i] = v;
         }
-        drop(last);
         let [dmg, ddr, dw, drw, dm, dsv] = d;
         if ddr > 0 {
             // A stream: at least half of the write-outs needed no member reads.
@@ -210,38 +260,58 @@ impl StripeCache {
         if dw > 0 {
             self.rereferenced.store(drw * 8 >= dw, Ordering::Relaxed);
         }
-        // Reuse: evicted rows asked for again at a rate of at least 1/4 of the misses.
-        let gh = self.ghost_hits.swap(0, Ordering::Relaxed);
-        if dsv + dm > 64 {
-            self.bypass.store(dsv * 8 < dsv + dm, Ordering::Relaxed);
+        let fixed = self.fixed.load(Ordering::Relaxed);
+        let max = if fixed > 0 { fixed } else { self.max_entries() };
+        let decision = self.decide_small_writes(&mut last, max);
+        self.fill.store(decision.fill, Ordering::Relaxed);
+        if decision.bypass != last.decision.bypass {
+            self.bypass_switches.fetch_add(1, Ordering::Relaxed);
         }
-        // A larger cache pays only if a good share of the misses were rows it held
-        // lately (a working set that almost fits); uniformly scattered writes over a large
-        // array hit the ghosts in proportion to the cache size and must not feed on that.
-        let ghosts_matter = gh as u64 * 4 >= dm / self.kc as u64;
-        self.ghosts_recent
-            .store(if ghosts_matter { gh } else { 0 }, Ordering::Relaxed);
-        // Ghost hits too rare to matter do not grow the cache.
-        let grow = if ghosts_matter {
-            grow
-        } else {
-            grow.saturating_sub(gh)
-        };
-        let t = self.target.load(Ordering::Relaxed);
-        let max = self.max_entries();
+        self.bypass.store(decision.bypass, Ordering::Relaxed);
+        last.decision = decision;
+        // Streams: grown by early write-outs, doubling at most per step.
+        let min = self.min_entries.min(max);
+        let t = last.stream_target;
         let used = self.pages.load(Ordering::Relaxed).div_ceil(self.kc);
-        let new = if grow > 0 {
-            // Double at most per step, so a burst cannot run away.
+        let cur = self.target.load(Ordering::Relaxed);
+        let stream = if grow > 0 && fixed == 0 {
             t + grow.min(t)
-        } else if used * 8 >= t * 7 && dsv * 4 < dsv + dm + 1 {
-            // Of little use: under a quarter of the pages written out were saved a member
-            // read (found in the cache, or merged into whole rows: what a stream gains).
+        } else if used * 8 >= cur * 7 && dsv * 4 < dsv + dm + 1 {
             t - t / 8
         } else {
             t
         };
-        self.target
-            .store(new.clamp(self.min_entries.min(max), max), Ordering::Relaxed);
+        last.stream_target = stream.clamp(min, max);
+        let new = decision.target_entries.max(last.stream_target);
+        self.target.store(new.clamp(min, max), Ordering::Relaxed);
+    }
+
+    /// The small-write decision from the sampler's curve (faded while no write is seen);
+    /// the decision in force while a writer holds the sampler (the tuner may be a writer
+    /// too: it does not wait either).
+    fn decide_small_writes(&self, last: &mut TuneState, max: usize) -> Decision {
+        let curve = {
+            let Some(mut s) = try_lock(&self.sampler) else {
+                return last.decision;
+            };
+            s.set_cap(4 * max / reuse::SAMPLE as usize);
+            if s.ticks() != last.sampled {
+                last.sampled = s.ticks();
+                last.sampled_at = Instant::now();
+            } else if last.sampled_at.elapsed() >= IDLE_FADE {
+                s.decay();
+                last.sampled_at = Instant::now();
+            }
+            s.curve()
+        };
+        reuse::decide(&reuse::Inputs {
+            curve: &curve,
+            max_entries: max,
+            min_entries: self.min_entries,
+            data_blocks: self.kc,
+            parity_blocks: self.parity_blocks,
+            was: last.decision,
+        })
     }
 
     /// Counters and sizes.
@@ -264,6 +334,12 @@ impl StripeCache {
             misses: self.misses.load(Ordering::Relaxed),
             dirty_stripes: self.dirty_stripes.load(Ordering::Relaxed) as u64,
             full_stripe_merges: self.merges.load(Ordering::Relaxed),
+            bypassing: match self.bypass_forced.load(Ordering::Relaxed) {
+                1 => true,
+                2 => false,
+                _ => self.bypass.load(Ordering::Relaxed),
+            },
+            bypass_switches: self.bypass_switches.load(Ordering::Relaxed),
         }
     }
 }

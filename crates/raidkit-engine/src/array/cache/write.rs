@@ -201,6 +201,9 @@ impl Array {
                 .iter()
                 .flatten()
                 .any(|m| m.has_bad.load(Ordering::Relaxed));
+        if !full {
+            cache.observe(stripe, pieces);
+        }
         let bypass = !full && !damaged && cache.bypass();
         if bypass {
             // The common case of scattered small writes, without creating an entry: with
@@ -410,6 +413,39 @@ pub(crate) fn cache_complete(cache: &StripeCache, held: &EntryState) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// A small write never waits for the reuse sampler: with the sampler held by another
+    /// thread (as a writer preempted inside it would), writes to sampled rows complete.
+    #[test]
+    fn a_write_does_not_wait_for_the_reuse_sampler() {
+        let dir = TempDir::new("rk-sampler").unwrap();
+        let ps = (0..4)
+            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
+            .collect();
+        let mut o = CreateOptions::new(Level::Raid5, ps);
+        o.create_size = Some(4 << 20);
+        o.assume_clean = true;
+        let arr = create(&o, &mut |_, _| {}).unwrap();
+        let cache = arr.cache.as_ref().unwrap();
+        let held = crate::locks::lock(&cache.sampler);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                // 4 KiB writes to the first 256 pages (some rows are sampled), for longer
+                // than a tune period (the tuner reads the sampler too).
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_millis(100) {
+                    for page in 0..256u64 {
+                        arr.write(page * 4096, &[page as u8; 4096]).unwrap();
+                    }
+                }
+                tx.send(()).unwrap();
+            });
+            let done = rx.recv_timeout(Duration::from_secs(10));
+            drop(held);
+            assert!(done.is_ok(), "writes waited for the sampler");
+        });
+    }
+
     use crate::create::{create, CreateOptions, MemberSpec};
     use raidkit_layout::Level;
     use raidkit_testkit::tempdir::TempDir;
