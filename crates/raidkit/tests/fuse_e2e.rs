@@ -447,7 +447,22 @@ fn sigkill_leaves_it_dirty_and_the_next_mount_resyncs_first() {
         let f = std::fs::File::open(&file).expect("open");
         f.read_exact_at(&mut back, 777).expect("read");
     }
-    assert!(back == data, "data written before SIGKILL differs");
+    if let Some(first) = back.iter().zip(&data).position(|(a, b)| a != b) {
+        let last = back
+            .iter()
+            .zip(&data)
+            .rposition(|(a, b)| a != b)
+            .unwrap_or(first);
+        let status = stop_mount(&mut cleanup);
+        let err_text = started.stderr.join().unwrap_or_default();
+        panic!(
+            "data written before SIGKILL differs at file bytes {}..={} (of {} written at 777); \
+             second mount {status}: {err_text}",
+            777 + first,
+            777 + last,
+            data.len()
+        );
+    }
     let status = stop_mount(&mut cleanup);
     let err_text = started.stderr.join().expect("stderr");
     assert!(status.success(), "{status}: {err_text}");
