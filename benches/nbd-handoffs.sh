@@ -3,7 +3,9 @@
 # switches (voluntary and not), and system calls, for 4 KiB random reads (RAID0, RAID10,
 # RAID5) and 4 KiB random writes (RAID10), at QD1 and QD32, for one or more raidkit
 # builds against nbdkit's file plugin on one tmpfs file, all in the same run. Rounds are
-# interleaved: every round runs nbdkit, then each build in turn on the same arrays.
+# interleaved: every round runs each build in turn on the same arrays (in reverse order in
+# even rounds), and each cell of a build right after nbdkit ran that cell (target
+# "nbdkit:BUILD"), so a build's ratio is to an anchor measured seconds before it.
 #   benches/nbd-handoffs.sh ROUNDS name=binary [name=binary ...]
 # e.g. benches/nbd-handoffs.sh 3 main=ab/raidkit-main new=target/release/raidkit
 # RT = seconds measured per cell (default 3); CELLS limits
@@ -73,7 +75,7 @@ measure() {
     wait "$FPID"
   fi
   local per=1
-  [[ $tgt != nbdkit && $cell == *-rw* ]] && per=2
+  [[ $tgt != nbdkit* && $cell == *-rw* ]] && per=2
   python3 - "$W/fio-clean.json" "$W/perf.csv" "$c0" "$c1" "$s0" "$s1" "$t0" "$t1" "$per" \
       "$tgt" "$cell" "$round" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY' >> "$W/all.csv"
 import json, os, sys
@@ -125,9 +127,14 @@ for l in 0 5 10; do
 done
 echo "round,target,cell,iops,cpu_us,fio_cpu_us,vol_cs,invol_cs,cs,futex,recvfrom,read,sendto,write,poll,ppoll,sched_yield,pread64,pwrite64,load1" > "$W/all.csv"
 echo "machine: $(nproc) cores; load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+BUILDS=("$@")
 for r in $(seq "$ROUNDS"); do
-  for c in $CELLS; do measure nbdkit "$c" "$r" "$W/k.sock" "" "$KPID"; done
-  for v in "$@"; do
+  # Builds in the given order in odd rounds, reversed in even ones (no build always last).
+  order=("${BUILDS[@]}")
+  if [ $((r % 2)) = 0 ]; then
+    order=(); for ((i = ${#BUILDS[@]} - 1; i >= 0; i--)); do order+=("${BUILDS[i]}"); done
+  fi
+  for v in "${order[@]}"; do
     name=${v%%=*} bin=${v#*=}
     for l in 0 5 10; do
       [[ " $CELLS " == *" r$l-"* ]] || continue
@@ -135,7 +142,11 @@ for r in $(seq "$ROUNDS"); do
       "$bin" serve --socket "$W/r$l/s.sock" --export a "$W/r$l"/m{0,1,2,3} >/dev/null 2>&1 & p=$!
       wait_sock "$W/r$l/s.sock"
       for c in $CELLS; do
-        [[ $c == "r$l-"* ]] && measure "$name" "$c" "$r" "$W/r$l/s.sock" a "$p"
+        [[ $c == "r$l-"* ]] || continue
+        # The anchor runs the same cell just before, as in nbd-vs-anchors.sh: a ratio is
+        # taken seconds apart, whatever the load does over the round.
+        measure "nbdkit:$name" "$c" "$r" "$W/k.sock" "" "$KPID"
+        measure "$name" "$c" "$r" "$W/r$l/s.sock" a "$p"
       done
       kill $p; wait $p 2>/dev/null || true
     done
@@ -165,10 +176,10 @@ for c in cells:
             return st.median(v) if v else float("nan")
         ratios = []
         for r in rs:
-            k = [x for x in rows if x["cell"] == c and x["target"] == "nbdkit" and x["round"] == r["round"]]
+            k = [x for x in rows if x["cell"] == c and x["target"] == "nbdkit:" + t and x["round"] == r["round"]]
             if k:
                 ratios.append(float(r["iops"]) / float(k[0]["iops"]))
-        rt = "%.2f× [%.2f–%.2f]" % (st.median(ratios), min(ratios), max(ratios)) if t != "nbdkit" else "–"
+        rt = "%.2f× [%.2f–%.2f]" % (st.median(ratios), min(ratios), max(ratios)) if ratios else "–"
         rec, snd, pol = m("recvfrom") + m("read"), m("sendto") + m("write"), m("poll") + m("ppoll")
         print(f"| {c} | {t} | {m('iops'):.0f} | {rt} | {m('cpu_us'):.1f} | {m('fio_cpu_us'):.1f} | "
               f"{m('cs'):.2f} | {m('vol_cs'):.2f} / {m('invol_cs'):.2f} | {m('futex'):.2f} | {rec:.2f} | {snd:.2f} | {pol:.2f} |")

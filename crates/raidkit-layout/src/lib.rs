@@ -506,6 +506,16 @@ impl Geometry {
     /// data block only (see [`Geometry::stripe`] for parity). Returns None if `s` is out of
     /// range.
     pub fn locate(&self, s: u64) -> Option<Placement> {
+        if self.level == Level::Raid10 {
+            // One derivation of the RAID10 shape for both the bound and the mapping (it
+            // costs several 64-bit divisions, on every request's path).
+            let r = raid10::R10::of(self)?;
+            return if s < r.array_sectors()? {
+                r.locate(s)
+            } else {
+                None
+            };
+        }
         if s >= self.try_array_sectors()? {
             return None;
         }

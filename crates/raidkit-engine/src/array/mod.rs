@@ -79,6 +79,8 @@ enum PieceRead {
 pub struct Array {
     /// The shape (never changes while the array runs).
     pub(crate) geo: Geometry,
+    /// `geo.array_sectors()`, derived once (every request's range check asks for it).
+    geo_sectors: u64,
     pub(crate) uuid: [u8; 16],
     pub(crate) name: String,
     pub(crate) metadata: Metadata,
@@ -149,6 +151,7 @@ impl Array {
                 .store(wm, std::sync::atomic::Ordering::Relaxed);
         }
         Array {
+            geo_sectors: geo.array_sectors(),
             geo,
             uuid,
             name,
@@ -202,9 +205,7 @@ impl Array {
         if let Some(s) = self.successor() {
             return s.size_bytes();
         }
-        self.routed_sectors()
-            .unwrap_or_else(|| self.geo.array_sectors())
-            * SECTOR
+        self.routed_sectors().unwrap_or(self.geo_sectors) * SECTOR
     }
 
     /// Array UUID.
