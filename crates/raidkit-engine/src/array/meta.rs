@@ -267,7 +267,8 @@ impl Array {
         // Then every device's flush at once, as md waits for its superblock writes
         // together: one flush's latency instead of one per member (on disks a flush is
         // the slow part). Nothing returns before all are durable, as before.
-        for (i, r) in flush_all(&devs, &written) {
+        let targets: Vec<&dyn BlockDev> = written.iter().map(|&i| devs[i].as_ref()).collect();
+        for (&i, r) in written.iter().zip(io::flush_each(&targets, &mut |_| {})) {
             if let Err(e) = r {
                 failed.push((i, (devs[i].name().to_string(), e)));
             }
@@ -709,38 +710,14 @@ fn write_bitmap_images(
             Err(e) => failed.push((*k, EngineError::io(r.dev.name(), "writing the bitmap", e))),
         }
     }
-    let mut flushes: Vec<IoReq<'_>> = written
-        .iter()
-        .map(|&k| {
-            let dev = targets[k].1.as_ref();
-            IoReq::new(dev, 0, IoOp::Flush, io::member_timeout(dev))
-        })
-        .collect();
-    io::run(&mut flushes, &mut |_| {});
-    for (r, k) in flushes.iter_mut().zip(written) {
-        if let Err(e) = r.take_result() {
-            failed.push((k, EngineError::io(r.dev.name(), "flushing the bitmap", e)));
+    let flushed: Vec<&dyn BlockDev> = written.iter().map(|&k| targets[k].1.as_ref()).collect();
+    for (&k, r) in written.iter().zip(io::flush_each(&flushed, &mut |_| {})) {
+        if let Err(e) = r {
+            let name = targets[k].1.name();
+            failed.push((k, EngineError::io(name, "flushing the bitmap", e)));
         }
     }
     failed.into_iter().map(|(k, e)| (targets[k].0, e)).collect()
-}
-
-/// Flush the devices `idx` (indexes into `devs`) in one batch of the member IO layer,
-/// each within its member timeout: `(index, outcome)` per device, in order.
-fn flush_all(devs: &[Arc<dyn BlockDev>], idx: &[usize]) -> Vec<(usize, std::io::Result<()>)> {
-    let mut reqs: Vec<IoReq<'_>> = idx
-        .iter()
-        .map(|&i| {
-            let d = devs[i].as_ref();
-            IoReq::new(d, 0, IoOp::Flush, io::member_timeout(d))
-        })
-        .collect();
-    // A late flush is reported in its result (timed out); the caller fails its device.
-    io::run(&mut reqs, &mut |_| {});
-    idx.iter()
-        .zip(reqs.iter_mut())
-        .map(|(&i, r)| (i, r.take_result()))
-        .collect()
 }
 
 pub(crate) fn update_090_counts(s: &mut v090::SuperblockV090, missing: &[usize]) {

@@ -22,7 +22,7 @@ use crate::array::member::Members;
 use crate::array::member_io::MemberOp;
 use crate::array::meta::{Meta, MetaState};
 use crate::array::stripe_lock::StripeLocks;
-use crate::dev::io::{self, IoOp, IoReq};
+use crate::dev::io;
 use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
@@ -283,22 +283,10 @@ impl Array {
             .filter_map(|(r, m)| m.clone().filter(|m| !m.is_failed()).map(|m| (r, m)))
             .filter(|(_, m)| !(behind && m.is_write_mostly()))
             .collect();
-        let mut reqs: Vec<IoReq<'_>> = live
-            .iter()
-            .map(|(_, m)| {
-                IoReq::new(
-                    m.dev.as_ref(),
-                    0,
-                    IoOp::Flush,
-                    io::member_timeout(m.dev.as_ref()),
-                )
-            })
-            .collect();
-        io::run(&mut reqs, &mut |i| {
+        let devs: Vec<&dyn BlockDev> = live.iter().map(|(_, m)| m.dev.as_ref()).collect();
+        let results = io::flush_each(&devs, &mut |i| {
             let _ = self.fail_member(live[i].0, "no answer to a flush within the member timeout");
         });
-        let results: Vec<std::io::Result<()>> = reqs.iter_mut().map(IoReq::take_result).collect();
-        drop(reqs);
         // A member whose flush fails is failed as md does, unless it holds the last copy
         // of some data: then the flush fails (after every member's outcome is handled).
         let mut kept = Ok(());

@@ -156,20 +156,25 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
 
-    #[test]
-    fn a_merge_waits_for_a_whole_write_that_started_before_it() {
-        let g = SectorMerges::default();
-        let w = g.whole(10, 1);
+    /// Assert that `take` (run on another thread) waits while `held` is held and goes
+    /// on once it is dropped.
+    fn waits_for<'a>(g: &'a SectorMerges, held: SectorGuard<'a>, take: fn(&SectorMerges)) {
         let (tx, rx) = mpsc::channel();
         std::thread::scope(|s| {
-            s.spawn(|| {
-                let _m = g.merge(10, 10);
+            s.spawn(move || {
+                take(g);
                 tx.send(()).unwrap();
             });
             assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-            drop(w);
+            drop(held);
             assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok());
         });
+    }
+
+    #[test]
+    fn a_merge_waits_for_a_whole_write_that_started_before_it() {
+        let g = SectorMerges::default();
+        waits_for(&g, g.whole(10, 1), |g| drop(g.merge(10, 10)));
     }
 
     #[test]
@@ -178,16 +183,7 @@ mod tests {
         let m = g.merge(100, 101);
         // Slots of sectors 102..=105 are free: no wait.
         drop(g.whole(102, 4));
-        let (tx, rx) = mpsc::channel();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let _w = g.whole(96, 8);
-                tx.send(()).unwrap();
-            });
-            assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-            drop(m);
-            assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok());
-        });
+        waits_for(&g, m, |g| drop(g.whole(96, 8)));
         // No merge in flight: a whole write takes no slot.
         assert_eq!(g.whole(0, 1 << 20).kind, Kind::Unordered);
     }
@@ -195,17 +191,7 @@ mod tests {
     #[test]
     fn two_merges_of_one_sector_run_one_at_a_time() {
         let g = SectorMerges::default();
-        let m = g.merge(7, 7 + SLOTS as u64);
-        let (tx, rx) = mpsc::channel();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let _m = g.merge(7, 7);
-                tx.send(()).unwrap();
-            });
-            assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-            drop(m);
-            assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok());
-        });
+        waits_for(&g, g.merge(7, 7 + SLOTS as u64), |g| drop(g.merge(7, 7)));
         assert_eq!(g.merging.load(Ordering::SeqCst), 0);
         assert_eq!(g.unordered.load(Ordering::SeqCst), 0);
     }

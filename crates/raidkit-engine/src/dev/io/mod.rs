@@ -550,6 +550,18 @@ pub fn run_one(dev: &dyn BlockDev, offset: u64, op: IoOp<'_>) -> io::Result<()> 
     r.take_result()
 }
 
+/// Flush every device of `devs` in one batch, each within its member timeout: one result
+/// per device, in order. A flush that misses its deadline is told to `on_late` (its index)
+/// while the others go on, and its result says it timed out.
+pub fn flush_each(devs: &[&dyn BlockDev], on_late: &mut dyn FnMut(usize)) -> Vec<io::Result<()>> {
+    let mut reqs: Vec<IoReq<'_>> = devs
+        .iter()
+        .map(|&d| IoReq::new(d, 0, IoOp::Flush, member_timeout(d)))
+        .collect();
+    run(&mut reqs, on_late);
+    reqs.iter_mut().map(IoReq::take_result).collect()
+}
+
 fn op_name(op: &IoOp<'_>) -> &'static str {
     match op {
         IoOp::Read(_) => "read",
