@@ -48,9 +48,18 @@ impl<T: Default> Default for PerCpu<T> {
 impl<T> PerCpu<T> {
     /// The copy of the CPU this thread runs on.
     pub(crate) fn local(&self) -> &T {
+        &self.shards[self.local_index()].0
+    }
+
+    /// Which copy [`PerCpu::local`] gives now (for [`PerCpu::at`] later, from any CPU).
+    pub(crate) fn local_index(&self) -> usize {
         // SAFETY: sched_getcpu takes no arguments (glibc reads it from rseq or the vDSO).
         let cpu = unsafe { libc::sched_getcpu() };
-        let i = usize::try_from(cpu).unwrap_or(0) & (self.shards.len() - 1);
+        usize::try_from(cpu).unwrap_or(0) & (self.shards.len() - 1)
+    }
+
+    /// Copy `i` (from [`PerCpu::local_index`]).
+    pub(crate) fn at(&self, i: usize) -> &T {
         &self.shards[i].0
     }
 

@@ -12,14 +12,16 @@
 //! * a merge locks the slots of its first and last sector (a fixed table of mutexes, by
 //!   sector number) for its read and write, and waits for the whole-sector writes that
 //!   started before it announced itself;
-//! * a whole-sector write costs two atomic operations while no merge is in flight; while one
-//!   is, it locks the slots of its sectors (all of them when it covers as many sectors as
+//! * a whole-sector write costs two atomic operations on its CPU's own counter (one cache
+//!   line per CPU, not one that every core's writers bounce) and a read of the merge count
+//!   while no merge is in flight; while one is, it locks the slots of its sectors (all of them when it covers as many sectors as
 //!   there are slots) for its duration.
 //!
 //! Slots are always locked in ascending order and only here, before any stripe lock, so
 //! two writes never wait for each other in a cycle. Merges are rare (block clients write
 //! whole sectors), so a whole-sector write that must take slots is too.
 
+use crate::array::iostats::PerCpu;
 use crate::locks::lock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -32,8 +34,10 @@ const SLOTS: usize = 64;
 pub(crate) struct SectorMerges {
     /// Merges in flight.
     merging: AtomicUsize,
-    /// Whole-sector writes in flight that took no slot (they saw no merge).
-    unordered: AtomicUsize,
+    /// Whole-sector writes in flight that took no slot (they saw no merge), counted on the
+    /// copy of the CPU each began on and ended on that same copy, so no copy is ever below
+    /// the writes it counts (a merge looks at each copy in turn).
+    unordered: PerCpu<AtomicUsize>,
     slots: Box<[Mutex<()>]>,
     /// Signalled when the last slotless whole-sector write ends while a merge waits.
     quiet: Condvar,
@@ -44,7 +48,7 @@ impl Default for SectorMerges {
     fn default() -> SectorMerges {
         SectorMerges {
             merging: AtomicUsize::new(0),
-            unordered: AtomicUsize::new(0),
+            unordered: PerCpu::default(),
             slots: (0..SLOTS).map(|_| Mutex::new(())).collect(),
             quiet: Condvar::new(),
             quiet_lock: Mutex::new(()),
@@ -63,7 +67,8 @@ pub(crate) struct SectorGuard<'a> {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     Merge,
-    Unordered,
+    /// The copy of `unordered` this write counted itself on.
+    Unordered(usize),
     Slotted,
 }
 
@@ -79,7 +84,7 @@ impl SectorMerges {
         // Whole-sector writes that began before the count above was raised took no slot:
         // let them land before this merge reads.
         let mut g = lock(&self.quiet_lock);
-        while self.unordered.load(Ordering::SeqCst) > 0 {
+        while self.unordered_any() {
             g = match self.quiet.wait_timeout(g, Duration::from_millis(1)) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,
@@ -95,15 +100,16 @@ impl SectorMerges {
 
     /// Order a write of `count` whole sectors from array sector `first`.
     pub(crate) fn whole(&self, first: u64, count: u64) -> SectorGuard<'_> {
-        self.unordered.fetch_add(1, Ordering::SeqCst);
+        let copy = self.unordered.local_index();
+        self.unordered.at(copy).fetch_add(1, Ordering::SeqCst);
         if self.merging.load(Ordering::SeqCst) == 0 {
             return SectorGuard {
                 gate: self,
-                kind: Kind::Unordered,
+                kind: Kind::Unordered(copy),
                 _held: Vec::new(),
             };
         }
-        self.end_unordered();
+        self.end_unordered(copy);
         let slots: Vec<usize> = if count >= SLOTS as u64 {
             (0..SLOTS).collect()
         } else {
@@ -125,8 +131,15 @@ impl SectorMerges {
         slots.iter().map(|&i| lock(&self.slots[i])).collect()
     }
 
-    fn end_unordered(&self) {
-        if self.unordered.fetch_sub(1, Ordering::SeqCst) == 1
+    /// Any slotless whole-sector write in flight? (Each copy only counts writes that
+    /// raised it and have not ended, so a write that raised its copy before a merge raised
+    /// `merging` is seen here.)
+    fn unordered_any(&self) -> bool {
+        self.unordered.all().any(|c| c.load(Ordering::SeqCst) > 0)
+    }
+
+    fn end_unordered(&self, copy: usize) {
+        if self.unordered.at(copy).fetch_sub(1, Ordering::SeqCst) == 1
             && self.merging.load(Ordering::SeqCst) > 0
         {
             let _g = lock(&self.quiet_lock);
@@ -141,7 +154,7 @@ impl Drop for SectorGuard<'_> {
             Kind::Merge => {
                 self.gate.merging.fetch_sub(1, Ordering::SeqCst);
             }
-            Kind::Unordered => self.gate.end_unordered(),
+            Kind::Unordered(copy) => self.gate.end_unordered(copy),
             Kind::Slotted => {}
         }
     }
@@ -185,7 +198,25 @@ mod tests {
         drop(g.whole(102, 4));
         waits_for(&g, m, |g| drop(g.whole(96, 8)));
         // No merge in flight: a whole write takes no slot.
-        assert_eq!(g.whole(0, 1 << 20).kind, Kind::Unordered);
+        assert!(matches!(g.whole(0, 1 << 20).kind, Kind::Unordered(_)));
+    }
+
+    /// A whole write counts itself on the copy of the CPU it began on; a merge begun on
+    /// any CPU waits for it, whichever copy that is, and only until that write ends.
+    #[test]
+    fn a_merge_waits_for_a_whole_write_counted_on_any_cpus_copy() {
+        let g = SectorMerges::default();
+        let copies = g.unordered.all().count();
+        for copy in 0..copies {
+            let held = SectorGuard {
+                gate: &g,
+                kind: Kind::Unordered(copy),
+                _held: Vec::new(),
+            };
+            g.unordered.at(copy).fetch_add(1, Ordering::SeqCst);
+            waits_for(&g, held, |g| drop(g.merge(3, 3)));
+            assert!(!g.unordered_any(), "copy {copy}");
+        }
     }
 
     #[test]
@@ -193,6 +224,6 @@ mod tests {
         let g = SectorMerges::default();
         waits_for(&g, g.merge(7, 7 + SLOTS as u64), |g| drop(g.merge(7, 7)));
         assert_eq!(g.merging.load(Ordering::SeqCst), 0);
-        assert_eq!(g.unordered.load(Ordering::SeqCst), 0);
+        assert!(!g.unordered_any());
     }
 }

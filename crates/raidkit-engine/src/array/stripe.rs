@@ -2,7 +2,7 @@
 //! reconstructed from parity, and computing P and Q.
 
 use crate::array::cache::write::{cached_cover, copy_from_cache};
-use crate::array::cache::PAGE_SECTORS;
+use crate::array::cache::{Count, PAGE_SECTORS};
 use crate::array::member_io::MemberOp;
 use crate::array::parity_write::stripe_members;
 use crate::array::Array;
@@ -12,7 +12,6 @@ use crate::locks::lock;
 use raidkit_layout::StripeLayout;
 use raidkit_layout::SECTOR;
 use raidkit_parity as parity;
-use std::sync::atomic::Ordering;
 
 /// Blocks of one stripe over a sector range, with missing ones reconstructed.
 pub(crate) struct StripeData {
@@ -266,9 +265,7 @@ impl Array {
         match cached_cover(cache, &held, block, at, sectors) {
             (true, _) => {
                 copy_from_cache(cache, &held, block, at, buf);
-                cache
-                    .hits
-                    .fetch_add(sectors.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+                cache.count(Count::Hits, sectors.div_ceil(PAGE_SECTORS));
                 Some(true)
             }
             (false, true) => Some(false),
@@ -288,9 +285,7 @@ impl Array {
                     let (all, any) = cached_cover(cache, &held, block, at, sectors);
                     if all {
                         copy_from_cache(cache, &held, block, at, buf);
-                        cache
-                            .hits
-                            .fetch_add(sectors.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+                        cache.count(Count::Hits, sectors.div_ceil(PAGE_SECTORS));
                         return Ok(());
                     }
                     if any {

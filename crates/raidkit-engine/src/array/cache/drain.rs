@@ -3,7 +3,7 @@
 //! and P/Q go out; what was read stays cached for later writes. A single page row the
 //! cache holds whole goes out straight from its pages (no gathering copy).
 
-use crate::array::cache::{Entry, EntryState, StripeCache, PAGE, PAGE_SECTORS};
+use crate::array::cache::{Count, Entry, EntryState, StripeCache, PAGE, PAGE_SECTORS};
 use crate::array::member_io::MemberOp;
 use crate::array::parity_write::plan::{plan, Plan, StripeState};
 use crate::array::parity_write::Piece;
@@ -13,7 +13,6 @@ use crate::error::{EngineError, Result};
 use raidkit_layout::{StripeLayout, SECTOR};
 use raidkit_parity as parity;
 use std::ops::Range;
-use std::sync::atomic::Ordering;
 
 /// Bytes from chunk sector `sector` of a buffer that starts at chunk sector `start`.
 fn byte(start: u64, sector: u64) -> usize {
@@ -96,7 +95,7 @@ impl Array {
         let rows = out.rows.clone();
         let row_sectors = rows.end - rows.start;
         self.bitmap_mark(stripe_start + rows.start, row_sectors)?;
-        cache.drains.fetch_add(1, Ordering::Relaxed);
+        cache.count(Count::Drains, 1);
         let state = StripeState {
             data_blocks: cache.kc,
             parity_blocks: 1 + usize::from(layout.q.is_some()),
@@ -122,14 +121,12 @@ impl Array {
             out.clean_known.div_ceil(PAGE_SECTORS),
             (row_sectors * cache.kc as u64).div_ceil(PAGE_SECTORS),
         );
-        cache.hits.fetch_add(clean_pages, Ordering::Relaxed);
-        cache.saved.fetch_add(
+        cache.count(Count::Hits, clean_pages);
+        cache.count(
+            Count::Saved,
             if unknown == 0 { row_pages } else { clean_pages },
-            Ordering::Relaxed,
         );
-        cache
-            .misses
-            .fetch_add(read_sectors.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
+        cache.count(Count::Misses, read_sectors.div_ceil(PAGE_SECTORS));
         // Everything is on the members now; keep what was learnt for later writes.
         out.keep_known(cache, held);
         out.set_clean(cache, held, page_rows);
@@ -168,7 +165,7 @@ impl Array {
                     // by clean cached pages are hits of scattered writes, which holding
                     // would only delay.
                     if out.clean_known == 0 {
-                        cache.merges.fetch_add(1, Ordering::Relaxed);
+                        cache.count(Count::Merges, 1);
                     }
                     return Ok(Prepared::Write {
                         pq: Some(out.parity(layout)),

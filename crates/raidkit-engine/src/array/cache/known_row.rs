@@ -2,7 +2,7 @@
 //! (a write onto a stripe it filled before, or a row clients completed): P/Q straight from
 //! the cached pages, no gathering copy (see `drain`).
 
-use crate::array::cache::{Entry, EntryState, Page, StripeCache, PAGE_SECTORS};
+use crate::array::cache::{Count, Entry, EntryState, Page, StripeCache, PAGE_SECTORS};
 use crate::array::member_io::MemberOp;
 use crate::array::parity_write::plan::{plan, Plan, StripeState};
 use crate::array::scratch::scratch_blocks;
@@ -11,7 +11,6 @@ use crate::array::Array;
 use crate::error::Result;
 use raidkit_layout::{StripeLayout, SECTOR};
 use std::ops::Range;
-use std::sync::atomic::Ordering;
 
 impl Array {
     /// A write-out of one page row whose data the cache holds whole on every block (a
@@ -84,9 +83,9 @@ impl Array {
             .sum();
         let written: Result<()> = (|| {
             self.bitmap_mark(stripe_start + rows.start, row_sectors)?;
-            cache.drains.fetch_add(1, Ordering::Relaxed);
+            cache.count(Count::Drains, 1);
             if clean_known == 0 {
-                cache.merges.fetch_add(1, Ordering::Relaxed);
+                cache.count(Count::Merges, 1);
             }
             let data: Vec<&[u8]> = pages.iter().map(|p| &p.data[in_page(&over)]).collect();
             let len = (row_sectors * SECTOR) as usize;
@@ -115,10 +114,8 @@ impl Array {
             return Some(Err(e));
         }
         let row_pages = (row_sectors * cache.kc as u64).div_ceil(PAGE_SECTORS);
-        cache
-            .hits
-            .fetch_add(clean_known.div_ceil(PAGE_SECTORS), Ordering::Relaxed);
-        cache.saved.fetch_add(row_pages, Ordering::Relaxed);
+        cache.count(Count::Hits, clean_known.div_ceil(PAGE_SECTORS));
+        cache.count(Count::Saved, row_pages);
         for block in 0..cache.kc {
             held.set_clean(block * cache.rows + row);
         }

@@ -28,6 +28,7 @@ mod tune;
 pub(crate) mod write;
 
 use crate::error::EngineError;
+use crate::iostats::PerCpu;
 use crate::locks::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -45,6 +46,31 @@ const SHARDS: usize = 64;
 pub const HOLD: Duration = Duration::from_millis(4);
 /// Smallest automatic capacity, entries.
 const MIN_ENTRIES: usize = 512;
+
+/// What the cache counts (summed over the CPUs' copies by [`StripeCache::counted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Count {
+    /// Pages found in the cache instead of read from members.
+    Hits,
+    /// Pages read from members.
+    Misses,
+    /// Merges: write-outs whose rows clients completed between them (no member reads, no
+    /// cached clean data).
+    Merges,
+    /// Write-outs of runs of dirty rows.
+    Drains,
+    /// Pages written out without a member read thanks to the cache.
+    Saved,
+    /// Pages written by clients.
+    Written,
+    /// Pages written by clients that were already in the cache (re-references).
+    Rewritten,
+}
+const COUNTS: usize = 7;
+
+/// A value on two cache lines of its own (the adjacent-line prefetcher pairs them).
+#[repr(align(128))]
+struct OwnLine<T>(T);
 
 /// One cached page: a row of one data block.
 pub(crate) struct Page {
@@ -198,20 +224,16 @@ pub(crate) struct StripeCache {
     min_entries: usize,
     /// Delay partial stripes (a drainer thread is running).
     pub writeback: AtomicBool,
-    clock: AtomicU64,
+    /// The recency clock, ticked by every lookup from both cores: on a cache line of its
+    /// own, so that its ticks do not take the line of the fields every write reads.
+    clock: OwnLine<AtomicU64>,
     hold_ms: AtomicU64,
     epoch: Instant,
     evict_cursor: AtomicUsize,
     dirty_cursor: AtomicUsize,
-    /// Pages saved from a member read.
-    pub hits: AtomicU64,
-    /// Pages read from members.
-    pub misses: AtomicU64,
-    /// Merges: write-outs whose rows clients completed between them (no member reads, no
-    /// cached clean data).
-    pub merges: AtomicU64,
-    /// Write-outs of runs of dirty rows.
-    pub drains: AtomicU64,
+    /// What the cache counts ([`Count`]), one copy per CPU: every small write adds to
+    /// several of them, and one shared copy was a cache line both cores' writers bounced.
+    counts: PerCpu<[AtomicU64; COUNTS]>,
     /// Recent write-outs merged often enough that holding partial stripes pays.
     merging: AtomicBool,
     /// Small writes would gain too little from the cache: most go straight to the members.
@@ -224,12 +246,6 @@ pub(crate) struct StripeCache {
     sampler: Mutex<reuse::Sampler>,
     /// Tests: 0 = decided by `tune`, 1 = always (but one write in 128), 2 = never.
     bypass_forced: std::sync::atomic::AtomicU8,
-    /// Pages written out without a member read thanks to the cache.
-    pub saved: AtomicU64,
-    /// Pages written by clients, and those of them already in the cache (re-references).
-    pub written_pages: AtomicU64,
-    /// See `written_pages`.
-    pub rewritten_pages: AtomicU64,
     rereferenced: AtomicBool,
     dirty_stripes: AtomicUsize,
     grow_signal: AtomicUsize,
@@ -317,24 +333,18 @@ impl StripeCache {
             mem_cap: AtomicUsize::new(usize::MAX),
             min_entries,
             writeback: AtomicBool::new(false),
-            clock: AtomicU64::new(1),
+            clock: OwnLine(AtomicU64::new(1)),
             hold_ms: AtomicU64::new(HOLD.as_millis() as u64),
             epoch: Instant::now(),
             evict_cursor: AtomicUsize::new(0),
             dirty_cursor: AtomicUsize::new(0),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            merges: AtomicU64::new(0),
-            drains: AtomicU64::new(0),
+            counts: PerCpu::default(),
             merging: AtomicBool::new(false),
             bypass: AtomicBool::new(false),
             fill: AtomicBool::new(false),
             bypass_switches: AtomicU64::new(0),
             sampler: Mutex::new(reuse::Sampler::new(0)),
             bypass_forced: std::sync::atomic::AtomicU8::new(tune::bypass_from_env()),
-            saved: AtomicU64::new(0),
-            written_pages: AtomicU64::new(0),
-            rewritten_pages: AtomicU64::new(0),
             rereferenced: AtomicBool::new(false),
             dirty_stripes: AtomicUsize::new(0),
             grow_signal: AtomicUsize::new(0),
@@ -354,7 +364,7 @@ impl StripeCache {
     }
 
     fn tick(&self) -> u64 {
-        self.clock.fetch_add(1, Ordering::Relaxed)
+        self.clock.0.fetch_add(1, Ordering::Relaxed)
     }
 
     /// The entry of `stripe`, if cached.
@@ -424,6 +434,20 @@ impl StripeCache {
         held.dirty_hi = 0;
         held.written_pages = 0;
         self.mark_clean(entry);
+    }
+
+    /// Add `n` to a counter (this CPU's copy).
+    pub fn count(&self, what: Count, n: u64) {
+        self.counts.local()[what as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A counter's total over the CPUs. Never less than an earlier total: each copy only
+    /// grows.
+    pub fn counted(&self, what: Count) -> u64 {
+        self.counts
+            .all()
+            .map(|c| c[what as usize].load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Note that an entry got dirty data.

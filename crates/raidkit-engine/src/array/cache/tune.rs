@@ -4,7 +4,7 @@
 //! and its counters.
 
 use super::reuse::{self, Decision};
-use super::{StripeCache, StripeCacheStats, PAGE, PAGE_SECTORS};
+use super::{Count, StripeCache, StripeCacheStats, PAGE, PAGE_SECTORS};
 use crate::array::parity_write::Piece;
 use crate::locks::try_lock;
 use smallvec::SmallVec;
@@ -238,17 +238,17 @@ impl StripeCache {
         let grow = self.grow_signal.swap(0, Ordering::Relaxed);
         // What each counter gained since the last tune.
         let counters = [
-            &self.merges,
-            &self.drains,
-            &self.written_pages,
-            &self.rewritten_pages,
-            &self.misses,
+            Count::Merges,
+            Count::Drains,
+            Count::Written,
+            Count::Rewritten,
+            Count::Misses,
             // Benefit: pages written out without reading (found in the cache, or merged).
-            &self.saved,
+            Count::Saved,
         ];
         let mut d = [0u64; 6];
         for (i, c) in counters.iter().enumerate() {
-            let v = c.load(Ordering::Relaxed);
+            let v = self.counted(*c);
             d[i] = v - last.seen[i];
             last.seen[i] = v;
         }
@@ -330,10 +330,10 @@ impl StripeCache {
             },
             memory_bytes: (pages * PAGE) as u64,
             max_bytes: (admin != u64::MAX).then_some(admin),
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
+            hits: self.counted(Count::Hits),
+            misses: self.counted(Count::Misses),
             dirty_stripes: self.dirty_stripes.load(Ordering::Relaxed) as u64,
-            full_stripe_merges: self.merges.load(Ordering::Relaxed),
+            full_stripe_merges: self.counted(Count::Merges),
             bypassing: match self.bypass_forced.load(Ordering::Relaxed) {
                 1 => true,
                 2 => false,

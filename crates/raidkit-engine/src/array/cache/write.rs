@@ -1,6 +1,7 @@
 //! Client writes through the stripe cache: held, merged, or sent straight out; the
 //! write-back thread and making room.
 
+use crate::array::cache::Count;
 use crate::array::cache::Entry;
 use crate::array::cache::EntryState;
 use crate::array::cache::StripeCache;
@@ -263,11 +264,11 @@ impl Array {
                     let idx = pc.block * cache.rows + row;
                     let page = cache.page(&mut held, idx);
                     if page.valid != 0 {
-                        cache.rewritten_pages.fetch_add(1, Ordering::Relaxed);
+                        cache.count(Count::Rewritten, 1);
                     }
                     let first_write = !page.written;
                     page.written = true;
-                    cache.written_pages.fetch_add(1, Ordering::Relaxed);
+                    cache.count(Count::Written, 1);
                     let from = ((sec - pc.at) * SECTOR) as usize;
                     let to = (in_page * SECTOR) as usize;
                     let len = (m * SECTOR) as usize;
@@ -281,13 +282,17 @@ impl Array {
                     sec += m;
                 }
             }
-            cache.mark_dirty(&entry);
             let ends_on_chunk = pieces.iter().any(|p| p.at + p.sectors == chunk);
             let r = if !cache.should_hold(was_dirty, ends_on_chunk) || cache_complete(cache, &held)
             {
+                // Written out now, under the entry's lock: nobody can see the entry dirty
+                // in between, so it is not announced as dirty (no shared count, dirty
+                // queue or write-back wake-up per write). A write-out leaves the entry
+                // clean, also when it fails (the range is then recorded as lost).
                 self.cache_drain(cache, &entry, &mut held)
                     .map(|streamed| self.drop_streamed(cache, &entry, &mut held, streamed))
             } else {
+                cache.mark_dirty(&entry);
                 Ok(())
             };
             drop(held);
@@ -489,5 +494,50 @@ mod tests {
             "{:?}",
             t0.elapsed()
         );
+    }
+
+    /// A small write through the cache that is written out at once (not held) is never
+    /// announced as dirty: the write-back thread is not woken for it and no shard's dirty
+    /// queue keeps its stripe. (Each such write used to wake the thread and queue its
+    /// stripe.)
+    #[test]
+    fn a_write_written_out_at_once_wakes_nothing_and_queues_nothing() {
+        let dir = TempDir::new("rk-wb-now").unwrap();
+        let ps = (0..3)
+            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
+            .collect();
+        let mut o = CreateOptions::new(Level::Raid5, ps);
+        o.create_size = Some(4 << 20);
+        o.assume_clean = true;
+        let arr = Arc::new(create(&o, &mut |_, _| {}).unwrap());
+        arr.start_writeback();
+        arr.force_stripe_cache_bypass(Some(false));
+        let cache = arr.cache.as_ref().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let before = cache.wake.passes.load(Ordering::Relaxed);
+        // 4 KiB writes 8 KiB apart: none ends on a chunk boundary, none is held.
+        for i in 0..100u64 {
+            arr.write(i * 8192, &[i as u8 + 1; 4096]).unwrap();
+            std::thread::sleep(Duration::from_millis(4));
+        }
+        let passes = cache.wake.passes.load(Ordering::Relaxed) - before;
+        assert!(
+            passes <= 2,
+            "{passes} write-back passes for 100 written-out writes"
+        );
+        let queued: usize = cache
+            .shards
+            .iter()
+            .map(|s| super::lock(s).dirty.len())
+            .sum();
+        assert_eq!(queued, 0);
+        assert!(!cache.has_dirty());
+        assert!(cache.counted(super::Count::Drains) >= 100);
+        let mut buf = [0u8; 8192];
+        for i in 0..100u64 {
+            arr.read(i * 8192, &mut buf).unwrap();
+            assert!(buf[..4096].iter().all(|&b| b == i as u8 + 1), "write {i}");
+            assert!(buf[4096..].iter().all(|&b| b == 0), "after write {i}");
+        }
     }
 }
