@@ -43,7 +43,7 @@ pub(super) fn mirror_region(
     // fills its buffer, a failed one's is not used), a piece of every copy at a time, all
     // at once (one batch: on disks the copies' members work together), and compare each
     // piece as soon as it is read, while it is still in the cache: compared after the
-    // whole region was read, a RAID1 check spent a sixth of its time in `memcmp`.
+    // whole region was read, a RAID1 check spent 12–14 % of its time in `memcmp`.
     let mut bufs: Vec<Vec<u8>> = live
         .iter()
         .map(|_| {
