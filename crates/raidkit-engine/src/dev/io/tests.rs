@@ -662,7 +662,9 @@ fn a_kernel_copy_that_failed_half_way_leaves_nothing_for_the_next_one() {
         return;
     };
     let len = 256 << 10;
-    let src_bytes = pattern(2 * len, 3);
+    // Two halves that differ (the pattern repeats every 256 bytes).
+    let mut src_bytes = pattern(len, 3);
+    src_bytes.extend(pattern(len, 101));
     let src = file_with(&dir, "src", &src_bytes, false);
     // Opened read-only: the pipe is filled from the source, then the write fails.
     let ro = file_with(&dir, "ro", &vec![0u8; len], false);
