@@ -263,7 +263,9 @@ for l in open(sys.argv[1]):
         if "\""+k+"\"" in j: t.setdefault(k,float(ts))
 print("%.3f" % (t["rebuild_finished"]-t["rebuild_started"]) if len(t)==2 else "nan")' "$d/events")
   local reb; reb=$(py "print('%.1f' % ($n * $comp / ($t1 - $t0)))")
-  local rebe; rebe=$(py "t=float('$te'); print('%.1f' % ($n * $comp / t) if t == t else 'nan')")
+  # (nan also when both events came in one read: `monitor` delivered rebuild_started late,
+  # so the window says nothing; the --add row still does.)
+  local rebe; rebe=$(py "t=float('$te'); print('%.1f' % ($n * $comp / t) if t == t and t > 0 else 'nan')")
   echo "| rebuild onto a spare, --add to rebuild_finished seen ($last × ${comp} MiB read, ${comp} MiB written, $(py "print('%.2f s' % ($t1 - $t0))"), no polling) | $rawrw ($last readers + 1 writer) | $reb | $(py "print('%.2f' % ($reb / $rawrw))")× |"
   echo "| rebuild onto a spare, rebuild_started→rebuild_finished events (${te} s) | $rawrw | $rebe | $(py "t='$rebe'; print('%.2f' % (float(t) / $rawrw) if t != 'nan' else 'nan')")× |"
   echo "| CPU seconds per GiB moved: the server over the rebuild (--add to rebuild_finished), fio's anchor | $fcpu (fio) | $scpu (server) | $(py "print('%.2f' % ($scpu / $fcpu))")× |"

@@ -1,6 +1,7 @@
-//! A mirrored check reads each copy 1 MiB at a time and finds exactly the pages that
-//! differ, at the edges of its steps and of the array; copies that agree are compared
-//! whole, and one page that differs inside a step is still found on its own.
+//! A mirrored check reads each copy 256 KiB at a time (the pieces of its 1 MiB steps,
+//! each compared as soon as it is read) and finds exactly the pages that differ, at the
+//! edges of its steps, of their pieces and of the array; copies that agree are compared
+//! whole, and one page that differs inside a step's later piece is still found on its own.
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
 use raidkit_engine::create::create;
@@ -16,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 const PAGE: u64 = 4096;
 const STEP: u64 = 1 << 20;
+const PIECE: u64 = 256 << 10;
 
 /// A member that records the lengths and offsets of its reads.
 #[derive(Default)]
@@ -29,7 +31,7 @@ impl Hooks for Reads {
 }
 
 #[test]
-fn a_raid1_check_reads_1_mib_per_copy_and_finds_exactly_the_differing_pages() {
+fn a_raid1_check_reads_256_kib_pieces_per_copy_and_finds_exactly_the_differing_pages() {
     let dir = TempDir::new("rk-mirrorcheck").expect("temp dir");
     let ps = member_files(dir.path(), 2);
     let mut o = create_options(Level::Raid1, &ps);
@@ -48,8 +50,15 @@ fn a_raid1_check_reads_1_mib_per_copy_and_finds_exactly_the_differing_pages() {
         .data_offset()
         * 512;
     // Array pages made to differ on member 1: the last of the first step, the first of
-    // the next, one inside the third step, and the array's last.
-    let planted = [STEP - PAGE, STEP, 2 * STEP + 5 * PAGE, size - PAGE];
+    // the next, one inside the third step, one inside the last piece of the fourth (its
+    // first three pieces agree), and the array's last.
+    let planted = [
+        STEP - PAGE,
+        STEP,
+        2 * STEP + 5 * PAGE,
+        3 * STEP + 3 * PIECE + 9 * PAGE,
+        size - PAGE,
+    ];
     {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new()
@@ -85,6 +94,7 @@ fn a_raid1_check_reads_1_mib_per_copy_and_finds_exactly_the_differing_pages() {
     let want = vec![
         (STEP - PAGE, 2 * PAGE),
         (2 * STEP + 5 * PAGE, PAGE),
+        (3 * STEP + 3 * PIECE + 9 * PAGE, PAGE),
         (size - PAGE, PAGE),
     ];
     assert_eq!(rep.mismatches, want, "verdicts {:?}", rep.verdicts);
@@ -95,10 +105,10 @@ fn a_raid1_check_reads_1_mib_per_copy_and_finds_exactly_the_differing_pages() {
             .filter(|&&(o, _)| o >= doff)
             .map(|&(_, l)| l)
             .collect();
-        let short = data.iter().filter(|&&l| l as u64 != STEP).count();
+        let short = data.iter().filter(|&&l| l as u64 != PIECE).count();
         assert!(
-            data.len() as u64 == size.div_ceil(STEP) && short <= 1,
-            "member {m} read {} times for {size} bytes, {short} of them not 1 MiB: {:?}",
+            data.len() as u64 == size.div_ceil(PIECE) && short <= 1,
+            "member {m} read {} times for {size} bytes, {short} of them not 256 KiB: {:?}",
             data.len(),
             data
         );

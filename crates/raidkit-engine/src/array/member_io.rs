@@ -304,6 +304,59 @@ impl Array {
         }
     }
 
+    /// Copy `sectors` from role `src` at data sector `src_dsec` to role `dst` at
+    /// `dst_dsec` inside the kernel ([`io::copy_in_kernel`]: no buffer, one copy instead
+    /// of two), where the pair allows it: both members live, the source readable there,
+    /// no replacement of `dst` being built (its writes would have to go there too). True
+    /// once written, the outcome counted as a member read and a member write are. False:
+    /// nothing settled (not possible here, or an IO failed: the range may be partly
+    /// written), and the caller copies through a buffer — which reads and writes again,
+    /// and so meets any failure with the member IO path's handling of it.
+    pub(crate) fn copy_member_range(
+        &self,
+        src: usize,
+        src_dsec: u64,
+        dst: usize,
+        dst_dsec: u64,
+        sectors: u64,
+    ) -> bool {
+        let (Some(s), Some(d)) = (self.member(src), self.member(dst)) else {
+            return false;
+        };
+        if !io::can_copy_in_kernel(s.dev.as_ref(), d.dev.as_ref())
+            || !self.readable(src, src_dsec, sectors)
+            || (self.replacing() && self.replacement(dst).is_some())
+        {
+            return false;
+        }
+        let len = (sectors * SECTOR) as usize;
+        s.load.begin();
+        let t0 = Instant::now();
+        let r = io::copy_in_kernel(
+            s.dev.as_ref(),
+            (s.data_offset + src_dsec) * SECTOR,
+            d.dev.as_ref(),
+            (d.data_offset + dst_dsec) * SECTOR,
+            len,
+        );
+        let Some(Ok(took)) = r else {
+            s.load.end_at(len, None);
+            return false;
+        };
+        let read_done = t0 + took.read;
+        s.load.end_at(len, Some((took.read, read_done)));
+        s.stats.count_read(len, Some(took.read));
+        let slow = crate::array::slow::slow_read(&self.slots(), src, &s);
+        if let Some(e) = slow {
+            self.emit(e);
+        }
+        // A successful write: counted, and bad blocks under it made good.
+        matches!(
+            self.after_write(dst, &d, dst_dsec, len, Ok(()), Some(took.write)),
+            Ok(true)
+        )
+    }
+
     /// Write raw parity/data blocks for a stripe row range (used by sync/repair).
     pub(crate) fn write_block(&self, role: usize, dsec: u64, buf: &[u8]) -> Result<bool> {
         self.member_write(role, dsec, buf)

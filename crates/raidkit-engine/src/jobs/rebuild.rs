@@ -418,6 +418,15 @@ fn rebuild_mirrored(arr: &Array, role: usize, x: u64, n: u64) -> Result<Vec<(u64
     // it is written); clearing a fresh one cost 5 % of a RAID1 rebuild's CPU time.
     let mut buf = ScratchBufs(vec![scratch_take()]);
     arr.mirror_runs(role, x, n, |data_sector, s, p, run| {
+        // From the first copy that can be read, in the kernel where the members allow
+        // (no buffer: one copy of the data instead of two).
+        let src = p
+            .copies
+            .iter()
+            .find(|&&(r, d)| r != role && arr.readable(r, d, run));
+        if src.is_some_and(|&(r, d)| arr.copy_member_range(r, d, role, data_sector, run)) {
+            return Ok(true);
+        }
         let buf = &mut buf[0];
         buf.resize((run * SECTOR) as usize, 0);
         let mut unreadable = Vec::new();

@@ -26,6 +26,9 @@
 //!   completes it later from any thread.
 //! * [`Submission::Blocking`]: plain calls (in-memory devices), in the calling thread.
 //!
+//! A copy from one member to another (a mirrored rebuild's) can skip the buffer:
+//! [`copy_in_kernel`] splices it, where both IOs would run inline anyway.
+//!
 //! Deadlines. An IO not complete by its deadline gets `ErrorKind::TimedOut`. An
 //! asynchronous device's memory is reached only through its [`AsyncIo`] handle, which the
 //! batch revokes when it gives up, so a late completion never touches the caller's
@@ -39,7 +42,10 @@
 pub mod alloc;
 mod large;
 mod pool;
+mod splice;
 mod uring;
+
+pub use splice::{can_copy_in_kernel, copy_in_kernel, kernel_copied_bytes, CopyTimes};
 
 use large::{is_large_write, large_write_path, large_writes, large_writes_to_lanes, LargeWrites};
 pub use large::{large_writes_in_lanes, LARGE_WRITE_BYTES};

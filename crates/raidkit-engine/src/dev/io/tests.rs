@@ -589,3 +589,104 @@ fn a_network_members_large_write_does_not_send_the_files_write_to_a_lane() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A directory of files on tmpfs (None where /dev/shm is not one: the kernel copy is
+/// only made from files in memory).
+fn shm_dir(name: &str) -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new("/dev/shm").join(format!("rk-io-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let probe = dir.join("probe");
+    std::fs::write(&probe, b"x").ok()?;
+    let in_memory = FileDev::open(&probe, false).is_ok_and(|d| {
+        matches!(
+            d.submission(),
+            Submission::Fd {
+                in_memory: true,
+                ..
+            }
+        )
+    });
+    if !in_memory {
+        let _ = std::fs::remove_dir_all(&dir);
+        eprintln!("skipped: /dev/shm is not tmpfs here");
+        return None;
+    }
+    Some(dir)
+}
+
+fn file_with(dir: &std::path::Path, name: &str, bytes: &[u8], write: bool) -> FileDev {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).expect("member file");
+    FileDev::open(&p, write).expect("open")
+}
+
+#[test]
+fn a_kernel_copy_moves_exactly_its_range_in_several_pipe_rounds() {
+    let Some(dir) = shm_dir("splice") else { return };
+    // More than the pipe holds (1 MiB), not a multiple of it, at different offsets.
+    let len = (3 << 20) + 4096;
+    let src_bytes = pattern(len + 8192, 9);
+    let src = file_with(&dir, "src", &src_bytes, false);
+    let dst = file_with(&dir, "dst", &vec![0u8; len + 16384], true);
+    let before = kernel_copied_bytes();
+    let t = copy_in_kernel(&src, 4096, &dst, 12288, len)
+        .expect("a copy between tmpfs files is made in the kernel")
+        .expect("copied");
+    assert!(kernel_copied_bytes() - before >= len as u64);
+    assert!(t.read + t.write > Duration::ZERO);
+    let got = std::fs::read(dir.join("dst")).expect("read");
+    assert!(got[..12288].iter().all(|&b| b == 0), "before the range");
+    assert!(
+        got[12288..12288 + len] == src_bytes[4096..4096 + len],
+        "the range"
+    );
+    assert!(
+        got[12288 + len..].iter().all(|&b| b == 0),
+        "after the range"
+    );
+    // Past the end of either device: an error, nothing copied.
+    assert!(matches!(
+        copy_in_kernel(&src, 8192 + 4096, &dst, 0, len),
+        Some(Err(_))
+    ));
+    assert!(matches!(
+        copy_in_kernel(&src, 0, &dst, 16384 + 4096, len),
+        Some(Err(_))
+    ));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_kernel_copy_that_failed_half_way_leaves_nothing_for_the_next_one() {
+    let Some(dir) = shm_dir("splice-fail") else {
+        return;
+    };
+    let len = 256 << 10;
+    // Two halves that differ (the pattern repeats every 256 bytes).
+    let mut src_bytes = pattern(len, 3);
+    src_bytes.extend(pattern(len, 101));
+    let src = file_with(&dir, "src", &src_bytes, false);
+    // Opened read-only: the pipe is filled from the source, then the write fails.
+    let ro = file_with(&dir, "ro", &vec![0u8; len], false);
+    assert!(matches!(copy_in_kernel(&src, 0, &ro, 0, len), Some(Err(_))));
+    // The next copy (of other bytes) writes those bytes, not what the failed one left.
+    let dst = file_with(&dir, "dst", &vec![0u8; len], true);
+    copy_in_kernel(&src, len as u64, &dst, 0, len)
+        .expect("made in the kernel")
+        .expect("copied");
+    let got = std::fs::read(dir.join("dst")).expect("read");
+    assert!(got == src_bytes[len..], "the second copy's own bytes");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_kernel_copy_is_not_made_from_a_device_that_is_not_a_file_in_memory() {
+    let Some(dir) = shm_dir("splice-no") else {
+        return;
+    };
+    let mem = crate::dev::MemDev::new("m", 1 << 20);
+    let dst = file_with(&dir, "dst", &vec![0u8; 1 << 20], true);
+    assert!(copy_in_kernel(&mem, 0, &dst, 0, 4096).is_none());
+    assert!(copy_in_kernel(&dst, 0, &mem, 0, 4096).is_none());
+    let _ = std::fs::remove_dir_all(dir);
+}
