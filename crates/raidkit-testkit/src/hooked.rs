@@ -91,6 +91,9 @@ impl<H: Hooks> BlockDev for Hooked<H> {
     fn is_hole(&self, offset: u64, len: u64) -> bool {
         self.inner.is_hole(offset, len)
     }
+    fn hole_end(&self, offset: u64) -> Option<u64> {
+        self.inner.hole_end(offset)
+    }
     /// Declines: the zeros are written through [`Hooks::write`], which sees every write.
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<bool> {
         let _ = (offset, len);

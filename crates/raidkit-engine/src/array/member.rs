@@ -3,6 +3,7 @@
 
 use crate::array::balance::ReadLoad;
 use crate::array::events::ArrayEvent;
+use crate::array::holes::HoleHint;
 use crate::array::iostats::{lat_bucket, PerCpu, LAT_BUCKETS};
 use crate::array::Array;
 use crate::dev::BlockDev;
@@ -40,6 +41,8 @@ pub struct Member {
     pub(crate) slow: crate::array::slow::SlowState,
     /// md's write-mostly: read only when no other copy can serve (from the superblock).
     pub(crate) write_mostly: AtomicBool,
+    /// The last hole found on the device, and the write count that keeps it valid.
+    pub(crate) holes: HoleHint,
 }
 
 /// Who is in which role: the array's devices, the member of each role, the spares, and
@@ -175,6 +178,7 @@ impl Member {
             read_errors: AtomicU32::new(0),
             slow: crate::array::slow::SlowState::default(),
             write_mostly: AtomicBool::new(false),
+            holes: HoleHint::default(),
         }
     }
 
@@ -490,7 +494,9 @@ impl Array {
             let _ = self.fail_member(role, &format!("{errors} read errors"));
             return;
         }
-        match m.dev.write_at(good, (m.data_offset + dsec) * SECTOR) {
+        let res = m.dev.write_at(good, (m.data_offset + dsec) * SECTOR);
+        m.holes.wrote();
+        match res {
             Ok(()) => self.emit(ArrayEvent::ReadErrorCorrected {
                 role,
                 device,
@@ -521,8 +527,20 @@ impl Array {
     }
 
     /// True if the member in `role` is a file hole over the data range (reads as zeros).
+    /// A long hole is asked about once, not at every step of a pass ([`HoleHint`]).
     pub(crate) fn member_hole(&self, role: usize, dsec: u64, n: u64) -> bool {
-        self.member(role)
-            .is_some_and(|m| m.dev.is_hole((m.data_offset + dsec) * SECTOR, n * SECTOR))
+        self.member(role).is_some_and(|m| {
+            m.holes
+                .is_hole(m.dev.as_ref(), (m.data_offset + dsec) * SECTOR, n * SECTOR)
+        })
+    }
+
+    /// Forget the holes found on every member (a pass starts: see [`HoleHint::forget`]).
+    pub(crate) fn forget_holes(&self) {
+        for role in 0..self.geometry().raid_disks {
+            if let Some(m) = self.member(role) {
+                m.holes.forget();
+            }
+        }
     }
 }

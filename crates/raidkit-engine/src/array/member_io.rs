@@ -204,6 +204,7 @@ impl Array {
         r: &Arc<Member>,
         res: std::io::Result<()>,
     ) {
+        r.holes.wrote();
         match res {
             Err(e) => {
                 if let Err(fatal) = self.abort_replacement(op.role, r, &format!("write error: {e}"))
@@ -275,6 +276,7 @@ impl Array {
         res: std::io::Result<()>,
         elapsed: Option<std::time::Duration>,
     ) -> Result<bool> {
+        m.holes.wrote();
         let n = len as u64 / SECTOR;
         match res {
             Ok(()) => {

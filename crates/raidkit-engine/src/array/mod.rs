@@ -35,6 +35,7 @@ pub mod balance;
 pub mod cache;
 pub mod events;
 pub(crate) mod failing;
+pub(crate) mod holes;
 pub mod iostats;
 pub(crate) mod lost;
 pub mod member;

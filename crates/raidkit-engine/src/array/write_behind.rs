@@ -393,6 +393,7 @@ fn write_batch(batch: &[Job]) -> Vec<Result<(), String>> {
     for (r, &k) in reqs.iter_mut().zip(&which) {
         let done_at = r.done_at;
         let j = &batch[k];
+        j.member.holes.wrote();
         match r.take_result() {
             Ok(()) => {
                 let took = done_at.map(|d| d.saturating_duration_since(t0));

@@ -490,6 +490,9 @@ impl BlockDev for FaultDev {
     fn is_hole(&self, offset: u64, len: u64) -> bool {
         self.inner.is_hole(offset, len)
     }
+    fn hole_end(&self, offset: u64) -> Option<u64> {
+        self.inner.hole_end(offset)
+    }
     fn submission(&self) -> Submission<'_> {
         Submission::Async(self)
     }

@@ -36,6 +36,14 @@ pub trait BlockDev: Send + Sync {
         let _ = (offset, len);
         false
     }
+    /// Where the hole at byte `offset` ends: the offset of the first data at or after it
+    /// (`offset` itself when data is there; the size when none follows). None when the
+    /// device cannot tell (then only [`BlockDev::is_hole`] answers). One query tells
+    /// about a whole hole, however long, where `is_hole` answers for one range.
+    fn hole_end(&self, offset: u64) -> Option<u64> {
+        let _ = offset;
+        None
+    }
     /// Give back storage for `[offset, offset+len)` so it reads as zeros, if possible.
     /// Returns Ok(false) if the device cannot do it (caller then writes zeros).
     fn punch_hole(&self, offset: u64, len: u64) -> stdio::Result<bool> {
@@ -360,20 +368,25 @@ impl BlockDev for FileDev {
         &self.name
     }
     fn is_hole(&self, offset: u64, len: u64) -> bool {
-        if self.is_block || len == 0 {
-            return false;
+        len > 0
+            && self
+                .hole_end(offset)
+                .is_some_and(|end| end >= offset.saturating_add(len))
+    }
+    fn hole_end(&self, offset: u64) -> Option<u64> {
+        if self.is_block {
+            return None;
         }
-        let Ok(off) = libc::off_t::try_from(offset) else {
-            return false;
-        };
+        let off = libc::off_t::try_from(offset).ok()?;
         // SAFETY: lseek on a valid fd has no memory effects; SEEK_DATA only moves the
         // file position, which this type never relies on (all IO is positioned).
         let next = unsafe { libc::lseek(self.file.as_raw_fd(), off, libc::SEEK_DATA) };
         if next < 0 {
             // ENXIO: no data at or after offset → the rest is a hole.
-            return stdio::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+            let enxio = stdio::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+            return enxio.then_some(self.size.max(offset));
         }
-        (next as u64) >= offset.saturating_add(len)
+        Some(next as u64)
     }
     fn punch_hole(&self, offset: u64, len: u64) -> stdio::Result<bool> {
         if self.is_block {

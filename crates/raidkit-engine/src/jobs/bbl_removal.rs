@@ -47,13 +47,17 @@ impl Array {
             } else {
                 return true;
             };
-            return m.dev.write_at(block, (m.data_offset + d) * SECTOR).is_ok();
+            let ok = m.dev.write_at(block, (m.data_offset + d) * SECTOR).is_ok();
+            m.holes.wrote();
+            return ok;
         }
         let mut failed = Vec::new();
         self.mirror_runs(role, d, n, |x, _, p, run| {
             let mut buf = vec![0u8; (run * SECTOR) as usize];
-            Ok(self.read_other_copy(role, p, run, &mut buf, &mut failed)
-                && m.dev.write_at(&buf, (m.data_offset + x) * SECTOR).is_ok())
+            let ok = self.read_other_copy(role, p, run, &mut buf, &mut failed)
+                && m.dev.write_at(&buf, (m.data_offset + x) * SECTOR).is_ok();
+            m.holes.wrote();
+            Ok(ok)
         })
         .unwrap_or(false)
     }

@@ -219,6 +219,9 @@ impl BlockDev for CountingDev {
     fn is_hole(&self, offset: u64, len: u64) -> bool {
         self.inner.is_hole(offset, len)
     }
+    fn hole_end(&self, offset: u64) -> Option<u64> {
+        self.inner.hole_end(offset)
+    }
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<bool> {
         self.inner.punch_hole(offset, len)
     }

@@ -332,6 +332,8 @@ fn visit_steps(
     progress: &mut dyn FnMut(u64, u64),
     rep: &mut SyncReport,
 ) -> Result<bool> {
+    // What is a hole is asked afresh each pass (files may change between passes).
+    arr.forget_holes();
     let geo = arr.geometry();
     let chunk = geo.chunk_sectors;
     let run_stripes = stripe_run::stripes_per_run(chunk, geo.stripes());
