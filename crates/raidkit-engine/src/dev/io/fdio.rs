@@ -44,8 +44,6 @@ pub(super) fn inline_fd(
     }
 }
 
-/// The result of a positioned read or write syscall that moved `n` bytes of `want`:
-/// Ok(true) when complete.
 // `pread64`/`pwrite64` as system calls, not libc's `pread`/`pwrite`: those are thread
 // cancellation points, and their cancellation bookkeeping around each call was 1.4 % of
 // the NBD server's CPU on 4 KiB mirrored writes (raidkit never cancels threads). Same
@@ -98,6 +96,8 @@ fn pwrite_raw(fd: RawFd, b: &[u8], offset: u64) -> isize {
     unsafe { libc::pwrite(fd, b.as_ptr().cast(), b.len(), offset as libc::off_t) }
 }
 
+/// The result of a positioned read or write syscall that moved `n` bytes of `want`:
+/// Ok(true) when complete.
 fn check_len(n: isize, want: usize) -> io::Result<bool> {
     if n < 0 {
         return Err(io::Error::last_os_error());
