@@ -10,12 +10,17 @@ use crate::dev::io::{self, IoOp, IoReq};
 use crate::error::EngineError;
 use crate::error::Result;
 use raidkit_layout::SECTOR;
+use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Ops of a batch kept inline, without an allocation: a mirrored write of one chunk (two
+/// to four copies) or a RAID10 read of two runs fits.
+const INLINE_OPS: usize = 4;
+
 /// A member (or none) for each op of a batch.
-type PerOp = Vec<Option<Arc<Member>>>;
+type PerOp = SmallVec<[Option<Arc<Member>>; INLINE_OPS]>;
 
 /// The buffer of a member IO.
 pub(crate) enum OpBuf<'a> {
@@ -191,7 +196,7 @@ impl Array {
                 })
                 .collect()
         } else {
-            Vec::new()
+            SmallVec::new()
         };
         (members, reps)
     }
@@ -370,6 +375,9 @@ impl Array {
     }
 }
 
+/// The IOs of a batch, or what is kept per IO (inline up to [`INLINE_OPS`]).
+type Batch<T> = SmallVec<[T; INLINE_OPS]>;
+
 /// Which op of a batch an IO is for, and (once run) its outcome.
 struct Whose {
     /// Index of the op.
@@ -391,9 +399,9 @@ fn batch_ios<'a>(
     members: &'a [Option<Arc<Member>>],
     reps: &'a [Option<Arc<Member>>],
     t0: std::time::Instant,
-) -> (Vec<IoReq<'a>>, Vec<Whose>) {
-    let mut reqs: Vec<IoReq<'a>> = Vec::with_capacity(ops.len());
-    let mut whose: Vec<Whose> = Vec::with_capacity(ops.len());
+) -> (Batch<IoReq<'a>>, Batch<Whose>) {
+    let mut reqs: Batch<IoReq<'a>> = SmallVec::with_capacity(ops.len());
+    let mut whose: Batch<Whose> = SmallVec::with_capacity(ops.len());
     let who = |op: usize, role: usize, on_rep: bool| Whose {
         op,
         role,

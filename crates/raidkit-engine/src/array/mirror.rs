@@ -9,6 +9,7 @@ use crate::array::Array;
 use crate::error::EngineError;
 use crate::error::Result;
 use raidkit_layout::SECTOR;
+use smallvec::SmallVec;
 
 impl Array {
     /// Read a piece of one mapping run at array sector `sector` (linear, RAID0, and
@@ -28,7 +29,7 @@ impl Array {
         let total = buf.bytes().len() as u64 / SECTOR;
         // Ordered against a mirrored rebuild's or sync's regions in flight (range_gate).
         let _in_flight = self.enter_write_range(start, total);
-        let mut runs = Vec::new();
+        let mut runs: SmallVec<[_; 2]> = SmallVec::new();
         let mut done = 0;
         while done < total {
             let at = start + done;
@@ -43,16 +44,23 @@ impl Array {
             }
         }
         self.settle_write_behind();
-        let mut ops = Vec::with_capacity(runs.iter().map(|r| r.2.len()).sum());
+        // Without write-behind every copy is written now: no member is looked at here.
+        let may_queue_behind = self.wb.limit() > 0;
+        let mut ops: SmallVec<[MemberOp<'_>; 4]> =
+            SmallVec::with_capacity(runs.iter().map(|r| r.2.len()).sum());
         // Per run: the copies written now, and those queued behind (write-mostly members).
-        let mut counts = Vec::with_capacity(runs.len());
+        let mut counts: SmallVec<[(usize, usize); 2]> = SmallVec::with_capacity(runs.len());
         for &(at, n, ref copies) in &runs {
             let from = ((at - start) * SECTOR) as usize;
             let data = buf.range(from, from + (n * SECTOR) as usize);
-            let others = copies
-                .iter()
-                .filter(|c| self.member(c.0).is_some_and(|m| !m.is_write_mostly()))
-                .count();
+            let others = if may_queue_behind {
+                copies
+                    .iter()
+                    .filter(|c| self.member(c.0).is_some_and(|m| !m.is_write_mostly()))
+                    .count()
+            } else {
+                0
+            };
             let mut now = 0;
             let mut behind = 0;
             for &(role, data_sector) in copies {

@@ -40,6 +40,7 @@
 //! NVMe: 30 s).
 
 pub mod alloc;
+mod fdio;
 mod large;
 mod pool;
 mod splice;
@@ -47,10 +48,12 @@ mod uring;
 
 pub use splice::{can_copy_in_kernel, copy_in_kernel, kernel_copied_bytes, CopyTimes};
 
+use fdio::{finish_short, inline_fd, sync_fd};
 use large::{is_large_write, large_write_path, large_writes, large_writes_to_lanes, LargeWrites};
 pub use large::{large_writes_in_lanes, LARGE_WRITE_BYTES};
 
 use crate::dev::BlockDev;
+use smallvec::SmallVec;
 use std::io;
 use std::os::unix::io::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -460,6 +463,11 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
         }
     }
     let mut next_laned = laned.iter().map(|l| l.0).peekable();
+    // Small inline writes (page-cache copies of microseconds) are stamped complete with
+    // one clock read after the loop, not one each: the stamps of a batch's copies of a
+    // 4 KiB write differ by a copy's few microseconds, well inside what a latency
+    // sample resolves (reads keep their own stamps: the read balancer compares them).
+    let mut unstamped: SmallVec<[usize; 4]> = SmallVec::new();
     for (i, r) in reqs.iter_mut().enumerate() {
         if next_laned.next_if_eq(&i).is_some()
             || matches!(r.dev.submission(), Submission::Async(_))
@@ -475,7 +483,12 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
                 } else if to_ring && is_large_write(&r.op) {
                     fds.push((i, fd));
                 } else if let Some(res) = inline_fd(fd, in_memory, &mut r.op, r.offset) {
-                    r.finish(res, Instant::now());
+                    if is_small_write(&r.op) {
+                        r.result = Some(res);
+                        unstamped.push(i);
+                    } else {
+                        r.finish(res, Instant::now());
+                    }
                 } else {
                     fds.push((i, fd));
                 }
@@ -485,6 +498,12 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
                 let res = blocking(r);
                 r.finish(res, Instant::now());
             }
+        }
+    }
+    if !unstamped.is_empty() {
+        let now = Instant::now();
+        for &i in &unstamped {
+            reqs[i].done_at = Some(now);
         }
     }
     if let [(i, fd)] = fds[..] {
@@ -532,6 +551,11 @@ pub fn run(reqs: &mut [IoReq<'_>], on_late: &mut dyn FnMut(usize)) {
     for r in reqs.iter() {
         report_done(r);
     }
+}
+
+/// A write shorter than [`LARGE_WRITE_BYTES`].
+fn is_small_write(op: &IoOp<'_>) -> bool {
+    matches!(op, IoOp::Write(b) if b.len() < LARGE_WRITE_BYTES)
 }
 
 /// Tell a device that one of its IOs finished (reads and writes; see [`BlockDev::io_done`]).
@@ -670,125 +694,6 @@ pub(crate) fn sleep_until(deadline: Instant) {
             return;
         }
         std::thread::sleep(deadline - now);
-    }
-}
-
-/// Try a descriptor IO in the calling thread: None if it must wait for a device (it then
-/// goes, with the batch's others, to io_uring or the IO threads).
-///
-/// Measured on Linux 6.18 (2 vCPUs), 4 KiB IOs: `pwrite`/`pread` take 1–4 µs on tmpfs and
-/// ext4, io_uring 7–23 µs — tmpfs has no non-blocking IO (`RWF_NOWAIT` is refused), and
-/// buffered writes are handed to the kernel's io-wq threads on both. So writes (to the
-/// page cache) and anything in memory run inline; a read tries the page cache with
-/// `RWF_NOWAIT` first, and only a read that would wait for the device (or a file system
-/// that cannot tell) is submitted asynchronously, together with the batch's other ones;
-/// so are flushes when there are several.
-fn inline_fd(fd: RawFd, in_memory: bool, op: &mut IoOp<'_>, offset: u64) -> Option<io::Result<()>> {
-    match op {
-        IoOp::Flush => None,
-        IoOp::Write(_) => Some(sync_fd(fd, op, offset)),
-        IoOp::Read(_) if in_memory => Some(sync_fd(fd, op, offset)),
-        IoOp::Read(b) => {
-            let iov = libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            };
-            // SAFETY: one iovec over a live, exclusively borrowed buffer of its length.
-            let n = unsafe { libc::preadv2(fd, &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT) };
-            if n < 0 {
-                return None; // EAGAIN: not cached; EOPNOTSUPP: cannot tell
-            }
-            Some(match n as usize {
-                0 if !b.is_empty() => return None,
-                k if k == b.len() => Ok(()),
-                k => finish_short(fd, op, offset, k),
-            })
-        }
-    }
-}
-
-/// The result of a positioned read or write syscall that moved `n` bytes of `want`:
-/// Ok(true) when complete.
-fn check_len(n: isize, want: usize) -> io::Result<bool> {
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(n as usize == want)
-}
-
-/// Finish a positioned IO that moved only `done` bytes (a short read or write) with plain
-/// syscalls. Reading past the end of the file is an error.
-fn finish_short(fd: RawFd, op: &mut IoOp<'_>, offset: u64, done: usize) -> io::Result<()> {
-    let mut at = done;
-    loop {
-        let n = match op {
-            IoOp::Read(b) if at < b.len() => {
-                // SAFETY: pread into the unread tail of a live, exclusively borrowed buffer.
-                let n = unsafe {
-                    libc::pread(
-                        fd,
-                        b[at..].as_mut_ptr().cast(),
-                        b.len() - at,
-                        (offset + at as u64) as libc::off_t,
-                    )
-                };
-                if n == 0 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "read past the end of the device",
-                    ));
-                }
-                n
-            }
-            IoOp::Write(b) if at < b.len() => {
-                // SAFETY: pwrite from the unwritten tail of a live buffer.
-                unsafe {
-                    libc::pwrite(
-                        fd,
-                        b[at..].as_ptr().cast(),
-                        b.len() - at,
-                        (offset + at as u64) as libc::off_t,
-                    )
-                }
-            }
-            _ => return Ok(()),
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        at += n as usize;
-    }
-}
-
-/// One positioned IO with plain syscalls, in this thread.
-fn sync_fd(fd: RawFd, op: &mut IoOp<'_>, offset: u64) -> io::Result<()> {
-    let n = match op {
-        IoOp::Flush => {
-            // SAFETY: fdatasync on a descriptor that stays open while its device lives.
-            return match unsafe { libc::fdatasync(fd) } {
-                0 => Ok(()),
-                _ => Err(io::Error::last_os_error()),
-            };
-        }
-        // SAFETY: pread into a live, exclusively borrowed buffer of its length.
-        IoOp::Read(b) => unsafe {
-            libc::pread(fd, b.as_mut_ptr().cast(), b.len(), offset as libc::off_t)
-        },
-        // SAFETY: pwrite from a live buffer of its length.
-        IoOp::Write(b) => unsafe {
-            libc::pwrite(fd, b.as_ptr().cast(), b.len(), offset as libc::off_t)
-        },
-    };
-    let want = op.len();
-    match check_len(n, want) {
-        Ok(true) => Ok(()),
-        Ok(false) => finish_short(fd, op, offset, n as usize),
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => finish_short(fd, op, offset, 0),
-        Err(e) => Err(e),
     }
 }
 

@@ -690,3 +690,37 @@ fn a_kernel_copy_is_not_made_from_a_device_that_is_not_a_file_in_memory() {
     assert!(copy_in_kernel(&dst, 0, &mem, 0, 4096).is_none());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_batchs_small_inline_writes_share_one_completion_stamp() {
+    // A mirrored 4 KiB write's batch: one copy per member file, written inline, then one
+    // clock read for both; a read in the batch keeps its own stamp.
+    let (dir_a, a) = temp_file("stamp-a", 1 << 20);
+    let (dir_b, b) = temp_file("stamp-b", 1 << 20);
+    let data = pattern(4096, 9);
+    let mut back = vec![0u8; 4096];
+    let t = Duration::from_secs(5);
+    let before = Instant::now();
+    let mut reqs = [
+        IoReq::new(&a, 4096, IoOp::Write(&data), t),
+        IoReq::new(&b, 4096, IoOp::Write(&data), t),
+        IoReq::new(&a, 0, IoOp::Read(&mut back), t),
+    ];
+    run(&mut reqs, &mut |_| panic!("late"));
+    let stamps: Vec<Instant> = reqs.iter().map(|r| r.done_at.expect("stamped")).collect();
+    for r in &mut reqs {
+        r.take_result().expect("done");
+    }
+    assert_eq!(stamps[0], stamps[1], "the two copies share one stamp");
+    assert!(stamps[0] >= before && stamps[2] >= before);
+    assert!(
+        stamps[2] <= stamps[0],
+        "the read was stamped when it completed, before the writes' shared stamp"
+    );
+    for dir in [&dir_a, &dir_b] {
+        let now = std::fs::read(dir.join("m")).expect("read");
+        assert!(now[4096..8192] == data[..], "the copy was written");
+    }
+    let _ = std::fs::remove_dir_all(dir_a);
+    let _ = std::fs::remove_dir_all(dir_b);
+}

@@ -204,19 +204,24 @@ impl Conn {
                 self.flush_out();
             }
             holding = true;
-            let (next, ahead, pipelined) = {
+            let (next, ahead, pipelined, t) = {
                 let mut rd = lock(&self.rd);
                 if !rd.whole_request_buffered() {
                     // About to wait for the client: deferred replies go first.
                     self.flush_out();
                 }
                 let next = self.read_next(&mut rd, &mut buf);
-                if matches!(next, Next::Done) {
-                    rd.done = true;
+                // One clock read per request: when it arrived (idle and retire times) is
+                // also when its processing starts (how long it took decides keeping).
+                let t = Instant::now();
+                match next {
+                    Next::Done => rd.done = true,
+                    Next::Request(..) | Next::Again => rd.last_request = t,
+                    Next::Retire => {}
                 }
                 let ahead = rd.reader.buffer().len();
                 rd.note_depth(ahead);
-                (next, ahead, rd.pipelined > 0)
+                (next, ahead, rd.pipelined > 0, t)
             };
             match next {
                 Next::Request(req, cmd, cost) => {
@@ -230,7 +235,6 @@ impl Conn {
                         holding = false;
                     }
                     self.maybe_spawn();
-                    let t = Instant::now();
                     self.execute(req, cmd, cost, &mut buf, keep.is_some());
                     let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
                     self.last_request_us.store(us, Ordering::Relaxed);

@@ -70,7 +70,7 @@ pub(super) struct ReadSide {
     pub(super) reader: BufReader<Patient>,
     /// No more requests are read (disconnect, error, shutdown, idle).
     pub(super) done: bool,
-    /// When the last request arrived.
+    /// When the last request arrived (stamped by the worker that read it, see `Conn::work`).
     pub(super) last_request: Instant,
     /// The client sends requests ahead of their replies (queue depth > 1): set to
     /// [`PIPELINED_FOR`] when a request is read with more bytes buffered behind it (one
@@ -177,7 +177,6 @@ impl Conn {
         let Some(req) = proto::parse_request(&h) else {
             return Next::Done;
         };
-        rd.last_request = Instant::now();
         if req.typ == proto::CMD_WRITE {
             return self.read_write(rd, &req, buf);
         }
