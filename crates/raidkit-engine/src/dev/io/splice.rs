@@ -158,82 +158,90 @@ fn copy_through(
     while done < len {
         let t0 = Instant::now();
         let want = (len - done).min(pipe.cap);
-        let mut inside = 0usize;
-        while inside < want {
-            let mut off = (src_off + (done + inside) as u64) as libc::loff_t;
-            // SAFETY: splice between two descriptors we hold open, with a valid pointer to
-            // the source offset (the pipe side takes none); no memory of ours is passed.
-            let n = unsafe {
-                libc::splice(
-                    sfd,
-                    &mut off,
-                    pipe.wr.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    want - inside,
-                    libc::SPLICE_F_MOVE,
-                )
-            };
-            match n {
-                n if n > 0 => inside += n as usize,
-                0 => {
-                    return Some(Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "read past the end of the device",
-                    )))
-                }
-                _ => {
-                    let e = io::Error::last_os_error();
-                    match e.raw_os_error() {
-                        Some(libc::EINTR) => continue,
-                        // The file system cannot splice: nothing written yet, or nothing
-                        // to lose by copying the rest through a buffer (caller's choice).
-                        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
-                            if done == 0 && inside == 0 =>
-                        {
-                            return None
-                        }
-                        _ => return Some(Err(e)),
-                    }
-                }
-            }
+        let into_pipe = Splice {
+            from: sfd,
+            from_off: Some(src_off + done as u64),
+            to: pipe.wr.as_raw_fd(),
+            to_off: None,
+            at_eof: (
+                io::ErrorKind::UnexpectedEof,
+                "read past the end of the device",
+            ),
+        };
+        if let Err(stop) = into_pipe.exactly(want, done == 0) {
+            return stop;
         }
         let t1 = Instant::now();
-        let mut out = 0usize;
-        while out < inside {
-            let mut off = (dst_off + (done + out) as u64) as libc::loff_t;
-            // SAFETY: as above, from the pipe into the target at a valid offset pointer.
-            let n = unsafe {
-                libc::splice(
-                    pipe.rd.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    dfd,
-                    &mut off,
-                    inside - out,
-                    libc::SPLICE_F_MOVE,
-                )
-            };
-            match n {
-                n if n > 0 => out += n as usize,
-                0 => return Some(Err(io::Error::other("the target took no bytes"))),
-                _ => {
-                    let e = io::Error::last_os_error();
-                    match e.raw_os_error() {
-                        Some(libc::EINTR) => continue,
-                        // The target's file system cannot splice, and nothing is written.
-                        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
-                            if done == 0 && out == 0 =>
-                        {
-                            return None
-                        }
-                        _ => return Some(Err(e)),
-                    }
-                }
-            }
+        let out_of_pipe = Splice {
+            from: pipe.rd.as_raw_fd(),
+            from_off: None,
+            to: dfd,
+            to_off: Some(dst_off + done as u64),
+            at_eof: (io::ErrorKind::Other, "the target took no bytes"),
+        };
+        if let Err(stop) = out_of_pipe.exactly(want, done == 0) {
+            return stop;
         }
         let t2 = Instant::now();
         times.read += t1 - t0;
         times.write += t2 - t1;
-        done += inside;
+        done += want;
     }
     Some(Ok(times))
+}
+
+/// One side of a copy: `from` into `to`, a file side at its byte offset, the pipe side
+/// with none.
+struct Splice {
+    from: libc::c_int,
+    from_off: Option<u64>,
+    to: libc::c_int,
+    to_off: Option<u64>,
+    /// The error when a splice moves nothing.
+    at_eof: (io::ErrorKind, &'static str),
+}
+
+impl Splice {
+    /// Move exactly `len` bytes. `Err(None)`: the file system cannot splice and nothing
+    /// was moved (`first`: nor by an earlier round), so the caller may copy through a
+    /// buffer; `Err(Some(Err))`: an IO failed.
+    fn exactly(&self, len: usize, first: bool) -> Result<(), Option<io::Result<CopyTimes>>> {
+        let mut moved = 0usize;
+        while moved < len {
+            let mut from_off = self.from_off.map(|o| (o + moved as u64) as libc::loff_t);
+            let mut to_off = self.to_off.map(|o| (o + moved as u64) as libc::loff_t);
+            let ptr = |o: &mut Option<libc::loff_t>| {
+                o.as_mut()
+                    .map_or(std::ptr::null_mut(), |v| v as *mut libc::loff_t)
+            };
+            // SAFETY: splice between two descriptors we hold open; each offset pointer is
+            // null (the pipe side) or points at a live local; no memory of ours is passed.
+            let n = unsafe {
+                libc::splice(
+                    self.from,
+                    ptr(&mut from_off),
+                    self.to,
+                    ptr(&mut to_off),
+                    len - moved,
+                    libc::SPLICE_F_MOVE,
+                )
+            };
+            if n > 0 {
+                moved += n as usize;
+                continue;
+            }
+            if n == 0 {
+                return Err(Some(Err(io::Error::new(self.at_eof.0, self.at_eof.1))));
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) if first && moved == 0 => {
+                    return Err(None)
+                }
+                _ => return Err(Some(Err(e))),
+            }
+        }
+        Ok(())
+    }
 }
