@@ -7,6 +7,7 @@
 use raidkit_engine::array::{BufOwner, SharedBuf, MAX_WRITE_BEHIND_BYTES as MAX_QUEUED_BYTES};
 use raidkit_engine::create::create;
 use raidkit_engine::sb::probe;
+use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{assemble, Array, AssembleOptions, BlockDev, FileDev};
 use raidkit_layout::Level;
 use raidkit_testkit::arrays::{create_options, member_files};
@@ -296,4 +297,33 @@ fn the_queue_wakes_waiters_only_when_there_are_some() {
         r.member_data(1, 12 * MIB as u64, MIB) == pattern(24, MIB),
         "remote leg 12"
     );
+}
+
+/// A check compares the write-mostly copy only after the writes queued behind to it
+/// have landed: an acknowledged write still queued is not a mismatch (the check used
+/// to read the old bytes there and report one; a rebuild from that copy would have
+/// copied them).
+#[test]
+fn a_check_waits_for_the_writes_queued_behind_before_it_compares() {
+    let r = rig(16, 16 << 20);
+    let a = pattern(7, MIB);
+    r.arr.write(2 << 20, &a).unwrap();
+    assert_eq!(
+        r.arr.write_behind_backlog(),
+        1,
+        "queued behind the held member"
+    );
+    let arr = r.arr.clone();
+    let check = std::thread::spawn(move || {
+        sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).expect("check")
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !check.is_finished(),
+        "the check did not wait for the queued write"
+    );
+    r.gate.set(Mode::Pass);
+    let rep = check.join().expect("check thread");
+    assert!(rep.mismatches.is_empty(), "{:?}", rep.mismatches);
+    assert!(r.member_data(1, 2 << 20, MIB) == a, "the write-mostly copy");
 }

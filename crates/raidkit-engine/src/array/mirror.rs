@@ -179,9 +179,7 @@ impl Array {
                 errs.push(format!("role {role} unavailable"));
                 continue;
             }
-            if self.member(role).is_some_and(|m| m.is_write_mostly()) {
-                self.wait_write_behind(role, dsec, n);
-            }
+            self.settle_behind(role, dsec, n);
             match self.member_read(role, dsec, buf) {
                 Ok(()) => {
                     for (r, d) in failed_copies {
@@ -405,6 +403,17 @@ impl Array {
         Ok(true)
     }
 
+    /// Let the writes queued behind to `role` over data sectors `[dsec, dsec + n)` land
+    /// first if it is a write-mostly member, before it is read: a client read, or a job
+    /// reading it as a rebuild's source or to compare copies, must see every write
+    /// acknowledged to a client. (A job's range hold waits for client writes only until
+    /// they are acknowledged, and a write-mostly member's part may still be queued then.)
+    pub(crate) fn settle_behind(&self, role: usize, dsec: u64, n: u64) {
+        if self.member(role).is_some_and(|m| m.is_write_mostly()) {
+            self.wait_write_behind(role, dsec, n);
+        }
+    }
+
     /// Fill `buf` (`run` sectors of placement `p`) from a copy other than `role`'s. Copies
     /// that were readable in principle but failed are pushed to `failed`. False if no
     /// other copy could supply it.
@@ -420,6 +429,7 @@ impl Array {
             if r == role || !self.readable(r, d, run) {
                 return false;
             }
+            self.settle_behind(r, d, run);
             let ok = self.read_block(r, d, buf).is_ok();
             if !ok {
                 failed.push((r, d));

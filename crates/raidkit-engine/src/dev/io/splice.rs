@@ -168,9 +168,14 @@ fn copy_through(
                 "read past the end of the device",
             ),
         };
-        if let Err(stop) = into_pipe.exactly(want, done == 0) {
-            return stop;
-        }
+        // One splice into the pipe per round, however short: the pipe holds a number of
+        // page pieces, not of bytes, so from an offset inside a page `cap` bytes do not
+        // fit, and a second splice into the full pipe would wait for a reader (this
+        // thread) for ever. What went in is then taken out whole.
+        let inside = match into_pipe.some(want, done == 0) {
+            Ok(n) => n,
+            Err(stop) => return stop,
+        };
         let t1 = Instant::now();
         let out_of_pipe = Splice {
             from: pipe.rd.as_raw_fd(),
@@ -179,13 +184,13 @@ fn copy_through(
             to_off: Some(dst_off + done as u64),
             at_eof: (io::ErrorKind::Other, "the target took no bytes"),
         };
-        if let Err(stop) = out_of_pipe.exactly(want, done == 0) {
+        if let Err(stop) = out_of_pipe.exactly(inside, done == 0) {
             return stop;
         }
         let t2 = Instant::now();
         times.read += t1 - t0;
         times.write += t2 - t1;
-        done += want;
+        done += inside;
     }
     Some(Ok(times))
 }
@@ -202,14 +207,33 @@ struct Splice {
 }
 
 impl Splice {
-    /// Move exactly `len` bytes. `Err(None)`: the file system cannot splice and nothing
-    /// was moved (`first`: nor by an earlier round), so the caller may copy through a
-    /// buffer; `Err(Some(Err))`: an IO failed.
+    /// Move exactly `len` bytes (see [`Splice::some`] for the errors).
     fn exactly(&self, len: usize, first: bool) -> Result<(), Option<io::Result<CopyTimes>>> {
         let mut moved = 0usize;
         while moved < len {
-            let mut from_off = self.from_off.map(|o| (o + moved as u64) as libc::loff_t);
-            let mut to_off = self.to_off.map(|o| (o + moved as u64) as libc::loff_t);
+            moved += self.at(moved, len - moved, first && moved == 0)?;
+        }
+        Ok(())
+    }
+
+    /// Move at least one and at most `len` bytes, in one splice (retried when
+    /// interrupted). `Err(None)`: the file system cannot splice and nothing was moved
+    /// (`first`: nor by an earlier call), so the caller may copy through a buffer;
+    /// `Err(Some(Err))`: an IO failed.
+    fn some(&self, len: usize, first: bool) -> Result<usize, Option<io::Result<CopyTimes>>> {
+        self.at(0, len, first)
+    }
+
+    /// [`Splice::some`], `skip` bytes past the sides' offsets.
+    fn at(
+        &self,
+        skip: usize,
+        len: usize,
+        first: bool,
+    ) -> Result<usize, Option<io::Result<CopyTimes>>> {
+        loop {
+            let mut from_off = self.from_off.map(|o| (o + skip as u64) as libc::loff_t);
+            let mut to_off = self.to_off.map(|o| (o + skip as u64) as libc::loff_t);
             let ptr = |o: &mut Option<libc::loff_t>| {
                 o.as_mut()
                     .map_or(std::ptr::null_mut(), |v| v as *mut libc::loff_t)
@@ -222,13 +246,12 @@ impl Splice {
                     ptr(&mut from_off),
                     self.to,
                     ptr(&mut to_off),
-                    len - moved,
+                    len,
                     libc::SPLICE_F_MOVE,
                 )
             };
             if n > 0 {
-                moved += n as usize;
-                continue;
+                return Ok(n as usize);
             }
             if n == 0 {
                 return Err(Some(Err(io::Error::new(self.at_eof.0, self.at_eof.1))));
@@ -236,12 +259,9 @@ impl Splice {
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
-                Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) if first && moved == 0 => {
-                    return Err(None)
-                }
+                Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) if first => return Err(None),
                 _ => return Err(Some(Err(e))),
             }
         }
-        Ok(())
     }
 }

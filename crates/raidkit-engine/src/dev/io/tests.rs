@@ -656,6 +656,47 @@ fn a_kernel_copy_moves_exactly_its_range_in_several_pipe_rounds() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// From an offset inside a page, a pipe's capacity in bytes spans one page more than the
+/// pipe has slots: the copy must take out what went in before it splices again (it used
+/// to splice into the full pipe and wait for itself for ever).
+#[test]
+fn a_kernel_copy_from_inside_a_page_finishes_and_is_exact() {
+    let Some(dir) = shm_dir("splice-unaligned") else {
+        return;
+    };
+    let len = (2 << 20) + 1536;
+    let src_bytes = pattern(len + 8192, 7);
+    // The pattern repeats every 256 bytes: make the halves differ, so a byte copied from
+    // the wrong place shows.
+    let src_bytes: Vec<u8> = src_bytes
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b ^ (i / 4096) as u8)
+        .collect();
+    drop(file_with(&dir, "src", &src_bytes, false));
+    drop(file_with(&dir, "dst", &vec![0u8; len + 8192], true));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = dir.clone();
+    std::thread::spawn(move || {
+        let src = FileDev::open(&d.join("src"), false).expect("open");
+        let dst = FileDev::open(&d.join("dst"), true).expect("open");
+        let r = copy_in_kernel(&src, 512, &dst, 3584, len).map(|r| r.map(|_| ()));
+        let _ = tx.send(r.map(|r| r.map_err(|e| e.to_string())));
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the copy finished (it hung on a full pipe)");
+    assert!(matches!(r, Some(Ok(()))), "{r:?}");
+    let got = std::fs::read(dir.join("dst")).expect("read");
+    assert!(got[..3584].iter().all(|&b| b == 0), "before the range");
+    assert!(
+        got[3584..3584 + len] == src_bytes[512..512 + len],
+        "the range"
+    );
+    assert!(got[3584 + len..].iter().all(|&b| b == 0), "after the range");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn a_kernel_copy_that_failed_half_way_leaves_nothing_for_the_next_one() {
     let Some(dir) = shm_dir("splice-fail") else {
