@@ -53,10 +53,18 @@ impl Array {
         for &(at, n, ref copies) in &runs {
             let from = ((at - start) * SECTOR) as usize;
             let data = buf.range(from, from + (n * SECTOR) as usize);
+            // Copies that take the write now and already hold the rest of the range (in
+            // sync there, not failed, no bad block): a spare still being rebuilt below
+            // this range does not count, or a crash would leave the write only on it and
+            // in the lost queue, and the rebuild could copy the stale write-mostly copy
+            // over it.
             let others = if may_queue_behind {
                 copies
                     .iter()
-                    .filter(|c| self.member(c.0).is_some_and(|m| !m.is_write_mostly()))
+                    .filter(|c| {
+                        self.member(c.0)
+                            .is_some_and(|m| !m.is_write_mostly() && m.readable(c.1, n))
+                    })
                     .count()
             } else {
                 0
