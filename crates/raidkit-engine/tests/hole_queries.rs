@@ -113,7 +113,9 @@ fn a_blank_member_is_asked_about_holes_a_few_times_per_pass() {
     for (m, d) in devs.iter().enumerate() {
         let q = d.queries.load(Ordering::SeqCst);
         // One query finds the hole to the end; asked per stripe it was one a stripe (256).
-        assert!(q <= 2, "member {m}: {q} hole queries for {stripes} stripes");
+        // Any member write during the pass (a superblock update: the array marked active,
+        // or clean again when idle) makes the member be asked once more: a few queries.
+        assert!(q <= 8, "member {m}: {q} hole queries for {stripes} stripes");
     }
     // A second pass asks again (files may change between passes), once more.
     let before: Vec<u64> = devs
@@ -123,7 +125,7 @@ fn a_blank_member_is_asked_about_holes_a_few_times_per_pass() {
     sync::run_opts(&arr, SyncMode::Check, &full(), &mut |_, _| {}).expect("check");
     for (m, d) in devs.iter().enumerate() {
         let q = d.queries.load(Ordering::SeqCst) - before[m];
-        assert!((1..=2).contains(&q), "member {m}: second pass {q} queries");
+        assert!((1..=8).contains(&q), "member {m}: second pass {q} queries");
     }
 }
 
