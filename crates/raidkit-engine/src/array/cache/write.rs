@@ -458,11 +458,9 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    /// An idle array's write-back thread sleeps (it used to wake every 2 ms); a held
-    /// write wakes it and is written out within a bounded time.
-    #[test]
-    fn the_writeback_thread_sleeps_while_idle_and_wakes_for_a_held_write() {
-        let dir = TempDir::new("rk-wb").unwrap();
+    /// A 4 MiB RAID5 of 3 member files in a new directory, its write-back thread running.
+    fn raid5_with_writeback(name: &str) -> (TempDir, Arc<crate::array::Array>) {
+        let dir = TempDir::new(name).unwrap();
         let ps = (0..3)
             .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
             .collect();
@@ -471,6 +469,14 @@ mod tests {
         o.assume_clean = true;
         let arr = Arc::new(create(&o, &mut |_, _| {}).unwrap());
         arr.start_writeback();
+        (dir, arr)
+    }
+
+    /// An idle array's write-back thread sleeps (it used to wake every 2 ms); a held
+    /// write wakes it and is written out within a bounded time.
+    #[test]
+    fn the_writeback_thread_sleeps_while_idle_and_wakes_for_a_held_write() {
+        let (_dir, arr) = raid5_with_writeback("rk-wb");
         let cache = arr.cache.as_ref().unwrap();
         std::thread::sleep(Duration::from_millis(50));
         let before = cache.wake.passes.load(Ordering::Relaxed);
@@ -502,15 +508,7 @@ mod tests {
     /// stripe.)
     #[test]
     fn a_write_written_out_at_once_wakes_nothing_and_queues_nothing() {
-        let dir = TempDir::new("rk-wb-now").unwrap();
-        let ps = (0..3)
-            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
-            .collect();
-        let mut o = CreateOptions::new(Level::Raid5, ps);
-        o.create_size = Some(4 << 20);
-        o.assume_clean = true;
-        let arr = Arc::new(create(&o, &mut |_, _| {}).unwrap());
-        arr.start_writeback();
+        let (_dir, arr) = raid5_with_writeback("rk-wb-now");
         arr.force_stripe_cache_bypass(Some(false));
         let cache = arr.cache.as_ref().unwrap();
         std::thread::sleep(Duration::from_millis(50));
