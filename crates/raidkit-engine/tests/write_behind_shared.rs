@@ -104,8 +104,14 @@ struct Rig {
 /// A RAID1 of a local member and a write-mostly member behind a gate, write-behind
 /// `n`, `size` bytes.
 fn rig(n: u32, size: u64) -> Rig {
+    rig_of(2, n, size)
+}
+
+/// A RAID1 of `count` members: role 1 write-mostly behind a gate, the others local;
+/// write-behind `n`, `size` bytes.
+fn rig_of(count: usize, n: u32, size: u64) -> Rig {
     let dir = TempDir::new("rk-wbshared").unwrap();
-    let files = member_files(dir.path(), 2);
+    let files = member_files(dir.path(), count);
     let mut o = create_options(Level::Raid1, &files);
     o.create_size = Some(size);
     o.assume_clean = true;
@@ -123,9 +129,11 @@ fn rig(n: u32, size: u64) -> Rig {
             changed: Condvar::new(),
         },
     ));
-    let local: Arc<dyn BlockDev> = Arc::new(FileDev::open(&files[0], true).unwrap());
-    let mut devs = vec![local];
+    let local =
+        |i: usize| -> Arc<dyn BlockDev> { Arc::new(FileDev::open(&files[i], true).unwrap()) };
+    let mut devs = vec![local(0)];
     devs.extend(members(std::slice::from_ref(&gate)));
+    devs.extend((2..count).map(local));
     let opts = AssembleOptions {
         writable: true,
         ..Default::default()
@@ -380,4 +388,46 @@ fn a_spare_being_rebuilt_does_not_let_a_write_go_behind() {
         r.member_data(1, 12 << 20, MIB) == a,
         "the write-mostly member"
     );
+}
+
+/// A rebuild whose source is a write-mostly member reads it only once the writes queued
+/// behind to it there have landed. A three-way RAID1 (local, write-mostly, local) loses its
+/// first member; the rebuild onto a spare reads the write-mostly member (the first other
+/// copy). A client write ahead of the rebuild goes behind to it (the third member is in sync
+/// there) and is acknowledged; the rebuild must copy those bytes, not the ones under them.
+#[test]
+fn a_rebuild_reads_its_write_mostly_source_only_after_the_writes_queued_behind_land() {
+    let r = rig_of(3, 16, 16 << 20);
+    r.gate.set(Mode::Pass);
+    let first = r.arr.members()[0].device.clone();
+    r.arr.fail_member(0, "test").expect("fail the first member");
+    r.arr.remove_member(&first).expect("remove it");
+    let spare_path = r.files[0].with_extension("spare");
+    let len = std::fs::metadata(&r.files[0]).expect("size").len();
+    std::fs::File::create(&spare_path)
+        .and_then(|f| f.set_len(len))
+        .expect("spare");
+    let spare: Arc<dyn BlockDev> = Arc::new(FileDev::open(&spare_path, true).expect("open"));
+    r.arr.add_spare(spare, false).expect("add the spare");
+    // 16 MiB/s over 16 MiB: the write below at 12 MiB is ahead of the rebuild when made.
+    let opts = RebuildOptions {
+        max_bytes_per_sec: Some(Arc::new(AtomicU64::new(16 << 20))),
+        ..Default::default()
+    };
+    r.gate.set(Mode::Hold);
+    let arr = r.arr.clone();
+    let rebuild = std::thread::spawn(move || rebuild(&arr, &opts, &mut |_, _| {}));
+    let a = pattern(11, MIB);
+    r.arr
+        .write(12 << 20, &a)
+        .expect("the write is acknowledged (queued behind)");
+    assert_eq!(r.arr.write_behind_backlog(), 1, "the write went behind");
+    // Long enough for the rebuild to pass 12 MiB if it did not wait for the queue.
+    std::thread::sleep(Duration::from_millis(1500));
+    r.gate.set(Mode::Pass);
+    rebuild.join().expect("rebuild thread").expect("rebuild");
+    let d = FileDev::open(&spare_path, false).expect("open");
+    let mut got = vec![0u8; MIB];
+    d.read_at(&mut got, r.data_byte + (12 << 20)).expect("read");
+    assert!(got == a, "the rebuilt spare holds the acknowledged write");
 }

@@ -117,6 +117,7 @@ impl Array {
             "member IO not in whole sectors"
         );
         let (members, reps) = self.batch_members(ops);
+        self.settle_reads_behind(ops, &members);
         let t0 = Instant::now();
         let (mut reqs, mut whose) = batch_ios(ops, &members, &reps, t0);
         io::run(&mut reqs, &mut |i| {
@@ -174,6 +175,19 @@ impl Array {
     /// The live member of each op's role (`None`: missing or failed) and, for writes while
     /// a replacement is being built, the role's replacement; one look at the slots for the
     /// whole batch.
+    /// Before reading a write-mostly member, let the writes queued behind to it over the
+    /// range land: every read of a member (a client's, a rebuild's source, a check's
+    /// comparison) must see every write acknowledged to a client. (A job's range hold
+    /// waits for client writes only until they are acknowledged, and a write-mostly
+    /// member's part may still be queued then.)
+    fn settle_reads_behind(&self, ops: &[MemberOp<'_>], members: &[Option<Arc<Member>>]) {
+        for (op, m) in ops.iter().zip(members) {
+            if matches!(op.buf, OpBuf::Read(_)) && m.as_ref().is_some_and(|m| m.is_write_mostly()) {
+                self.wait_write_behind(op.role, op.dsec, op.len() as u64 / SECTOR);
+            }
+        }
+    }
+
     fn batch_members(&self, ops: &[MemberOp<'_>]) -> (PerOp, PerOp) {
         let members = {
             let slots = self.slots();
@@ -335,6 +349,9 @@ impl Array {
             || (self.replacing() && self.replacement(dst).is_some())
         {
             return false;
+        }
+        if s.is_write_mostly() {
+            self.wait_write_behind(src, src_dsec, sectors);
         }
         let len = (sectors * SECTOR) as usize;
         s.load.begin();

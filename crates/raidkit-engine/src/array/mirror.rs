@@ -140,12 +140,8 @@ impl Array {
             })
             .collect();
         if cands.is_empty() {
-            // Only write-mostly copies: read them once no write queued behind overlaps.
-            for c in &write_mostly {
-                if let Some(&(_, dsec)) = copies.iter().find(|x| x.0 == c.role) {
-                    self.wait_write_behind(c.role, dsec, n);
-                }
-            }
+            // Only write-mostly copies (their reads wait for the writes queued behind:
+            // `member_io`).
             cands = write_mostly;
         }
         cands
@@ -187,7 +183,6 @@ impl Array {
                 errs.push(format!("role {role} unavailable"));
                 continue;
             }
-            self.settle_behind(role, dsec, n);
             match self.member_read(role, dsec, buf) {
                 Ok(()) => {
                     for (r, d) in failed_copies {
@@ -411,17 +406,6 @@ impl Array {
         Ok(true)
     }
 
-    /// Let the writes queued behind to `role` over data sectors `[dsec, dsec + n)` land
-    /// first if it is a write-mostly member, before it is read: a client read, or a job
-    /// reading it as a rebuild's source or to compare copies, must see every write
-    /// acknowledged to a client. (A job's range hold waits for client writes only until
-    /// they are acknowledged, and a write-mostly member's part may still be queued then.)
-    pub(crate) fn settle_behind(&self, role: usize, dsec: u64, n: u64) {
-        if self.member(role).is_some_and(|m| m.is_write_mostly()) {
-            self.wait_write_behind(role, dsec, n);
-        }
-    }
-
     /// Fill `buf` (`run` sectors of placement `p`) from a copy other than `role`'s. Copies
     /// that were readable in principle but failed are pushed to `failed`. False if no
     /// other copy could supply it.
@@ -437,7 +421,6 @@ impl Array {
             if r == role || !self.readable(r, d, run) {
                 return false;
             }
-            self.settle_behind(r, d, run);
             let ok = self.read_block(r, d, buf).is_ok();
             if !ok {
                 failed.push((r, d));

@@ -424,10 +424,7 @@ fn rebuild_mirrored(arr: &Array, role: usize, x: u64, n: u64) -> Result<Vec<(u64
             .copies
             .iter()
             .find(|&&(r, d)| r != role && arr.readable(r, d, run));
-        if src.is_some_and(|&(r, d)| {
-            arr.settle_behind(r, d, run);
-            arr.copy_member_range(r, d, role, data_sector, run)
-        }) {
+        if src.is_some_and(|&(r, d)| arr.copy_member_range(r, d, role, data_sector, run)) {
             return Ok(true);
         }
         let buf = &mut buf[0];

@@ -343,7 +343,6 @@ fn replace_mirrored(
 ) -> Result<Vec<(u64, u64)>> {
     let mut lost = Vec::new();
     let mut buf = vec![0u8; (n * SECTOR) as usize];
-    arr.settle_behind(role, x, n);
     let direct = arr.readable(role, x, n) && arr.read_block(role, x, &mut buf).is_ok();
     if !direct {
         let mut at = 0;

@@ -52,9 +52,6 @@ pub(super) fn mirror_region(
             b
         })
         .collect();
-    for &(r, d) in &live {
-        arr.settle_behind(r, d, n);
-    }
     let mut read: Vec<bool> = live.iter().map(|&(r, d)| arr.readable(r, d, n)).collect();
     let mut alike = read.iter().all(|&ok| ok);
     let mut at = 0;
