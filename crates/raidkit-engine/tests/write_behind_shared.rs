@@ -150,6 +150,23 @@ fn rig_of(count: usize, n: u32, size: u64) -> Rig {
 }
 
 impl Rig {
+    /// Fail and remove member 0 (the gate passing), and add a blank spare of its size in
+    /// its place; the spare's file.
+    fn spare_for_first_member(&self) -> PathBuf {
+        self.gate.set(Mode::Pass);
+        let first = self.arr.members()[0].device.clone();
+        self.arr.fail_member(0, "test").expect("fail member 0");
+        self.arr.remove_member(&first).expect("remove it");
+        let spare_path = self.files[0].with_extension("spare");
+        let len = std::fs::metadata(&self.files[0]).expect("size").len();
+        std::fs::File::create(&spare_path)
+            .and_then(|f| f.set_len(len))
+            .expect("spare");
+        let spare: Arc<dyn BlockDev> = Arc::new(FileDev::open(&spare_path, true).expect("open"));
+        self.arr.add_spare(spare, false).expect("add the spare");
+        spare_path
+    }
+
     /// `len` bytes of member `m`'s data area at array byte `off`.
     fn member_data(&self, m: usize, off: u64, len: usize) -> Vec<u8> {
         let d = FileDev::open(&self.files[m], false).unwrap();
@@ -345,17 +362,7 @@ fn a_check_waits_for_the_writes_queued_behind_before_it_compares() {
 #[test]
 fn a_spare_being_rebuilt_does_not_let_a_write_go_behind() {
     let r = rig(16, 16 << 20);
-    r.gate.set(Mode::Pass);
-    let local = r.arr.members()[0].device.clone();
-    r.arr.fail_member(0, "test").expect("fail the local member");
-    r.arr.remove_member(&local).expect("remove it");
-    let spare_path = r.files[0].with_extension("spare");
-    let len = std::fs::metadata(&r.files[0]).expect("size").len();
-    std::fs::File::create(&spare_path)
-        .and_then(|f| f.set_len(len))
-        .expect("spare");
-    let spare: Arc<dyn BlockDev> = Arc::new(FileDev::open(&spare_path, true).expect("open"));
-    r.arr.add_spare(spare, false).expect("add the spare");
+    let spare_path = r.spare_for_first_member();
     // A slow rebuild (4 MiB/s over 16 MiB): the write below lands beyond its progress.
     let opts = RebuildOptions {
         max_bytes_per_sec: Some(Arc::new(AtomicU64::new(4 << 20))),
@@ -398,17 +405,7 @@ fn a_spare_being_rebuilt_does_not_let_a_write_go_behind() {
 #[test]
 fn a_rebuild_reads_its_write_mostly_source_only_after_the_writes_queued_behind_land() {
     let r = rig_of(3, 16, 16 << 20);
-    r.gate.set(Mode::Pass);
-    let first = r.arr.members()[0].device.clone();
-    r.arr.fail_member(0, "test").expect("fail the first member");
-    r.arr.remove_member(&first).expect("remove it");
-    let spare_path = r.files[0].with_extension("spare");
-    let len = std::fs::metadata(&r.files[0]).expect("size").len();
-    std::fs::File::create(&spare_path)
-        .and_then(|f| f.set_len(len))
-        .expect("spare");
-    let spare: Arc<dyn BlockDev> = Arc::new(FileDev::open(&spare_path, true).expect("open"));
-    r.arr.add_spare(spare, false).expect("add the spare");
+    let spare_path = r.spare_for_first_member();
     // 16 MiB/s over 16 MiB: the write below at 12 MiB is ahead of the rebuild when made.
     let opts = RebuildOptions {
         max_bytes_per_sec: Some(Arc::new(AtomicU64::new(16 << 20))),
