@@ -13,9 +13,11 @@
 //!   stores nothing ([`parity_matches`]: the XOR of the data blocks and P is zero; RAID6:
 //!   P and Q are the data's syndromes). It only says which stripes are consistent: a
 //!   stripe it cannot vouch for (a piece that does not verify, a read that failed) is
-//!   left to the caller, which reads and checks it on its own exactly as before (page by
-//!   page, who is wrong, the fix), so what a pass reports and repairs does not depend on
-//!   this path.
+//!   left to the caller, which reads and checks it again exactly as before (as a run,
+//!   page by page where it does not verify, who is wrong, the fix), so what a pass
+//!   reports and repairs does not depend on this path. Once a stripe is left to the
+//!   caller its remaining pieces are not read (a resync of a new array pays a piece per
+//!   stripe, not a second read of everything).
 //! * [`rebuild_run`] reconstructs the target's piece from the others' (what the stripe's
 //!   block needs: RAID6 leaves out Q, or P for a Q block, as the run does) and writes it.
 //!   A read that fails leaves the run to the caller's run path, which reads and rebuilds
@@ -123,6 +125,13 @@ pub(crate) fn verify_run(
         let mut at = 0;
         while at < run_bytes {
             let len = piece.min(run_bytes - at);
+            // The stripes this piece covers (one, or several whole ones).
+            let (i0, i1) = (at / chunk, (at + len).div_ceil(chunk));
+            if !ok[i0..i1].contains(&true) {
+                // Already left to the caller (a resync of a new array: every stripe).
+                at += len;
+                continue;
+            }
             let reads = bufs
                 .iter_mut()
                 .enumerate()
@@ -130,8 +139,6 @@ pub(crate) fn verify_run(
                 .collect();
             let read = arr.read_members_at_once(reads);
             PIECE_BYTES.fetch_add((len * roles) as u64, Ordering::Relaxed);
-            // The stripes this piece covers (one, or several whole ones).
-            let (i0, i1) = (at / chunk, (at + len).div_ceil(chunk));
             for i in i0..i1 {
                 if !ok[i] {
                     continue;

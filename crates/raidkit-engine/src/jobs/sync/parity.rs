@@ -46,12 +46,18 @@ pub(super) fn parity_run(
             e += 1;
         }
         match pieces::verify_run(arr, bufs, s, e - s)? {
-            // Healthy: verified in pieces; what did not verify is checked on its own.
+            // Healthy: verified in pieces; each stretch of stripes that did not verify is
+            // checked as a run, as before.
             Some(ok) => {
-                for (i, ok) in (s..).zip(ok) {
-                    if !ok {
-                        stripe_alone(arr, i, mode, rep)?;
+                let mut i = 0;
+                while i < ok.len() {
+                    if ok[i] {
+                        i += 1;
+                        continue;
                     }
+                    let j = (i..ok.len()).find(|&j| ok[j]).unwrap_or(ok.len());
+                    check_run(arr, bufs, s + i as u64, (j - i) as u64, mode, rep)?;
+                    i = j;
                 }
             }
             None => check_run(arr, bufs, s, e - s, mode, rep)?,
