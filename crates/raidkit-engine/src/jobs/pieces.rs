@@ -98,7 +98,7 @@ fn env_piece_kib() -> Option<usize> {
 /// Verify stripes `[first, first + count)` (locked by the caller) piece by piece. `None`
 /// when the fast path does not apply (a member of the run missing or not readable over
 /// it, or turned off): the caller checks the run as before. Else, per stripe, whether it
-/// was read whole and found consistent; the caller checks the others on their own.
+/// was read whole and found consistent; the caller checks the others again.
 pub(crate) fn verify_run(
     arr: &Array,
     bufs: &RunBufs,
