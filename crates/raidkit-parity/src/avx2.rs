@@ -80,8 +80,27 @@ unsafe fn mulc(t: &T, v: V) -> V {
     _mm256_xor_si256(_mm256_shuffle_epi8(t.0, lo), _mm256_shuffle_epi8(t.1, hi))
 }
 
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn vor(a: V, b: V) -> V {
+    _mm256_or_si256(a, b)
+}
+
+/// Is any bit of `v` set?
+///
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn vany(v: V) -> bool {
+    _mm256_testz_si256(v, v) == 0
+}
+
 kernels!(#[target_feature(enable = "avx2")]; unsafe);
 xor_kernels!(#[target_feature(enable = "avx2")]; unsafe);
+verify_kernels!(#[target_feature(enable = "avx2")]; unsafe);
 ops!("avx2", simd_call);
 
 /// The AVX2 path, or `None` if this CPU lacks AVX2.

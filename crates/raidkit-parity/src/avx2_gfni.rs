@@ -76,8 +76,27 @@ unsafe fn mulc(t: &T, v: V) -> V {
     _mm256_gf2p8affine_epi64_epi8::<0>(v, *t)
 }
 
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "avx2,gfni")]
+unsafe fn vor(a: V, b: V) -> V {
+    _mm256_or_si256(a, b)
+}
+
+/// Is any bit of `v` set?
+///
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "avx2,gfni")]
+unsafe fn vany(v: V) -> bool {
+    _mm256_testz_si256(v, v) == 0
+}
+
 kernels!(#[target_feature(enable = "avx2,gfni")]; unsafe);
 xor_kernels!(#[target_feature(enable = "avx2,gfni")]; unsafe);
+verify_kernels!(#[target_feature(enable = "avx2,gfni")]; unsafe);
 ops!("avx2-gfni", simd_call);
 
 /// The AVX2 + GFNI path, or `None` if this CPU lacks any of AVX-512F, AVX-512BW,

@@ -82,8 +82,27 @@ unsafe fn mulc(t: &T, v: V) -> V {
     _mm512_xor_si512(_mm512_shuffle_epi8(t.0, lo), _mm512_shuffle_epi8(t.1, hi))
 }
 
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn vor(a: V, b: V) -> V {
+    _mm512_or_si512(a, b)
+}
+
+/// Is any bit of `v` set?
+///
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn vany(v: V) -> bool {
+    _mm512_test_epi64_mask(v, v) != 0
+}
+
 kernels!(#[target_feature(enable = "avx512f,avx512bw")]; unsafe);
 xor_kernels!(#[target_feature(enable = "avx512f,avx512bw")]; unsafe);
+verify_kernels!(#[target_feature(enable = "avx512f,avx512bw")]; unsafe);
 ops!("avx512", simd_call);
 
 /// The AVX-512BW path, or `None` if this CPU lacks AVX-512F or AVX-512BW.

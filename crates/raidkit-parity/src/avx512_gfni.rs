@@ -99,8 +99,27 @@ unsafe fn xor3(a: V, b: V, c: V) -> V {
     _mm512_ternarylogic_epi64::<0x96>(a, b, c)
 }
 
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,gfni")]
+unsafe fn vor(a: V, b: V) -> V {
+    _mm512_or_si512(a, b)
+}
+
+/// Is any bit of `v` set?
+///
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,gfni")]
+unsafe fn vany(v: V) -> bool {
+    _mm512_test_epi64_mask(v, v) != 0
+}
+
 kernels!(paired #[target_feature(enable = "avx512f,avx512bw,gfni")]; unsafe);
 xor_kernels!(#[target_feature(enable = "avx512f,avx512bw,gfni")]; unsafe);
+verify_kernels!(#[target_feature(enable = "avx512f,avx512bw,gfni")]; unsafe);
 ops!("avx512-gfni", simd_call);
 
 /// The AVX-512 + GFNI path, or `None` if this CPU lacks any of AVX-512F, AVX-512BW,

@@ -366,10 +366,16 @@ macro_rules! simd_call {
     };
 }
 
-/// Expands the seven entry points of a path and its `OPS` table named `$name`.
+/// Expands the nine entry points of a path and its `OPS` table named `$name`.
 /// Lengths and slot indices are validated by `Parity` before these run.
 macro_rules! ops {
     ($name:literal, $call:ident) => {
+        fn op_xor_zero(srcs: &[&[u8]], len: usize) -> bool {
+            $call!(xor_zero_k(srcs, len))
+        }
+        fn op_pq_check(data: &[&[u8]], p: &[u8], q: &[u8]) -> bool {
+            $call!(pq_check_k(data, p, q))
+        }
         fn op_xor_into(dst: &mut [u8], src: &[u8]) {
             let s: [&[u8]; 1] = [src];
             $call!(xor_k(&s[..], None, dst, true))
@@ -410,7 +416,100 @@ macro_rules! ops {
                 recover_one_p: op_recover_one_p,
                 recover_one_q: op_recover_one_q,
                 recover_two: op_recover_two,
+                xor_zero: op_xor_zero,
+                pq_check: op_pq_check,
             },
         );
+    };
+}
+
+/// Expands the verification kernels (`xor_zero_k`, `pq_check_k`) like [`kernels!`]: one
+/// read pass over the blocks, nothing stored. A path module defines `vor` (bitwise or)
+/// and `vany` (is any bit set) besides the primitives `kernels!` uses; the differences
+/// are or-ed into accumulators and tested once at the end.
+macro_rules! verify_kernels {
+    ($(#[$attr:meta])* ; $($q:tt)*) => {
+        /// Or into `acc` the XOR of every block's `N` vectors at `off`.
+        $(#[$attr])*
+        #[inline]
+        #[allow(clippy::needless_range_loop)]
+        $($q)* fn xor_zero_chunk<const N: usize>(s: &[&[u8]], acc: &mut [V; N], off: usize) {
+            let mut x = [vzero(); N];
+            for b in s {
+                for u in 0..N {
+                    x[u] = vxor(x[u], ld(b, off + u * W));
+                }
+            }
+            for u in 0..N {
+                acc[u] = vor(acc[u], x[u]);
+            }
+        }
+
+        /// Is `⊕ s` all zero (all lengths equal `len`, checked by caller)?
+        $(#[$attr])*
+        pub(crate) $($q)* fn xor_zero_k(s: &[&[u8]], len: usize) -> bool {
+            let big = len - len % (W * U);
+            let small = len - len % W;
+            let mut acc = [vzero(); U];
+            let mut off = 0;
+            while off < big {
+                xor_zero_chunk::<U>(s, &mut acc, off);
+                off += W * U;
+            }
+            let mut one = [vzero(); 1];
+            while off < small {
+                xor_zero_chunk::<1>(s, &mut one, off);
+                off += W;
+            }
+            let mut any = vany(one[0]);
+            for a in acc {
+                any |= vany(a);
+            }
+            !any && crate::tail::xor_zero(s, len, off)
+        }
+
+        /// Or into `acc` the differences of `N` vectors at `off` between the syndromes
+        /// of `s` and `p`, `q`.
+        $(#[$attr])*
+        #[inline]
+        #[allow(clippy::needless_range_loop)]
+        $($q)* fn pq_check_chunk<const N: usize>(
+            s: &[&[u8]],
+            p: &[u8],
+            q: &[u8],
+            acc: &mut [V; N],
+            off: usize,
+        ) {
+            let (pv, qv) = syn_chunk::<[&[u8]], N>(s, s.len(), off);
+            for u in 0..N {
+                let dp = vxor(pv[u], ld(p, off + u * W));
+                let dq = vxor(qv[u], ld(q, off + u * W));
+                acc[u] = vor(acc[u], vor(dp, dq));
+            }
+        }
+
+        /// Are `p`, `q` the syndromes of `s` (all lengths equal, checked by caller)?
+        $(#[$attr])*
+        pub(crate) $($q)* fn pq_check_k(s: &[&[u8]], p: &[u8], q: &[u8]) -> bool {
+            let len = p.len();
+            let big = len - len % (W * U);
+            let small = len - len % W;
+            let mut acc = [vzero(); U];
+            let mut off = 0;
+            while off < big {
+                pq_check_chunk::<U>(s, p, q, &mut acc, off);
+                off += W * U;
+            }
+            let mut one = [vzero(); 1];
+            while off < small {
+                pq_check_chunk::<1>(s, p, q, &mut one, off);
+                off += W;
+            }
+            let mut any = vany(one[0]);
+            for a in acc {
+                any |= vany(a);
+            }
+            !any && crate::tail::pq_check(s, p, q, off)
+        }
     };
 }

@@ -11,11 +11,12 @@
 //!
 //! CONTRACT (used by raidkit-engine; keep signatures stable): [`xor_into`], [`xor_gen`],
 //! [`pq_gen`], [`mul_acc`], [`recover_one_p`], [`recover_one_q`], [`recover_two`],
+//! [`xor_zero`], [`pq_check`],
 //! [`gf`] module functions, [`scalar`] module with the same functions.
 //!
 //! # Paths and explicit selection
 //!
-//! Each path is a [`Parity`] table with the same seven methods. Path modules hand out
+//! Each path is a [`Parity`] table with the same nine methods. Path modules hand out
 //! their table only if the CPU has the features it needs, so no path can run on a CPU
 //! that lacks them:
 //!
@@ -68,6 +69,9 @@ pub mod ssse3;
 /// Signature of the two-data recovery entry point.
 type RecoverTwoFn = fn(&mut [&mut [u8]], usize, usize, &[u8], &[u8]);
 
+/// Signature of the P+Q verification entry point.
+type PqCheckFn = fn(&[&[u8]], &[u8], &[u8]) -> bool;
+
 /// Function table of one path (crate-private: only path modules build these).
 #[derive(Clone, Copy)]
 pub(crate) struct Ops {
@@ -78,6 +82,8 @@ pub(crate) struct Ops {
     pub(crate) recover_one_p: fn(&mut [&mut [u8]], usize, &[u8]),
     pub(crate) recover_one_q: fn(&mut [&mut [u8]], usize, &[u8]),
     pub(crate) recover_two: RecoverTwoFn,
+    pub(crate) xor_zero: fn(&[&[u8]], usize) -> bool,
+    pub(crate) pq_check: PqCheckFn,
 }
 
 /// One implementation path of all parity functions (see the crate docs for the list).
@@ -151,6 +157,19 @@ impl Parity {
         check::recover_two(data, a, b, p.len(), q.len());
         (self.ops.recover_two)(data, a, b, p, q)
     }
+
+    /// See [`crate::xor_zero`].
+    pub fn xor_zero(&self, blocks: &[&[u8]]) -> bool {
+        let len = blocks.first().map_or(0, |b| b.len());
+        check::blocks("blocks", blocks, len);
+        (self.ops.xor_zero)(blocks, len)
+    }
+
+    /// See [`crate::pq_check`].
+    pub fn pq_check(&self, data: &[&[u8]], p: &[u8], q: &[u8]) -> bool {
+        check::pq(data, p.len(), q.len());
+        (self.ops.pq_check)(data, p, q)
+    }
 }
 
 /// The scalar reference as a [`Parity`] table.
@@ -164,8 +183,15 @@ static SCALAR: Parity = Parity::new(
         recover_one_p: scalar::recover_one_p,
         recover_one_q: scalar::recover_one_q,
         recover_two: scalar::recover_two,
+        xor_zero: scalar_xor_zero,
+        pq_check: scalar::pq_check,
     },
 );
+
+/// [`scalar::xor_zero`] with the length the table's signature passes (checked already).
+fn scalar_xor_zero(blocks: &[&[u8]], _len: usize) -> bool {
+    scalar::xor_zero(blocks)
+}
 
 /// Every path this CPU can run, fastest first; always ends with `portable`, `scalar`.
 pub fn implementations() -> Vec<&'static Parity> {
@@ -243,6 +269,19 @@ pub fn recover_one_q(data: &mut [&mut [u8]], a: usize, q: &[u8]) {
 /// does not matter. Panics if `a == b`, either is out of range, or lengths differ.
 pub fn recover_two(data: &mut [&mut [u8]], a: usize, b: usize, p: &[u8], q: &[u8]) {
     active().recover_two(data, a, b, p, q)
+}
+
+/// Is `blocks[0] ^ blocks[1] ^ ...` zero at every byte? A RAID4/5 check passes the data
+/// blocks and P: one read pass, nothing written (no parity computed into a buffer and
+/// compared). `true` for no blocks. Panics if lengths differ.
+pub fn xor_zero(blocks: &[&[u8]]) -> bool {
+    active().xor_zero(blocks)
+}
+
+/// Are `p` and `q` the RAID6 syndromes of `data` (slot order, as [`pq_gen`] computes
+/// them)? One read pass, nothing written. Panics on an empty `data` or differing lengths.
+pub fn pq_check(data: &[&[u8]], p: &[u8], q: &[u8]) -> bool {
+    active().pq_check(data, p, q)
 }
 
 /// Name of the implementation the dispatcher picked (`avx512-gfni`, `avx512`,

@@ -63,6 +63,16 @@ fn mulc(t: &T, x: V) -> V {
     ])
 }
 
+#[inline(always)]
+fn vor(a: V, b: V) -> V {
+    a | b
+}
+
+#[inline(always)]
+fn vany(v: V) -> bool {
+    v != 0
+}
+
 kernels!(;);
 
 /// XOR pass `dst ^= src`: a plain loop the compiler vectorises for the target.
@@ -92,6 +102,7 @@ fn xor_k<S: Src + ?Sized>(s: &S, first: Option<&[u8]>, dst: &mut [u8], acc: bool
         }
     }
 }
+verify_kernels!(;);
 ops!("portable", plain_call);
 
 /// The portable path (always available).

@@ -98,3 +98,18 @@ pub fn recover_two(data: &mut [&mut [u8]], a: usize, b: usize, p: &[u8], q: &[u8
         data[a][i] = db ^ pxy;
     }
 }
+
+/// See [`crate::xor_zero`].
+pub fn xor_zero(blocks: &[&[u8]]) -> bool {
+    let len = blocks.first().map_or(0, |b| b.len());
+    check::blocks("blocks", blocks, len);
+    (0..len).all(|i| blocks.iter().fold(0u8, |x, b| x ^ b[i]) == 0)
+}
+
+/// See [`crate::pq_check`].
+pub fn pq_check(data: &[&[u8]], p: &[u8], q: &[u8]) -> bool {
+    check::pq(data, p.len(), q.len());
+    let (mut p2, mut q2) = (vec![0u8; p.len()], vec![0u8; q.len()]);
+    pq_gen(data, &mut p2, &mut q2);
+    p == p2 && q == q2
+}

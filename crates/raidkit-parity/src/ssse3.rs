@@ -80,8 +80,27 @@ unsafe fn mulc(t: &T, v: V) -> V {
     _mm_xor_si128(_mm_shuffle_epi8(t.0, lo), _mm_shuffle_epi8(t.1, hi))
 }
 
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "ssse3")]
+unsafe fn vor(a: V, b: V) -> V {
+    _mm_or_si128(a, b)
+}
+
+/// Is any bit of `v` set?
+///
+/// # Safety
+/// CPU has the path's features.
+#[inline]
+#[target_feature(enable = "ssse3")]
+unsafe fn vany(v: V) -> bool {
+    _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_setzero_si128())) != 0xffff
+}
+
 kernels!(#[target_feature(enable = "ssse3")]; unsafe);
 xor_kernels!(#[target_feature(enable = "ssse3")]; unsafe);
+verify_kernels!(#[target_feature(enable = "ssse3")]; unsafe);
 ops!("ssse3", simd_call);
 
 /// The SSSE3 path, or `None` if this CPU lacks SSSE3.

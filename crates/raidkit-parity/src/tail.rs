@@ -86,3 +86,14 @@ pub(crate) fn recov_two<S: Src + ?Sized>(
         da[i] = d ^ pxy;
     }
 }
+
+/// Is `⊕ s[j][i]` zero for every `i` in `from..len`?
+pub(crate) fn xor_zero(s: &[&[u8]], len: usize, from: usize) -> bool {
+    (from..len).all(|i| s.iter().fold(0u8, |x, b| x ^ b[i]) == 0)
+}
+
+/// Are `p[i]`, `q[i]` the syndromes of `s` for every `i >= from`?
+pub(crate) fn pq_check(s: &[&[u8]], p: &[u8], q: &[u8], from: usize) -> bool {
+    let top = s.top();
+    (from..p.len()).all(|i| syn(s, top, i) == (p[i], q[i]))
+}

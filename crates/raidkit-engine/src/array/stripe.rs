@@ -12,6 +12,7 @@ use crate::locks::lock;
 use raidkit_layout::StripeLayout;
 use raidkit_layout::SECTOR;
 use raidkit_parity as parity;
+use smallvec::SmallVec;
 
 /// Blocks of one stripe over a sector range, with missing ones reconstructed.
 pub(crate) struct StripeData {
@@ -441,6 +442,29 @@ pub(crate) fn compute_parity_refs(
     let mut q = vec![0u8; if layout.q.is_some() { len } else { 0 }];
     parity_into(layout, data, &mut p, &mut q);
     (p, q)
+}
+
+/// Do `p` (and `q`, for RAID6) hold the parity of the data blocks given in logical order?
+/// One read pass over the blocks, nothing computed into a buffer (`raidkit_parity`'s
+/// verification kernels). `q` is ignored without a Q.
+pub(crate) fn parity_matches(layout: &StripeLayout, data: &[&[u8]], p: &[u8], q: &[u8]) -> bool {
+    if layout.q.is_none() {
+        let mut all: SmallVec<[&[u8]; 8]> = data.iter().copied().collect();
+        all.push(p);
+        return parity::xor_zero(&all);
+    }
+    let mut slots: Vec<Option<&[u8]>> = vec![None; layout.syndrome_width];
+    for (k, d) in data.iter().enumerate() {
+        slots[layout.slot[k]] = Some(d);
+    }
+    // Unused syndrome slots (DDF layouts) count as zero blocks.
+    let zero = if slots.iter().any(Option::is_none) {
+        vec![0u8; p.len()]
+    } else {
+        Vec::new()
+    };
+    let slots: Vec<&[u8]> = slots.iter().map(|s| s.unwrap_or(&zero)).collect();
+    parity::pq_check(&slots, p, q)
 }
 
 /// P (and Q, for RAID6) over data blocks given in logical order, written over `p` and

@@ -5,6 +5,7 @@ pub mod bbl_removal;
 pub(crate) mod copy;
 pub mod grow;
 pub mod members;
+pub mod pieces;
 pub(crate) mod pipeline;
 pub mod rebuild;
 pub mod replace;

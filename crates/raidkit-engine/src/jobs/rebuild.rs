@@ -10,6 +10,7 @@ use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
 use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
+use crate::jobs::pieces;
 use crate::jobs::pipeline;
 use crate::jobs::stripe_run::{self, Run, RunBufs};
 use crate::locks::lock;
@@ -296,6 +297,9 @@ fn rebuild_run(
     let chunk = arr.geo.chunk_sectors;
     let first = x / chunk;
     let count = (x + n).div_ceil(chunk) - first;
+    if pieces::rebuild_run(arr, bufs, role, first, count)? {
+        return Ok(Vec::new());
+    }
     let mut run = Run::read(arr, bufs, first, count, Some(role));
     let mut lost = Vec::new();
     // The first stripe of the span completed and not written yet.

@@ -95,6 +95,20 @@ impl RunBufs {
     fn put(&self, set: BufSet) {
         lock(&self.free).push(set);
     }
+
+    /// Run `f` with `members` buffers of at least `len` bytes each (a set of the job's,
+    /// given back after; their contents are whatever was there before).
+    pub(crate) fn with_members<R>(
+        &self,
+        members: usize,
+        len: usize,
+        f: impl FnOnce(&mut [Vec<u8>]) -> R,
+    ) -> R {
+        let mut set = self.take(members, len, 0);
+        let r = f(&mut set.members);
+        self.put(set);
+        r
+    }
 }
 
 /// The chunks of stripes `[first, first + count)` of every member, read in one IO per
