@@ -771,7 +771,8 @@ fn a_batchs_small_inline_writes_share_one_completion_stamp() {
 /// writes to a file no other laned write goes to (one file's writes keep their order).
 #[test]
 fn the_caller_writes_its_share_of_the_laned_writes() {
-    let cases: [(&[(usize, RawFd)], usize, &[(usize, RawFd)]); 6] = [
+    type Laned = [(usize, RawFd)];
+    let cases: [(&Laned, usize, &Laned); 6] = [
         // A mirrored 1 MiB write on 2 cores: four copies, two written by the caller.
         (
             &[(0, 10), (1, 11), (2, 12), (3, 13)],
