@@ -699,4 +699,6 @@ pub(crate) fn sleep_until(deadline: Instant) {
 }
 
 #[cfg(test)]
+mod lane_tests;
+#[cfg(test)]
 mod tests;

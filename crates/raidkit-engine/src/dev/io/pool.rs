@@ -77,6 +77,9 @@ fn sleep_on<'a>(
 pub(super) struct Pool {
     queue: Mutex<Queue>,
     cv: Condvar,
+    /// Wake-ups of the queue's threads by submitters (for tests).
+    #[cfg(test)]
+    wakes: std::sync::atomic::AtomicUsize,
 }
 
 /// Jobs waiting for a thread, and the threads sleeping for lack of one (a submitter
@@ -89,10 +92,12 @@ struct Queue {
 
 impl Pool {
     /// A queue served by `threads` new threads named `name-N`.
-    fn start(name: &str, threads: usize) -> &'static Pool {
+    pub(super) fn start(name: &str, threads: usize) -> &'static Pool {
         let p: &'static Pool = Box::leak(Box::new(Pool {
             queue: Mutex::new(Queue::default()),
             cv: Condvar::new(),
+            #[cfg(test)]
+            wakes: Default::default(),
         }));
         for n in 0..threads {
             let spawned = std::thread::Builder::new()
@@ -221,6 +226,8 @@ pub(super) fn submit(
     }
     for (p, idle) in woken {
         if idle {
+            #[cfg(test)]
+            p.wakes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             p.cv.notify_all();
         }
     }
@@ -279,6 +286,19 @@ impl Pending {
                 r.finish(res, at);
             }
         }
+    }
+}
+
+#[cfg(test)]
+impl Pool {
+    /// Submitters' wake-ups of the queue's threads so far.
+    pub(super) fn wakes(&self) -> usize {
+        self.wakes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// The queue's threads asleep for lack of a job, and the jobs queued.
+    pub(super) fn idle_and_queued(&self) -> (usize, usize) {
+        let q = crate::locks::lock(&self.queue);
+        (q.idle, q.jobs.len())
     }
 }
 

@@ -1,4 +1,4 @@
-use super::large::{keep_callers_share, lanes_for};
+use super::large::lanes_for;
 use super::*;
 use crate::dev::fault::{FaultDev, Rule};
 use crate::dev::{FileDev, MemDev};
@@ -37,7 +37,7 @@ macro_rules! async_only_dev {
     };
 }
 
-fn temp_file(name: &str, len: u64) -> (std::path::PathBuf, FileDev) {
+pub(super) fn temp_file(name: &str, len: u64) -> (std::path::PathBuf, FileDev) {
     let dir = std::env::temp_dir().join(format!("rk-io-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let p = dir.join("m");
@@ -48,7 +48,7 @@ fn temp_file(name: &str, len: u64) -> (std::path::PathBuf, FileDev) {
     (dir, d)
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(super) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
@@ -762,81 +762,6 @@ fn a_batchs_small_inline_writes_share_one_completion_stamp() {
         let now = std::fs::read(dir.join("m")).expect("read");
         assert!(now[4096..8192] == data[..], "the copy was written");
     }
-    let _ = std::fs::remove_dir_all(dir_a);
-    let _ = std::fs::remove_dir_all(dir_b);
-}
-
-/// The batch's thread writes its share of the laned writes itself: the writes spread over
-/// the batch's cores, the caller one thread, at least one write left to a lane, and only
-/// writes to a file no other laned write goes to (one file's writes keep their order).
-#[test]
-fn the_caller_writes_its_share_of_the_laned_writes() {
-    type Laned = [(usize, RawFd)];
-    let cases: [(&Laned, usize, &Laned); 6] = [
-        // A mirrored 1 MiB write on 2 cores: four copies, two written by the caller.
-        (
-            &[(0, 10), (1, 11), (2, 12), (3, 13)],
-            2,
-            &[(0, 10), (1, 11)],
-        ),
-        // Two copies: one each.
-        (&[(0, 10), (1, 11)], 2, &[(0, 10)]),
-        // Many cores: the caller takes one, as each lane does.
-        (
-            &[(0, 10), (1, 11), (2, 12), (3, 13)],
-            8,
-            &[(0, 10), (1, 11), (2, 12)],
-        ),
-        // A file with two writes stays on its lane, both writes.
-        (
-            &[(0, 10), (1, 11), (2, 10), (3, 11)],
-            2,
-            &[(0, 10), (1, 11), (2, 10), (3, 11)],
-        ),
-        (
-            &[(0, 10), (1, 11), (2, 11), (3, 12)],
-            2,
-            &[(1, 11), (2, 11)],
-        ),
-        // One write: nothing to overlap it with, it stays as it was.
-        (&[(0, 10)], 2, &[(0, 10)]),
-    ];
-    for (laned, cores, want) in cases {
-        let mut got = laned.to_vec();
-        keep_callers_share(&mut got, cores);
-        assert_eq!(got, want, "{laned:?} on {cores} cores");
-    }
-}
-
-/// A lane job finishing wakes the batch's thread only when it is the last one and the
-/// thread sleeps on them: jobs done before it waits wake nobody (each wake-up is a
-/// system call).
-#[test]
-fn lane_jobs_done_before_the_batch_waits_wake_nobody() {
-    let (dir_a, a) = temp_file("wake-a", 1 << 20);
-    let (dir_b, b) = temp_file("wake-b", 1 << 20);
-    let data = pattern(LARGE_WRITE_BYTES, 8);
-    let t = Duration::from_secs(30);
-    let mut reqs = [
-        IoReq::new(&a, 0, IoOp::Write(&data), t),
-        IoReq::new(&b, 0, IoOp::Write(&data), t),
-    ];
-    let fds = [(0, a.file.as_raw_fd()), (1, b.file.as_raw_fd())];
-    let pending = pool::submit(&mut reqs, &fds, pool::lane);
-    let wakes = loop {
-        if let Some(w) = pending.wakes_when_done() {
-            break w;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    pending.wait(&mut reqs, &mut |i| panic!("IO {i} late"));
-    for r in &mut reqs {
-        r.take_result().expect("written");
-    }
-    assert_eq!(wakes, 0, "nobody slept on the jobs");
-    let mut back = vec![0u8; data.len()];
-    b.read_at(&mut back, 0).expect("read");
-    assert!(back == data);
     let _ = std::fs::remove_dir_all(dir_a);
     let _ = std::fs::remove_dir_all(dir_b);
 }
