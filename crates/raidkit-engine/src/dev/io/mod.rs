@@ -17,6 +17,7 @@
 //!   write used to write its members one after another, inline, and several writers
 //!   waited on each other's member files) — while cores are free for them: when other
 //!   such batches already keep the cores busy, the batch writes inline (`LargeBatch`).
+//!   The batch's own thread writes its share of them meanwhile (`keep_callers_share`).
 //!   `RAIDKIT_LARGE_WRITES=lanes|ring|inline` always uses the lanes, this thread's
 //!   io_uring, or inline writes instead (for measurements).
 //! * [`Submission::Async`] (devices that complete IOs themselves: the fault wrapper's
@@ -697,5 +698,7 @@ pub(crate) fn sleep_until(deadline: Instant) {
     }
 }
 
+#[cfg(test)]
+mod lane_tests;
 #[cfg(test)]
 mod tests;

@@ -37,22 +37,67 @@ type Outcome = Option<(io::Result<()>, Instant)>;
 
 /// Completions of one batch.
 struct Done {
-    st: Mutex<Vec<Outcome>>,
+    st: Mutex<DoneState>,
     cv: Condvar,
+    /// Wake-ups of the batch's waiter (for tests).
+    #[cfg(test)]
+    wakes: std::sync::atomic::AtomicUsize,
+}
+
+/// The outcomes of a batch's jobs, and whether its thread sleeps on them: the last job
+/// to finish wakes it, and only if it sleeps (a `notify` is a system call even with
+/// nobody waiting, and the thread wants all of them anyway).
+struct DoneState {
+    outcomes: Vec<Outcome>,
+    waiting: bool,
+}
+
+impl DoneState {
+    fn all_done(&self) -> bool {
+        self.outcomes.iter().all(Option::is_some)
+    }
+}
+
+/// Wait for `done`'s next wake-up (at most `d`), marked as sleeping meanwhile.
+fn sleep_on<'a>(
+    done: &'a Done,
+    mut st: std::sync::MutexGuard<'a, DoneState>,
+    d: Option<std::time::Duration>,
+) -> std::sync::MutexGuard<'a, DoneState> {
+    st.waiting = true;
+    st = match d {
+        Some(d) => crate::locks::wait_timeout(&done.cv, st, d),
+        None => crate::locks::wait(&done.cv, st),
+    };
+    st.waiting = false;
+    st
 }
 
 /// A queue and the threads that take jobs from it.
 pub(super) struct Pool {
-    queue: Mutex<VecDeque<Job>>,
+    queue: Mutex<Queue>,
     cv: Condvar,
+    /// Wake-ups of the queue's threads by submitters (for tests).
+    #[cfg(test)]
+    wakes: std::sync::atomic::AtomicUsize,
+}
+
+/// Jobs waiting for a thread, and the threads sleeping for lack of one (a submitter
+/// wakes one only if one sleeps).
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    idle: usize,
 }
 
 impl Pool {
     /// A queue served by `threads` new threads named `name-N`.
-    fn start(name: &str, threads: usize) -> &'static Pool {
+    pub(super) fn start(name: &str, threads: usize) -> &'static Pool {
         let p: &'static Pool = Box::leak(Box::new(Pool {
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Queue::default()),
             cv: Condvar::new(),
+            #[cfg(test)]
+            wakes: Default::default(),
         }));
         for n in 0..threads {
             let spawned = std::thread::Builder::new()
@@ -95,10 +140,12 @@ fn worker(p: &'static Pool) {
         let job = {
             let mut q = crate::locks::lock(&p.queue);
             loop {
-                if let Some(j) = q.pop_front() {
+                if let Some(j) = q.jobs.pop_front() {
                     break j;
                 }
+                q.idle += 1;
                 q = crate::locks::wait(&p.cv, q);
+                q.idle -= 1;
             }
         };
         let mut op = match job.op {
@@ -112,9 +159,17 @@ fn worker(p: &'static Pool) {
         };
         let r = sync_fd(job.fd, &mut op, job.offset);
         let mut st = crate::locks::lock(&job.done.st);
-        st[job.index] = Some((r, Instant::now()));
+        st.outcomes[job.index] = Some((r, Instant::now()));
+        // A late job's waiter also wakes at its deadline, by itself.
+        let wake = st.waiting && st.all_done();
         drop(st);
-        job.done.cv.notify_all();
+        if wake {
+            #[cfg(test)]
+            job.done
+                .wakes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            job.done.cv.notify_all();
+        }
     }
 }
 
@@ -136,10 +191,16 @@ pub(super) fn submit(
     route: fn(RawFd) -> &'static Pool,
 ) -> Pending {
     let done = Arc::new(Done {
-        st: Mutex::new((0..fds.len()).map(|_| None).collect()),
+        st: Mutex::new(DoneState {
+            outcomes: (0..fds.len()).map(|_| None).collect(),
+            waiting: false,
+        }),
         cv: Condvar::new(),
+        #[cfg(test)]
+        wakes: Default::default(),
     });
-    let mut woken: Vec<&'static Pool> = Vec::new();
+    // The queues given jobs, and whether one of their threads sleeps.
+    let mut woken: Vec<(&'static Pool, bool)> = Vec::new();
     for (k, &(i, fd)) in fds.iter().enumerate() {
         let r = &mut reqs[i];
         let op = match &mut r.op {
@@ -148,19 +209,27 @@ pub(super) fn submit(
             IoOp::Flush => RawOp::Flush,
         };
         let p = route(fd);
-        crate::locks::lock(&p.queue).push_back(Job {
+        let mut q = crate::locks::lock(&p.queue);
+        q.jobs.push_back(Job {
             fd,
             op,
             offset: r.offset,
             done: Arc::clone(&done),
             index: k,
         });
-        if !woken.iter().any(|w| std::ptr::eq(*w, p)) {
-            woken.push(p);
+        let idle = q.idle > 0;
+        drop(q);
+        match woken.iter_mut().find(|w| std::ptr::eq(w.0, p)) {
+            Some(w) => w.1 |= idle,
+            None => woken.push((p, idle)),
         }
     }
-    for p in woken {
-        p.cv.notify_all();
+    for (p, idle) in woken {
+        if idle {
+            #[cfg(test)]
+            p.wakes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            p.cv.notify_all();
+        }
     }
     Pending {
         done,
@@ -178,13 +247,13 @@ impl Pending {
         let mut late = vec![false; fds.len()];
         let mut st = crate::locks::lock(&done.st);
         loop {
-            if st.iter().all(Option::is_some) {
+            if st.all_done() {
                 break;
             }
             let now = Instant::now();
             let mut next = None::<Instant>;
             for (k, &(i, _)) in fds.iter().enumerate() {
-                if st[k].is_some() || late[k] {
+                if st.outcomes[k].is_some() || late[k] {
                     continue;
                 }
                 if now >= reqs[i].deadline {
@@ -197,21 +266,16 @@ impl Pending {
                     next = Some(next.map_or(d, |n: Instant| n.min(d)));
                 }
             }
-            if st.iter().all(Option::is_some) {
+            if st.all_done() {
                 break;
             }
-            st = match next {
-                Some(t) => {
-                    let d = t.saturating_duration_since(Instant::now());
-                    crate::locks::wait_timeout(&done.cv, st, d)
-                }
-                None => crate::locks::wait(&done.cv, st),
-            };
+            let d = next.map(|t| t.saturating_duration_since(Instant::now()));
+            st = sleep_on(&done, st, d);
         }
         // Every job is finished: nothing uses the buffers any more.
         self.waited = true;
         for (k, &(i, _)) in fds.iter().enumerate() {
-            let Some((res, at)) = st[k].take() else {
+            let Some((res, at)) = st.outcomes[k].take() else {
                 continue;
             };
             let r = &mut reqs[i];
@@ -225,14 +289,37 @@ impl Pending {
     }
 }
 
+#[cfg(test)]
+impl Pool {
+    /// Submitters' wake-ups of the queue's threads so far.
+    pub(super) fn wakes(&self) -> usize {
+        self.wakes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// The queue's threads asleep for lack of a job, and the jobs queued.
+    pub(super) fn idle_and_queued(&self) -> (usize, usize) {
+        let q = crate::locks::lock(&self.queue);
+        (q.idle, q.jobs.len())
+    }
+}
+
+#[cfg(test)]
+impl Pending {
+    /// The waiter's wake-ups so far, once every job is finished (`None` before).
+    pub(super) fn wakes_when_done(&self) -> Option<usize> {
+        let st = crate::locks::lock(&self.done.st);
+        st.all_done()
+            .then(|| self.done.wakes.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 impl Drop for Pending {
     fn drop(&mut self) {
         if self.waited {
             return;
         }
         let mut st = crate::locks::lock(&self.done.st);
-        while !st.iter().all(Option::is_some) {
-            st = crate::locks::wait(&self.done.cv, st);
+        while !st.all_done() {
+            st = sleep_on(&self.done, st, None);
         }
     }
 }

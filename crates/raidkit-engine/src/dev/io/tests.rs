@@ -37,7 +37,7 @@ macro_rules! async_only_dev {
     };
 }
 
-fn temp_file(name: &str, len: u64) -> (std::path::PathBuf, FileDev) {
+pub(super) fn temp_file(name: &str, len: u64) -> (std::path::PathBuf, FileDev) {
     let dir = std::env::temp_dir().join(format!("rk-io-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let p = dir.join("m");
@@ -48,7 +48,7 @@ fn temp_file(name: &str, len: u64) -> (std::path::PathBuf, FileDev) {
     (dir, d)
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(super) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
