@@ -1,10 +1,9 @@
 //! The stripe cache's page memory: 4 KiB pages carved from 2 MiB anonymous mappings
-//! (slabs, asked for as transparent huge pages) and recycled through a bounded free list.
+//! (slabs) and recycled through a bounded free list.
 //!
 //! One `calloc` per page from a thread's malloc arena cost a `mprotect` (the arena grows
-//! its heap a page at a time) and a page fault per fresh page: a fifth to a quarter of
-//! the CPU of a small-write run while the cache grows over its working set. A slab costs
-//! one `mmap`, and with a huge page one fault per 512 pages.
+//! its heap a page at a time: 65,689 of them in a 307,200-write run) besides the page's
+//! first-touch fault, while the cache grows over its working set. A slab costs one `mmap`.
 //!
 //! A recycled page keeps the bytes of its last use: the cache reads a page's bytes only
 //! where its `valid` bits say (a new page starts with none), so no zeroing is needed.
@@ -34,8 +33,37 @@ unsafe impl Send for Slab {}
 // SAFETY: as above; `Slab` itself gives no access to the bytes.
 unsafe impl Sync for Slab {}
 
+/// How a slab's memory is faulted in (`RAIDKIT_CACHE_SLAB`, read once; for benchmarks).
+/// The three measured alike (BENCHMARKS.md, session 11 `sw3`); 4 KiB pages faulted in
+/// when first written are the default: a huge page can make the writer that faults it
+/// wait for the kernel to compact memory (`defrag` = `madvise`, the usual setting).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SlabMode {
+    /// `thp`: asked for as a transparent huge page (`MADV_HUGEPAGE`): one fault per slab.
+    Huge,
+    /// `populate`: 4 KiB pages, all faulted in by the `mmap` (`MAP_POPULATE`).
+    Populate,
+    /// 4 KiB pages, each faulted in when first written.
+    Lazy,
+}
+
+fn slab_mode() -> SlabMode {
+    static MODE: std::sync::OnceLock<SlabMode> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("RAIDKIT_CACHE_SLAB").as_deref() {
+        Ok("populate") => SlabMode::Populate,
+        Ok("thp") => SlabMode::Huge,
+        _ => SlabMode::Lazy,
+    })
+}
+
 impl Slab {
     fn map() -> Option<Slab> {
+        let mode = slab_mode();
+        let populate = if mode == SlabMode::Populate {
+            libc::MAP_POPULATE
+        } else {
+            0
+        };
         // SAFETY: an anonymous private mapping at an address the kernel chooses; the
         // result is checked.
         let p = unsafe {
@@ -43,7 +71,7 @@ impl Slab {
                 std::ptr::null_mut(),
                 SLAB_BYTES,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | populate,
                 -1,
                 0,
             )
@@ -51,8 +79,10 @@ impl Slab {
         if p == libc::MAP_FAILED {
             return None;
         }
-        // SAFETY: advice on the mapping just made; failure (no THP) is harmless.
-        unsafe { libc::madvise(p, SLAB_BYTES, libc::MADV_HUGEPAGE) };
+        if mode == SlabMode::Huge {
+            // SAFETY: advice on the mapping just made; failure (no THP) is harmless.
+            unsafe { libc::madvise(p, SLAB_BYTES, libc::MADV_HUGEPAGE) };
+        }
         NonNull::new(p.cast::<u8>()).map(|base| Slab { base })
     }
 }
@@ -269,7 +299,7 @@ mod tests {
         let half = arr.size_bytes() / 2;
         // Whole 4 KiB pages of 0xee over the first half: the cache fills and evicts.
         for page in 0..half / 4096 {
-            if page % 3 == 0 {
+            if page.is_multiple_of(3) {
                 arr.write(page * 4096, &[0xee; 4096]).unwrap();
             }
         }
@@ -288,7 +318,7 @@ mod tests {
         for page in half / 4096..2 * half / 4096 {
             arr.read(page * 4096, &mut buf).unwrap();
             let mut want = [0u8; 4096];
-            if (page - half / 4096) % 5 == 0 {
+            if (page - half / 4096).is_multiple_of(5) {
                 want[1536..2048].fill(page as u8 | 1);
             }
             assert!(buf == want, "page {page}");
