@@ -558,6 +558,20 @@ impl Geometry {
         }
     }
 
+    /// Stripes after which [`Geometry::stripe`] repeats for RAID4/5/6: stripe `s` has the
+    /// layout of stripe `s % period` (None for other levels). RAID4 1; RAID5 and RAID6 the
+    /// member count, but the `*-6` layouts 16..=19 rotate over the members before Q.
+    pub fn stripe_period(&self) -> Option<u64> {
+        let n = u64::try_from(self.raid_disks).ok()?;
+        match self.level {
+            Level::Raid4 => Some(1),
+            Level::Raid5 => Some(n),
+            Level::Raid6 if matches!(self.layout, 16..=19) => n.checked_sub(1),
+            Level::Raid6 => Some(n),
+            _ => None,
+        }
+    }
+
     /// Layout of stripe `stripe` for RAID4/5/6 (panics-free: returns None for other levels
     /// or an out-of-range stripe).
     pub fn stripe(&self, stripe: u64) -> Option<StripeLayout> {

@@ -270,6 +270,34 @@ fn parity_levels_all_layouts() {
     assert_eq!(count, (3 * 7 + 6 * 7 + 14 * 5) * 3 * 4);
 }
 
+/// Every stripe of every parity layout has the layout of stripe `s % stripe_period()`.
+#[test]
+fn stripe_layouts_repeat_with_the_stripe_period() {
+    let cases: [(Level, &[u32], usize); 3] = [
+        (Level::Raid4, &[0, 5, 9], 2),
+        (Level::Raid5, &[0, 1, 2, 3, 4, 5], 2),
+        (
+            Level::Raid6,
+            &[0, 1, 2, 3, 4, 5, 8, 9, 10, 16, 17, 18, 19, 20],
+            4,
+        ),
+    ];
+    for (level, layouts, min) in cases {
+        for &layout in layouts {
+            for n in min..=10 {
+                let g = Geometry::new(level, layout, 8, n, 8 * 200, vec![]).unwrap();
+                let period = g.stripe_period().unwrap();
+                assert!(period >= 1 && period <= n as u64, "{g:?}");
+                for s in 0..200 {
+                    assert_eq!(g.stripe(s), g.stripe(s % period), "{g:?} stripe {s}");
+                }
+            }
+        }
+    }
+    let g = Geometry::new(Level::Raid1, 0, 0, 2, 100, vec![]).unwrap();
+    assert_eq!(g.stripe_period(), None);
+}
+
 #[test]
 fn raid6_star6_is_raid5_plus_q() {
     // Layouts 16..=20 are RAID5 layouts 0..=4 on members 0..N-2 plus Q on the last member.

@@ -82,6 +82,11 @@ pub struct Array {
     pub(crate) geo: Geometry,
     /// `geo.array_sectors()`, derived once (every request's range check asks for it).
     geo_sectors: u64,
+    /// `geo.stripes()`, derived once.
+    geo_stripes: u64,
+    /// RAID4/5/6: the layout of stripes `0..geo.stripe_period()` (every stripe has that of
+    /// its place in the rotation), derived once; empty for other levels or long periods.
+    layouts: Box<[raidkit_layout::StripeLayout]>,
     pub(crate) uuid: [u8; 16],
     pub(crate) name: String,
     pub(crate) metadata: Metadata,
@@ -112,6 +117,24 @@ pub struct Array {
     pub(crate) reshape: reshape::ReshapeSlot,
     /// Writes queued behind to write-mostly members ([`write_behind`]).
     pub(crate) wb: write_behind::WriteBehind,
+}
+
+/// Longest rotation whose stripe layouts an array keeps.
+const MAX_KEPT_LAYOUTS: u64 = 256;
+
+/// The layouts of one rotation of `geo`'s stripes (empty: derive each when asked).
+fn stripe_layouts(geo: &Geometry) -> Box<[raidkit_layout::StripeLayout]> {
+    let Some(period) = geo.stripe_period() else {
+        return Box::default();
+    };
+    if period > MAX_KEPT_LAYOUTS || period > geo.stripes() {
+        return Box::default();
+    }
+    (0..period)
+        .map(|s| geo.stripe(s))
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default()
+        .into_boxed_slice()
 }
 
 impl Array {
@@ -151,8 +174,11 @@ impl Array {
             m.write_mostly
                 .store(wm, std::sync::atomic::Ordering::Relaxed);
         }
+        let layouts = stripe_layouts(&geo);
         Array {
             geo_sectors: geo.array_sectors(),
+            geo_stripes: geo.stripes(),
+            layouts,
             geo,
             uuid,
             name,

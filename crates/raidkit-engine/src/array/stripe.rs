@@ -13,6 +13,7 @@ use raidkit_layout::StripeLayout;
 use raidkit_layout::SECTOR;
 use raidkit_parity as parity;
 use smallvec::SmallVec;
+use std::borrow::Cow;
 
 /// Blocks of one stripe over a sector range, with missing ones reconstructed.
 pub(crate) struct StripeData {
@@ -109,10 +110,21 @@ impl Array {
         ops.into_iter().map(|op| op.read_result().is_ok()).collect()
     }
 
-    pub(crate) fn stripe_layout(&self, stripe: u64) -> Result<StripeLayout> {
+    /// The layout of `stripe`: the array's copy for its place in the rotation (derived
+    /// once at assembly), or derived now where there is none.
+    pub(crate) fn stripe_layout(&self, stripe: u64) -> Result<Cow<'_, StripeLayout>> {
+        let out_of_range = || EngineError::Invalid(format!("stripe {stripe} out of range"));
+        let period = self.layouts.len() as u64;
+        if period > 0 {
+            if stripe >= self.geo_stripes {
+                return Err(out_of_range());
+            }
+            return Ok(Cow::Borrowed(&self.layouts[(stripe % period) as usize]));
+        }
         self.geo
             .stripe(stripe)
-            .ok_or_else(|| EngineError::Invalid(format!("stripe {stripe} out of range")))
+            .map(Cow::Owned)
+            .ok_or_else(out_of_range)
     }
 
     /// Read the blocks of `stripe` over chunk sectors `[at, at + sectors)`, reconstructing

@@ -160,7 +160,7 @@ impl<'a> Run<'a> {
         let unneeded: Vec<Option<usize>> = (first..first + count)
             .map(|s| {
                 let target = skip?;
-                unneeded_by(&arr.stripe_layout(s).ok()?, target, |r| readable[r])
+                unneeded_by(&*arr.stripe_layout(s).ok()?, target, |r| readable[r])
             })
             .collect();
         let mut reads: Vec<(usize, u64, &mut [u8])> = Vec::with_capacity(roles);
@@ -277,7 +277,7 @@ impl<'a> Run<'a> {
             }
             None => {}
         }
-        Ok(Some(layout))
+        Ok(Some(layout.into_owned()))
     }
 
     /// Stripe `first + i`'s blocks (after [`Run::complete`] said it is whole), and two

@@ -12,6 +12,7 @@ use crate::array::Array;
 use crate::error::{EngineError, Result};
 use raidkit_layout::{StripeLayout, SECTOR};
 use raidkit_parity as parity;
+use smallvec::SmallVec;
 use std::ops::Range;
 
 /// Bytes from chunk sector `sector` of a buffer that starts at chunk sector `start`.
@@ -527,23 +528,37 @@ impl WriteOut {
         pieces
     }
 
-    /// Keep what is known now (read from the members) in the cache's pages.
+    /// Keep what is known now (read from the members) in the cache's pages: per page
+    /// row, the known sectors the page does not hold yet, copied run by run (a row read
+    /// whole is one 4 KiB copy, not eight of a sector).
     fn keep_known(&self, cache: &StripeCache, held: &mut EntryState) {
         let start = self.rows.start;
+        let s = SECTOR as usize;
         for block in 0..cache.kc {
-            for sector in self.rows.clone() {
-                let i = (sector - start) as usize;
-                if !self.known[block][i] {
+            let known = &self.known[block];
+            let mut sector = start;
+            while sector < self.rows.end {
+                let row = sector / PAGE_SECTORS;
+                let row_end = ((row + 1) * PAGE_SECTORS).min(self.rows.end);
+                let bits = (sector..row_end)
+                    .filter(|&x| known[(x - start) as usize])
+                    .fold(0u8, |b, x| b | 1 << (x % PAGE_SECTORS));
+                sector = row_end;
+                if bits == 0 {
                     continue;
                 }
-                let page = cache.page(held, block * cache.rows + (sector / PAGE_SECTORS) as usize);
-                let bit = 1u8 << (sector % PAGE_SECTORS);
-                if page.valid & bit == 0 {
-                    let to = ((sector % PAGE_SECTORS) * SECTOR) as usize;
-                    page.data[to..to + SECTOR as usize].copy_from_slice(
-                        &self.bufs[block][i * SECTOR as usize..(i + 1) * SECTOR as usize],
-                    );
-                    page.valid |= bit;
+                let page = cache.page(held, block * cache.rows + row as usize);
+                let mut new = bits & !page.valid;
+                page.valid |= new;
+                // Page sector `first` is buffer sector `row * 8 + first - start`.
+                let buf_at = |first: u64| ((row * PAGE_SECTORS + first - start) as usize) * s;
+                while new != 0 {
+                    let first = u64::from(new.trailing_zeros());
+                    let run = u64::from((new >> first).trailing_ones());
+                    let (from, len) = (buf_at(first), run as usize * s);
+                    page.data[first as usize * s..first as usize * s + len]
+                        .copy_from_slice(&self.bufs[block][from..from + len]);
+                    new &= !super::write::sector_bits(first, run);
                 }
             }
         }
@@ -641,7 +656,7 @@ fn dirty_spans(
 }
 
 /// Runs of adjacent page rows holding dirty data.
-fn dirty_page_runs(cache: &StripeCache, held: &EntryState) -> Vec<Range<usize>> {
+fn dirty_page_runs(cache: &StripeCache, held: &EntryState) -> SmallVec<[Range<usize>; 4]> {
     let used = held.dirty_rows();
     let dirty_row = |r: usize| {
         (0..cache.kc).any(|block| {
@@ -650,7 +665,7 @@ fn dirty_page_runs(cache: &StripeCache, held: &EntryState) -> Vec<Range<usize>> 
                 .is_some_and(|p| p.dirty != 0)
         })
     };
-    let mut runs = Vec::new();
+    let mut runs = SmallVec::new();
     let mut row = used.start;
     while row < used.end {
         if !dirty_row(row) {

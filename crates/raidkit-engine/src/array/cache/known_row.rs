@@ -10,6 +10,7 @@ use crate::array::stripe::parity_into;
 use crate::array::Array;
 use crate::error::Result;
 use raidkit_layout::{StripeLayout, SECTOR};
+use smallvec::SmallVec;
 use std::ops::Range;
 
 impl Array {
@@ -30,7 +31,7 @@ impl Array {
             return None;
         }
         let row = page_rows.start;
-        let pages: Vec<&Page> = (0..cache.kc)
+        let pages: SmallVec<[&Page; 8]> = (0..cache.kc)
             .map(|block| held.pages[block * cache.rows + row].as_ref())
             .collect::<Option<_>>()?;
         if pages.iter().any(|p| p.valid != 0xff) {
@@ -87,13 +88,14 @@ impl Array {
             if clean_known == 0 {
                 cache.count(Count::Merges, 1);
             }
-            let data: Vec<&[u8]> = pages.iter().map(|p| &p.data[in_page(&over)]).collect();
+            let data: SmallVec<[&[u8]; 8]> =
+                pages.iter().map(|p| &p.data[in_page(&over)]).collect();
             let len = (row_sectors * SECTOR) as usize;
             let mut pq = scratch_blocks(1 + usize::from(layout.q.is_some()), len);
             let (p, q) = pq.split_at_mut(1);
             let q: &mut [u8] = q.first_mut().map_or(&mut [], |q| q.as_mut_slice());
             parity_into(layout, &data, &mut p[0], q);
-            let mut ops = Vec::with_capacity(cache.kc + 2);
+            let mut ops: SmallVec<[MemberOp<'_>; 10]> = SmallVec::new();
             for (block, page) in pages.iter().enumerate() {
                 if let Some(s) = span(page) {
                     ops.push(MemberOp::write(
@@ -108,11 +110,13 @@ impl Array {
             }
             self.member_io(&mut ops);
             ops.into_iter()
-                .try_for_each(|op| op.write_result().map(drop))
+                .try_for_each(|op| op.write_result().map(drop))?;
+            Ok(())
         })();
         if let Err(e) = written {
             return Some(Err(e));
         }
+        drop(pages);
         let row_pages = (row_sectors * cache.kc as u64).div_ceil(PAGE_SECTORS);
         cache.count(Count::Hits, clean_known.div_ceil(PAGE_SECTORS));
         cache.count(Count::Saved, row_pages);

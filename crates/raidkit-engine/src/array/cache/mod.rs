@@ -23,6 +23,7 @@
 
 pub(crate) mod drain;
 mod known_row;
+mod pages;
 mod reuse;
 mod tune;
 pub(crate) mod write;
@@ -74,8 +75,8 @@ struct OwnLine<T>(T);
 
 /// One cached page: a row of one data block.
 pub(crate) struct Page {
-    /// The bytes (valid where `valid` says so).
-    pub data: Box<[u8]>,
+    /// The bytes (valid where `valid` says so; a recycled page keeps old bytes elsewhere).
+    pub data: pages::PageBuf,
     /// Sectors (bit i = sector i of the page) holding the current contents.
     pub valid: u8,
     /// Sectors newer than the member (subset of `valid`).
@@ -217,6 +218,8 @@ pub(crate) struct StripeCache {
     pub rows: usize,
     shards: Box<[Mutex<Shard>]>,
     pages: AtomicUsize,
+    /// Where pages come from and go back to.
+    pool: pages::PagePool,
     target: AtomicUsize,
     fixed: AtomicUsize,
     admin_max: AtomicU64,
@@ -327,6 +330,7 @@ impl StripeCache {
                 })
                 .collect(),
             pages: AtomicUsize::new(0),
+            pool: pages::PagePool::default(),
             target: AtomicUsize::new(min_entries),
             fixed: AtomicUsize::new(0),
             admin_max: AtomicU64::new(u64::MAX),
@@ -417,7 +421,7 @@ impl StripeCache {
             self.pages.fetch_add(1, Ordering::Relaxed);
         }
         held.pages[idx].get_or_insert_with(|| Page {
-            data: vec![0u8; PAGE].into_boxed_slice(),
+            data: self.pool.take(),
             valid: 0,
             dirty: 0,
             written: false,
@@ -426,7 +430,11 @@ impl StripeCache {
 
     /// Free every page of an entry (its data is on the members or superseded).
     pub fn clear(&self, entry: &Entry, held: &mut EntryState) {
-        held.pages = Vec::new();
+        let pages = std::mem::take(&mut held.pages);
+        if held.alloc > 0 {
+            self.pool
+                .put(pages.into_iter().flatten().map(|p| p.data), self.slack());
+        }
         self.pages.fetch_sub(held.alloc, Ordering::Relaxed);
         held.alloc = 0;
         held.dirty_pages = 0;
