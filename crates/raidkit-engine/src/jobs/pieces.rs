@@ -53,15 +53,21 @@ const PIECES_BUDGET_BYTES: usize = 512 << 10;
 /// saves.
 const MIN_PIECE_BYTES: usize = 64 << 10;
 
+/// Bounds of a piece `RAIDKIT_PIECES` may ask for (any other value is brought inside).
+const ENV_PIECE_BYTES: std::ops::RangeInclusive<usize> = 4096..=(64 << 20);
+
 /// Bytes per member read at once for `raid_disks` members and chunks of `chunk_bytes`:
-/// within [`PIECES_BUDGET_BYTES`] over all members, a power of two at least
-/// [`MIN_PIECE_BYTES`]; a divisor or a multiple of the chunk (a piece never straddles
-/// a chunk boundary unless it holds whole chunks). `None`: the fast path is off
+/// [`PIECES_BUDGET_BYTES`] shared by the members, but at least [`MIN_PIECE_BYTES`]
+/// (so over the budget with more than 8 members), rounded down to a power of two; the
+/// chunk instead when neither divides the other (a piece never straddles a chunk
+/// boundary unless it holds whole chunks). Never 0. `None`: the fast path is off
 /// (`RAIDKIT_PIECES=0`).
 fn piece_bytes(raid_disks: usize, chunk_bytes: usize) -> Option<usize> {
     let want = match env_piece_kib() {
         Some(0) => return None,
-        Some(kib) => kib << 10,
+        Some(kib) => kib
+            .saturating_mul(1024)
+            .clamp(*ENV_PIECE_BYTES.start(), *ENV_PIECE_BYTES.end()),
         None => (PIECES_BUDGET_BYTES / raid_disks.max(1)).max(MIN_PIECE_BYTES),
     };
     let pow2 = if want.is_power_of_two() {
@@ -69,6 +75,9 @@ fn piece_bytes(raid_disks: usize, chunk_bytes: usize) -> Option<usize> {
     } else {
         want.next_power_of_two() / 2
     };
+    if pow2 == 0 || chunk_bytes == 0 {
+        return None; // (not reached: a piece of 0 bytes would never advance)
+    }
     if chunk_bytes.is_multiple_of(pow2) || pow2.is_multiple_of(chunk_bytes) {
         Some(pow2)
     } else {

@@ -97,9 +97,10 @@ impl Drop for Slab {
 /// A 4 KiB page of a slab (or, if mapping failed, of the heap), owned alone.
 pub(crate) struct PageBuf {
     ptr: NonNull<u8>,
-    /// Keeps the mapping alive (None: `heap` owns the bytes).
+    /// Keeps the mapping alive (None: the page is a heap allocation, freed on drop).
     _slab: Option<Arc<Slab>>,
-    heap: Option<Box<[u8]>>,
+    /// `ptr` came from `Box::<[u8; PAGE]>::into_raw`.
+    heap: bool,
 }
 
 // SAFETY: a `PageBuf` is the only owner of its 4 KiB (slab pages are handed out once and
@@ -110,20 +111,32 @@ unsafe impl Sync for PageBuf {}
 
 impl PageBuf {
     fn from_heap() -> PageBuf {
-        let mut b = vec![0u8; PAGE].into_boxed_slice();
-        let ptr = NonNull::from(&mut b[0]);
+        let b: Box<[u8; PAGE]> = Box::new([0u8; PAGE]);
+        // A pointer with the whole allocation's provenance, owned by this `PageBuf` until
+        // its `Drop` turns it back into the box.
+        let ptr = NonNull::from(Box::leak(b)).cast::<u8>();
         PageBuf {
             ptr,
             _slab: None,
-            heap: Some(b),
+            heap: true,
         }
     }
 
     /// Hand the page's memory back to the kernel (it reads as zeros when touched again).
     fn release_memory(&self) {
-        if self.heap.is_none() {
+        if !self.heap {
             // SAFETY: this page's own 4 KiB of a live mapping (the `Arc` holds it).
             unsafe { libc::madvise(self.ptr.as_ptr().cast(), PAGE, libc::MADV_DONTNEED) };
+        }
+    }
+}
+
+impl Drop for PageBuf {
+    fn drop(&mut self) {
+        if self.heap {
+            // SAFETY: `ptr` is the `Box<[u8; PAGE]>` leaked in `from_heap`, owned by this
+            // `PageBuf` alone and freed only here.
+            drop(unsafe { Box::from_raw(self.ptr.as_ptr().cast::<[u8; PAGE]>()) });
         }
     }
 }
@@ -187,7 +200,7 @@ impl PagePool {
         PageBuf {
             ptr,
             _slab: Some(Arc::clone(slab)),
-            heap: None,
+            heap: false,
         }
     }
 
@@ -233,6 +246,23 @@ impl PagePool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fallback when a slab cannot be mapped: a heap page of 4 KiB, zeroed, all of
+    /// it usable, freed when dropped (run under Miri, this checks the pointer's use).
+    #[test]
+    fn a_heap_page_is_a_whole_zeroed_page() {
+        let mut p = PageBuf::from_heap();
+        assert_eq!(p.len(), PAGE);
+        assert!(p.iter().all(|&b| b == 0));
+        p.fill(0x5a);
+        p[PAGE - 1] = 1;
+        assert!(p[..PAGE - 1].iter().all(|&b| b == 0x5a) && p[PAGE - 1] == 1);
+        p.release_memory();
+        assert_eq!(
+            p[0], 0x5a,
+            "a heap page keeps its bytes: only slab pages are given back"
+        );
+    }
 
     /// Pages given back are handed out again (no new memory) until the free list is
     /// empty; a slab serves 512 pages.

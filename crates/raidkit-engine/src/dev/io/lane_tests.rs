@@ -42,9 +42,17 @@ fn the_caller_writes_its_share_of_the_laned_writes() {
     ];
     for (laned, cores, want) in cases {
         let mut got = laned.to_vec();
-        keep_callers_share(&mut got, cores);
+        keep_callers_share(&mut got, cores, |_| true);
         assert_eq!(got, want, "{laned:?} on {cores} cores");
     }
+    // Writes the caller may not keep (to files not in memory: no deadline would stop
+    // its blocking write) stay on their lanes; it keeps others instead.
+    let mut got = vec![(0, 10), (1, 11), (2, 12), (3, 13)];
+    keep_callers_share(&mut got, 2, |i| i < 2);
+    assert_eq!(got, [(2, 12), (3, 13)]);
+    let mut got = vec![(0, 10), (1, 11)];
+    keep_callers_share(&mut got, 2, |_| false);
+    assert_eq!(got, [(0, 10), (1, 11)]);
 }
 
 /// A lane job finishing wakes the batch's thread only when it is the last one and the
@@ -109,8 +117,26 @@ fn a_job_queued_behind_a_busy_thread_wakes_nobody() {
         let before = p.wakes();
         let mut first = [IoReq::new(&d, 0, IoOp::Write(&long), t)];
         let busy = pool::submit(&mut first, &[(0, fd)], route);
-        while p.idle_and_queued() != (0, 0) {
-            std::thread::sleep(Duration::from_micros(50));
+        // Until the thread has taken it: (0, 0). Back at (1, 0) (submitting made it
+        // (1, 1)), the long write was over between two looks: try again.
+        let t1 = Instant::now();
+        let taken = loop {
+            match p.idle_and_queued() {
+                (0, 0) => break true,
+                (1, 0) => break false,
+                _ => {
+                    assert!(
+                        t1.elapsed() < Duration::from_secs(20),
+                        "the job was never taken"
+                    );
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        };
+        if !taken {
+            busy.wait(&mut first, &mut |i| panic!("IO {i} late"));
+            first[0].take_result().expect("long write");
+            continue;
         }
         // Busy with it: the next job is queued without waking anybody (unless the long
         // write was over already, on a crowded machine: then try again).

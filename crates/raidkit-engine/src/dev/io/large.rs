@@ -135,7 +135,18 @@ pub(super) fn large_writes_to_lanes(
         })
         .collect();
     if large_write_path() == LargeWrites::Auto {
-        keep_callers_share(&mut laned, batch_cores);
+        // Only writes to files in memory: the caller's own write is a blocking call that
+        // no deadline interrupts (a laned one is waited for until the member's deadline,
+        // then the member is failed), and a write to memory does not wait on a device.
+        keep_callers_share(&mut laned, batch_cores, |i| {
+            matches!(
+                reqs[i].dev.submission(),
+                Submission::Fd {
+                    in_memory: true,
+                    ..
+                }
+            )
+        });
     }
     (Some(batch), laned)
 }
@@ -146,9 +157,13 @@ pub(super) fn large_writes_to_lanes(
 /// mirrored 1 MiB write's four 512 KiB copies). Each lane hand-off costs a wake-up and
 /// two context switches; the caller's share costs none. Only writes to a file no other
 /// laned write of the batch goes to are kept, so one file's writes still go in order
-/// through its lane. At least one write stays laned (the batch was given lanes to
-/// overlap its copies).
-pub(super) fn keep_callers_share(laned: &mut Vec<(usize, RawFd)>, batch_cores: usize) {
+/// through its lane, and only those `keepable` says (by request index) may be. At least
+/// one write stays laned (the batch was given lanes to overlap its copies).
+pub(super) fn keep_callers_share(
+    laned: &mut Vec<(usize, RawFd)>,
+    batch_cores: usize,
+    keepable: impl Fn(usize) -> bool,
+) {
     let n = laned.len();
     if n < 2 {
         return;
@@ -158,8 +173,8 @@ pub(super) fn keep_callers_share(laned: &mut Vec<(usize, RawFd)>, batch_cores: u
     let mut k = n;
     while k > 0 && kept < share {
         k -= 1;
-        let fd = laned[k].1;
-        if laned.iter().filter(|l| l.1 == fd).count() == 1 {
+        let (i, fd) = laned[k];
+        if keepable(i) && laned.iter().filter(|l| l.1 == fd).count() == 1 {
             laned.remove(k);
             kept += 1;
         }

@@ -17,7 +17,8 @@
 //!   write used to write its members one after another, inline, and several writers
 //!   waited on each other's member files) — while cores are free for them: when other
 //!   such batches already keep the cores busy, the batch writes inline (`LargeBatch`).
-//!   The batch's own thread writes its share of them meanwhile (`keep_callers_share`).
+//!   The batch's own thread writes its share of them meanwhile (`keep_callers_share`),
+//!   only to files in memory: its own write is a blocking call no deadline interrupts.
 //!   `RAIDKIT_LARGE_WRITES=lanes|ring|inline` always uses the lanes, this thread's
 //!   io_uring, or inline writes instead (for measurements).
 //! * [`Submission::Async`] (devices that complete IOs themselves: the fault wrapper's
