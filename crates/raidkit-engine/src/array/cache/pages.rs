@@ -168,7 +168,13 @@ pub(crate) struct PagePool {
 
 #[derive(Default)]
 struct PoolInner {
+    /// Free pages with their memory (at most the bound `put` is given).
     free: Vec<PageBuf>,
+    /// Free slab pages whose memory went back to the kernel past that bound: their place
+    /// is handed out again before a new slab is carved, so the mappings stay within the
+    /// most pages ever out at once (a dropped page would keep its slab mapped for the
+    /// slab's other pages and could not be handed out again).
+    released: Vec<PageBuf>,
     /// The slab being carved and its next unused page.
     carving: Option<(Arc<Slab>, usize)>,
 }
@@ -177,7 +183,7 @@ impl PagePool {
     /// A page, its bytes unspecified (a recycled page keeps its last contents).
     pub fn take(&self) -> PageBuf {
         let mut g = lock(&self.inner);
-        if let Some(p) = g.free.pop() {
+        if let Some(p) = g.free.pop().or_else(|| g.released.pop()) {
             self.reused.fetch_add(1, Ordering::Relaxed);
             return p;
         }
@@ -205,29 +211,41 @@ impl PagePool {
     }
 
     /// Give pages back; past `keep` free pages (at least [`MIN_KEPT`]) their memory goes
-    /// back to the kernel.
+    /// back to the kernel (a slab page's place is kept for reuse, a heap page is freed).
     pub fn put(&self, pages: impl IntoIterator<Item = PageBuf>, keep: usize) {
         let keep = keep.max(MIN_KEPT);
-        let mut dropped = Vec::new();
+        let mut past: Vec<PageBuf> = Vec::new();
         {
             let mut g = lock(&self.inner);
             for p in pages {
                 if g.free.len() < keep {
                     g.free.push(p);
                 } else {
-                    dropped.push(p);
+                    past.push(p);
                 }
             }
         }
-        for p in &dropped {
+        if past.is_empty() {
+            return;
+        }
+        // Outside the lock: `madvise` per page.
+        past.retain(|p| !p.heap);
+        for p in &past {
             p.release_memory();
         }
+        lock(&self.inner).released.extend(past);
     }
 
-    /// Free pages held.
+    /// Free pages held with their memory.
     #[cfg(test)]
     pub fn free_pages(&self) -> usize {
         lock(&self.inner).free.len()
+    }
+
+    /// Free slab pages whose memory went back to the kernel.
+    #[cfg(test)]
+    pub fn released_pages(&self) -> usize {
+        lock(&self.inner).released.len()
     }
 
     /// Slabs mapped so far.
@@ -291,18 +309,29 @@ mod tests {
         }
     }
 
-    /// Past the bound, pages given back are not kept (their memory goes back to the
-    /// kernel).
+    /// Past the bound, pages given back keep no memory (it goes back to the kernel), but
+    /// their places are handed out again before a new slab is mapped.
     #[test]
     fn the_free_list_is_bounded() {
         let pool = PagePool::default();
-        let mut a: Vec<PageBuf> = (0..MIN_KEPT + 50).map(|_| pool.take()).collect();
+        // One slab's pages, all out: any page not from the pool's lists needs a new slab.
+        let mut a: Vec<PageBuf> = (0..SLAB_PAGES - 1).map(|_| pool.take()).collect();
         for p in &mut a {
             p.fill(0xaa);
         }
         let keep_alive = pool.take();
+        assert_eq!(pool.slabs(), 1);
         pool.put(a, 0);
         assert_eq!(pool.free_pages(), MIN_KEPT);
+        let past = SLAB_PAGES - 1 - MIN_KEPT;
+        assert_eq!(pool.released_pages(), past);
+        let again: Vec<PageBuf> = (0..SLAB_PAGES - 1).map(|_| pool.take()).collect();
+        assert_eq!(pool.slabs(), 1, "a new slab while free pages were left");
+        let zeroed = again.iter().filter(|p| p.iter().all(|&b| b == 0)).count();
+        assert_eq!(
+            zeroed, past,
+            "the released pages' memory went back to the kernel"
+        );
         drop(keep_alive);
     }
 
