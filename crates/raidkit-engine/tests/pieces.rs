@@ -10,50 +10,19 @@ use raidkit_engine::jobs::pieces::piece_bytes_read;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
 use raidkit_engine::sb::probe;
 use raidkit_engine::sync::{self, SyncMode};
-use raidkit_engine::{AssembleOptions, BlockDev, FileDev};
+use raidkit_engine::{AssembleOptions, FileDev};
 use raidkit_layout::Level;
 use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const PAGE: u64 = 4096;
 
-/// A directory on tmpfs, removed on drop.
-struct ShmDir(PathBuf);
-
-impl Drop for ShmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// None where /dev/shm is not tmpfs (then there is nothing to test here).
 /// The tests tell which path a pass took by a process-wide count of bytes read in
 /// pieces: one test at a time, so that one's reads do not count for the other.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn shm_dir(tag: &str) -> Option<ShmDir> {
-    let d = Path::new("/dev/shm").join(format!("rk-pc-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).ok()?;
-    let d = ShmDir(d);
-    let probe = d.0.join("probe");
-    std::fs::write(&probe, b"x").ok()?;
-    let on_tmpfs = FileDev::open(&probe, false).is_ok_and(|f| {
-        matches!(
-            f.submission(),
-            raidkit_engine::dev::io::Submission::Fd {
-                in_memory: true,
-                ..
-            }
-        )
-    });
-    if !on_tmpfs {
-        eprintln!("skipped: /dev/shm is not tmpfs here");
-        return None;
-    }
-    Some(d)
-}
 
 /// An array of `n` members with `chunk` byte chunks on tmpfs, filled with a pattern and
 /// stopped: its member files and their data offset.
@@ -104,8 +73,10 @@ fn flip(p: &Path, at: u64, bit: u8) {
 }
 
 fn planted(level: Level, n: usize, chunk: u64, tag: &str) {
-    let Some(dir) = shm_dir(tag) else { return };
-    let (ps, doff) = make(&dir.0, level, n, chunk);
+    let Some(dir) = TempDir::in_memory("rk-pc") else {
+        return;
+    };
+    let (ps, doff) = make(dir.path(), level, n, chunk);
     let data_blocks = (n - if level == Level::Raid6 { 2 } else { 1 }) as u64;
     let clean = check(&ps);
     assert_eq!(clean.mismatches, vec![], "{tag}: clean array");
@@ -164,8 +135,10 @@ fn a_check_in_pieces_finds_every_planted_bit() {
 }
 
 fn rebuilt(level: Level, n: usize, chunk: u64, lost: usize, tag: &str) {
-    let Some(dir) = shm_dir(tag) else { return };
-    let (ps, doff) = make(&dir.0, level, n, chunk);
+    let Some(dir) = TempDir::in_memory("rk-pc") else {
+        return;
+    };
+    let (ps, doff) = make(dir.path(), level, n, chunk);
     let orig = std::fs::read(&ps[lost]).expect("read");
     let rw = AssembleOptions {
         writable: true,
@@ -176,7 +149,7 @@ fn rebuilt(level: Level, n: usize, chunk: u64, lost: usize, tag: &str) {
         .map(|m| ps[m].clone())
         .collect();
     let arr = assemble_paths(&others, &rw).expect("assemble degraded");
-    let spare = dir.0.join("spare.img");
+    let spare = dir.path().join("spare.img");
     std::fs::File::create(&spare)
         .and_then(|f| f.set_len(orig.len() as u64))
         .expect("spare");

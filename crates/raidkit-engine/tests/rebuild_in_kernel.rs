@@ -8,48 +8,18 @@ use raidkit_engine::assemble_paths;
 use raidkit_engine::create::create;
 use raidkit_engine::dev::io::kernel_copied_bytes;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
-use raidkit_engine::{AssembleOptions, BlockDev, FileDev};
+use raidkit_engine::{AssembleOptions, FileDev};
 use raidkit_layout::Level;
 use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
-use std::path::{Path, PathBuf};
+use raidkit_testkit::tempdir::TempDir;
 use std::sync::Arc;
-
-/// A directory on tmpfs, removed on drop.
-struct ShmDir(PathBuf);
-
-impl Drop for ShmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// None where /dev/shm is not tmpfs (then there is nothing to test here).
-fn shm_dir() -> Option<ShmDir> {
-    let d = Path::new("/dev/shm").join(format!("rk-rik-{}", std::process::id()));
-    std::fs::create_dir_all(&d).ok()?;
-    let d = ShmDir(d);
-    let probe = d.0.join("probe");
-    std::fs::write(&probe, b"x").ok()?;
-    let on_tmpfs = FileDev::open(&probe, false).is_ok_and(|f| {
-        matches!(
-            f.submission(),
-            raidkit_engine::dev::io::Submission::Fd {
-                in_memory: true,
-                ..
-            }
-        )
-    });
-    if !on_tmpfs {
-        eprintln!("skipped: /dev/shm is not tmpfs here");
-        return None;
-    }
-    Some(d)
-}
 
 #[test]
 fn a_raid1_rebuild_between_files_in_memory_copies_in_the_kernel_byte_exact() {
-    let Some(dir) = shm_dir() else { return };
-    let ps = member_files(&dir.0, 2);
+    let Some(dir) = TempDir::in_memory("rk-rik") else {
+        return;
+    };
+    let ps = member_files(dir.path(), 2);
     let mut o = create_options(Level::Raid1, &ps);
     o.create_size = Some(7 << 20);
     o.assume_clean = true;
@@ -67,7 +37,7 @@ fn a_raid1_rebuild_between_files_in_memory_copies_in_the_kernel_byte_exact() {
         ..Default::default()
     };
     let arr = assemble_paths(&ps[..1], &rw).expect("assemble degraded");
-    let spare = dir.0.join("spare.img");
+    let spare = dir.path().join("spare.img");
     std::fs::File::create(&spare)
         .and_then(|f| f.set_len(std::fs::metadata(&ps[1])?.len()))
         .expect("spare");

@@ -17,7 +17,37 @@ pub struct TempDir {
 impl TempDir {
     /// Create a new unique directory whose name starts with `prefix`.
     pub fn new(prefix: &str) -> io::Result<TempDir> {
-        let base = std::env::temp_dir();
+        TempDir::new_in(&std::env::temp_dir(), prefix)
+    }
+
+    /// A new directory on `/dev/shm` where that is tmpfs as the engine sees it (member
+    /// files there are "in memory": the engine's paths for such members apply); `None`
+    /// elsewhere, after saying so on stderr (the caller's test has nothing to test).
+    #[cfg(feature = "engine")]
+    pub fn in_memory(prefix: &str) -> Option<TempDir> {
+        use raidkit_engine::dev::io::Submission;
+        use raidkit_engine::{BlockDev, FileDev};
+        let d = TempDir::new_in(Path::new("/dev/shm"), prefix).ok()?;
+        let probe = d.path().join("probe");
+        std::fs::write(&probe, b"x").ok()?;
+        let on_tmpfs = FileDev::open(&probe, false).is_ok_and(|f| {
+            matches!(
+                f.submission(),
+                Submission::Fd {
+                    in_memory: true,
+                    ..
+                }
+            )
+        });
+        if !on_tmpfs {
+            eprintln!("skipped: /dev/shm is not tmpfs here");
+            return None;
+        }
+        Some(d)
+    }
+
+    /// Create a new unique directory in `base` whose name starts with `prefix`.
+    pub fn new_in(base: &Path, prefix: &str) -> io::Result<TempDir> {
         let pid = std::process::id();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -465,18 +465,28 @@ pub(crate) fn parity_matches(layout: &StripeLayout, data: &[&[u8]], p: &[u8], q:
         all.push(p);
         return parity::xor_zero(&all);
     }
+    with_syndrome_slots(layout, data, p.len(), |slots| parity::pq_check(slots, p, q))
+}
+
+/// Call `f` with the data blocks (given in logical order) in their syndrome slots, unused
+/// slots (DDF layouts) as zero blocks of `len` bytes.
+fn with_syndrome_slots<R>(
+    layout: &StripeLayout,
+    data: &[&[u8]],
+    len: usize,
+    f: impl FnOnce(&[&[u8]]) -> R,
+) -> R {
     let mut slots: Vec<Option<&[u8]>> = vec![None; layout.syndrome_width];
     for (k, d) in data.iter().enumerate() {
         slots[layout.slot[k]] = Some(d);
     }
-    // Unused syndrome slots (DDF layouts) count as zero blocks.
     let zero = if slots.iter().any(Option::is_none) {
-        vec![0u8; p.len()]
+        vec![0u8; len]
     } else {
         Vec::new()
     };
     let slots: Vec<&[u8]> = slots.iter().map(|s| s.unwrap_or(&zero)).collect();
-    parity::pq_check(&slots, p, q)
+    f(&slots)
 }
 
 /// P (and Q, for RAID6) over data blocks given in logical order, written over `p` and
@@ -486,16 +496,6 @@ pub(crate) fn parity_into(layout: &StripeLayout, data: &[&[u8]], p: &mut [u8], q
         parity::xor_gen(data, p);
         return;
     }
-    let mut slots: Vec<Option<&[u8]>> = vec![None; layout.syndrome_width];
-    for (k, d) in data.iter().enumerate() {
-        slots[layout.slot[k]] = Some(d);
-    }
-    // Unused syndrome slots (DDF layouts) count as zero blocks.
-    let zero = if slots.iter().any(Option::is_none) {
-        vec![0u8; p.len()]
-    } else {
-        Vec::new()
-    };
-    let slots: Vec<&[u8]> = slots.iter().map(|s| s.unwrap_or(&zero)).collect();
-    parity::pq_gen(&slots, p, q);
+    let len = p.len();
+    with_syndrome_slots(layout, data, len, |slots| parity::pq_gen(slots, p, q));
 }
