@@ -153,14 +153,17 @@ fn a_damaged_bitmap_is_ignored_and_a_dirty_array_resyncs_in_full() {
 fn a_bitmap_of_another_array_is_ignored_not_fatal() {
     let t = TempDir::new("rk-hostile").unwrap();
     let ps = raid1(&t, 2, true);
-    // The bitmap's UUID (byte 8 of its superblock) on every member.
+    // The bitmap's UUID (byte 8 of its superblock) changed on every member: flipped, so
+    // it differs whatever the array's UUID (a fixed 0xee matched it 1 time in 256).
     for p in &ps {
-        std::fs::OpenOptions::new()
+        let f = std::fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .open(p)
-            .unwrap()
-            .write_all_at(&[0xee], 16 * 512 + 8)
             .unwrap();
+        let mut b = [0u8];
+        f.read_exact_at(&mut b, 16 * 512 + 8).unwrap();
+        f.write_all_at(&[!b[0]], 16 * 512 + 8).unwrap();
     }
     let arr = assemble_paths(&ps, &AssembleOptions::default()).unwrap();
     assert!(!arr.has_bitmap());
