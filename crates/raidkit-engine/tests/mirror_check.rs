@@ -5,11 +5,10 @@
 
 use raidkit_engine::assemble::{assemble, AssembleOptions};
 use raidkit_engine::create::create;
-use raidkit_engine::sb::probe;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{BlockDev, FileDev};
 use raidkit_layout::Level;
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{create_options, data_offset_bytes, member_files};
 use raidkit_testkit::hooked::{members, Hooked, Hooks};
 use raidkit_testkit::tempdir::TempDir;
 use std::io;
@@ -43,12 +42,7 @@ fn a_raid1_check_reads_256_kib_pieces_per_copy_and_finds_exactly_the_differing_p
     let fill: Vec<u8> = (0..size).map(|i| (i / PAGE) as u8 ^ (i as u8)).collect();
     arr.write(0, &fill).expect("fill");
     arr.stop().expect("stop");
-    let doff = probe(&FileDev::open(&ps[1], false).expect("open"))
-        .expect("probe")
-        .found[0]
-        .0
-        .data_offset()
-        * 512;
+    let doff = data_offset_bytes(&ps[1]);
     // Array pages made to differ on member 1: the last of the first step, the first of
     // the next, one inside the third step, one inside the last piece of the fourth (its
     // first three pieces agree), and the array's last.

@@ -8,10 +8,9 @@ use raidkit_engine::assemble::{assemble, AssembleOptions};
 use raidkit_engine::create::create;
 use raidkit_engine::rebuild::RebuildOptions;
 use raidkit_engine::replace::replace;
-use raidkit_engine::sb::probe;
-use raidkit_engine::{Array, BlockDev, FileDev};
+use raidkit_engine::{Array, BlockDev};
 use raidkit_layout::Level;
-use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
+use raidkit_testkit::arrays::{assert_consistent, create_options, data_offset_bytes, member_files};
 use raidkit_testkit::hooked::{Hooked, Recorder};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
@@ -37,15 +36,6 @@ fn rec(p: &Path) -> Arc<RecDev> {
 /// The array's bytes: a pattern of the offset (no page like another).
 fn pattern(off: u64, len: usize) -> Vec<u8> {
     raidkit_testkit::pattern::mdref_bytes(29, off, len)
-}
-
-fn data_offset(p: &Path) -> u64 {
-    probe(&FileDev::open(p, false).expect("open"))
-        .expect("probe")
-        .found[0]
-        .0
-        .data_offset()
-        * 512
 }
 
 /// A RAID5 (4 members) or RAID6 (6) of 64 KiB chunks filled with `pattern`, assembled
@@ -111,8 +101,8 @@ fn assert_same_data(s: &Setup, what: &str) {
     let stripes = s.arr.geometry().stripes();
     let len = (stripes * CHUNK) as usize;
     let (od, nd) = (
-        data_offset(&s.ps[ROLE]) as usize,
-        data_offset(&s.sp) as usize,
+        data_offset_bytes(&s.ps[ROLE]) as usize,
+        data_offset_bytes(&s.sp) as usize,
     );
     let old = std::fs::read(&s.ps[ROLE]).expect("old member");
     let new = std::fs::read(&s.sp).expect("replacement");
@@ -130,7 +120,7 @@ fn assert_same_data(s: &Setup, what: &str) {
 fn replace_exact(level: Level) {
     let dir = TempDir::new("rk-preplace").expect("temp dir");
     let s = setup(&dir, level);
-    let doff = data_offset(&s.ps[ROLE]);
+    let doff = data_offset_bytes(&s.ps[ROLE]);
     let at = doff + 21 * CHUNK + 8192;
     *s.recs[ROLE].bad.lock().unwrap() = Some((at, at + PAGE));
     s.spare.writes.lock().unwrap().clear();
@@ -203,7 +193,7 @@ fn write_race(level: Level) {
         // Landed (no hold) or waiting for the run's copy (held).
         std::thread::sleep(Duration::from_millis(300));
     }));
-    let doff = data_offset(&s.ps[ROLE]);
+    let doff = data_offset_bytes(&s.ps[ROLE]);
     *s.recs[ROLE].trigger.lock().unwrap() = Some(doff + 5 * CHUNK);
     // The far write is seen done by the race closure through `far_done`: a watcher
     // takes the completions from the channel.

@@ -8,11 +8,10 @@ use raidkit_engine::assemble_paths;
 use raidkit_engine::create::create;
 use raidkit_engine::jobs::pieces::piece_bytes_read;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
-use raidkit_engine::sb::probe;
 use raidkit_engine::sync::{self, SyncMode};
 use raidkit_engine::{AssembleOptions, FileDev};
 use raidkit_layout::Level;
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{create_options, data_offset_bytes, member_files};
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -40,12 +39,7 @@ fn make(dir: &Path, level: Level, n: usize, chunk: u64) -> (Vec<PathBuf>, u64) {
         .collect();
     arr.write(0, &model).expect("fill");
     arr.stop().expect("stop");
-    let doff = probe(&FileDev::open(&ps[0], false).expect("open"))
-        .expect("probe")
-        .found[0]
-        .0
-        .data_offset()
-        * 512;
+    let doff = data_offset_bytes(&ps[0]);
     (ps, doff)
 }
 

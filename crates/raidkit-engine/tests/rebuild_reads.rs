@@ -6,10 +6,9 @@
 use raidkit_engine::assemble::{assemble, AssembleOptions};
 use raidkit_engine::create::create;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
-use raidkit_engine::sb::probe;
 use raidkit_engine::{Array, FileDev};
 use raidkit_layout::Level;
-use raidkit_testkit::arrays::{assert_consistent, create_options, member_files};
+use raidkit_testkit::arrays::{assert_consistent, create_options, data_offset_bytes, member_files};
 use raidkit_testkit::hooked::{members, Hooked, Recorder};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
@@ -42,12 +41,7 @@ fn make(dir: &TempDir) -> (Vec<PathBuf>, u64) {
     arr.write(0, &pattern(0, arr.size_bytes() as usize))
         .expect("fill");
     arr.stop().expect("stop");
-    let doff = probe(&FileDev::open(&ps[0], false).expect("open"))
-        .expect("probe")
-        .found[0]
-        .0
-        .data_offset()
-        * 512;
+    let doff = data_offset_bytes(&ps[0]);
     (ps, doff)
 }
 

@@ -7,11 +7,10 @@
 use raidkit_engine::assemble::{assemble, AssembleOptions};
 use raidkit_engine::create::create;
 use raidkit_engine::rebuild::{rebuild, RebuildOptions};
-use raidkit_engine::sb::probe;
 use raidkit_engine::sync::{self, SyncMode, SyncOptions};
-use raidkit_engine::{Array, FileDev};
+use raidkit_engine::Array;
 use raidkit_layout::Level;
-use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::arrays::{create_options, data_offset_bytes, member_files};
 use raidkit_testkit::hooked::{members, Hooked, Recorder};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::PathBuf;
@@ -48,12 +47,7 @@ fn make(dir: &TempDir, level: Level) -> (Vec<PathBuf>, u64, u64) {
     let size = arr.size_bytes();
     arr.write(0, &pattern(0, size as usize)).expect("fill");
     arr.stop().expect("stop");
-    let doff = probe(&FileDev::open(&ps[0], false).expect("open"))
-        .expect("probe")
-        .found[0]
-        .0
-        .data_offset()
-        * 512;
+    let doff = data_offset_bytes(&ps[0]);
     (ps, size, doff)
 }
 
@@ -272,12 +266,7 @@ fn rebuild_exact(level: Level) {
     let len = (stripes * CHUNK) as usize;
     let want = std::fs::read(&ps[n - 1]).expect("lost member");
     let got = std::fs::read(&sp).expect("spare");
-    let sdoff = probe(&FileDev::open(&sp, false).expect("open"))
-        .expect("probe")
-        .found[0]
-        .0
-        .data_offset() as usize
-        * 512;
+    let sdoff = data_offset_bytes(&sp) as usize;
     let (w, g) = (&want[doff as usize..][..len], &got[sdoff..][..len]);
     if let Some(i) = (0..len).find(|&i| w[i] != g[i]) {
         panic!(

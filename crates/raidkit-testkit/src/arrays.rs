@@ -17,6 +17,20 @@ pub fn create_options(level: Level, ps: &[PathBuf]) -> CreateOptions {
     CreateOptions::new(level, ps.iter().cloned().map(MemberSpec::Path).collect())
 }
 
+/// Where the data area of the member file `p` starts, in bytes (from its superblock).
+pub fn data_offset_bytes(p: &Path) -> u64 {
+    let dev = raidkit_engine::FileDev::open(p, false).expect("open the member");
+    let found = raidkit_engine::sb::probe(&dev)
+        .expect("probe the member")
+        .found;
+    found
+        .first()
+        .expect("a superblock on the member")
+        .0
+        .data_offset()
+        * 512
+}
+
 /// A check of the whole array finds every copy and parity consistent (no mismatch);
 /// `what` names the case when it does not.
 pub fn assert_consistent(arr: &Array, what: &str) {

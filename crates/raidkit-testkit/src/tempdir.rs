@@ -25,20 +25,11 @@ impl TempDir {
     /// elsewhere, after saying so on stderr (the caller's test has nothing to test).
     #[cfg(feature = "engine")]
     pub fn in_memory(prefix: &str) -> Option<TempDir> {
-        use raidkit_engine::dev::io::Submission;
         use raidkit_engine::{BlockDev, FileDev};
         let d = TempDir::new_in(Path::new("/dev/shm"), prefix).ok()?;
         let probe = d.path().join("probe");
         std::fs::write(&probe, b"x").ok()?;
-        let on_tmpfs = FileDev::open(&probe, false).is_ok_and(|f| {
-            matches!(
-                f.submission(),
-                Submission::Fd {
-                    in_memory: true,
-                    ..
-                }
-            )
-        });
+        let on_tmpfs = FileDev::open(&probe, false).is_ok_and(|f| f.submission().in_memory());
         if !on_tmpfs {
             eprintln!("skipped: /dev/shm is not tmpfs here");
             return None;

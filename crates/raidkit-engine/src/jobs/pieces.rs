@@ -28,7 +28,6 @@ use crate::array::parity_write::stripe_members;
 use crate::array::stripe::parity_into;
 use crate::array::stripe::parity_matches;
 use crate::array::Array;
-use crate::dev::io::Submission;
 use crate::error::Result;
 use crate::jobs::stripe_run::{unneeded_by, RunBufs};
 use raidkit_layout::SECTOR;
@@ -87,21 +86,74 @@ fn piece_bytes(raid_disks: usize, chunk_bytes: usize) -> Option<usize> {
 
 /// Is the member in `role` a file in memory?
 fn in_memory(arr: &Array, role: usize) -> bool {
-    arr.member(role).is_some_and(|m| {
-        matches!(
-            m.dev.submission(),
-            Submission::Fd {
-                in_memory: true,
-                ..
-            }
-        )
-    })
+    arr.member(role)
+        .is_some_and(|m| m.dev.submission().in_memory())
 }
 
 /// `RAIDKIT_PIECES=<KiB>` (0: off), for measurements; read once.
 fn env_piece_kib() -> Option<usize> {
     static V: OnceLock<Option<usize>> = OnceLock::new();
     *V.get_or_init(|| std::env::var("RAIDKIT_PIECES").ok()?.parse().ok())
+}
+
+/// A run of stripes `[first, first + count)` gone through in pieces.
+struct Plan<'a> {
+    /// Bytes per chunk.
+    chunk: usize,
+    /// Bytes per member and piece (at most the run).
+    piece: usize,
+    /// The run's first data sector on every member, and its sectors.
+    dsec: u64,
+    sectors: u64,
+    /// Bytes per member of the run.
+    run_bytes: usize,
+    layouts: Vec<std::borrow::Cow<'a, raidkit_layout::StripeLayout>>,
+}
+
+impl<'a> Plan<'a> {
+    /// `None` when the fast path is turned off (or there is nothing to go through).
+    fn new(arr: &'a Array, first: u64, count: u64) -> Result<Option<Plan<'a>>> {
+        let chunk_sectors = arr.geometry().chunk_sectors;
+        let chunk = (chunk_sectors * SECTOR) as usize;
+        let run_bytes = count as usize * chunk;
+        let Some(piece) = piece_bytes(arr.geometry().raid_disks, chunk) else {
+            return Ok(None);
+        };
+        if run_bytes == 0 {
+            return Ok(None);
+        }
+        let layouts = (first..first + count)
+            .map(|s| arr.stripe_layout(s))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(Plan {
+            chunk,
+            piece: piece.min(run_bytes),
+            dsec: first * chunk_sectors,
+            sectors: count * chunk_sectors,
+            run_bytes,
+            layouts,
+        }))
+    }
+
+    /// The pieces: byte offset in the run and length.
+    fn pieces(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.run_bytes)
+            .step_by(self.piece)
+            .map(|at| (at, self.piece.min(self.run_bytes - at)))
+    }
+
+    /// The stripes the piece `[at, at + len)` covers (one, or several whole ones): each
+    /// one's index in the run and its bytes in the piece.
+    fn stripes(&self, at: usize, len: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+        let chunk = self.chunk;
+        (at / chunk..(at + len).div_ceil(chunk)).map(move |i| {
+            (
+                i,
+                (i * chunk).max(at) - at,
+                ((i + 1) * chunk).min(at + len) - at,
+            )
+        })
+    }
 }
 
 /// Verify stripes `[first, first + count)` (locked by the caller) piece by piece. `None`
@@ -114,54 +166,39 @@ pub(crate) fn verify_run(
     first: u64,
     count: u64,
 ) -> Result<Option<Vec<bool>>> {
-    let geo = arr.geometry();
-    let chunk_sectors = geo.chunk_sectors;
-    let chunk = (chunk_sectors * SECTOR) as usize;
-    let roles = geo.raid_disks;
-    let Some(piece) = piece_bytes(roles, chunk) else {
+    let roles = arr.geometry().raid_disks;
+    let Some(plan) = Plan::new(arr, first, count)? else {
         return Ok(None);
     };
-    let (dsec, n) = (first * chunk_sectors, count * chunk_sectors);
-    if !(0..roles).all(|r| arr.can_read(r, dsec, n) && in_memory(arr, r)) {
+    if !(0..roles).all(|r| arr.can_read(r, plan.dsec, plan.sectors) && in_memory(arr, r)) {
         return Ok(None);
     }
-    let layouts = (first..first + count)
-        .map(|s| arr.stripe_layout(s))
-        .collect::<Result<Vec<_>>>()?;
-    let run_bytes = count as usize * chunk;
     let mut ok = vec![true; count as usize];
-    bufs.with_members(roles, piece.min(run_bytes), |bufs| {
-        let mut at = 0;
-        while at < run_bytes {
-            let len = piece.min(run_bytes - at);
-            // The stripes this piece covers (one, or several whole ones).
-            let (i0, i1) = (at / chunk, (at + len).div_ceil(chunk));
-            if !ok[i0..i1].contains(&true) {
+    bufs.with_members(roles, plan.piece, |bufs| {
+        for (at, len) in plan.pieces() {
+            if !plan.stripes(at, len).any(|(i, ..)| ok[i]) {
                 // Already left to the caller (a resync of a new array: every stripe).
-                at += len;
                 continue;
             }
+            let psec = plan.dsec + (at as u64) / SECTOR;
             let reads = bufs
                 .iter_mut()
                 .enumerate()
-                .map(|(r, b)| (r, dsec + (at as u64) / SECTOR, &mut b[..len]))
+                .map(|(r, b)| (r, psec, &mut b[..len]))
                 .collect();
             let read = arr.read_members_at_once(reads);
             PIECE_BYTES.fetch_add((len * roles) as u64, Ordering::Relaxed);
-            for i in i0..i1 {
+            for (i, a, e) in plan.stripes(at, len) {
                 if !ok[i] {
                     continue;
                 }
-                let lay = &layouts[i];
-                let a = (i * chunk).max(at) - at;
-                let e = ((i + 1) * chunk).min(at + len) - at;
+                let lay = &plan.layouts[i];
                 let whole = stripe_members(lay).all(|r| read[r]);
                 let blk = |r: usize| &bufs[r][a..e];
                 let data: Vec<&[u8]> = lay.data.iter().map(|&r| blk(r)).collect();
                 let q = lay.q.map_or(&[][..], blk);
                 ok[i] = whole && parity_matches(lay, &data, blk(lay.p), q);
             }
-            at += len;
         }
     });
     Ok(Some(ok))
@@ -179,39 +216,28 @@ pub(crate) fn rebuild_run(
     first: u64,
     count: u64,
 ) -> Result<bool> {
-    let geo = arr.geometry();
-    let chunk_sectors = geo.chunk_sectors;
-    let chunk = (chunk_sectors * SECTOR) as usize;
-    let roles = geo.raid_disks;
-    let Some(piece) = piece_bytes(roles, chunk) else {
+    let roles = arr.geometry().raid_disks;
+    let Some(plan) = Plan::new(arr, first, count)? else {
         return Ok(false);
     };
-    let (dsec, n) = (first * chunk_sectors, count * chunk_sectors);
-    let source = |r: usize| arr.can_read(r, dsec, n) && in_memory(arr, r);
+    let source = |r: usize| arr.can_read(r, plan.dsec, plan.sectors) && in_memory(arr, r);
     if !(0..roles).all(|r| r == target || source(r)) || !in_memory(arr, target) {
         return Ok(false);
     }
-    let layouts = (first..first + count)
-        .map(|s| arr.stripe_layout(s))
-        .collect::<Result<Vec<_>>>()?;
     // A piece inside one stripe leaves out the member its block does not need; a piece
     // of several whole stripes reads every other member.
-    let unneeded = |i: usize, len: usize| {
-        (len <= chunk)
-            .then(|| unneeded_by(&layouts[i], target, |_| true))
+    let unneeded = |at: usize, len: usize| {
+        (len <= plan.chunk)
+            .then(|| unneeded_by(&plan.layouts[at / plan.chunk], target, |_| true))
             .flatten()
     };
-    let run_bytes = count as usize * chunk;
     // One buffer per role (the target's takes its piece), and a scratch for a P computed
     // alongside a Q.
-    bufs.with_members(roles + 1, piece.min(run_bytes), |bufs| {
+    bufs.with_members(roles + 1, plan.piece, |bufs| {
         let (bufs, scratch) = bufs.split_at_mut(roles);
-        let mut at = 0;
-        while at < run_bytes {
-            let len = piece.min(run_bytes - at);
-            let (i0, i1) = (at / chunk, (at + len).div_ceil(chunk));
-            let skip = unneeded(i0, len);
-            let psec = dsec + (at as u64) / SECTOR;
+        for (at, len) in plan.pieces() {
+            let skip = unneeded(at, len);
+            let psec = plan.dsec + (at as u64) / SECTOR;
             let reads: Vec<_> = bufs
                 .iter_mut()
                 .enumerate()
@@ -223,13 +249,10 @@ pub(crate) fn rebuild_run(
                 return Ok(false);
             }
             PIECE_BYTES.fetch_add((len * sources) as u64, Ordering::Relaxed);
-            for (i, lay) in layouts.iter().enumerate().take(i1).skip(i0) {
-                let a = (i * chunk).max(at) - at;
-                let e = ((i + 1) * chunk).min(at + len) - at;
-                rebuild_block(lay, target, bufs, &mut scratch[0], a, e);
+            for (i, a, e) in plan.stripes(at, len) {
+                rebuild_block(&plan.layouts[i], target, bufs, &mut scratch[0], a, e);
             }
             arr.write_block(target, psec, &bufs[target][..len])?;
-            at += len;
         }
         Ok(true)
     })

@@ -139,13 +139,7 @@ pub(super) fn large_writes_to_lanes(
         // no deadline interrupts (a laned one is waited for until the member's deadline,
         // then the member is failed), and a write to memory does not wait on a device.
         keep_callers_share(&mut laned, batch_cores, |i| {
-            matches!(
-                reqs[i].dev.submission(),
-                Submission::Fd {
-                    in_memory: true,
-                    ..
-                }
-            )
+            reqs[i].dev.submission().in_memory()
         });
     }
     (Some(batch), laned)

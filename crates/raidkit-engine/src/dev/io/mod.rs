@@ -168,6 +168,19 @@ pub enum Submission<'a> {
     Blocking,
 }
 
+impl Submission<'_> {
+    /// A descriptor of a file in memory (tmpfs, ramfs): its IOs never wait for a device.
+    pub fn in_memory(&self) -> bool {
+        matches!(
+            self,
+            Submission::Fd {
+                in_memory: true,
+                ..
+            }
+        )
+    }
+}
+
 /// A device that completes IOs itself: a modelled device, a network member.
 pub trait AsyncDev: Send + Sync {
     /// Start `io`. Return [`Started::Done`] if it is finished already (its memory will

@@ -88,16 +88,7 @@ pub fn can_copy_in_kernel(src: &dyn BlockDev, dst: &dyn BlockDev) -> bool {
     if *OFF.get_or_init(|| std::env::var("RAIDKIT_SPLICE").is_ok_and(|v| v == "0")) {
         return false;
     }
-    matches!(
-        (src.submission(), dst.submission()),
-        (
-            Submission::Fd {
-                in_memory: true,
-                ..
-            },
-            Submission::Fd { .. }
-        )
-    )
+    src.submission().in_memory() && matches!(dst.submission(), Submission::Fd { .. })
 }
 
 /// Copy `len` bytes of `src` at byte `src_off` to `dst` at byte `dst_off` in the kernel,

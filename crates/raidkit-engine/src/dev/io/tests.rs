@@ -597,15 +597,7 @@ fn shm_dir(name: &str) -> Option<std::path::PathBuf> {
     std::fs::create_dir_all(&dir).ok()?;
     let probe = dir.join("probe");
     std::fs::write(&probe, b"x").ok()?;
-    let in_memory = FileDev::open(&probe, false).is_ok_and(|d| {
-        matches!(
-            d.submission(),
-            Submission::Fd {
-                in_memory: true,
-                ..
-            }
-        )
-    });
+    let in_memory = FileDev::open(&probe, false).is_ok_and(|d| d.submission().in_memory());
     if !in_memory {
         let _ = std::fs::remove_dir_all(&dir);
         eprintln!("skipped: /dev/shm is not tmpfs here");
