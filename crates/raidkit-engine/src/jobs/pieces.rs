@@ -16,8 +16,9 @@
 //!   left to the caller, which reads and checks it again exactly as before (as a run,
 //!   page by page where it does not verify, who is wrong, the fix), so what a pass
 //!   reports and repairs does not depend on this path. Once a stripe is left to the
-//!   caller its remaining pieces are not read (a resync of a new array pays a piece per
-//!   stripe, not a second read of everything).
+//!   caller its remaining pieces are not read: a resync of a new array pays one piece per
+//!   stripe more where pieces are smaller than a chunk, but reads everything twice where
+//!   a piece holds several chunks (each piece has stripes not yet left).
 //! * [`rebuild_run`] reconstructs the target's piece from the others' (what the stripe's
 //!   block needs: RAID6 leaves out Q, or P for a Q block, as the run does) and writes it.
 //!   A read that fails leaves the run to the caller's run path, which reads and rebuilds
