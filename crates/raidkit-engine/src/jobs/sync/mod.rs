@@ -6,12 +6,14 @@
 //! * [`mirror`]: one mirrored region, and which copy is right.
 
 mod mirror;
+pub use mirror::mirror_piece_bytes;
 mod parity;
 mod reshaping;
 
 use crate::array::range_gate::RangeHold;
 use crate::array::Array;
 use crate::error::{EngineError, Result};
+use crate::jobs::copy::mirror_step_sectors;
 use crate::jobs::pipeline;
 use crate::jobs::stripe_run::{self, RunBufs};
 use crate::locks::lock;
@@ -342,9 +344,9 @@ fn visit_steps(
         let bytes = stripe_run::run_bytes(geo.raid_disks, chunk, run_stripes);
         (Step::Stripes, bytes)
     } else {
-        // A region's copies, each read whole.
+        // A region's copies, each read whole (where they do not compare alike in pieces).
         let copies = geo.locate(0).map_or(2, |p| p.copies.len()) as u64;
-        (Step::Mirror, copies * MIRROR_STEP_SECTORS * 512)
+        (Step::Mirror, copies * mirror_step_sectors(arr) * 512)
     };
     // Mirrors: a region is held against client writes into it from before its copies are
     // read until they are compared and fixed (a write in between would be undone on one
@@ -360,6 +362,7 @@ fn visit_steps(
         at: None,
         chunk,
         run_stripes,
+        mirror_step: mirror_step_sectors(arr),
         done: 0,
         handed: 0,
         todo: regions.iter().map(|(a, e)| e - a).sum(),
@@ -392,7 +395,7 @@ fn visit_steps(
 enum Step {
     /// A run of whole stripes, up to `stripe_run::stripes_per_run` (parity levels).
     Stripes,
-    /// A run of up to [`MIRROR_STEP_SECTORS`] mapped onto the same copies (mirrors).
+    /// A run of up to [`mirror_step_sectors`] mapped onto the same copies (mirrors).
     Mirror,
 }
 
@@ -410,6 +413,8 @@ struct StepPass<'a, 'p> {
     chunk: u64,
     /// Stripes per step (parity levels).
     run_stripes: u64,
+    /// Sectors per step at most (mirrors: [`mirror_step_sectors`]).
+    mirror_step: u64,
     done: u64,
     /// Sectors handed out (the speed limit's count).
     handed: u64,
@@ -459,7 +464,7 @@ impl<'a> pipeline::Steps for StepPass<'a, '_> {
                     .geometry()
                     .locate(at)
                     .ok_or_else(|| EngineError::Invalid(format!("sector {at} out of range")))?;
-                p.run.min(MIRROR_STEP_SECTORS).min(end - at)
+                p.run.min(self.mirror_step).min(end - at)
             }
         };
         // Throttled by what is handed out, not what is done: the steps handed out at once
@@ -479,11 +484,6 @@ impl<'a> pipeline::Steps for StepPass<'a, '_> {
         Ok(())
     }
 }
-
-/// Sectors a mirrored pass compares at most at once (1 MiB of each copy, as a rebuild
-/// copies: with 512 KiB a RAID1 check on tmpfs took 8 % longer, its steps' hand-offs
-/// twice as many).
-const MIRROR_STEP_SECTORS: u64 = 2048;
 
 /// 4 KiB: md's check granularity.
 const PAGE: usize = 4096;
