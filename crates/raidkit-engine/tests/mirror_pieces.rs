@@ -3,7 +3,8 @@
 //! every planted difference — a byte flipped in one copy at the first and last byte of a
 //! piece, of a step and of a chunk, and at the array's end — in RAID1 of 2 and 3 copies
 //! and RAID10 near, far and offset; a repair leaves every copy alike (3 copies: the
-//! majority's bytes).
+//! majority's bytes); a mirrored rebuild there, stopped and resumed, leaves every copy
+//! alike.
 
 use raidkit_engine::assemble_paths;
 use raidkit_engine::create::create;
@@ -174,8 +175,9 @@ fn raid10_near_far_offset_compared_in_pieces_find_exactly_the_planted_pages() {
     case(Level::Raid10, 4, Some("n3"), 3);
 }
 
-/// A member of a mirrored array on tmpfs lost and rebuilt onto a blank spare (4 MiB
-/// steps, copied in the kernel): every copy alike afterwards and the array's bytes kept.
+/// A member of a mirrored array on tmpfs lost and rebuilt onto a blank spare (copied in
+/// the kernel), stopped and resumed: every copy alike afterwards (the check compares
+/// them in pieces) and the array's bytes kept.
 fn rebuild_case(level: Level, n: usize, layout: Option<&str>, lost: usize) {
     // (Its check counts in the piecewise compare's bytes too.)
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -184,7 +186,7 @@ fn rebuild_case(level: Level, n: usize, layout: Option<&str>, lost: usize) {
         return;
     };
     let tag = format!("{level:?} {n} {layout:?}");
-    // Larger than the steps in flight at once (8 of 4 MiB), so that a stop takes effect.
+    // Larger than the steps in flight at once (8 of 1 MiB), so that a stop takes effect.
     let (ps, model) = make(dir.path(), level, n, layout, 40 << 20);
     let rw = AssembleOptions {
         writable: true,

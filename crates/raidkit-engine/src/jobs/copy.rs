@@ -1,11 +1,10 @@
 //! The copy loop of rebuild (md's recovery) and hot replace: walk a member's data sectors
 //! from a checkpoint, a stripe or a run of stripes (parity levels) or up to 1 MiB
-//! (mirrors; 4 MiB on members in memory) at a time,
+//! (mirrors) at a time,
 //! stopping when asked, throttled, with progress and periodic checkpoints. What one step
 //! copies, and what a checkpoint writes, is the caller's.
 
 use crate::array::member::Member;
-use crate::array::Array;
 use crate::error::{EngineError, Result};
 use crate::jobs::pipeline;
 use crate::jobs::rebuild::RebuildOptions;
@@ -23,32 +22,8 @@ pub(crate) fn copy_sectors(geo: &Geometry, role: usize) -> u64 {
     }
 }
 
-/// Sectors a mirrored step copies (rebuild, replace) or compares (check) at most (1 MiB):
-/// with 512 KiB a RAID1 check on tmpfs took 8 % longer, its steps' hand-offs twice as
-/// many.
+/// Sectors a mirrored step copies at most (1 MiB).
 pub(crate) const MIRROR_STEP_SECTORS: u64 = 2048;
-
-/// Sectors a mirrored step of a rebuild or a check takes at most where every member is a
-/// file in memory (4 MiB): the kernel's copy or the piecewise compare
-/// (`sync::mirror::alike_in_pieces`) needs no buffer of the step's size. With 1 MiB steps
-/// the job's coordinator (a fifth thread on two cores) was woken for every 0.4 ms of a
-/// worker's work and the workers waited for it to hand out the next steps: in
-/// `perf sched` of a RAID1 check (2 × 1 GiB, loaded machine) each worker slept about as
-/// long as it ran, and the coordinator waited 0.8 s for a core.
-const MIRROR_STEP_IN_MEMORY_SECTORS: u64 = 8192;
-
-/// Sectors per mirrored step over `arr`'s members: [`MIRROR_STEP_IN_MEMORY_SECTORS`]
-/// where every member present is a file in memory, [`MIRROR_STEP_SECTORS`] otherwise (a
-/// disk or a network member keeps its 1 MiB IOs, and a step's buffers stay 1 MiB).
-pub(crate) fn mirror_step_sectors(arr: &Array) -> u64 {
-    let in_memory = (0..arr.geometry().raid_disks)
-        .all(|r| arr.member(r).is_none_or(|m| m.dev.submission().in_memory()));
-    if in_memory {
-        MIRROR_STEP_IN_MEMORY_SECTORS
-    } else {
-        MIRROR_STEP_SECTORS
-    }
-}
 
 /// How a copy loop ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use crate::array::Array;
 use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
-use crate::jobs::copy::{copy_sectors, mirror_step_sectors, CopyEnd, CopyLoop};
+use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
 use crate::jobs::pieces;
 use crate::jobs::pipeline;
 use crate::jobs::stripe_run::{self, Run, RunBufs};
@@ -239,11 +239,10 @@ pub(crate) fn rebuild_role(
         // there lands before the region is read or after its copy is written, never in
         // between; writes elsewhere go on.
         let _ordered = arr.order_writes_by_range();
-        let step = mirror_step_sectors(arr);
         copy.run_pipelined(
-            step,
+            MIRROR_STEP_SECTORS,
             1,
-            pipeline::depth_for(2 * step * SECTOR),
+            pipeline::depth_for(2 * MIRROR_STEP_SECTORS * SECTOR),
             progress,
             |x, n| arr.hold_ranges(&array_ranges(arr, role, x, n)),
             |(x, n)| rebuild_mirrored(arr, role, x, n),
