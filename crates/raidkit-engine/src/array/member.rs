@@ -480,29 +480,32 @@ impl Array {
 
     /// md's answer to a read error: the data was recovered from redundancy, so write it
     /// back to the member (the drive remaps the sector). A member that keeps failing, or
-    /// whose rewrite fails, is failed.
-    pub(crate) fn repair_read_error(&self, role: usize, dsec: u64, good: &[u8]) {
+    /// whose rewrite fails, is failed. True if the bytes were written back.
+    pub(crate) fn repair_read_error(&self, role: usize, dsec: u64, good: &[u8]) -> bool {
         let Some(m) = self.member(role) else {
-            return;
+            return false;
         };
         let errors = m.read_errors.fetch_add(1, Ordering::AcqRel) + 1;
         let device = m.dev.name().to_string();
         if !self.writable {
-            return;
+            return false;
         }
         if errors > MAX_CORRECTED_READ_ERRORS {
             let _ = self.fail_member(role, &format!("{errors} read errors"));
-            return;
+            return false;
         }
         let res = m.dev.write_at(good, (m.data_offset + dsec) * SECTOR);
         m.holes.wrote();
         match res {
-            Ok(()) => self.emit(ArrayEvent::ReadErrorCorrected {
-                role,
-                device,
-                sector: m.data_offset + dsec,
-                sectors: good.len() as u64 / SECTOR,
-            }),
+            Ok(()) => {
+                self.emit(ArrayEvent::ReadErrorCorrected {
+                    role,
+                    device,
+                    sector: m.data_offset + dsec,
+                    sectors: good.len() as u64 / SECTOR,
+                });
+                true
+            }
             Err(e) => {
                 // md: a member with a bad-block log gets a bad block instead.
                 let n = good.len() as u64 / SECTOR;
@@ -512,6 +515,7 @@ impl Array {
                         &format!("rewriting a sector after a read error failed: {e}"),
                     );
                 }
+                false
             }
         }
     }

@@ -20,6 +20,9 @@ pub(crate) struct StripeData {
     pub data: Vec<Vec<u8>>,
     pub p: Vec<u8>,
     pub q: Option<Vec<u8>>,
+    /// Roles whose read failed with an IO error (their blocks were reconstructed or
+    /// recomputed): what a pass may write back, as md does after a read error.
+    pub read_errors: Vec<usize>,
 }
 
 /// A stripe's blocks over a range, borrowed (from a [`StripeData`], or from the buffers
@@ -190,6 +193,7 @@ impl Array {
             .collect();
         let mut got = vec![false; roles.len()];
         let mut why = Vec::new();
+        let mut read_errors = Vec::new();
         {
             let mut ops = Vec::with_capacity(roles.len());
             let mut which = Vec::with_capacity(roles.len());
@@ -207,8 +211,14 @@ impl Array {
                 let data_block = k < layout.data.len();
                 match op.read_result() {
                     Ok(()) => got[k] = true,
-                    Err(e) if data_block => why.push(e.to_string()),
-                    Err(_) => {}
+                    Err(e) => {
+                        if matches!(e, EngineError::Io { .. }) {
+                            read_errors.push(roles[k]);
+                        }
+                        if data_block {
+                            why.push(e.to_string());
+                        }
+                    }
                 }
             }
         }
@@ -244,7 +254,12 @@ impl Array {
         } else {
             (p.unwrap_or_else(|| vec![0u8; len]), q)
         };
-        Ok(StripeData { data, p, q })
+        Ok(StripeData {
+            data,
+            p,
+            q,
+            read_errors,
+        })
     }
 
     /// Stripe, data block and chunk sector of array sector `sector` (parity levels).

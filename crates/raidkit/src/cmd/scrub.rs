@@ -189,6 +189,7 @@ fn print_json(arr: &Array, rep: &SyncReport, name: &str, with_sidecar: bool) -> 
         "sectors_checked": rep.sectors_done,
         "sectors_skipped_holes": rep.sectors_skipped_holes,
         "sectors_rewritten": rep.sectors_written,
+        "read_error_sectors_rewritten": rep.sectors_read_error_rewritten,
     });
     outln!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
@@ -233,6 +234,12 @@ fn print_text(arr: &Array, rep: &SyncReport, name: &str, with_sidecar: bool) {
             v.decided_by,
             v.what,
             if v.repaired { "; rewritten" } else { "" }
+        );
+    }
+    if rep.sectors_read_error_rewritten > 0 {
+        outln!(
+            "  {} sectors that failed to read were written back from redundancy",
+            rep.sectors_read_error_rewritten
         );
     }
     if !with_sidecar && rep.verdicts.iter().any(|v| v.role.is_none()) {

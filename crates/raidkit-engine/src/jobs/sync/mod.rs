@@ -22,7 +22,8 @@ use crate::locks::lock;
 pub enum SyncMode {
     /// Make redundancy consistent, writing only where it differs.
     Resync,
-    /// Report mismatches, write nothing.
+    /// Report mismatches; write nothing but the blocks whose read failed (from
+    /// redundancy, as md does).
     Check,
     /// Report mismatches and fix them.
     Repair,
@@ -40,6 +41,9 @@ pub struct SyncReport {
     pub mismatches: Vec<(u64, u64)>,
     /// Sectors rewritten.
     pub sectors_written: u64,
+    /// Sectors written back from redundancy after a member's read failed (md's answer to
+    /// a read error, in every mode; none on an array opened read-only).
+    pub sectors_read_error_rewritten: u64,
     /// Per inconsistent page: which member was wrong, when that can be told.
     pub verdicts: Vec<Verdict>,
     /// Where the pass stopped early (sync-space sector to resume from), if it did.
@@ -96,6 +100,7 @@ impl SyncReport {
     fn absorb(&mut self, part: SyncReport) {
         self.sectors_skipped_holes += part.sectors_skipped_holes;
         self.sectors_written += part.sectors_written;
+        self.sectors_read_error_rewritten += part.sectors_read_error_rewritten;
         for (off, len) in part.mismatches {
             self.add_mismatch(off, len);
         }

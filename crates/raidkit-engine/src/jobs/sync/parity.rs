@@ -6,7 +6,7 @@
 
 use super::{SyncMode, SyncReport, Verdict, PAGE};
 use crate::array::parity_write::stripe_members;
-use crate::array::stripe::{compute_parity, parity_into, parity_matches, Blocks};
+use crate::array::stripe::{compute_parity, parity_into, parity_matches, Blocks, StripeData};
 use crate::array::Array;
 use crate::checksums::Judgement;
 use crate::error::Result;
@@ -119,16 +119,52 @@ fn all_holes(arr: &Array, stripe: u64) -> Result<bool> {
 
 /// Check one stripe (locked by the caller) read on its own: where a run's read missed a
 /// member that can be read (a read error, say), the stripe's own read takes it again.
+/// A block whose read failed is written back from redundancy afterwards ([`rewrite_read_errors`]).
 fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) -> Result<()> {
     let chunk = arr.geometry().chunk_sectors;
     let layout = arr.stripe_layout(stripe)?;
     let known = arr.read_stripe(stripe, &layout, 0, chunk, true)?;
     let (p, q) = compute_parity(&layout, &known.data, (chunk * 512) as usize);
-    check_stripe(arr, stripe, &layout, known.blocks(), &p, &q, mode, rep)
+    let mismatched = check_stripe(arr, stripe, &layout, known.blocks(), &p, &q, mode, rep)?;
+    let consistent = !mismatched;
+    rewrite_read_errors(arr, stripe, &layout, &known, mode, consistent, rep);
+    Ok(())
+}
+
+/// md's answer to a read error met by a pass (check included): write the block back from
+/// redundancy, so the drive remaps the sector ([`Array::repair_read_error`]; nothing is
+/// written on an array opened read-only).
+///
+/// Only what redundancy vouches for is written: P and Q, recomputed from the data, always
+/// (in a resync the data is what counts); a data block reconstructed from parity only in a
+/// check or repair (a resync does not trust the parity yet) and only if the stripe was
+/// `consistent` (no mismatch found: with one, the reconstruction may be wrong, and a wrong
+/// block that reads back is worse than an unreadable one).
+fn rewrite_read_errors(
+    arr: &Array,
+    stripe: u64,
+    layout: &StripeLayout,
+    known: &StripeData,
+    mode: SyncMode,
+    consistent: bool,
+    rep: &mut SyncReport,
+) {
+    let dsec = stripe * arr.geometry().chunk_sectors;
+    for &role in &known.read_errors {
+        let parity = role == layout.p || Some(role) == layout.q;
+        if !parity && (mode == SyncMode::Resync || !consistent) {
+            continue;
+        }
+        let block = known.block_of(layout, role);
+        if !block.is_empty() && arr.repair_read_error(role, dsec, block) {
+            rep.sectors_read_error_rewritten += block.len() as u64 / 512;
+        }
+    }
 }
 
 /// Compare a stripe's parity with `p`/`q` (computed from its data) page by page (4 KiB,
-/// like md, so reports are precise); decide, fix and report each mismatch.
+/// like md, so reports are precise); decide, fix and report each mismatch. True if a
+/// page mismatched.
 #[allow(clippy::too_many_arguments)]
 fn check_stripe(
     arr: &Array,
@@ -139,7 +175,7 @@ fn check_stripe(
     q: &[u8],
     mode: SyncMode,
     rep: &mut SyncReport,
-) -> Result<()> {
+) -> Result<bool> {
     let chunk = arr.geometry().chunk_sectors;
     let len = (chunk * 512) as usize;
     let check = StripeCheck {
@@ -154,10 +190,11 @@ fn check_stripe(
         p,
         q,
     };
+    let mut mismatched = false;
     for start in (0..len).step_by(PAGE.min(len)) {
-        check.page(start, (start + PAGE).min(len), rep)?;
+        mismatched |= check.page(start, (start + PAGE).min(len), rep)?;
     }
-    Ok(())
+    Ok(mismatched)
 }
 
 /// One stripe's blocks (with what is missing reconstructed), and its parity recomputed.
@@ -183,13 +220,13 @@ impl StripeCheck<'_> {
     }
 
     /// Compare chunk bytes `[start, end)`; on a mismatch, decide who is wrong, fix it
-    /// (resync, repair) and report it (check, repair).
-    fn page(&self, start: usize, end: usize, rep: &mut SyncReport) -> Result<()> {
+    /// (resync, repair) and report it (check, repair). True if they mismatched.
+    fn page(&self, start: usize, end: usize, rep: &mut SyncReport) -> Result<bool> {
         let (known, mode) = (&self.known, self.mode);
         let bad_p = self.p_present && known.p[start..end] != self.p[start..end];
         let bad_q = self.q_present && known.q.map(|x| &x[start..end]) != Some(&self.q[start..end]);
         if !bad_p && !bad_q {
-            return Ok(());
+            return Ok(false);
         }
         let data_blocks = self.layout.data.len() as u64;
         if mode != SyncMode::Resync {
@@ -221,7 +258,7 @@ impl StripeCheck<'_> {
                 repaired,
             });
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Who is wrong? RAID6 can tell when exactly one block of the page is bad; RAID4/5
