@@ -171,3 +171,39 @@ fn a_check_of_an_array_opened_read_only_writes_nothing() {
         "nothing written"
     );
 }
+
+/// A mirror's pass (a check of a RAID1 here) `ReadErrorCorrected` events, and whether
+/// the unreadable copy's first chunk now holds copy 0's bytes.
+fn mirror_check(
+    n: usize,
+    corrupt_copy: Option<usize>,
+) -> (SyncReport, Vec<(usize, u64, u64)>, bool) {
+    let dir = TempDir::new("rk-rerr").unwrap();
+    let (ps, _) = make(&Case::v12(Level::Raid1, "default", n, 16, 2), &dir);
+    let (_, spec) = hide_wrong_bytes(&ps, 1);
+    if let Some(c) = corrupt_copy {
+        write_at(&ps[c], data_offset_bytes(&ps[c]) + 4096, &[0xa5; 8]);
+    }
+    let (rep, fixed) = pass(&with_fault(&ps, 1, &spec), true, SyncMode::Check);
+    let first = read_at(&ps[0], data_offset_bytes(&ps[0]), CHUNK_BYTES);
+    let same = read_at(&ps[1], data_offset_bytes(&ps[1]), CHUNK_BYTES) == first;
+    (rep, fixed, same)
+}
+
+#[test]
+fn a_mirror_check_writes_back_a_copy_it_could_not_read() {
+    let (rep, fixed, same) = mirror_check(2, None);
+    assert!(rep.mismatches.is_empty(), "{:?}", rep.mismatches);
+    assert_eq!(fixed.len(), 1, "{fixed:?}");
+    assert_eq!(fixed[0].0, 1);
+    assert_eq!(rep.sectors_read_error_rewritten, fixed[0].2);
+    assert!(same, "copy 1 written back from copy 0");
+}
+
+#[test]
+fn a_mirror_check_does_not_write_back_a_copy_when_the_others_disagree() {
+    let (rep, fixed, same) = mirror_check(3, Some(2));
+    assert!(!rep.mismatches.is_empty(), "copies 0 and 2 differ");
+    assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
+    assert!(!same, "the hidden bytes stay");
+}

@@ -63,6 +63,7 @@ pub(super) fn mirror_region(
         })
         .collect();
     let mut read: Vec<bool> = live.iter().map(|&(r, d)| arr.readable(r, d, n)).collect();
+    let tried = read.clone();
     let mut alike = read.iter().all(|&ok| ok);
     let mut at = 0;
     while at < len {
@@ -104,6 +105,7 @@ pub(super) fn mirror_region(
             why: "no copy is readable".into(),
         });
     }
+    rewrite_read_errors(arr, &copies, &tried, rep);
     // Every copy read and all alike (the common case): no page-by-page work.
     if alike {
         return Ok(n);
@@ -119,6 +121,31 @@ pub(super) fn mirror_region(
         a = b;
     }
     Ok(n)
+}
+
+/// md's answer to a read error met by a pass (check included): a copy whose read failed
+/// is written back from the others, so the drive can remap the sector
+/// ([`Array::repair_read_error`]; nothing is written on an array opened read-only). Only
+/// where every copy that could be read agrees over the whole region: where they
+/// disagree, which bytes are right is not known, and the pages are judged (and, in a
+/// repair, fixed) as mismatches without it.
+fn rewrite_read_errors(arr: &Array, copies: &Copies, tried: &[bool], rep: &mut SyncReport) {
+    let failed = copies
+        .iter()
+        .zip(tried)
+        .filter(|(c, &t)| t && c.1.is_none());
+    let mut read = copies.iter().filter_map(|c| c.1.as_deref());
+    let Some(good) = read.next() else {
+        return;
+    };
+    if !read.all(|b| b == good) {
+        return;
+    }
+    for (&((role, dsec), _), _) in failed {
+        if arr.repair_read_error(role, dsec, good) {
+            rep.sectors_read_error_rewritten += good.len() as u64 / 512;
+        }
+    }
 }
 
 /// Bytes of each copy read and compared at a time (the copies' pieces and the kernel's
