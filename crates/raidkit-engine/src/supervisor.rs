@@ -16,6 +16,7 @@ mod status;
 
 pub use error::{Result, SupervisorError};
 pub use event::{Event, MonitorEvent};
+pub(crate) use idle::coarse_ms;
 pub use idle::{IdleClean, Watched, WriteActivity};
 pub use reshape::{ReshapeProgress, ReshapeReport, ReshapeResult};
 pub use status::{

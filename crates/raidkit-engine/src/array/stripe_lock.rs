@@ -13,7 +13,11 @@ pub(crate) struct StripeLocks {
     shards: Box<[StripeLockShard]>,
 }
 
+/// A shard, on cache lines of its own (the adjacent-line prefetcher pairs them): every
+/// parity write locks and unlocks the shard of its stripe, and shards packed 56 bytes
+/// apart shared lines with their neighbours, which the other core's writers were locking.
 #[derive(Default)]
+#[repr(align(128))]
 pub(crate) struct StripeLockShard {
     held: Mutex<Held>,
     cv: Condvar,

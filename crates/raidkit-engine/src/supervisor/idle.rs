@@ -74,7 +74,7 @@ impl WriteActivity {
 /// CPU on 4 KiB writes and the coarse one does not read the time-stamp counter. 0 if
 /// the clock cannot be read (never on Linux; then nothing is ever idle, and the array
 /// stays dirty, which is safe).
-fn coarse_ms() -> u64 {
+pub(crate) fn coarse_ms() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

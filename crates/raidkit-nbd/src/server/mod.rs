@@ -78,6 +78,8 @@ pub(crate) struct Shared {
     extra_workers: AtomicUsize,
     /// Replies a worker that keeps a connection's read turn sends in one write, at most.
     reply_batch: usize,
+    /// A worker keeps the read turn only while the last request took less than this (µs).
+    keep_us: u64,
     /// What the connections' transmission did (read-turn hand-offs, reply writes).
     #[cfg(test)]
     counts: Arc<transmission::Counts>,
@@ -100,6 +102,7 @@ impl Shared {
             admission: Arc::new(Admission::new(cfg.limits)),
             extra_workers: AtomicUsize::new(0),
             reply_batch: transmission::reply_batch(),
+            keep_us: transmission::keep_us(),
             #[cfg(test)]
             counts: Arc::default(),
         }

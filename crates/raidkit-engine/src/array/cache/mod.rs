@@ -166,6 +166,10 @@ pub(crate) struct Entry {
     dirty_since: AtomicU64,
 }
 
+/// A shard of the map, on cache lines of its own: every write locks the shard of its
+/// stripe, and shards packed 88 bytes apart shared lines with their neighbours, which
+/// the other core's writers were locking.
+#[repr(align(128))]
 struct Shard {
     map: HashMap<u64, Arc<Entry>>,
     /// Stripes in the order they became dirty (may hold stale ids).
@@ -254,7 +258,8 @@ pub(crate) struct StripeCache {
     grow_signal: AtomicUsize,
     /// When `tune` last ran and the counters it saw then (one tuner at a time).
     last_tune: Mutex<TuneState>,
-    /// `now_ms` before which `tune` has nothing to do (checked without its lock).
+    /// The coarse clock's milliseconds (`supervisor::coarse_ms`) before which `tune` has
+    /// nothing to do (checked without its lock).
     tune_at: AtomicU64,
     /// `now_ms` before which writers need not help write out aged stripes.
     help_at: AtomicU64,

@@ -4,7 +4,7 @@
 use crate::array::reshape::Route;
 use crate::array::Array;
 use crate::error::{EngineError, Result};
-use crate::locks::{lock, write};
+use crate::locks::lock;
 use crate::sb::Super;
 use raidkit_format::reshape::ReshapeInfo;
 use raidkit_format::v1;
@@ -52,11 +52,10 @@ pub(crate) fn finish(arr: &Array, r: &Route) -> Result<()> {
             }
         })?;
     }
-    let leaving: Vec<_> = {
-        let mut slots = write(&arr.members.slots);
+    let leaving: Vec<_> = arr.update_slots(|slots| {
         let n = slots.len().min(new_n);
         slots.drain(n..).flatten().collect()
-    };
+    });
     for m in leaving {
         if !m.is_failed() {
             arr.spares().push(m.index);

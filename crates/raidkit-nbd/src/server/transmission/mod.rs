@@ -38,6 +38,18 @@ use crate::util::lock;
 use flight::{Cost, Flight};
 use read::{Next, Patient, ReadSide};
 pub(crate) use reply::reply_batch;
+
+/// How long the last request may have taken (µs) for the read turn to be kept over the
+/// next: a quarter of the guard's bound, or `RAIDKIT_NBD_KEEP_US` (for measurements; 0:
+/// never keep, every request is handed off).
+pub(crate) fn keep_us() -> u64 {
+    let bound_us = u64::try_from(turn::KEEP_BOUND.as_micros()).unwrap_or(u64::MAX);
+    std::env::var("RAIDKIT_NBD_KEEP_US")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(bound_us / 4)
+        .min(bound_us / 4)
+}
 use reply::OutQueue;
 use std::io::{self, BufReader, Write};
 use std::net::Shutdown;
@@ -267,13 +279,12 @@ impl Conn {
     }
 
     /// `req` may be processed with the read turn kept: it is small, recent requests were
-    /// short (the last took under a quarter of the guard's bound), and the client is not
-    /// far ahead (`ahead` bytes buffered).
+    /// short (the last took under a quarter of the guard's bound, see [`keep_us`]), and
+    /// the client is not far ahead (`ahead` bytes buffered).
     fn keepable(&self, req: &Request, ahead: usize) -> bool {
-        let bound_us = u64::try_from(turn::KEEP_BOUND.as_micros()).unwrap_or(u64::MAX);
         req.len <= KEEP_MAX_LEN
             && ahead < PASS_BACKLOG
-            && self.last_request_us.load(Ordering::Relaxed) < bound_us / 4
+            && self.last_request_us.load(Ordering::Relaxed) < self.sh.keep_us
     }
 
     /// Process one request and reply (`defer`: a small reply may wait in the out queue,
