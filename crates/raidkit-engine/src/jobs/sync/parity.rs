@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::jobs::pieces;
 use crate::jobs::stripe_run::{Run, RunBufs};
 use raidkit_layout::StripeLayout;
+use std::sync::atomic::Ordering;
 
 /// Check (and in resync/repair, fix) stripes `[first, first + count)`: each run of them
 /// that is not all holes verified in pieces (members in memory, see `jobs::pieces`) or
@@ -56,11 +57,15 @@ pub(super) fn parity_run(
                         continue;
                     }
                     let j = (i..ok.len()).find(|&j| ok[j]).unwrap_or(ok.len());
-                    check_run(arr, bufs, s + i as u64, (j - i) as u64, mode, rep)?;
+                    let last_ok = check_run(arr, bufs, s + i as u64, (j - i) as u64, mode, rep)?;
+                    bufs.last_unverified.store(!last_ok, Ordering::Relaxed);
                     i = j;
                 }
             }
-            None => check_run(arr, bufs, s, e - s, mode, rep)?,
+            None => {
+                let last_ok = check_run(arr, bufs, s, e - s, mode, rep)?;
+                bufs.last_unverified.store(!last_ok, Ordering::Relaxed);
+            }
         }
         s = e;
     }
@@ -70,7 +75,8 @@ pub(super) fn parity_run(
 /// Check stripes `[first, first + count)` (locked by the caller) read as a run: every
 /// member's chunks at once, what is missing reconstructed; a stripe whose blocks (as read
 /// or reconstructed) are consistent is done after one verification pass, the others are
-/// recomputed and compared page by page.
+/// recomputed and compared page by page. Returns whether the last stripe was found
+/// consistent (before any fix).
 fn check_run(
     arr: &Array,
     bufs: &RunBufs,
@@ -78,10 +84,11 @@ fn check_run(
     count: u64,
     mode: SyncMode,
     rep: &mut SyncReport,
-) -> Result<()> {
+) -> Result<bool> {
     let mut run = Run::read(arr, bufs, first, count, None);
+    let mut last_ok = true;
     for i in 0..run.count() {
-        match run.complete(i)? {
+        last_ok = match run.complete(i)? {
             Some(layout) => {
                 let (known, p, q) = run.stripe(i, &layout);
                 // A parity block of a member not present was recomputed from the data
@@ -89,16 +96,17 @@ fn check_run(
                 // is true exactly when the page compare would find nothing.
                 let known_q = known.q.unwrap_or_default();
                 if fused() && parity_matches(&layout, &known.data, known.p, known_q) {
-                    continue;
+                    true
+                } else {
+                    parity_into(&layout, &known.data, p, q);
+                    let q: &[u8] = if layout.q.is_some() { q } else { &[] };
+                    check_stripe(arr, first + i, &layout, known, p, q, mode, rep)?
                 }
-                parity_into(&layout, &known.data, p, q);
-                let q: &[u8] = if layout.q.is_some() { q } else { &[] };
-                check_stripe(arr, first + i, &layout, known, p, q, mode, rep)?;
             }
             None => stripe_alone(arr, first + i, mode, rep)?,
-        }
+        };
     }
-    Ok(())
+    Ok(last_ok)
 }
 
 /// Verify a stripe in one pass before computing its parity (`RAIDKIT_CHECK_FUSED=0`
@@ -119,7 +127,8 @@ fn all_holes(arr: &Array, stripe: u64) -> Result<bool> {
 
 /// Check one stripe (locked by the caller) read on its own: where a run's read missed a
 /// member that can be read (a read error, say), the stripe's own read takes it again.
-fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) -> Result<()> {
+/// Returns whether it was found consistent.
+fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) -> Result<bool> {
     let chunk = arr.geometry().chunk_sectors;
     let layout = arr.stripe_layout(stripe)?;
     let known = arr.read_stripe(stripe, &layout, 0, chunk, true)?;
@@ -128,7 +137,8 @@ fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) 
 }
 
 /// Compare a stripe's parity with `p`/`q` (computed from its data) page by page (4 KiB,
-/// like md, so reports are precise); decide, fix and report each mismatch.
+/// like md, so reports are precise); decide, fix and report each mismatch. Returns
+/// whether every page matched.
 #[allow(clippy::too_many_arguments)]
 fn check_stripe(
     arr: &Array,
@@ -139,7 +149,7 @@ fn check_stripe(
     q: &[u8],
     mode: SyncMode,
     rep: &mut SyncReport,
-) -> Result<()> {
+) -> Result<bool> {
     let chunk = arr.geometry().chunk_sectors;
     let len = (chunk * 512) as usize;
     let check = StripeCheck {
@@ -154,10 +164,11 @@ fn check_stripe(
         p,
         q,
     };
+    let mut all_ok = true;
     for start in (0..len).step_by(PAGE.min(len)) {
-        check.page(start, (start + PAGE).min(len), rep)?;
+        all_ok &= check.page(start, (start + PAGE).min(len), rep)?;
     }
-    Ok(())
+    Ok(all_ok)
 }
 
 /// One stripe's blocks (with what is missing reconstructed), and its parity recomputed.
@@ -183,13 +194,13 @@ impl StripeCheck<'_> {
     }
 
     /// Compare chunk bytes `[start, end)`; on a mismatch, decide who is wrong, fix it
-    /// (resync, repair) and report it (check, repair).
-    fn page(&self, start: usize, end: usize, rep: &mut SyncReport) -> Result<()> {
+    /// (resync, repair) and report it (check, repair). Returns whether they matched.
+    fn page(&self, start: usize, end: usize, rep: &mut SyncReport) -> Result<bool> {
         let (known, mode) = (&self.known, self.mode);
         let bad_p = self.p_present && known.p[start..end] != self.p[start..end];
         let bad_q = self.q_present && known.q.map(|x| &x[start..end]) != Some(&self.q[start..end]);
         if !bad_p && !bad_q {
-            return Ok(());
+            return Ok(true);
         }
         let data_blocks = self.layout.data.len() as u64;
         if mode != SyncMode::Resync {
@@ -221,7 +232,7 @@ impl StripeCheck<'_> {
                 repaired,
             });
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Who is wrong? RAID6 can tell when exactly one block of the page is bad; RAID4/5
