@@ -26,9 +26,14 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// An array of `n` members with `chunk` byte chunks on tmpfs, filled with a pattern and
 /// stopped: its member files and their data offset.
 fn make(dir: &Path, level: Level, n: usize, chunk: u64) -> (Vec<PathBuf>, u64) {
+    make_sized(dir, level, n, chunk, 20 << 20)
+}
+
+/// [`make`] with members of `bytes` bytes.
+fn make_sized(dir: &Path, level: Level, n: usize, chunk: u64, bytes: u64) -> (Vec<PathBuf>, u64) {
     let ps = member_files(dir, n);
     let mut o = create_options(level, &ps);
-    o.create_size = Some(20 << 20);
+    o.create_size = Some(bytes);
     o.chunk_bytes = Some(chunk);
     o.assume_clean = true;
     o.name = "pc".into();
@@ -257,4 +262,45 @@ fn a_resync_of_a_never_synced_array_reads_each_member_byte_once() {
     resync_once(Level::Raid5, 3, 16 << 10, "s5s");
     resync_once(Level::Raid6, 6, 512 << 10, "s6");
     resync_once(Level::Raid6, 5, 32 << 10, "s6s");
+}
+
+/// A resync of an array whose first half was never synced reads each member byte about
+/// once, and verifies the consistent second half in pieces again (the run path's hint does
+/// not outlive the stretch that did not verify).
+#[test]
+fn after_a_stretch_that_does_not_verify_the_pieces_come_back() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(dir) = TempDir::in_memory("rk-pc") else {
+        return;
+    };
+    let (n, chunk) = (4usize, 64u64 << 10);
+    let (ps, doff) = make_sized(dir.path(), Level::Raid5, n, chunk, 64 << 20);
+    let rw = AssembleOptions {
+        writable: true,
+        ..Default::default()
+    };
+    let arr = assemble_paths(&ps, &rw).expect("assemble");
+    let area = arr.geometry().stripes() * chunk;
+    arr.stop().expect("stop");
+    scramble(&ps, doff, area / 2);
+    let arr = assemble_paths(&ps, &rw).expect("assemble");
+    let (before, pieces_before) = (member_bytes_read(&arr), piece_bytes_read());
+    sync::run(&arr, SyncMode::Resync, true, &mut |_, _| {}).expect("resync");
+    let read = member_bytes_read(&arr) - before;
+    let in_pieces = piece_bytes_read() - pieces_before;
+    arr.stop().expect("stop");
+    let once = area * n as u64;
+    assert!(
+        read >= once && read < once + once / 10,
+        "the resync read {read} member bytes, {:.3}× the members' {once}",
+        read as f64 / once as f64
+    );
+    // (The runs that start while a run of the stretch is still in flight take the run
+    // path still: a few per worker, of this array's 60 or so.)
+    assert!(
+        in_pieces >= once / 4,
+        "{in_pieces} of {once} member bytes read in pieces: the consistent half was not"
+    );
+    let clean = check(&ps);
+    assert_eq!(clean.mismatches, vec![], "after the resync");
 }
