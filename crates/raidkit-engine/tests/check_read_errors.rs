@@ -36,21 +36,41 @@ fn write_at(p: &Path, at: u64, b: &[u8]) {
     f.write_all_at(b, at).unwrap();
 }
 
-/// Member `role`'s chunk of stripe 0: its bytes flipped on the file, and its first sector
-/// made unreadable. Returns the original bytes and the fault-injecting path to assemble.
-fn hide_wrong_bytes(ps: &[PathBuf], role: usize) -> (Vec<u8>, PathBuf) {
+/// Member `role`'s chunk of stripe 0: its first `wrong` bytes flipped on the file, and
+/// its first `bad` sectors made unreadable. Returns the chunk's original bytes and the
+/// fault-injecting path to assemble.
+fn hide(ps: &[PathBuf], role: usize, wrong: usize, bad: u64) -> (Vec<u8>, PathBuf) {
     let off = data_offset_bytes(&ps[role]);
     let good = read_at(&ps[role], off, CHUNK_BYTES);
-    let bad: Vec<u8> = good.iter().map(|b| b ^ 0x5a).collect();
-    write_at(&ps[role], off, &bad);
+    let flipped: Vec<u8> = good[..wrong].iter().map(|b| b ^ 0x5a).collect();
+    write_at(&ps[role], off, &flipped);
     let sector = off / 512;
-    let spec = format!("fault:reio@{sector}:{}", ps[role].display());
+    let spec = format!(
+        "fault:reio@{sector}-{}:{}",
+        sector + bad - 1,
+        ps[role].display()
+    );
     (good, PathBuf::from(spec))
 }
 
+/// The page hidden by [`hide`] with `PAGE` wrong bytes under `PAGE_SECTORS` bad ones.
+fn hide_page(ps: &[PathBuf], role: usize) -> (Vec<u8>, PathBuf) {
+    hide(ps, role, PAGE, PAGE_SECTORS)
+}
+
+const PAGE: usize = 4096;
+const PAGE_SECTORS: u64 = 8;
+
+fn chunk_of(ps: &[PathBuf], role: usize) -> Vec<u8> {
+    read_at(&ps[role], data_offset_bytes(&ps[role]), CHUNK_BYTES)
+}
+
+/// A `ReadErrorCorrected` event: (role, member sector, sectors).
+type Fixed = (usize, u64, u64);
+
 /// Run a pass over the array of `paths` (writable or not); its report and its
 /// `ReadErrorCorrected` events as (role, member sector, sectors).
-fn pass(paths: &[PathBuf], writable: bool, mode: SyncMode) -> (SyncReport, Vec<(usize, u64, u64)>) {
+fn pass(paths: &[PathBuf], writable: bool, mode: SyncMode) -> (SyncReport, Vec<Fixed>) {
     let arr = assemble_paths(paths, &if writable { rw() } else { ro() }).unwrap();
     let ev = arr.subscribe();
     let rep = sync::run(&arr, mode, true, &mut |_, _| {}).unwrap();
@@ -84,20 +104,42 @@ fn stripe0(ps: &[PathBuf]) -> raidkit_layout::StripeLayout {
 }
 
 #[test]
-fn a_check_writes_back_a_data_block_it_could_not_read() {
+fn a_check_writes_back_a_data_page_it_could_not_read() {
     let dir = TempDir::new("rk-rerr").unwrap();
     let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
     let role = stripe0(&ps).data[1];
-    let (good, spec) = hide_wrong_bytes(&ps, role);
+    let (good, spec) = hide_page(&ps, role);
     let (rep, fixed) = pass(&with_fault(&ps, role, &spec), true, SyncMode::Check);
     assert!(rep.mismatches.is_empty(), "{:?}", rep.mismatches);
-    assert_eq!(rep.sectors_read_error_rewritten, CHUNK_SECTORS);
+    assert_eq!(rep.sectors_read_error_rewritten, PAGE_SECTORS);
     let sector = data_offset_bytes(&ps[role]) / 512;
-    assert_eq!(fixed, vec![(role, sector, CHUNK_SECTORS)]);
-    let off = data_offset_bytes(&ps[role]);
+    assert_eq!(fixed, vec![(role, sector, PAGE_SECTORS)]);
+    assert!(chunk_of(&ps, role) == good, "the page written back");
+}
+
+/// One unreadable sector does not hide the rest of the block: the pages that read are
+/// judged (their wrong bytes are mismatches), and only the page that failed is written.
+#[test]
+fn a_check_judges_the_pages_that_read_and_writes_back_only_the_one_that_failed() {
+    let dir = TempDir::new("rk-rerr").unwrap();
+    let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
+    let role = stripe0(&ps).data[1];
+    let (good, spec) = hide(&ps, role, CHUNK_BYTES, 1);
+    let hidden = chunk_of(&ps, role);
+    let (rep, fixed) = pass(&with_fault(&ps, role, &spec), true, SyncMode::Check);
+    let bytes: u64 = rep.mismatches.iter().map(|m| m.1).sum();
+    // Pages 1..4 of the row mismatch: each counted over both data blocks of the row.
+    assert_eq!(bytes, 2 * 3 * PAGE as u64, "{:?}", rep.mismatches);
+    assert_eq!(rep.sectors_read_error_rewritten, PAGE_SECTORS);
+    assert_eq!(fixed.len(), 1, "{fixed:?}");
+    let now = chunk_of(&ps, role);
     assert!(
-        read_at(&ps[role], off, CHUNK_BYTES) == good,
-        "the block written back"
+        now[..PAGE] == good[..PAGE],
+        "the unreadable page written back"
+    );
+    assert!(
+        now[PAGE..] == hidden[PAGE..],
+        "the pages that read are left to a repair"
     );
 }
 
@@ -106,15 +148,11 @@ fn a_resync_writes_back_parity_it_could_not_read() {
     let dir = TempDir::new("rk-rerr").unwrap();
     let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
     let role = stripe0(&ps).p;
-    let (good, spec) = hide_wrong_bytes(&ps, role);
+    let (good, spec) = hide_page(&ps, role);
     let (rep, fixed) = pass(&with_fault(&ps, role, &spec), true, SyncMode::Resync);
-    assert_eq!(rep.sectors_read_error_rewritten, CHUNK_SECTORS);
+    assert_eq!(rep.sectors_read_error_rewritten, PAGE_SECTORS);
     assert_eq!(fixed.len(), 1, "{fixed:?}");
-    let off = data_offset_bytes(&ps[role]);
-    assert!(
-        read_at(&ps[role], off, CHUNK_BYTES) == good,
-        "P recomputed and written"
-    );
+    assert!(chunk_of(&ps, role) == good, "P recomputed and written");
 }
 
 #[test]
@@ -122,37 +160,29 @@ fn a_resync_does_not_write_data_rebuilt_from_parity_it_does_not_trust() {
     let dir = TempDir::new("rk-rerr").unwrap();
     let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
     let role = stripe0(&ps).data[0];
-    let (_, spec) = hide_wrong_bytes(&ps, role);
-    let off = data_offset_bytes(&ps[role]);
-    let hidden = read_at(&ps[role], off, CHUNK_BYTES);
+    let (_, spec) = hide_page(&ps, role);
+    let hidden = chunk_of(&ps, role);
     let (rep, fixed) = pass(&with_fault(&ps, role, &spec), true, SyncMode::Resync);
     assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
-    assert!(
-        read_at(&ps[role], off, CHUNK_BYTES) == hidden,
-        "nothing written"
-    );
+    assert!(chunk_of(&ps, role) == hidden, "nothing written");
 }
 
 #[test]
-fn a_check_does_not_write_back_a_block_of_an_inconsistent_stripe() {
+fn a_check_does_not_write_back_a_page_of_an_inconsistent_stripe() {
     let dir = TempDir::new("rk-rerr").unwrap();
     let (ps, _) = make(&Case::v12(Level::Raid6, "left-symmetric", 5, 16, 2), &dir);
     let lay = stripe0(&ps);
     let (role, other) = (lay.data[0], lay.data[1]);
-    let (_, spec) = hide_wrong_bytes(&ps, role);
-    let off = data_offset_bytes(&ps[role]);
-    let hidden = read_at(&ps[role], off, CHUNK_BYTES);
-    // Another data block of the stripe silently wrong: rebuilt from P, the unreadable one
-    // would be wrong too.
+    let (_, spec) = hide_page(&ps, role);
+    let hidden = chunk_of(&ps, role);
+    // Another data block of the stripe silently wrong in the same page: rebuilt from P,
+    // the unreadable page would be wrong too.
     let o = data_offset_bytes(&ps[other]) + 100;
     write_at(&ps[other], o, &[0xa5; 8]);
     let (rep, fixed) = pass(&with_fault(&ps, role, &spec), true, SyncMode::Check);
     assert!(!rep.mismatches.is_empty(), "the corruption is found");
     assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
-    assert!(
-        read_at(&ps[role], off, CHUNK_BYTES) == hidden,
-        "nothing written"
-    );
+    assert!(chunk_of(&ps, role) == hidden, "nothing written");
 }
 
 #[test]
@@ -160,50 +190,85 @@ fn a_check_of_an_array_opened_read_only_writes_nothing() {
     let dir = TempDir::new("rk-rerr").unwrap();
     let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
     let role = stripe0(&ps).data[1];
-    let (_, spec) = hide_wrong_bytes(&ps, role);
-    let off = data_offset_bytes(&ps[role]);
-    let hidden = read_at(&ps[role], off, CHUNK_BYTES);
+    let (_, spec) = hide_page(&ps, role);
+    let hidden = chunk_of(&ps, role);
     let (rep, fixed) = pass(&with_fault(&ps, role, &spec), false, SyncMode::Check);
     assert!(rep.mismatches.is_empty(), "{:?}", rep.mismatches);
     assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
+    assert!(chunk_of(&ps, role) == hidden, "nothing written");
+}
+
+/// A mirror's check with copy 1's first `wrong` bytes flipped under `bad` unreadable
+/// sectors (and copy `corrupt` silently wrong at byte 100, if given): its report, its
+/// `ReadErrorCorrected` events, copy 0's first chunk, copy 1's before and after.
+fn mirror_check(
+    n: usize,
+    wrong: usize,
+    bad: u64,
+    corrupt: Option<usize>,
+) -> (SyncReport, Vec<Fixed>, [Vec<u8>; 3]) {
+    let dir = TempDir::new("rk-rerr").unwrap();
+    let (ps, _) = make(&Case::v12(Level::Raid1, "default", n, 16, 2), &dir);
+    let (_, spec) = hide(&ps, 1, wrong, bad);
+    if let Some(c) = corrupt {
+        write_at(&ps[c], data_offset_bytes(&ps[c]) + 100, &[0xa5; 8]);
+    }
+    let hidden = chunk_of(&ps, 1);
+    let (rep, fixed) = pass(&with_fault(&ps, 1, &spec), true, SyncMode::Check);
+    (rep, fixed, [chunk_of(&ps, 0), hidden, chunk_of(&ps, 1)])
+}
+
+#[test]
+fn a_mirror_check_writes_back_a_copy_page_it_could_not_read() {
+    let (rep, fixed, [first, _, now]) = mirror_check(2, PAGE, PAGE_SECTORS, None);
+    assert!(rep.mismatches.is_empty(), "{:?}", rep.mismatches);
+    assert_eq!(fixed.len(), 1, "{fixed:?}");
+    assert_eq!((fixed[0].0, fixed[0].2), (1, PAGE_SECTORS));
+    assert_eq!(rep.sectors_read_error_rewritten, PAGE_SECTORS);
+    assert!(now == first, "copy 1 written back from copy 0");
+}
+
+#[test]
+fn a_mirror_check_judges_the_pages_that_read_and_writes_back_only_the_one_that_failed() {
+    let (rep, fixed, [first, hidden, now]) = mirror_check(2, CHUNK_BYTES, 1, None);
+    let bytes: u64 = rep.mismatches.iter().map(|m| m.1).sum();
+    assert_eq!(bytes, 3 * PAGE as u64, "{:?}", rep.mismatches);
+    assert_eq!(
+        (fixed.len(), rep.sectors_read_error_rewritten),
+        (1, PAGE_SECTORS)
+    );
     assert!(
-        read_at(&ps[role], off, CHUNK_BYTES) == hidden,
-        "nothing written"
+        now[..PAGE] == first[..PAGE],
+        "the unreadable page written back"
+    );
+    assert!(
+        now[PAGE..] == hidden[PAGE..],
+        "the pages that read are left to a repair"
     );
 }
 
-/// A mirror's pass (a check of a RAID1 here) `ReadErrorCorrected` events, and whether
-/// the unreadable copy's first chunk now holds copy 0's bytes.
-fn mirror_check(
-    n: usize,
-    corrupt_copy: Option<usize>,
-) -> (SyncReport, Vec<(usize, u64, u64)>, bool) {
-    let dir = TempDir::new("rk-rerr").unwrap();
-    let (ps, _) = make(&Case::v12(Level::Raid1, "default", n, 16, 2), &dir);
-    let (_, spec) = hide_wrong_bytes(&ps, 1);
-    if let Some(c) = corrupt_copy {
-        write_at(&ps[c], data_offset_bytes(&ps[c]) + 4096, &[0xa5; 8]);
-    }
-    let (rep, fixed) = pass(&with_fault(&ps, 1, &spec), true, SyncMode::Check);
-    let first = read_at(&ps[0], data_offset_bytes(&ps[0]), CHUNK_BYTES);
-    let same = read_at(&ps[1], data_offset_bytes(&ps[1]), CHUNK_BYTES) == first;
-    (rep, fixed, same)
-}
-
 #[test]
-fn a_mirror_check_writes_back_a_copy_it_could_not_read() {
-    let (rep, fixed, same) = mirror_check(2, None);
-    assert!(rep.mismatches.is_empty(), "{:?}", rep.mismatches);
-    assert_eq!(fixed.len(), 1, "{fixed:?}");
-    assert_eq!(fixed[0].0, 1);
-    assert_eq!(rep.sectors_read_error_rewritten, fixed[0].2);
-    assert!(same, "copy 1 written back from copy 0");
-}
-
-#[test]
-fn a_mirror_check_does_not_write_back_a_copy_when_the_others_disagree() {
-    let (rep, fixed, same) = mirror_check(3, Some(2));
+fn a_mirror_check_does_not_write_back_a_page_where_the_other_copies_disagree() {
+    let (rep, fixed, [_, hidden, now]) = mirror_check(3, PAGE, PAGE_SECTORS, Some(2));
     assert!(!rep.mismatches.is_empty(), "copies 0 and 2 differ");
     assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
-    assert!(!same, "the hidden bytes stay");
+    assert!(now == hidden, "the hidden bytes stay");
+}
+
+/// After a crash (the array not marked clean: its parity may be behind its data), a check
+/// does not rebuild an unreadable data page from parity to write it back.
+#[test]
+fn a_check_does_not_write_data_rebuilt_from_parity_a_crash_left_untrusted() {
+    let dir = TempDir::new("rk-rerr").unwrap();
+    let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.write(arr.size_bytes() - 4096, &[7u8; 4096]).unwrap();
+    drop(arr);
+    let role = stripe0(&ps).data[1];
+    let (_, spec) = hide_page(&ps, role);
+    let hidden = chunk_of(&ps, role);
+    let (rep, fixed) = pass(&with_fault(&ps, role, &spec), true, SyncMode::Check);
+    assert!(rep.mismatches.is_empty(), "{:?}", rep.mismatches);
+    assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
+    assert!(chunk_of(&ps, role) == hidden, "nothing written");
 }

@@ -26,9 +26,14 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// An array of `n` members with `chunk` byte chunks on tmpfs, filled with a pattern and
 /// stopped: its member files and their data offset.
 fn make(dir: &Path, level: Level, n: usize, chunk: u64) -> (Vec<PathBuf>, u64) {
+    make_sized(dir, level, n, chunk, 20 << 20)
+}
+
+/// [`make`] with members of `bytes` bytes.
+fn make_sized(dir: &Path, level: Level, n: usize, chunk: u64, bytes: u64) -> (Vec<PathBuf>, u64) {
     let ps = member_files(dir, n);
     let mut o = create_options(level, &ps);
-    o.create_size = Some(20 << 20);
+    o.create_size = Some(bytes);
     o.chunk_bytes = Some(chunk);
     o.assume_clean = true;
     o.name = "pc".into();
@@ -180,4 +185,122 @@ fn a_rebuild_in_pieces_writes_the_lost_member_byte_for_byte() {
     // RAID4: the parity member, and a data member.
     rebuilt(Level::Raid4, 4, 64 << 10, 3, "b4p");
     rebuilt(Level::Raid4, 4, 64 << 10, 0, "b4d");
+}
+
+/// Member bytes read so far by every member of `arr`.
+fn member_bytes_read(arr: &raidkit_engine::Array) -> u64 {
+    arr.member_stats().iter().map(|m| m.read_bytes).sum()
+}
+
+/// Garbage over every member's data area (a pseudo-random stream per member): no stripe
+/// is consistent, as on members that held something else before the array was created.
+fn scramble(ps: &[PathBuf], doff: u64, bytes: u64) {
+    for (m, p) in ps.iter().enumerate() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (m as u64 + 1);
+        let junk: Vec<u8> = (0..bytes)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .expect("open");
+        f.write_all_at(&junk, doff).expect("scramble");
+    }
+}
+
+/// A resync of an array whose stripes are all inconsistent (never synced) reads each
+/// member byte about once (the first piece of a few runs more), fixes every stripe, and
+/// a check then finds nothing; before it, a check reports every page.
+fn resync_once(level: Level, n: usize, chunk: u64, tag: &str) {
+    let Some(dir) = TempDir::in_memory("rk-pc") else {
+        return;
+    };
+    let (ps, doff) = make(dir.path(), level, n, chunk);
+    let rw = AssembleOptions {
+        writable: true,
+        ..Default::default()
+    };
+    let arr = assemble_paths(&ps, &rw).expect("assemble");
+    let geo = arr.geometry().clone();
+    arr.stop().expect("stop");
+    let area = geo.stripes() * chunk;
+    scramble(&ps, doff, area);
+    let data_blocks = (n - if level == Level::Raid6 { 2 } else { 1 }) as u64;
+    let rep = check(&ps);
+    let pages: u64 = rep.mismatches.iter().map(|&(_, l)| l / PAGE).sum();
+    assert_eq!(
+        pages,
+        geo.stripes() * data_blocks * (chunk / PAGE),
+        "{tag}: a check of the scrambled array"
+    );
+    let arr = assemble_paths(&ps, &rw).expect("assemble");
+    let before = member_bytes_read(&arr);
+    sync::run(&arr, SyncMode::Resync, true, &mut |_, _| {}).expect("resync");
+    let read = member_bytes_read(&arr) - before;
+    arr.stop().expect("stop");
+    let once = area * n as u64;
+    assert!(
+        read >= once && read < once + once / 10,
+        "{tag}: the resync read {read} member bytes, {:.3}× the members' {once}",
+        read as f64 / once as f64
+    );
+    let clean = check(&ps);
+    assert_eq!(clean.mismatches, vec![], "{tag}: after the resync");
+}
+
+#[test]
+fn a_resync_of_a_never_synced_array_reads_each_member_byte_once() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // Chunks larger than a piece (a stripe in several pieces) and smaller (a piece of
+    // several stripes).
+    resync_once(Level::Raid5, 4, 512 << 10, "s5");
+    resync_once(Level::Raid5, 3, 16 << 10, "s5s");
+    resync_once(Level::Raid6, 6, 512 << 10, "s6");
+    resync_once(Level::Raid6, 5, 32 << 10, "s6s");
+}
+
+/// A resync of an array whose first half was never synced reads each member byte about
+/// once, and verifies the consistent second half in pieces again (the run path's hint does
+/// not outlive the stretch that did not verify).
+#[test]
+fn after_a_stretch_that_does_not_verify_the_pieces_come_back() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(dir) = TempDir::in_memory("rk-pc") else {
+        return;
+    };
+    let (n, chunk) = (4usize, 64u64 << 10);
+    let (ps, doff) = make_sized(dir.path(), Level::Raid5, n, chunk, 64 << 20);
+    let rw = AssembleOptions {
+        writable: true,
+        ..Default::default()
+    };
+    let arr = assemble_paths(&ps, &rw).expect("assemble");
+    let area = arr.geometry().stripes() * chunk;
+    arr.stop().expect("stop");
+    scramble(&ps, doff, area / 2);
+    let arr = assemble_paths(&ps, &rw).expect("assemble");
+    let (before, pieces_before) = (member_bytes_read(&arr), piece_bytes_read());
+    sync::run(&arr, SyncMode::Resync, true, &mut |_, _| {}).expect("resync");
+    let read = member_bytes_read(&arr) - before;
+    let in_pieces = piece_bytes_read() - pieces_before;
+    arr.stop().expect("stop");
+    let once = area * n as u64;
+    assert!(
+        read >= once && read < once + once / 10,
+        "the resync read {read} member bytes, {:.3}× the members' {once}",
+        read as f64 / once as f64
+    );
+    // (The runs that start while a run of the stretch is still in flight take the run
+    // path still: a few per worker, of this array's 60 or so.)
+    assert!(
+        in_pieces >= once / 4,
+        "{in_pieces} of {once} member bytes read in pieces: the consistent half was not"
+    );
+    let clean = check(&ps);
+    assert_eq!(clean.mismatches, vec![], "after the resync");
 }

@@ -2,6 +2,7 @@
 //! `md_error`), read-error repair included. Their IO is in `member_io`.
 
 use crate::array::balance::ReadLoad;
+use crate::array::error_count::ReadErrorCount;
 use crate::array::events::ArrayEvent;
 use crate::array::holes::HoleHint;
 use crate::array::iostats::{lat_bucket, PerCpu, LAT_BUCKETS};
@@ -12,7 +13,7 @@ use crate::locks::lock;
 use raidkit_format::badblocks::BadRange;
 use raidkit_format::v1;
 use raidkit_layout::SECTOR;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -35,8 +36,8 @@ pub struct Member {
     pub load: ReadLoad,
     /// IO counters for statistics.
     pub stats: MemberStats,
-    /// Read errors seen (corrected or not).
-    pub(crate) read_errors: AtomicU32,
+    /// Read errors met on a writable array (fading with time, as md's).
+    pub(crate) read_errors: ReadErrorCount,
     /// Slow-member detection state.
     pub(crate) slow: crate::array::slow::SlowState,
     /// md's write-mostly: read only when no other copy can serve (from the superblock).
@@ -189,7 +190,7 @@ impl Member {
             failed: AtomicBool::new(false),
             load: ReadLoad::default(),
             stats: MemberStats::default(),
-            read_errors: AtomicU32::new(0),
+            read_errors: ReadErrorCount::default(),
             slow: crate::array::slow::SlowState::default(),
             write_mostly: AtomicBool::new(false),
             holes: HoleHint::default(),
@@ -270,7 +271,8 @@ impl Member {
     }
 }
 
-/// md fails a member after this many corrected read errors (its default).
+/// md fails a member after this many corrected read errors close together (its default
+/// for RAID1/10; the count halves every hour, see `error_count`).
 pub const MAX_CORRECTED_READ_ERRORS: u32 = 20;
 
 /// IO counters of one member.
@@ -514,11 +516,11 @@ impl Array {
         let Some(m) = self.member(role) else {
             return false;
         };
-        let errors = m.read_errors.fetch_add(1, Ordering::AcqRel) + 1;
-        let device = m.dev.name().to_string();
         if !self.writable {
             return false;
         }
+        let errors = m.read_errors.add();
+        let device = m.dev.name().to_string();
         if errors > MAX_CORRECTED_READ_ERRORS {
             let _ = self.fail_member(role, &format!("{errors} read errors"));
             return false;

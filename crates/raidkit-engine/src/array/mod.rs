@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 pub mod bad_blocks;
 pub mod balance;
 pub mod cache;
+pub(crate) mod error_count;
 pub mod events;
 pub(crate) mod failing;
 pub(crate) mod holes;

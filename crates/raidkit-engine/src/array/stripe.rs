@@ -56,6 +56,19 @@ impl StripeData {
         }
     }
 
+    /// [`StripeData::block_of`], to change.
+    pub(crate) fn block_of_mut(&mut self, layout: &StripeLayout, role: usize) -> &mut [u8] {
+        if role == layout.p {
+            &mut self.p
+        } else if Some(role) == layout.q {
+            self.q.as_deref_mut().unwrap_or(&mut [])
+        } else if let Some(k) = layout.data.iter().position(|&r| r == role) {
+            &mut self.data[k]
+        } else {
+            &mut []
+        }
+    }
+
     /// The block of `role` (a data block, P or Q; empty for a role not in the stripe, or
     /// Q when it was not read).
     pub(crate) fn block_of(&self, layout: &StripeLayout, role: usize) -> &[u8] {

@@ -11,14 +11,18 @@
 //!
 //! * [`verify_run`] (check, resync, repair) verifies each piece in one read pass that
 //!   stores nothing ([`parity_matches`]: the XOR of the data blocks and P is zero; RAID6:
-//!   P and Q are the data's syndromes). It only says which stripes are consistent: a
-//!   stripe it cannot vouch for (a piece that does not verify, a read that failed) is
-//!   left to the caller, which reads and checks it again exactly as before (as a run,
-//!   page by page where it does not verify, who is wrong, the fix), so what a pass
-//!   reports and repairs does not depend on this path. Once a stripe is left to the
-//!   caller its remaining pieces are not read: a resync of a new array pays one piece per
-//!   stripe more where pieces are smaller than a chunk, but reads everything twice where
-//!   a piece holds several chunks (each piece has stripes not yet left).
+//!   P and Q are the data's syndromes). It only says which stripes are consistent: from
+//!   the first stripe it cannot vouch for (a piece that does not verify, a read that
+//!   failed) on, the run is left to the caller, which reads and checks it as before (as a
+//!   run, page by page where it does not verify, who is wrong, the fix), so what a pass
+//!   reports and repairs does not depend on this path. Stripes that do not verify come in
+//!   stretches (a new array's resync, a region never synced): when the last stripe the
+//!   caller checked as a run did not verify either, the next run is left to the caller
+//!   unread, and stays so until a run ends with a stripe that verifies. A resync of a new
+//!   array so reads each member byte once, but the first piece of a few runs (one per
+//!   worker at most); leaving each stripe as its piece failed and reading the others'
+//!   pieces on had read one piece per stripe more (chunks larger than a piece), or
+//!   everything twice (a piece of several chunks: each piece held stripes not yet left).
 //! * [`rebuild_run`] reconstructs the target's piece from the others' (what the stripe's
 //!   block needs: RAID6 leaves out Q, or P for a Q block, as the run does) and writes it.
 //!   A read that fails leaves the run to the caller's run path, which reads and rebuilds
@@ -159,8 +163,10 @@ impl<'a> Plan<'a> {
 
 /// Verify stripes `[first, first + count)` (locked by the caller) piece by piece. `None`
 /// when the fast path does not apply (a member of the run missing or not readable over
-/// it, or turned off): the caller checks the run as before. Else, per stripe, whether it
-/// was read whole and found consistent; the caller checks the others again.
+/// it, turned off, or the last stripe the caller checked did not verify: see the module
+/// documentation): the caller checks the run as before. Else, per stripe, whether it was
+/// read whole and found consistent: every stripe from the first that was not on; the
+/// caller checks those.
 pub(crate) fn verify_run(
     arr: &Array,
     bufs: &RunBufs,
@@ -174,13 +180,12 @@ pub(crate) fn verify_run(
     if !(0..roles).all(|r| arr.can_read(r, plan.dsec, plan.sectors) && in_memory(arr, r)) {
         return Ok(None);
     }
+    if bufs.last_unverified.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
     let mut ok = vec![true; count as usize];
     bufs.with_members(roles, plan.piece, |bufs| {
         for (at, len) in plan.pieces() {
-            if !plan.stripes(at, len).any(|(i, ..)| ok[i]) {
-                // Already left to the caller (a resync of a new array: every stripe).
-                continue;
-            }
             let psec = plan.dsec + (at as u64) / SECTOR;
             let reads = bufs
                 .iter_mut()
@@ -190,15 +195,16 @@ pub(crate) fn verify_run(
             let read = arr.read_members_at_once(reads);
             PIECE_BYTES.fetch_add((len * roles) as u64, Ordering::Relaxed);
             for (i, a, e) in plan.stripes(at, len) {
-                if !ok[i] {
-                    continue;
-                }
                 let lay = &plan.layouts[i];
                 let whole = stripe_members(lay).all(|r| read[r]);
                 let blk = |r: usize| &bufs[r][a..e];
                 let data: Vec<&[u8]> = lay.data.iter().map(|&r| blk(r)).collect();
                 let q = lay.q.map_or(&[][..], blk);
-                ok[i] = whole && parity_matches(lay, &data, blk(lay.p), q);
+                if !(whole && parity_matches(lay, &data, blk(lay.p), q)) {
+                    // The rest of the run is the caller's (read once, as a run).
+                    ok[i..].fill(false);
+                    return;
+                }
             }
         }
     });

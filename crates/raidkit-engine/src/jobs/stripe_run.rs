@@ -33,6 +33,7 @@ use crate::error::Result;
 use crate::locks::lock;
 use raidkit_layout::{StripeLayout, SECTOR};
 use raidkit_parity as parity;
+use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
 /// Member bytes a run reads per member (when a chunk is smaller: else one stripe).
@@ -63,6 +64,9 @@ pub(crate) fn run_bytes(raid_disks: usize, chunk_sectors: u64, run_stripes: u64)
 #[derive(Default)]
 pub(crate) struct RunBufs {
     free: Mutex<Vec<BufSet>>,
+    /// A check's: the last stripe a run checked as a whole did not verify (a hint,
+    /// see `pieces::verify_run`).
+    pub(crate) last_unverified: AtomicBool,
 }
 
 /// One run's buffers: a run of chunks per member (by role), and one chunk each for a

@@ -144,6 +144,20 @@ impl RunBitmap {
             .collect()
     }
 
+    /// Is any bit covering `[start, start+n)` (bitmap address space) set, or the whole
+    /// bitmap stale (then it vouches for nothing)?
+    pub fn any_set(&self, start: u64, n: u64) -> bool {
+        if self.sb.state & bitmap::state::STALE != 0 {
+            return true;
+        }
+        if n == 0 || self.chunk_sectors == 0 {
+            return false;
+        }
+        let first = start / self.chunk_sectors;
+        let last = ((start + n - 1) / self.chunk_sectors).min(self.chunks().saturating_sub(1));
+        (first..=last).any(|i| bitmap::bit_is_set(&self.bits, i))
+    }
+
     /// Set the bits covering `[start, start+n)` (bitmap address space). True if any bit
     /// changed (then the caller must write the bits before the data).
     pub fn mark(&mut self, start: u64, n: u64) -> bool {

@@ -4,6 +4,7 @@
 //! buffers ([`alike_in_pieces`]); only a region that does not compare alike there is read
 //! whole and judged page by page.
 
+use super::read_errors;
 use super::{SyncMode, SyncReport, Verdict, PAGE};
 use crate::array::scratch::{scratch_put, scratch_take, ScratchBufs};
 use crate::array::Array;
@@ -85,7 +86,7 @@ pub(super) fn mirror_region(
             && bufs[1..].iter().all(|b| b[at..end] == bufs[0][at..end]);
         at = end;
     }
-    let copies: Vec<(Loc, Option<Vec<u8>>)> = live
+    let mut copies: Vec<(Loc, Option<Vec<u8>>)> = live
         .iter()
         .zip(bufs)
         .zip(read)
@@ -97,55 +98,118 @@ pub(super) fn mirror_region(
             (loc, Some(b))
         })
         .collect();
-    let copies = Copies(copies);
     if copies.iter().all(|c| c.1.is_none()) {
+        drop(Copies(copies));
         return Err(EngineError::Unreadable {
             offset: s * 512,
             end: (s + n) * 512,
             why: "no copy is readable".into(),
         });
     }
-    rewrite_read_errors(arr, &copies, &tried, rep);
     // Every copy read and all alike (the common case): no page-by-page work.
     if alike {
+        drop(Copies(copies));
         return Ok(n);
     }
-    // Compare page by page (4 KiB of array data, aligned to array offsets, like the
-    // checksum sidecar's blocks) so reports and verdicts are precise.
-    let spp = PAGE as u64 / 512;
-    let mut a = s;
-    while a < s + n {
-        let b = ((a / spp + 1) * spp).min(s + n);
-        let (lo, hi) = (((a - s) * 512) as usize, ((b - s) * 512) as usize);
-        mirror_page(arr, &copies, a, lo, hi, mode, rep)?;
-        a = b;
+    // Pages of 4 KiB of array data, aligned to array offsets like the checksum sidecar's
+    // blocks, so reports and verdicts are precise.
+    let pages = region_pages(s, n);
+    let unread = reread_failed(arr, &mut copies, &tried, &pages, rep);
+    let copies = Copies(copies);
+    for (i, &(lo, hi)) in pages.iter().enumerate() {
+        let skip: Vec<bool> = unread.iter().map(|u| u.get(i) == Some(&true)).collect();
+        mirror_page(
+            arr,
+            &copies,
+            &skip,
+            s + (lo / 512) as u64,
+            lo,
+            hi,
+            mode,
+            rep,
+        )?;
     }
     Ok(n)
 }
 
-/// md's answer to a read error met by a pass (check included): a copy whose read failed
-/// is written back from the others, so the drive can remap the sector
-/// ([`Array::repair_read_error`]; nothing is written on an array opened read-only). Only
-/// where every copy that could be read agrees over the whole region: where they
-/// disagree, which bytes are right is not known, and the pages are judged (and, in a
-/// repair, fixed) as mismatches without it.
-fn rewrite_read_errors(arr: &Array, copies: &Copies, tried: &[bool], rep: &mut SyncReport) {
-    let failed = copies
-        .iter()
-        .zip(tried)
-        .filter(|(c, &t)| t && c.1.is_none());
-    let mut read = copies.iter().filter_map(|c| c.1.as_deref());
-    let Some(good) = read.next() else {
-        return;
-    };
-    if !read.all(|b| b == good) {
-        return;
+/// The pages of a region of `n` sectors from array sector `s`: byte ranges of its
+/// buffers, cut at array offsets that are multiples of [`PAGE`].
+fn region_pages(s: u64, n: u64) -> Vec<(usize, usize)> {
+    let spp = PAGE as u64 / 512;
+    let mut pages = Vec::new();
+    let mut a = s;
+    while a < s + n {
+        let b = ((a / spp + 1) * spp).min(s + n);
+        pages.push((((a - s) * 512) as usize, ((b - s) * 512) as usize));
+        a = b;
     }
-    for (&((role, dsec), _), _) in failed {
-        if arr.repair_read_error(role, dsec, good) {
-            rep.sectors_read_error_rewritten += good.len() as u64 / 512;
+    pages
+}
+
+/// A copy whose read failed (`tried` and not read) is read again page by page (see
+/// [`read_errors`]); the pages that still fail are written back from the other copies
+/// where every other copy read there agrees (md's answer to a read error), and judged
+/// without that copy. Per copy, per page: whether it is still unreadable.
+fn reread_failed(
+    arr: &Array,
+    copies: &mut [(Loc, Option<Vec<u8>>)],
+    tried: &[bool],
+    pages: &[(usize, usize)],
+    rep: &mut SyncReport,
+) -> Vec<Vec<bool>> {
+    let len = pages.last().map_or(0, |p| p.1);
+    let mut unread = vec![Vec::new(); copies.len()];
+    for k in 0..copies.len() {
+        if !tried[k] || copies[k].1.is_some() {
+            continue;
         }
+        let ((role, dsec), _) = copies[k];
+        let mut b = scratch_take();
+        b.resize(len, 0);
+        unread[k] = read_errors::reread(arr, role, dsec, &mut b, pages);
+        copies[k].1 = Some(b);
     }
+    for k in 0..copies.len() {
+        if !unread[k].contains(&true) {
+            continue;
+        }
+        let agreed: Vec<Option<Vec<u8>>> = (0..pages.len())
+            .map(|i| {
+                unread[k][i]
+                    .then(|| agreed_page(copies, &unread, k, i, pages[i]))
+                    .flatten()
+            })
+            .collect();
+        let ((role, dsec), Some(buf)) = &mut copies[k] else {
+            continue;
+        };
+        for (i, good) in agreed.iter().enumerate() {
+            if let Some(good) = good {
+                buf[pages[i].0..pages[i].1].copy_from_slice(good);
+            }
+        }
+        let allowed = |i: usize| agreed[i].is_some();
+        read_errors::rewrite(arr, (*role, *dsec), buf, pages, &unread[k], allowed, rep);
+    }
+    unread
+}
+
+/// The bytes every copy but `k` that was read over page `i` (`lo..hi`) holds there, if
+/// they agree (and at least one was read).
+fn agreed_page(
+    copies: &[(Loc, Option<Vec<u8>>)],
+    unread: &[Vec<bool>],
+    k: usize,
+    i: usize,
+    (lo, hi): (usize, usize),
+) -> Option<Vec<u8>> {
+    let mut others = copies
+        .iter()
+        .enumerate()
+        .filter(|&(j, _)| j != k && unread[j].get(i) != Some(&true))
+        .filter_map(|(_, c)| c.1.as_deref().map(|b| &b[lo..hi]));
+    let first = others.next()?;
+    others.all(|p| p == first).then(|| first.to_vec())
 }
 
 /// Bytes of each copy read and compared at a time (the copies' pieces and the kernel's
@@ -243,10 +307,13 @@ impl Drop for Copies {
 }
 
 /// Decide and (in repair) fix one page `[lo, hi)` of a mirror region starting at array
-/// sector `a`.
+/// sector `a`; `skip`: per copy, whether its page here could not be read (then it is
+/// judged without that copy).
+#[allow(clippy::too_many_arguments)]
 fn mirror_page(
     arr: &Array,
     copies: &[(Loc, Option<Vec<u8>>)],
+    skip: &[bool],
     a: u64,
     lo: usize,
     hi: usize,
@@ -255,7 +322,8 @@ fn mirror_page(
 ) -> Result<()> {
     let pages: Vec<Option<&[u8]>> = copies
         .iter()
-        .map(|c| c.1.as_deref().map(|b| &b[lo..hi]))
+        .zip(skip)
+        .map(|(c, &unread)| c.1.as_deref().filter(|_| !unread).map(|b| &b[lo..hi]))
         .collect();
     let readable: Vec<&[u8]> = pages.iter().flatten().copied().collect();
     if readable.iter().all(|p| *p == readable[0]) && pages.iter().all(|p| p.is_some()) {
@@ -296,8 +364,9 @@ fn mirror_page(
                         .join(", "),
                     copies
                         .iter()
-                        .find(|c| c.1.is_some())
-                        .map(|c| c.0 .0)
+                        .zip(&pages)
+                        .find(|(_, p)| p.is_some())
+                        .map(|(c, _)| c.0 .0)
                         .unwrap_or(0)
                 ),
                 "undecided",

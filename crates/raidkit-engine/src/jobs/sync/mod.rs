@@ -8,6 +8,7 @@
 mod mirror;
 pub use mirror::mirror_piece_bytes;
 mod parity;
+mod read_errors;
 mod reshaping;
 
 use crate::array::range_gate::RangeHold;
@@ -343,6 +344,8 @@ fn visit_steps(
     let geo = arr.geometry();
     let chunk = geo.chunk_sectors;
     let run_stripes = stripe_run::stripes_per_run(chunk, geo.stripes());
+    // Decided once: the in-flight budget and the steps must agree.
+    let mirror_step = mirror_step_sectors(arr);
     let (step, step_bytes) = if geo.level.has_parity() {
         // A run's buffers: every member's chunks, and a stripe's recomputed P and Q.
         let bytes = stripe_run::run_bytes(geo.raid_disks, chunk, run_stripes);
@@ -350,7 +353,7 @@ fn visit_steps(
     } else {
         // A region's copies, each read whole (where they do not compare alike in pieces).
         let copies = geo.locate(0).map_or(2, |p| p.copies.len()) as u64;
-        (Step::Mirror, copies * mirror_step_sectors(arr) * 512)
+        (Step::Mirror, copies * mirror_step * 512)
     };
     // Mirrors: a region is held against client writes into it from before its copies are
     // read until they are compared and fixed (a write in between would be undone on one
@@ -366,7 +369,7 @@ fn visit_steps(
         at: None,
         chunk,
         run_stripes,
-        mirror_step: mirror_step_sectors(arr),
+        mirror_step,
         done: 0,
         handed: 0,
         todo: regions.iter().map(|(a, e)| e - a).sum(),

@@ -4,15 +4,17 @@
 //! is wrong when it disagrees (RAID6: P and Q locate a single bad block; RAID4/5: the
 //! checksum sidecar), and the fix.
 
+use super::read_errors;
 use super::{SyncMode, SyncReport, Verdict, PAGE};
 use crate::array::parity_write::stripe_members;
-use crate::array::stripe::{compute_parity, parity_into, parity_matches, Blocks, StripeData};
+use crate::array::stripe::{compute_parity, parity_into, parity_matches, Blocks};
 use crate::array::Array;
 use crate::checksums::Judgement;
 use crate::error::Result;
 use crate::jobs::pieces;
 use crate::jobs::stripe_run::{Run, RunBufs};
 use raidkit_layout::StripeLayout;
+use std::sync::atomic::Ordering;
 
 /// Check (and in resync/repair, fix) stripes `[first, first + count)`: each run of them
 /// that is not all holes verified in pieces (members in memory, see `jobs::pieces`) or
@@ -56,11 +58,15 @@ pub(super) fn parity_run(
                         continue;
                     }
                     let j = (i..ok.len()).find(|&j| ok[j]).unwrap_or(ok.len());
-                    check_run(arr, bufs, s + i as u64, (j - i) as u64, mode, rep)?;
+                    let last_ok = check_run(arr, bufs, s + i as u64, (j - i) as u64, mode, rep)?;
+                    bufs.last_unverified.store(!last_ok, Ordering::Relaxed);
                     i = j;
                 }
             }
-            None => check_run(arr, bufs, s, e - s, mode, rep)?,
+            None => {
+                let last_ok = check_run(arr, bufs, s, e - s, mode, rep)?;
+                bufs.last_unverified.store(!last_ok, Ordering::Relaxed);
+            }
         }
         s = e;
     }
@@ -70,7 +76,8 @@ pub(super) fn parity_run(
 /// Check stripes `[first, first + count)` (locked by the caller) read as a run: every
 /// member's chunks at once, what is missing reconstructed; a stripe whose blocks (as read
 /// or reconstructed) are consistent is done after one verification pass, the others are
-/// recomputed and compared page by page.
+/// recomputed and compared page by page. Returns whether the last stripe was found
+/// consistent (before any fix).
 fn check_run(
     arr: &Array,
     bufs: &RunBufs,
@@ -78,10 +85,11 @@ fn check_run(
     count: u64,
     mode: SyncMode,
     rep: &mut SyncReport,
-) -> Result<()> {
+) -> Result<bool> {
     let mut run = Run::read(arr, bufs, first, count, None);
+    let mut last_ok = true;
     for i in 0..run.count() {
-        match run.complete(i)? {
+        last_ok = match run.complete(i)? {
             Some(layout) => {
                 let (known, p, q) = run.stripe(i, &layout);
                 // A parity block of a member not present was recomputed from the data
@@ -89,16 +97,17 @@ fn check_run(
                 // is true exactly when the page compare would find nothing.
                 let known_q = known.q.unwrap_or_default();
                 if fused() && parity_matches(&layout, &known.data, known.p, known_q) {
-                    continue;
+                    true
+                } else {
+                    parity_into(&layout, &known.data, p, q);
+                    let q: &[u8] = if layout.q.is_some() { q } else { &[] };
+                    check_stripe(arr, first + i, &layout, known, p, q, mode, rep)?
                 }
-                parity_into(&layout, &known.data, p, q);
-                let q: &[u8] = if layout.q.is_some() { q } else { &[] };
-                check_stripe(arr, first + i, &layout, known, p, q, mode, rep)?;
             }
             None => stripe_alone(arr, first + i, mode, rep)?,
-        }
+        };
     }
-    Ok(())
+    Ok(last_ok)
 }
 
 /// Verify a stripe in one pass before computing its parity (`RAIDKIT_CHECK_FUSED=0`
@@ -118,53 +127,41 @@ fn all_holes(arr: &Array, stripe: u64) -> Result<bool> {
 }
 
 /// Check one stripe (locked by the caller) read on its own: where a run's read missed a
-/// member that can be read (a read error, say), the stripe's own read takes it again.
-/// A block whose read failed is written back from redundancy afterwards ([`rewrite_read_errors`]).
-fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) -> Result<()> {
+/// member that can be read (a read error, say), the stripe's own read takes it again. A
+/// block whose read failed is read again page by page: the pages that read are judged as
+/// usual, those that still fail are written back where redundancy vouches for them (see
+/// [`read_errors`]). Returns whether it was found consistent.
+fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) -> Result<bool> {
     let chunk = arr.geometry().chunk_sectors;
     let layout = arr.stripe_layout(stripe)?;
-    let known = arr.read_stripe(stripe, &layout, 0, chunk, true)?;
-    let (p, q) = compute_parity(&layout, &known.data, (chunk * 512) as usize);
-    let mismatched = check_stripe(arr, stripe, &layout, known.blocks(), &p, &q, mode, rep)?;
-    let consistent = !mismatched;
-    rewrite_read_errors(arr, stripe, &layout, &known, mode, consistent, rep);
-    Ok(())
-}
-
-/// md's answer to a read error met by a pass (check included): write the block back from
-/// redundancy, so the drive remaps the sector ([`Array::repair_read_error`]; nothing is
-/// written on an array opened read-only).
-///
-/// Only what redundancy vouches for is written: P and Q, recomputed from the data, always
-/// (in a resync the data is what counts); a data block reconstructed from parity only in a
-/// check or repair (a resync does not trust the parity yet) and only if the stripe was
-/// `consistent` (no mismatch found: with one, the reconstruction may be wrong, and a wrong
-/// block that reads back is worse than an unreadable one).
-fn rewrite_read_errors(
-    arr: &Array,
-    stripe: u64,
-    layout: &StripeLayout,
-    known: &StripeData,
-    mode: SyncMode,
-    consistent: bool,
-    rep: &mut SyncReport,
-) {
-    let dsec = stripe * arr.geometry().chunk_sectors;
-    for &role in &known.read_errors {
-        let parity = role == layout.p || Some(role) == layout.q;
-        if !parity && (mode == SyncMode::Resync || !consistent) {
-            continue;
-        }
-        let block = known.block_of(layout, role);
-        if !block.is_empty() && arr.repair_read_error(role, dsec, block) {
-            rep.sectors_read_error_rewritten += block.len() as u64 / 512;
-        }
+    let len = (chunk * 512) as usize;
+    let dsec = stripe * chunk;
+    let mut known = arr.read_stripe(stripe, &layout, 0, chunk, true)?;
+    let pages = read_errors::block_pages(len);
+    let failed: Vec<(usize, Vec<bool>)> = std::mem::take(&mut known.read_errors)
+        .into_iter()
+        .map(|role| {
+            let block = known.block_of_mut(&layout, role);
+            (role, read_errors::reread(arr, role, dsec, block, &pages))
+        })
+        .collect();
+    let (p, q) = compute_parity(&layout, &known.data, len);
+    let matched = check_pages(arr, stripe, &layout, known.blocks(), &p, &q, mode, rep)?;
+    // Data rebuilt from parity only in a check or repair (a resync does not trust the
+    // parity yet), and only where nothing says the parity may be behind.
+    let trusted = mode != SyncMode::Resync && read_errors::parity_trusted(arr, dsec, chunk);
+    for (role, bad) in &failed {
+        let parity = *role == layout.p || Some(*role) == layout.q;
+        // P and Q are recomputed from the data: in a resync the data is what counts.
+        let allowed =
+            |i: usize| (matched[i] && (parity || trusted)) || (parity && mode == SyncMode::Resync);
+        let block = known.block_of(&layout, *role);
+        read_errors::rewrite(arr, (*role, dsec), block, &pages, bad, allowed, rep);
     }
+    Ok(matched.iter().all(|&m| m))
 }
 
-/// Compare a stripe's parity with `p`/`q` (computed from its data) page by page (4 KiB,
-/// like md, so reports are precise); decide, fix and report each mismatch. True if a
-/// page mismatched.
+/// [`check_pages`]: whether every page matched.
 #[allow(clippy::too_many_arguments)]
 fn check_stripe(
     arr: &Array,
@@ -176,6 +173,24 @@ fn check_stripe(
     mode: SyncMode,
     rep: &mut SyncReport,
 ) -> Result<bool> {
+    let matched = check_pages(arr, stripe, layout, known, p, q, mode, rep)?;
+    Ok(matched.iter().all(|&m| m))
+}
+
+/// Compare a stripe's parity with `p`/`q` (computed from its data) page by page (4 KiB,
+/// like md, so reports are precise); decide, fix and report each mismatch. Per page
+/// ([`read_errors::block_pages`]), whether it matched.
+#[allow(clippy::too_many_arguments)]
+fn check_pages(
+    arr: &Array,
+    stripe: u64,
+    layout: &StripeLayout,
+    known: Blocks<'_>,
+    p: &[u8],
+    q: &[u8],
+    mode: SyncMode,
+    rep: &mut SyncReport,
+) -> Result<Vec<bool>> {
     let chunk = arr.geometry().chunk_sectors;
     let len = (chunk * 512) as usize;
     let check = StripeCheck {
@@ -190,11 +205,10 @@ fn check_stripe(
         p,
         q,
     };
-    let mut mismatched = false;
-    for start in (0..len).step_by(PAGE.min(len)) {
-        mismatched |= check.page(start, (start + PAGE).min(len), rep)?;
-    }
-    Ok(mismatched)
+    read_errors::block_pages(len)
+        .into_iter()
+        .map(|(lo, hi)| check.page(lo, hi, rep))
+        .collect()
 }
 
 /// One stripe's blocks (with what is missing reconstructed), and its parity recomputed.
@@ -220,13 +234,13 @@ impl StripeCheck<'_> {
     }
 
     /// Compare chunk bytes `[start, end)`; on a mismatch, decide who is wrong, fix it
-    /// (resync, repair) and report it (check, repair). True if they mismatched.
+    /// (resync, repair) and report it (check, repair). Returns whether they matched.
     fn page(&self, start: usize, end: usize, rep: &mut SyncReport) -> Result<bool> {
         let (known, mode) = (&self.known, self.mode);
         let bad_p = self.p_present && known.p[start..end] != self.p[start..end];
         let bad_q = self.q_present && known.q.map(|x| &x[start..end]) != Some(&self.q[start..end]);
         if !bad_p && !bad_q {
-            return Ok(false);
+            return Ok(true);
         }
         let data_blocks = self.layout.data.len() as u64;
         if mode != SyncMode::Resync {
@@ -258,7 +272,7 @@ impl StripeCheck<'_> {
                 repaired,
             });
         }
-        Ok(true)
+        Ok(false)
     }
 
     /// Who is wrong? RAID6 can tell when exactly one block of the page is bad; RAID4/5

@@ -39,6 +39,15 @@ use flight::{Cost, Flight};
 use read::{Next, Patient, ReadSide};
 pub(crate) use reply::reply_batch;
 
+use reply::OutQueue;
+use std::io::{self, BufReader, Write};
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+use turn::Turn;
+
 /// How long the last request may have taken (µs) for the read turn to be kept over the
 /// next: a quarter of the guard's bound, or `RAIDKIT_NBD_KEEP_US` (for measurements; 0:
 /// never keep, every request is handed off).
@@ -50,14 +59,6 @@ pub(crate) fn keep_us() -> u64 {
         .unwrap_or(bound_us / 4)
         .min(bound_us / 4)
 }
-use reply::OutQueue;
-use std::io::{self, BufReader, Write};
-use std::net::Shutdown;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
-use turn::Turn;
 
 /// A connection without a request for this long lets its extra workers stop.
 pub(super) const RETIRE_AFTER: Duration = Duration::from_secs(2);
