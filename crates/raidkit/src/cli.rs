@@ -47,7 +47,8 @@ pub enum Command {
     Import(cmd::transfer::ImportArgs),
     /// Scrub offline: compare data with parity/mirrors and report mismatches as array byte ranges.
     Check(cmd::scrub::ScrubArgs),
-    /// Scrub offline and fix: RAID6 rewrites only the block P+Q prove wrong; mirrors vote.
+    /// Scrub offline and fix: RAID6 rewrites only the block P+Q prove wrong; mirrors vote;
+    /// a sector that fails to read is written back from redundancy (as md does).
     /// With `--update no-bbl`: remove the bad-block logs instead.
     #[command(after_help = cmd::scrub::REPAIR_EXAMPLES)]
     Repair(cmd::scrub::RepairArgs),
