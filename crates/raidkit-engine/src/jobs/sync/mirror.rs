@@ -6,7 +6,7 @@
 
 use super::read_errors;
 use super::{SyncMode, SyncReport, Verdict, PAGE};
-use crate::array::scratch::{scratch_put, scratch_take, ScratchBufs};
+use crate::array::scratch::{scratch_blocks, scratch_put, scratch_sized};
 use crate::array::Array;
 use crate::checksums::{Checksums, Judgement};
 use crate::error::{EngineError, Result};
@@ -55,14 +55,7 @@ pub(super) fn mirror_region(
     // at once (one batch: on disks the copies' members work together), and compare each
     // piece as soon as it is read, while it is still in the cache: compared after the
     // whole region was read, a RAID1 check spent 12–14 % of its time in `memcmp`.
-    let mut bufs: Vec<Vec<u8>> = live
-        .iter()
-        .map(|_| {
-            let mut b = scratch_take();
-            b.resize(len, 0);
-            b
-        })
-        .collect();
+    let mut bufs: Vec<Vec<u8>> = live.iter().map(|_| scratch_sized(len)).collect();
     let mut read: Vec<bool> = live.iter().map(|&(r, d)| arr.readable(r, d, n)).collect();
     let tried = read.clone();
     let mut alike = read.iter().all(|&ok| ok);
@@ -164,8 +157,7 @@ fn reread_failed(
             continue;
         }
         let ((role, dsec), _) = copies[k];
-        let mut b = scratch_take();
-        b.resize(len, 0);
+        let mut b = scratch_sized(len);
         unread[k] = read_errors::reread(arr, role, dsec, &mut b, pages);
         copies[k].1 = Some(b);
     }
@@ -249,15 +241,7 @@ fn alike_in_pieces(arr: &Array, live: &[Loc], n: u64) -> bool {
     }
     let len = (n * 512) as usize;
     let piece = COMPARE_PIECE_BYTES.min(len);
-    let mut bufs = ScratchBufs(
-        live.iter()
-            .map(|_| {
-                let mut b = scratch_take();
-                b.resize(piece, 0);
-                b
-            })
-            .collect(),
-    );
+    let mut bufs = scratch_blocks(live.len(), piece);
     let mut at = 0;
     while at < len {
         let end = (at + piece).min(len);

@@ -149,7 +149,9 @@ fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) 
     let matched = check_pages(arr, stripe, &layout, known.blocks(), &p, &q, mode, rep)?;
     // Data rebuilt from parity only in a check or repair (a resync does not trust the
     // parity yet), and only where nothing says the parity may be behind.
-    let trusted = mode != SyncMode::Resync && read_errors::parity_trusted(arr, dsec, chunk);
+    let trusted = !failed.is_empty()
+        && mode != SyncMode::Resync
+        && read_errors::parity_trusted(arr, dsec, chunk);
     for (role, bad) in &failed {
         let parity = *role == layout.p || Some(*role) == layout.q;
         // P and Q are recomputed from the data: in a resync the data is what counts.
