@@ -9,12 +9,14 @@
 
 use raidkit_engine::array::ArrayEvent;
 use raidkit_engine::assemble::assemble_paths;
+use raidkit_engine::checksums::Checksums;
 use raidkit_engine::sync::{self, SyncMode, SyncReport};
 use raidkit_layout::Level;
 use raidkit_testkit::arrays::data_offset_bytes;
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 mod cases;
 use cases::{make, ro, rw, Case};
@@ -253,6 +255,84 @@ fn a_mirror_check_does_not_write_back_a_page_where_the_other_copies_disagree() {
     assert!(!rep.mismatches.is_empty(), "copies 0 and 2 differ");
     assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
     assert!(now == hidden, "the hidden bytes stay");
+}
+
+/// As [`mirror_check`] with a checksum sidecar made before copy 1's first page was hidden
+/// and copy `corrupt` corrupted: its report, its events, copy 1's original first chunk,
+/// the bytes hidden there, and copy 1 after the check.
+fn mirror_check_with_sidecar(n: usize, corrupt: usize) -> (SyncReport, Vec<Fixed>, [Vec<u8>; 3]) {
+    let dir = TempDir::new("rk-rerr").unwrap();
+    let (ps, _) = make(&Case::v12(Level::Raid1, "default", n, 16, 2), &dir);
+    let sidecar = dir.path().join("s.csum");
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    let cs = Checksums::init(&sidecar, &arr, &mut |_, _| {}).unwrap();
+    arr.attach_checksums(Arc::new(cs)).unwrap();
+    arr.stop().unwrap();
+    let (good, spec) = hide_page(&ps, 1);
+    write_at(
+        &ps[corrupt],
+        data_offset_bytes(&ps[corrupt]) + 100,
+        &[0xa5; 8],
+    );
+    let hidden = chunk_of(&ps, 1);
+    let arr = assemble_paths(&with_fault(&ps, 1, &spec), &rw()).unwrap();
+    let cs = Checksums::open(&sidecar, &arr).unwrap();
+    arr.attach_checksums(Arc::new(cs)).unwrap();
+    let ev = arr.subscribe();
+    let rep = sync::run(&arr, SyncMode::Check, true, &mut |_, _| {}).unwrap();
+    arr.stop().unwrap();
+    let fixed = ev
+        .try_iter()
+        .filter_map(|e| match e {
+            ArrayEvent::ReadErrorCorrected {
+                role,
+                sector,
+                sectors,
+                ..
+            } => Some((role, sector, sectors)),
+            _ => None,
+        })
+        .collect();
+    (rep, fixed, [good, hidden, chunk_of(&ps, 1)])
+}
+
+/// Copies 0 and 2 disagree where copy 1 cannot be read: the sidecar tells that copy 2 is
+/// right, and its bytes are written back (without a sidecar nothing is: see above).
+#[test]
+fn a_mirror_check_writes_back_the_copy_the_checksum_vouches_for() {
+    let (rep, fixed, [good, _, now]) = mirror_check_with_sidecar(3, 0);
+    assert_eq!(fixed.len(), 1, "{fixed:?}");
+    assert_eq!((fixed[0].0, fixed[0].2), (1, PAGE_SECTORS));
+    assert_eq!(rep.sectors_read_error_rewritten, PAGE_SECTORS);
+    assert!(now == good, "copy 1 holds copy 2's (right) bytes again");
+    // Copy 0's corruption is found, and told by the checksum.
+    assert_eq!(rep.mismatches, vec![(0, PAGE as u64)]);
+    let v: Vec<_> = rep
+        .verdicts
+        .iter()
+        .map(|v| (v.offset, v.role, v.decided_by.as_str(), v.repaired))
+        .collect();
+    assert_eq!(v, vec![(0, Some(0), "checksum", false)]);
+}
+
+/// The only other copy, read fine, is wrong by the sidecar: it is not written over the
+/// copy that could not be read (which is left as it is), and the report says why.
+#[test]
+fn a_mirror_check_does_not_write_back_a_copy_its_checksum_says_is_wrong() {
+    let (rep, fixed, [_, hidden, now]) = mirror_check_with_sidecar(2, 0);
+    assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
+    assert!(now == hidden, "nothing written over copy 1");
+    let v: Vec<_> = rep
+        .verdicts
+        .iter()
+        .map(|v| (v.offset, v.len, v.role, v.decided_by.as_str(), v.repaired))
+        .collect();
+    assert_eq!(v, vec![(0, PAGE as u64, None, "checksum", false)]);
+    assert_eq!(
+        rep.verdicts[0].what,
+        "the copy on role 1 could not be read and the other copies agree on bytes that do \
+         not match their checksum: nothing was written back"
+    );
 }
 
 /// After a crash (the array not marked clean: its parity may be behind its data), a check

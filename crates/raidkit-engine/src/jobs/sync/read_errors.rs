@@ -5,7 +5,9 @@
 //!
 //! Only bytes the redundancy vouches for are written; the callers decide which pages
 //! (parity recomputed from the data; data rebuilt from parity only where the parity is
-//! trusted and the page was consistent; a mirror copy only where the other copies agree).
+//! trusted and the page was consistent; a mirror copy only where the other copies agree,
+//! or, with a checksum sidecar, the copy its checksum vouches for and never one it says is
+//! wrong).
 //! A sector left unreadable is better than a wrong one that reads back.
 
 use super::{SyncReport, PAGE};
