@@ -469,14 +469,7 @@ mod tests {
     /// thread (as a writer preempted inside it would), writes to sampled rows complete.
     #[test]
     fn a_write_does_not_wait_for_the_reuse_sampler() {
-        let dir = TempDir::new("rk-sampler").unwrap();
-        let ps = (0..4)
-            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
-            .collect();
-        let mut o = CreateOptions::new(Level::Raid5, ps);
-        o.create_size = Some(4 << 20);
-        o.assume_clean = true;
-        let arr = create(&o, &mut |_, _| {}).unwrap();
+        let (_dir, arr) = raid5("rk-sampler", 4, 4 << 20, None);
         let cache = arr.cache.as_ref().unwrap();
         let held = crate::locks::lock(&cache.sampler);
         let (tx, rx) = std::sync::mpsc::channel();
@@ -498,8 +491,7 @@ mod tests {
         });
     }
 
-    use crate::create::{create, CreateOptions, MemberSpec};
-    use raidkit_layout::Level;
+    use crate::array::test_arrays::raid5;
     use raidkit_testkit::tempdir::TempDir;
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
@@ -507,14 +499,8 @@ mod tests {
 
     /// A 4 MiB RAID5 of 3 member files in a new directory, its write-back thread running.
     fn raid5_with_writeback(name: &str) -> (TempDir, Arc<crate::array::Array>) {
-        let dir = TempDir::new(name).unwrap();
-        let ps = (0..3)
-            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
-            .collect();
-        let mut o = CreateOptions::new(Level::Raid5, ps);
-        o.create_size = Some(4 << 20);
-        o.assume_clean = true;
-        let arr = Arc::new(create(&o, &mut |_, _| {}).unwrap());
+        let (dir, arr) = raid5(name, 3, 4 << 20, None);
+        let arr = Arc::new(arr);
         arr.start_writeback();
         (dir, arr)
     }
