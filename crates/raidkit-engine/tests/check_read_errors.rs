@@ -9,12 +9,14 @@
 
 use raidkit_engine::array::ArrayEvent;
 use raidkit_engine::assemble::assemble_paths;
+use raidkit_engine::checksums::Checksums;
 use raidkit_engine::sync::{self, SyncMode, SyncReport};
 use raidkit_layout::Level;
 use raidkit_testkit::arrays::data_offset_bytes;
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 mod cases;
 use cases::{make, ro, rw, Case};
@@ -71,7 +73,21 @@ type Fixed = (usize, u64, u64);
 /// Run a pass over the array of `paths` (writable or not); its report and its
 /// `ReadErrorCorrected` events as (role, member sector, sectors).
 fn pass(paths: &[PathBuf], writable: bool, mode: SyncMode) -> (SyncReport, Vec<Fixed>) {
+    pass_with(paths, writable, mode, None)
+}
+
+/// [`pass`], with the checksum sidecar at `sidecar` attached if given.
+fn pass_with(
+    paths: &[PathBuf],
+    writable: bool,
+    mode: SyncMode,
+    sidecar: Option<&Path>,
+) -> (SyncReport, Vec<Fixed>) {
     let arr = assemble_paths(paths, &if writable { rw() } else { ro() }).unwrap();
+    if let Some(path) = sidecar {
+        let cs = Checksums::open(path, &arr).unwrap();
+        arr.attach_checksums(Arc::new(cs)).unwrap();
+    }
     let ev = arr.subscribe();
     let rep = sync::run(&arr, mode, true, &mut |_, _| {}).unwrap();
     arr.stop().unwrap();
@@ -253,6 +269,117 @@ fn a_mirror_check_does_not_write_back_a_page_where_the_other_copies_disagree() {
     assert!(!rep.mismatches.is_empty(), "copies 0 and 2 differ");
     assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
     assert!(now == hidden, "the hidden bytes stay");
+}
+
+/// A check with a checksum sidecar (made first, in `dir`) of the array of `ps`, after
+/// `role`'s first page was hidden (as [`hide_page`]) and `corrupt`'s byte 100 silently
+/// changed: its report, its events, `role`'s original first chunk, the bytes hidden
+/// there, and the chunk after the check.
+fn check_with_sidecar(
+    dir: &TempDir,
+    ps: &[PathBuf],
+    role: usize,
+    corrupt: usize,
+) -> (SyncReport, Vec<Fixed>, [Vec<u8>; 3]) {
+    let sidecar = dir.path().join("s.csum");
+    let arr = assemble_paths(ps, &rw()).unwrap();
+    let cs = Checksums::init(&sidecar, &arr, &mut |_, _| {}).unwrap();
+    arr.attach_checksums(Arc::new(cs)).unwrap();
+    arr.stop().unwrap();
+    let (good, spec) = hide_page(ps, role);
+    write_at(
+        &ps[corrupt],
+        data_offset_bytes(&ps[corrupt]) + 100,
+        &[0xa5; 8],
+    );
+    let hidden = chunk_of(ps, role);
+    let paths = with_fault(ps, role, &spec);
+    let (rep, fixed) = pass_with(&paths, true, SyncMode::Check, Some(&sidecar));
+    (rep, fixed, [good, hidden, chunk_of(ps, role)])
+}
+
+/// [`check_with_sidecar`] of an `n`-way mirror, copy 1's page hidden.
+fn mirror_check_with_sidecar(n: usize, corrupt: usize) -> (SyncReport, Vec<Fixed>, [Vec<u8>; 3]) {
+    let dir = TempDir::new("rk-rerr").unwrap();
+    let (ps, _) = make(&Case::v12(Level::Raid1, "default", n, 16, 2), &dir);
+    check_with_sidecar(&dir, &ps, 1, corrupt)
+}
+
+/// Copies 0 and 2 disagree where copy 1 cannot be read: the sidecar tells that copy 2 is
+/// right, and its bytes are written back (without a sidecar nothing is: see above).
+#[test]
+fn a_mirror_check_writes_back_the_copy_the_checksum_vouches_for() {
+    let (rep, fixed, [good, _, now]) = mirror_check_with_sidecar(3, 0);
+    assert_eq!(fixed.len(), 1, "{fixed:?}");
+    assert_eq!((fixed[0].0, fixed[0].2), (1, PAGE_SECTORS));
+    assert_eq!(rep.sectors_read_error_rewritten, PAGE_SECTORS);
+    assert!(now == good, "copy 1 holds copy 2's (right) bytes again");
+    // Copy 0's corruption is found, and told by the checksum.
+    assert_eq!(rep.mismatches, vec![(0, PAGE as u64)]);
+    let v: Vec<_> = rep
+        .verdicts
+        .iter()
+        .map(|v| (v.offset, v.role, v.decided_by.as_str(), v.repaired))
+        .collect();
+    assert_eq!(v, vec![(0, Some(0), "checksum", false)]);
+}
+
+/// The only other copy, read fine, is wrong by the sidecar: it is not written over the
+/// copy that could not be read (which is left as it is), and the report says why.
+#[test]
+fn a_mirror_check_does_not_write_back_a_copy_its_checksum_says_is_wrong() {
+    let (rep, fixed, [_, hidden, now]) = mirror_check_with_sidecar(2, 0);
+    assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
+    assert!(now == hidden, "nothing written over copy 1");
+    let v: Vec<_> = rep
+        .verdicts
+        .iter()
+        .map(|v| (v.offset, v.len, v.role, v.decided_by.as_str(), v.repaired))
+        .collect();
+    assert_eq!(v, vec![(0, PAGE as u64, None, "checksum", false)]);
+    assert_eq!(
+        rep.verdicts[0].what,
+        "the copy on role 1 could not be read and the other copies agree on bytes that do \
+         not match their checksum: nothing was written back"
+    );
+}
+
+/// RAID5 cannot see a silently wrong data block; rebuilt from parity with it, the page
+/// that could not be read would be wrong too: the sidecar says so, and it is not written.
+#[test]
+fn a_check_does_not_write_back_a_rebuilt_page_its_checksum_says_is_wrong() {
+    let dir = TempDir::new("rk-rerr").unwrap();
+    let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
+    let lay = stripe0(&ps);
+    let (rep, fixed, [_, hidden, now]) = check_with_sidecar(&dir, &ps, lay.data[1], lay.data[0]);
+    assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
+    assert!(now == hidden, "nothing written");
+    let v: Vec<_> = rep
+        .verdicts
+        .iter()
+        .map(|v| (v.offset, v.len, v.role, v.decided_by.as_str(), v.repaired))
+        .collect();
+    assert_eq!(
+        v,
+        vec![(CHUNK_BYTES as u64, PAGE as u64, None, "checksum", false)]
+    );
+}
+
+/// The same with no other block wrong: the rebuilt page matches its checksum and is
+/// written back.
+#[test]
+fn a_check_writes_back_a_rebuilt_page_its_checksum_vouches_for() {
+    let dir = TempDir::new("rk-rerr").unwrap();
+    let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
+    let lay = stripe0(&ps);
+    // "Corrupted" where the page is hidden anyway: no other block is wrong.
+    let (rep, fixed, [good, _, now]) = check_with_sidecar(&dir, &ps, lay.data[1], lay.data[1]);
+    assert_eq!(
+        (rep.sectors_read_error_rewritten, fixed.len()),
+        (PAGE_SECTORS, 1)
+    );
+    assert!(rep.verdicts.is_empty(), "{:?}", rep.verdicts);
+    assert!(now == good, "the page written back");
 }
 
 /// After a crash (the array not marked clean: its parity may be behind its data), a check

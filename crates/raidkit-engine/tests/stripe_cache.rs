@@ -357,10 +357,48 @@ fn memory_bound_is_respected_and_checked() {
     }
     assert!(peak <= bound, "peak {peak} over the bound {bound}");
     assert!(peak > bound / 2, "the cache was used: peak {peak}");
+    // Nor at any moment in between (a write's page used to be added before room was
+    // made for it, and a write-out kept what it read whatever the room).
+    let high = arr.stripe_cache_stats().unwrap().peak_memory_bytes;
+    assert!(
+        (peak..=bound).contains(&high),
+        "high-water mark {high}: bound {bound}, seen {peak}"
+    );
     arr.flush().unwrap();
     drop(arr);
     let (out, _a) = reassembled_contents(&ps);
     assert!(out == model, "differs at {:?}", first_diff(&out, &model));
+}
+
+/// A write needing more pages than the whole cache holds goes straight to the members,
+/// after what the cache held of its stripe: the memory never exceeds the size.
+#[test]
+fn a_write_larger_than_the_cache_goes_around_it() {
+    let dir = TempDir::new("rk-sc-around").unwrap();
+    let ps = make(&dir, Level::Raid5, 4, 64, 4);
+    let arr = open(&ps);
+    arr.force_stripe_cache_bypass(Some(false));
+    arr.set_stripe_cache_hold(Duration::from_secs(60));
+    // One entry: a page on each of the 3 data members.
+    arr.configure_stripe_cache(None, Some(1)).unwrap();
+    let entry = 3 * 4096;
+    // Held (it ends on a chunk boundary): one page in the cache.
+    arr.write(60 << 10, &[0x11; 4096]).unwrap();
+    let st = arr.stripe_cache_stats().unwrap();
+    assert_eq!((st.memory_bytes, st.dirty_stripes), (4096, 1), "{st:?}");
+    // Five pages of the same stripe (of another chunk): more than the cache holds.
+    arr.write(64 << 10, &[0x22; 5 * 4096]).unwrap();
+    let st = arr.stripe_cache_stats().unwrap();
+    assert_eq!((st.memory_bytes, st.dirty_stripes), (0, 0), "{st:?}");
+    assert!(st.peak_memory_bytes <= entry, "{st:?}");
+    drop(arr);
+    let a = check_clean(&ps);
+    let mut out = vec![0u8; 128 << 10];
+    a.read(0, &mut out).unwrap();
+    let mut want = vec![0u8; 128 << 10];
+    want[60 << 10..64 << 10].fill(0x11);
+    want[64 << 10..84 << 10].fill(0x22);
+    assert!(out == want, "differs at {:?}", first_diff(&out, &want));
 }
 
 #[test]

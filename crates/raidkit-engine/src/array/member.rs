@@ -582,23 +582,14 @@ impl Array {
 
 #[cfg(test)]
 mod tests {
-    use crate::create::{create, CreateOptions, MemberSpec};
-    use raidkit_layout::Level;
-    use raidkit_testkit::tempdir::TempDir;
+    use crate::array::test_arrays::raid5;
     use std::sync::Arc;
 
     /// A change of a role slot is made in every CPU's copy of the slots (a reader sees
     /// its CPU's copy only), and what it returns is the change's result.
     #[test]
     fn a_slot_change_reaches_every_cpus_copy() {
-        let dir = TempDir::new("rk-slots").unwrap();
-        let ps = (0..4)
-            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
-            .collect();
-        let mut o = CreateOptions::new(Level::Raid5, ps);
-        o.create_size = Some(4 << 20);
-        o.assume_clean = true;
-        let arr = create(&o, &mut |_, _| {}).unwrap();
+        let (_dir, arr) = raid5("rk-slots", 4, 4 << 20, None);
         let second = arr.slots()[2].clone();
         arr.set_slot(1, None);
         let taken = arr.update_slots(|s| s[3].take().is_some());

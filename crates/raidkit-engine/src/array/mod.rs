@@ -52,6 +52,8 @@ pub(crate) mod sector_merge;
 pub mod slow;
 pub(crate) mod stripe;
 pub(crate) mod stripe_lock;
+#[cfg(test)]
+pub(crate) mod test_arrays;
 pub(crate) mod write_behind;
 pub mod write_buf;
 pub(crate) mod zeroes;

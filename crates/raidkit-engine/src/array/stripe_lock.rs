@@ -122,7 +122,7 @@ impl Array {
                 if !st.dead {
                     if st.is_dirty() {
                         // A failure is recorded for the next flush.
-                        let _ = self.cache_drain(c, &e, &mut st);
+                        let _ = self.cache_drain_to_remove(c, &e, &mut st);
                     }
                     c.remove(&e, &mut st);
                 }

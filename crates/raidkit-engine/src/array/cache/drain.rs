@@ -30,7 +30,29 @@ impl Array {
         entry: &Entry,
         held: &mut EntryState,
     ) -> Result<bool> {
-        let r = self.cache_drain_inner(cache, entry, held);
+        self.cache_drain_keeping(cache, entry, held, true)
+    }
+
+    /// As [`Array::cache_drain`], for an entry about to be removed: what is read from the
+    /// members for the write-out is not kept (it would only take room from other stripes
+    /// until the removal).
+    pub(crate) fn cache_drain_to_remove(
+        &self,
+        cache: &StripeCache,
+        entry: &Entry,
+        held: &mut EntryState,
+    ) -> Result<bool> {
+        self.cache_drain_keeping(cache, entry, held, false)
+    }
+
+    fn cache_drain_keeping(
+        &self,
+        cache: &StripeCache,
+        entry: &Entry,
+        held: &mut EntryState,
+        keep: bool,
+    ) -> Result<bool> {
+        let r = self.cache_drain_inner(cache, entry, held, keep);
         if let Err(err) = &r {
             let lost = dirty_byte_ranges(self.geo.chunk_sectors, cache, entry, held);
             self.add_lost(&lost);
@@ -59,6 +81,7 @@ impl Array {
         cache: &StripeCache,
         entry: &Entry,
         held: &mut EntryState,
+        keep: bool,
     ) -> Result<bool> {
         let runs = dirty_page_runs(cache, held);
         let layout = self.stripe_layout(entry.stripe)?;
@@ -68,15 +91,16 @@ impl Array {
         let whole = held.written_pages == cache.kc * cache.rows;
         let mut merged = true;
         for page_rows in runs {
-            merged &= self.cache_drain_rows(cache, entry, held, &layout, page_rows)?;
+            merged &= self.cache_drain_rows(cache, entry, held, &layout, page_rows, keep)?;
         }
         self.check_still_runs(entry.stripe)?;
         cache.mark_clean(entry);
         Ok(whole && merged)
     }
 
-    /// Write out the dirty data of page rows `page_rows` (stripe lock held). True if that
-    /// needed no member reads (the cache knew every data block over the rows: a merge).
+    /// Write out the dirty data of page rows `page_rows` (stripe lock held), keeping what
+    /// was read if `keep` (where there is room). True if that needed no member reads (the
+    /// cache knew every data block over the rows: a merge).
     fn cache_drain_rows(
         &self,
         cache: &StripeCache,
@@ -84,6 +108,7 @@ impl Array {
         held: &mut EntryState,
         layout: &StripeLayout,
         page_rows: Range<usize>,
+        keep: bool,
     ) -> Result<bool> {
         if let Some(done) = self.cache_drain_known_row(cache, entry, held, layout, &page_rows) {
             return done;
@@ -129,7 +154,9 @@ impl Array {
         );
         cache.count(Count::Misses, read_sectors.div_ceil(PAGE_SECTORS));
         // Everything is on the members now; keep what was learnt for later writes.
-        out.keep_known(cache, held);
+        if keep {
+            out.keep_known(cache, held);
+        }
         out.set_clean(cache, held, page_rows);
         Ok(unknown == 0)
     }
@@ -530,7 +557,8 @@ impl WriteOut {
 
     /// Keep what is known now (read from the members) in the cache's pages: per page
     /// row, the known sectors the page does not hold yet, copied run by run (a row read
-    /// whole is one 4 KiB copy, not eight of a sector).
+    /// whole is one 4 KiB copy, not eight of a sector). A page not allocated yet is
+    /// kept only if the cache has room for it.
     fn keep_known(&self, cache: &StripeCache, held: &mut EntryState) {
         let start = self.rows.start;
         let s = SECTOR as usize;
@@ -547,7 +575,9 @@ impl WriteOut {
                 if bits == 0 {
                     continue;
                 }
-                let page = cache.page(held, block * cache.rows + row as usize);
+                let Some(page) = cache.kept_page(held, block * cache.rows + row as usize) else {
+                    continue;
+                };
                 let mut new = bits & !page.valid;
                 page.valid |= new;
                 // Page sector `first` is buffer sector `row * 8 + first - start`.

@@ -7,7 +7,12 @@
 //! `stripe_cache_size` counts stripe_heads). Parity is never cached: it is always read
 //! from the members or computed, so a cached page can never hide a member error.
 //!
-//! Memory: at most `capacity × 4 KiB × data members`. The capacity sizes itself
+//! Memory: at most `capacity × 4 KiB × data members`, at every moment: a page is counted
+//! ([`StripeCache::reserve`]) before it is allocated, and only while that keeps the count
+//! within the capacity. A client write makes room first (evicting, or writing out a
+//! dirty stripe) and, if it still finds none, goes to the members around the cache; data
+//! read for a write-out is kept only where there is room. (The count may exceed a
+//! capacity that was just lowered, until the next eviction.) The capacity sizes itself
 //! ([`StripeCache::capacity`]): it starts at a few stripes; for small writes it is what
 //! the miss-ratio curve measured on the writes says pays ([`reuse`]: grow over a reused
 //! working set that memory can hold, bypass one it cannot); for streams it grows when
@@ -189,6 +194,9 @@ pub struct StripeCacheStats {
     pub max_entries: u64,
     /// Bytes of page memory in use.
     pub memory_bytes: u64,
+    /// The most bytes of page memory in use at once since the array was opened (never
+    /// above the admin bound, unless the bound was lowered below what was in use).
+    pub peak_memory_bytes: u64,
     /// Admin bound, bytes (None: only the memory-derived bound).
     pub max_bytes: Option<u64>,
     /// Pages found in the cache instead of read from members.
@@ -221,7 +229,10 @@ pub(crate) struct StripeCache {
     /// Pages per chunk.
     pub rows: usize,
     shards: Box<[Mutex<Shard>]>,
+    /// Pages counted: allocated, or reserved by a writer about to allocate them.
     pages: AtomicUsize,
+    /// The most pages counted at once (see [`StripeCacheStats::peak_memory_bytes`]).
+    peak_pages: AtomicUsize,
     /// Where pages come from and go back to.
     pool: pages::PagePool,
     target: AtomicUsize,
@@ -335,6 +346,7 @@ impl StripeCache {
                 })
                 .collect(),
             pages: AtomicUsize::new(0),
+            peak_pages: AtomicUsize::new(0),
             pool: pages::PagePool::default(),
             target: AtomicUsize::new(min_entries),
             fixed: AtomicUsize::new(0),
@@ -416,14 +428,83 @@ impl StripeCache {
         entry
     }
 
-    /// A page for writing, allocated if needed.
-    pub fn page<'a>(&self, held: &'a mut EntryState, idx: usize) -> &'a mut Page {
+    /// Count `n` pages about to be allocated, if that keeps the count within the
+    /// capacity; false (nothing counted) if not.
+    pub fn reserve(&self, n: usize) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let limit = self.capacity() * self.kc;
+        let mut cur = self.pages.load(Ordering::Relaxed);
+        loop {
+            if cur + n > limit {
+                return false;
+            }
+            match self.pages.compare_exchange_weak(
+                cur,
+                cur + n,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    if cur + n > self.peak_pages.load(Ordering::Relaxed) {
+                        self.peak_pages.fetch_max(cur + n, Ordering::Relaxed);
+                    }
+                    return true;
+                }
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Give back `n` reserved pages that were not allocated.
+    pub fn unreserve(&self, n: usize) {
+        if n > 0 {
+            self.pages.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Pages of `held` that a write of `pieces` would allocate.
+    pub fn new_pages(
+        &self,
+        held: &EntryState,
+        pieces: &[crate::array::parity_write::Piece<'_>],
+    ) -> usize {
+        pieces
+            .iter()
+            .map(|p| {
+                let rows = p.at / PAGE_SECTORS..(p.at + p.sectors).div_ceil(PAGE_SECTORS);
+                rows.filter(|&r| {
+                    held.pages
+                        .get(p.block * self.rows + r as usize)
+                        .is_none_or(Option::is_none)
+                })
+                .count()
+            })
+            .sum()
+    }
+
+    /// A page for writing; one not allocated yet takes one of the `reserved` pages (see
+    /// [`StripeCache::reserve`]).
+    pub fn page<'a>(
+        &self,
+        held: &'a mut EntryState,
+        idx: usize,
+        reserved: &mut usize,
+    ) -> &'a mut Page {
         if held.pages.is_empty() {
             held.pages.resize_with(self.kc * self.rows, || None);
         }
         if held.pages[idx].is_none() {
+            debug_assert!(*reserved > 0, "page {idx} allocated without a reservation");
+            if *reserved > 0 {
+                *reserved -= 1;
+            } else {
+                // Counted all the same: the count must match what `clear` gives back.
+                let n = self.pages.fetch_add(1, Ordering::Relaxed) + 1;
+                self.peak_pages.fetch_max(n, Ordering::Relaxed);
+            }
             held.alloc += 1;
-            self.pages.fetch_add(1, Ordering::Relaxed);
         }
         held.pages[idx].get_or_insert_with(|| Page {
             data: self.pool.take(),
@@ -431,6 +512,17 @@ impl StripeCache {
             dirty: 0,
             written: false,
         })
+    }
+
+    /// Page `idx` to keep data read from the members in: the page if allocated, a new one
+    /// if there is room for it, else None.
+    pub fn kept_page<'a>(&self, held: &'a mut EntryState, idx: usize) -> Option<&'a mut Page> {
+        let allocated = held.pages.get(idx).is_some_and(Option::is_some);
+        let mut reserved = usize::from(!allocated);
+        if !allocated && !self.reserve(1) {
+            return None;
+        }
+        Some(self.page(held, idx, &mut reserved))
     }
 
     /// Free every page of an entry (its data is on the members or superseded).
@@ -495,9 +587,14 @@ impl StripeCache {
         }
     }
 
-    /// Over capacity?
+    /// Over capacity (it was lowered below what is in use)?
     pub fn over(&self) -> bool {
-        self.pages.load(Ordering::Relaxed) > self.capacity() * self.kc
+        self.short_of(0)
+    }
+
+    /// Is there no room for `room` more pages within the capacity?
+    pub fn short_of(&self, room: usize) -> bool {
+        self.pages.load(Ordering::Relaxed) + room > self.capacity() * self.kc
     }
 
     /// Pages to free below capacity once eviction starts (evicting in batches).
@@ -505,13 +602,13 @@ impl StripeCache {
         self.capacity() * self.kc / 64
     }
 
-    /// Evict clean entries until under capacity; returns a dirty entry to write out when
-    /// only dirty ones are left to evict (the caller writes it, then calls
-    /// [`StripeCache::remove`]).
-    pub fn make_room(&self) -> Option<Victim> {
+    /// Evict clean entries until there is room for `room` more pages (and, evicting in
+    /// batches, some slack); returns a dirty entry to write out when only dirty ones are
+    /// left to evict (the caller writes it, then calls [`StripeCache::remove`]).
+    pub fn make_room(&self, room: usize) -> Option<Victim> {
         let mut dirty_pick: Option<Arc<Entry>> = None;
         let mut scanned = 0;
-        let goal = (self.capacity() * self.kc).saturating_sub(self.slack());
+        let goal = (self.capacity() * self.kc).saturating_sub(self.slack().max(room));
         let above = |c: &StripeCache| c.pages.load(Ordering::Relaxed) > goal;
         while above(self) && scanned < SHARDS {
             let i = self.evict_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
@@ -549,7 +646,7 @@ impl StripeCache {
                 self.remove(&entry, &mut held);
             }
         }
-        if self.over() {
+        if self.short_of(room) {
             if let Some(d) = dirty_pick {
                 return Some(Victim::Dirty(d));
             }

@@ -340,18 +340,8 @@ mod tests {
     /// stripe's data, and every byte read back is what was written or zero.
     #[test]
     fn a_recycled_page_never_shows_its_old_bytes() {
-        use crate::create::{create, CreateOptions, MemberSpec};
-        use raidkit_layout::Level;
-        use raidkit_testkit::tempdir::TempDir;
-        let dir = TempDir::new("rk-recycle").unwrap();
-        let ps = (0..4)
-            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
-            .collect();
-        let mut o = CreateOptions::new(Level::Raid5, ps);
-        o.create_size = Some(16 << 20);
-        o.chunk_bytes = Some(64 << 10);
-        o.assume_clean = true;
-        let arr = create(&o, &mut |_, _| {}).unwrap();
+        let (_dir, arr) =
+            crate::array::test_arrays::raid5("rk-recycle", 4, 16 << 20, Some(64 << 10));
         arr.force_stripe_cache_bypass(Some(false));
         arr.configure_stripe_cache(None, Some(32)).unwrap();
         let cache = arr.cache.as_ref().unwrap();

@@ -333,6 +333,7 @@ impl StripeCache {
                 self.max_entries() as u64
             },
             memory_bytes: (pages * PAGE) as u64,
+            peak_memory_bytes: (self.peak_pages.load(Ordering::Relaxed) * PAGE) as u64,
             max_bytes: (admin != u64::MAX).then_some(admin),
             hits: self.counted(Count::Hits),
             misses: self.counted(Count::Misses),

@@ -110,7 +110,7 @@ impl Array {
         while let Some(entry) = cache.aged(usize::MAX) {
             let _ = self.cache_drain_entry(cache, &entry);
         }
-        self.cache_make_room(cache);
+        self.cache_make_room(cache, 0);
     }
 
     /// Write out every held write (callers hold the gate).
@@ -122,8 +122,8 @@ impl Array {
         for entry in &all {
             let _ = self.cache_drain_entry(cache, entry);
         }
-        // Writing out fills rows; stay within the size.
-        self.cache_make_room(cache);
+        // The capacity may have been lowered meanwhile.
+        self.cache_make_room(cache, 0);
     }
 
     pub(crate) fn cache_drain_entry(&self, cache: &StripeCache, entry: &Arc<Entry>) -> Result<()> {
@@ -159,9 +159,11 @@ impl Array {
         }
     }
 
-    pub(crate) fn cache_make_room(&self, cache: &StripeCache) {
-        while cache.over() {
-            match cache.make_room() {
+    /// Make room for `room` more pages within the capacity (no entry lock held): evict
+    /// clean stripes, or write out and evict dirty ones when only those are left.
+    pub(crate) fn cache_make_room(&self, cache: &StripeCache, room: usize) {
+        while cache.short_of(room) {
+            match cache.make_room(room) {
                 Some(Victim::Dirty(entry)) => {
                     let mut held = lock(&entry.state);
                     if !held.dead {
@@ -169,7 +171,7 @@ impl Array {
                             if held.dirty_pages >= cache.rows {
                                 cache.early_write_out();
                             }
-                            let _ = self.cache_drain(cache, &entry, &mut held);
+                            let _ = self.cache_drain_to_remove(cache, &entry, &mut held);
                         }
                         cache.remove(&entry, &mut held);
                     }
@@ -220,6 +222,15 @@ impl Array {
                 return r;
             }
         }
+        if !full && !damaged {
+            // Room for the pages written and a row read for their write-out, made before
+            // the entry is locked (making room may write out and lock other stripes).
+            let room = touched_pages(pieces) + cache.kc;
+            if room <= cache.capacity() * cache.kc {
+                self.cache_make_room(cache, room);
+            }
+        }
+        let mut made_room = false;
         loop {
             let entry = cache.get_or_create(stripe);
             let mut held = lock(&entry.state);
@@ -242,17 +253,24 @@ impl Array {
                 self.cache_housekeeping(cache);
                 return r;
             }
-            if full || damaged {
-                if held.is_dirty() {
-                    self.cache_drain(cache, &entry, &mut held)?;
+            // The pages the write allocates are counted first, within the capacity: if
+            // there is no room, room is made (once, with the entry unlocked) and the write
+            // starts again; if there is none even so, it goes around the cache.
+            let need = cache.new_pages(&held, pieces);
+            let fits = !(full || damaged) && cache.reserve(need);
+            if !fits {
+                if !(full || damaged || made_room) && need <= cache.capacity() * cache.kc {
+                    drop(held);
+                    self.cache_make_room(cache, need);
+                    made_room = true;
+                    continue;
                 }
-                cache.clear(&entry, &mut held);
-                let r = self.write_stripe_direct(stripe, pieces);
-                cache.remove(&entry, &mut held);
+                let r = self.write_around_cache(cache, &entry, &mut held, stripe, pieces);
                 drop(held);
                 self.cache_housekeeping(cache);
                 return r;
             }
+            let mut reserved = need;
             let was_dirty = held.is_dirty();
             for pc in pieces {
                 let mut sec = pc.at;
@@ -262,7 +280,7 @@ impl Array {
                     let in_page = sec % PAGE_SECTORS;
                     let m = (PAGE_SECTORS - in_page).min(end - sec);
                     let idx = pc.block * cache.rows + row;
-                    let page = cache.page(&mut held, idx);
+                    let page = cache.page(&mut held, idx, &mut reserved);
                     if page.valid != 0 {
                         cache.count(Count::Rewritten, 1);
                     }
@@ -282,6 +300,7 @@ impl Array {
                     sec += m;
                 }
             }
+            cache.unreserve(reserved);
             let ends_on_chunk = pieces.iter().any(|p| p.at + p.sectors == chunk);
             let r = if !cache.should_hold(was_dirty, ends_on_chunk) || cache_complete(cache, &held)
             {
@@ -301,9 +320,29 @@ impl Array {
         }
     }
 
-    /// After a write: make room, and help write out partial stripes that waited long enough.
+    /// A stripe write straight to the members (entry lock held): what the cache held of
+    /// the stripe is written out first and dropped.
+    fn write_around_cache(
+        &self,
+        cache: &StripeCache,
+        entry: &Entry,
+        held: &mut EntryState,
+        stripe: u64,
+        pieces: &[Piece<'_>],
+    ) -> Result<()> {
+        if held.is_dirty() {
+            self.cache_drain_to_remove(cache, entry, held)?;
+        }
+        cache.clear(entry, held);
+        let r = self.write_stripe_direct(stripe, pieces);
+        cache.remove(entry, held);
+        r
+    }
+
+    /// After a write: evict if the capacity was lowered, and help write out partial
+    /// stripes that waited long enough.
     pub(crate) fn cache_housekeeping(&self, cache: &StripeCache) {
-        self.cache_make_room(cache);
+        self.cache_make_room(cache, 0);
         if cache.help_due() {
             for _ in 0..2 {
                 let Some(entry) = cache.aged(4) else {
@@ -314,6 +353,14 @@ impl Array {
         }
         cache.tune();
     }
+}
+
+/// Pages (of every block) that `pieces` write into.
+fn touched_pages(pieces: &[Piece<'_>]) -> usize {
+    pieces
+        .iter()
+        .map(|p| ((p.at + p.sectors).div_ceil(PAGE_SECTORS) - p.at / PAGE_SECTORS) as usize)
+        .sum()
 }
 
 /// True if the cache holds a page (of any validity) that `pieces` write into.
@@ -422,14 +469,7 @@ mod tests {
     /// thread (as a writer preempted inside it would), writes to sampled rows complete.
     #[test]
     fn a_write_does_not_wait_for_the_reuse_sampler() {
-        let dir = TempDir::new("rk-sampler").unwrap();
-        let ps = (0..4)
-            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
-            .collect();
-        let mut o = CreateOptions::new(Level::Raid5, ps);
-        o.create_size = Some(4 << 20);
-        o.assume_clean = true;
-        let arr = create(&o, &mut |_, _| {}).unwrap();
+        let (_dir, arr) = raid5("rk-sampler", 4, 4 << 20, None);
         let cache = arr.cache.as_ref().unwrap();
         let held = crate::locks::lock(&cache.sampler);
         let (tx, rx) = std::sync::mpsc::channel();
@@ -451,8 +491,7 @@ mod tests {
         });
     }
 
-    use crate::create::{create, CreateOptions, MemberSpec};
-    use raidkit_layout::Level;
+    use crate::array::test_arrays::raid5;
     use raidkit_testkit::tempdir::TempDir;
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
@@ -460,14 +499,8 @@ mod tests {
 
     /// A 4 MiB RAID5 of 3 member files in a new directory, its write-back thread running.
     fn raid5_with_writeback(name: &str) -> (TempDir, Arc<crate::array::Array>) {
-        let dir = TempDir::new(name).unwrap();
-        let ps = (0..3)
-            .map(|i| MemberSpec::Path(dir.path().join(format!("m{i}"))))
-            .collect();
-        let mut o = CreateOptions::new(Level::Raid5, ps);
-        o.create_size = Some(4 << 20);
-        o.assume_clean = true;
-        let arr = Arc::new(create(&o, &mut |_, _| {}).unwrap());
+        let (dir, arr) = raid5(name, 3, 4 << 20, None);
+        let arr = Arc::new(arr);
         arr.start_writeback();
         (dir, arr)
     }

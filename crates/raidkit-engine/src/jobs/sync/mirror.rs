@@ -107,7 +107,7 @@ pub(super) fn mirror_region(
     // Pages of 4 KiB of array data, aligned to array offsets like the checksum sidecar's
     // blocks, so reports and verdicts are precise.
     let pages = region_pages(s, n);
-    let unread = reread_failed(arr, &mut copies, &tried, &pages, rep);
+    let unread = reread_failed(arr, &mut copies, &tried, (s, &pages), mode, rep)?;
     let copies = Copies(copies);
     for (i, &(lo, hi)) in pages.iter().enumerate() {
         let skip: Vec<bool> = unread.iter().map(|u| u.get(i) == Some(&true)).collect();
@@ -141,15 +141,17 @@ fn region_pages(s: u64, n: u64) -> Vec<(usize, usize)> {
 
 /// A copy whose read failed (`tried` and not read) is read again page by page (see
 /// [`read_errors`]); the pages that still fail are written back from the other copies
-/// where every other copy read there agrees (md's answer to a read error), and judged
-/// without that copy. Per copy, per page: whether it is still unreadable.
+/// (md's answer to a read error) where [`write_back_source`] finds bytes to trust, and
+/// judged without that copy. `(s, pages)`: the region's first array sector and its pages.
+/// Per copy, per page: whether it is still unreadable.
 fn reread_failed(
     arr: &Array,
     copies: &mut [(Loc, Option<Vec<u8>>)],
     tried: &[bool],
-    pages: &[(usize, usize)],
+    (s, pages): (u64, &[(usize, usize)]),
+    mode: SyncMode,
     rep: &mut SyncReport,
-) -> Vec<Vec<bool>> {
+) -> Result<Vec<Vec<bool>>> {
     let len = pages.last().map_or(0, |p| p.1);
     let mut unread = vec![Vec::new(); copies.len()];
     for k in 0..copies.len() {
@@ -165,43 +167,115 @@ fn reread_failed(
         if !unread[k].contains(&true) {
             continue;
         }
-        let agreed: Vec<Option<Vec<u8>>> = (0..pages.len())
-            .map(|i| {
-                unread[k][i]
-                    .then(|| agreed_page(copies, &unread, k, i, pages[i]))
-                    .flatten()
-            })
-            .collect();
+        let mut sources: Vec<Option<Vec<u8>>> = Vec::with_capacity(pages.len());
+        for (i, &page) in pages.iter().enumerate() {
+            let source = match unread[k][i] {
+                true => write_back_source(arr, copies, &unread, (k, i), page, s)?,
+                false => Source::None,
+            };
+            sources.push(match source {
+                Source::Bytes(b) => Some(b),
+                Source::None => None,
+                Source::RefusedByChecksum => {
+                    if mode != SyncMode::Resync {
+                        rep.add_verdict(refused_verdict(s, page, copies[k].0 .0));
+                    }
+                    None
+                }
+            });
+        }
         let ((role, dsec), Some(buf)) = &mut copies[k] else {
             continue;
         };
-        for (i, good) in agreed.iter().enumerate() {
+        for (i, good) in sources.iter().enumerate() {
             if let Some(good) = good {
                 buf[pages[i].0..pages[i].1].copy_from_slice(good);
             }
         }
-        let allowed = |i: usize| agreed[i].is_some();
+        let allowed = |i: usize| sources[i].is_some();
         read_errors::rewrite(arr, (*role, *dsec), buf, pages, &unread[k], allowed, rep);
     }
-    unread
+    Ok(unread)
 }
 
-/// The bytes every copy but `k` that was read over page `i` (`lo..hi`) holds there, if
-/// they agree (and at least one was read).
-fn agreed_page(
+/// What an unreadable page of a copy may be written back from.
+enum Source {
+    /// These bytes.
+    Bytes(Vec<u8>),
+    /// Nothing: no other copy read, or they disagree and nothing tells which is right.
+    None,
+    /// Nothing: the other copies agree, but not with the page's checksum.
+    RefusedByChecksum,
+}
+
+/// The bytes to write back over page `i` (`lo..hi`) of copy `k`, from the copies read
+/// there (region from array sector `s`). With a checksum that is authoritative for the
+/// page: the copy that matches it, and never bytes that do not (also where the other
+/// copies agree). Without one: what every other copy holds, if they agree.
+fn write_back_source(
+    arr: &Array,
     copies: &[(Loc, Option<Vec<u8>>)],
     unread: &[Vec<bool>],
-    k: usize,
-    i: usize,
+    (k, i): (usize, usize),
     (lo, hi): (usize, usize),
-) -> Option<Vec<u8>> {
-    let mut others = copies
+    s: u64,
+) -> Result<Source> {
+    let others: Vec<&[u8]> = copies
         .iter()
         .enumerate()
         .filter(|&(j, _)| j != k && unread[j].get(i) != Some(&true))
-        .filter_map(|(_, c)| c.1.as_deref().map(|b| &b[lo..hi]));
-    let first = others.next()?;
-    others.all(|p| p == first).then(|| first.to_vec())
+        .filter_map(|(_, c)| c.1.as_deref().map(|b| &b[lo..hi]))
+        .collect();
+    let Some(&first) = others.first() else {
+        return Ok(Source::None);
+    };
+    let agreed = others.iter().all(|p| *p == first);
+    let off = s * 512 + lo as u64;
+    let plen = (hi - lo) as u64;
+    let whole_block =
+        off.is_multiple_of(PAGE as u64) && (plen == PAGE as u64 || off + plen == arr.size_bytes());
+    if let Some(cs) = arr.checksums().filter(|_| whole_block) {
+        let mut matching = None;
+        let mut unknown = false;
+        for &p in &others {
+            match cs.judge(off / PAGE as u64, p)? {
+                Judgement::Match => matching = matching.or(Some(p)),
+                Judgement::Mismatch => {}
+                Judgement::Unknown => unknown = true,
+            }
+        }
+        if !unknown {
+            return Ok(match matching {
+                Some(p) => Source::Bytes(p.to_vec()),
+                None if agreed => Source::RefusedByChecksum,
+                None => Source::None,
+            });
+        }
+    }
+    Ok(if agreed {
+        Source::Bytes(first.to_vec())
+    } else {
+        Source::None
+    })
+}
+
+/// The verdict on page `(lo, hi)` of a region from array sector `s` whose copy on `role`
+/// could not be read, and whose other copies agree on bytes their checksum says are
+/// wrong: nothing is written back.
+fn refused_verdict(s: u64, (lo, hi): (usize, usize), role: usize) -> Verdict {
+    Verdict {
+        stripe: 0,
+        offset: s * 512 + lo as u64,
+        len: (hi - lo) as u64,
+        role: None,
+        device: None,
+        what: format!(
+            "the copy on role {role} could not be read and the other copies agree on bytes \
+             that do not match their checksum: nothing was written back"
+        ),
+        decided_by: "checksum".into(),
+        repaired: false,
+    }
 }
 
 /// Bytes of each copy read and compared at a time (the copies' pieces and the kernel's

@@ -154,13 +154,67 @@ fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) 
         && read_errors::parity_trusted(arr, dsec, chunk);
     for (role, bad) in &failed {
         let parity = *role == layout.p || Some(*role) == layout.q;
-        // P and Q are recomputed from the data: in a resync the data is what counts.
-        let allowed =
-            |i: usize| (matched[i] && (parity || trusted)) || (parity && mode == SyncMode::Resync);
         let block = known.block_of(&layout, *role);
+        // Data rebuilt from parity is not written back where its checksum says it is
+        // wrong (another block of the row silently wrong: RAID5 cannot see it).
+        let refused =
+            refused_by_checksum(arr, stripe, &layout, *role, block, &pages, bad, mode, rep)?;
+        // P and Q are recomputed from the data: in a resync the data is what counts.
+        let allowed = |i: usize| {
+            !refused[i]
+                && ((matched[i] && (parity || trusted)) || (parity && mode == SyncMode::Resync))
+        };
         read_errors::rewrite(arr, (*role, dsec), block, &pages, bad, allowed, rep);
     }
     Ok(matched.iter().all(|&m| m))
+}
+
+/// Per page of data block `role` of `stripe` (rebuilt where `bad`): does the checksum
+/// sidecar say the rebuilt bytes are wrong? Each such page gets a verdict (not in a
+/// resync, which writes no rebuilt data back).
+#[allow(clippy::too_many_arguments)]
+fn refused_by_checksum(
+    arr: &Array,
+    stripe: u64,
+    layout: &StripeLayout,
+    role: usize,
+    block: &[u8],
+    pages: &[(usize, usize)],
+    bad: &[bool],
+    mode: SyncMode,
+    rep: &mut SyncReport,
+) -> Result<Vec<bool>> {
+    let mut refused = vec![false; pages.len()];
+    let Some(k) = layout.data.iter().position(|&r| r == role) else {
+        return Ok(refused);
+    };
+    if mode == SyncMode::Resync || arr.checksums().is_none() {
+        return Ok(refused);
+    }
+    let chunk = arr.geometry().chunk_sectors;
+    let block_off = (stripe * layout.data.len() as u64 + k as u64) * chunk * 512;
+    for (i, &(lo, hi)) in pages.iter().enumerate() {
+        let off = block_off + lo as u64;
+        if !bad[i] || !read_errors::checksum_refuses(arr, off, &block[lo..hi])? {
+            continue;
+        }
+        refused[i] = true;
+        rep.add_verdict(Verdict {
+            stripe,
+            offset: off,
+            len: (hi - lo) as u64,
+            role: None,
+            device: None,
+            what: format!(
+                "data on role {role} could not be read and its reconstruction from parity \
+                 does not match its checksum (another block of the row is wrong): nothing \
+                 was written back"
+            ),
+            decided_by: "checksum".into(),
+            repaired: false,
+        });
+    }
+    Ok(refused)
 }
 
 /// [`check_pages`]: whether every page matched.

@@ -5,11 +5,15 @@
 //!
 //! Only bytes the redundancy vouches for are written; the callers decide which pages
 //! (parity recomputed from the data; data rebuilt from parity only where the parity is
-//! trusted and the page was consistent; a mirror copy only where the other copies agree).
+//! trusted and the page was consistent; a mirror copy only where the other copies agree,
+//! or, with a checksum sidecar, the copy its checksum vouches for). Where the checksum
+//! sidecar is authoritative, no page it says is wrong is written back.
 //! A sector left unreadable is better than a wrong one that reads back.
 
 use super::{SyncReport, PAGE};
 use crate::array::Array;
+use crate::checksums::Judgement;
+use crate::error::Result;
 
 /// Byte ranges `[lo, hi)` of a block, one per page, in order.
 pub(super) type Pages = [(usize, usize)];
@@ -78,6 +82,18 @@ pub(super) fn rewrite(
             rep.sectors_read_error_rewritten += ((hi - lo) / 512) as u64;
         }
         i = j;
+    }
+}
+
+/// Does the checksum sidecar say that `bytes`, to be written back at array byte `off`,
+/// are wrong? Only where it is authoritative for a whole block there (no sidecar, a
+/// partial block, a suspect region or a write in flight: false).
+pub(super) fn checksum_refuses(arr: &Array, off: u64, bytes: &[u8]) -> Result<bool> {
+    let whole = off.is_multiple_of(PAGE as u64)
+        && (bytes.len() == PAGE || off + bytes.len() as u64 == arr.size_bytes());
+    match arr.checksums().filter(|_| whole) {
+        Some(cs) => Ok(cs.judge(off / PAGE as u64, bytes)? == Judgement::Mismatch),
+        None => Ok(false),
     }
 }
 
