@@ -194,6 +194,12 @@ fn status_manage_sync_action_monitor() {
         (&Value::from("auto"), &Value::from(512), &Value::from(0)),
         "{sc}"
     );
+    // The high-water mark of its page memory is served, and covers what it holds now.
+    let (now, peak) = (
+        sc["memory_bytes"].as_u64(),
+        sc["peak_memory_bytes"].as_u64(),
+    );
+    assert!(matches!((now, peak), (Some(n), Some(p)) if p >= n), "{sc}");
     let st = status(&run, d);
     assert_eq!(st[0]["stripe_cache"]["mode"], "auto", "{st:?}");
     // A trace of client requests, analysed by `trace analyze`.

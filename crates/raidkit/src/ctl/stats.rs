@@ -141,11 +141,12 @@ fn print_stats(name: &str, uuid: &str, io: &wire::Io, window: Option<f64>) {
 pub fn print_stripe_cache(c: &wire::StripeCache) {
     let (h, m) = (c.hits, c.misses);
     outln!(
-        "  stripe cache: {} entries ({}), {} used, {} memory, max {} entries; {} hits {} misses ({:.1}% hit), {} held stripes, {} full-stripe merges",
+        "  stripe cache: {} entries ({}), {} used, {} memory (peak {}), max {} entries; {} hits {} misses ({:.1}% hit), {} held stripes, {} full-stripe merges",
         c.size_entries,
         c.mode,
         c.used_entries,
         human(c.memory_bytes),
+        human(c.peak_memory_bytes),
         c.max_entries,
         h,
         m,

@@ -122,6 +122,9 @@ pub struct StripeCache {
     pub used_entries: u64,
     pub max_entries: u64,
     pub memory_bytes: u64,
+    /// The most page memory in use at once (absent from an older server's answer).
+    #[serde(default)]
+    pub peak_memory_bytes: u64,
     pub hits: u64,
     pub misses: u64,
     pub dirty_stripes: u64,
