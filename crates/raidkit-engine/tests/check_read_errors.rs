@@ -272,14 +272,14 @@ fn a_mirror_check_does_not_write_back_a_page_where_the_other_copies_disagree() {
 }
 
 /// A check with a checksum sidecar (made first, in `dir`) of the array of `ps`, after
-/// `role`'s first page was hidden (as [`hide_page`]) and `corrupt`'s byte 100 silently
-/// changed: its report, its events, `role`'s original first chunk, the bytes hidden
+/// `role`'s first page was hidden (as [`hide_page`]) and byte 100 of each of `corrupt`
+/// silently changed (alike): its report, its events, `role`'s original first chunk, the bytes hidden
 /// there, and the chunk after the check.
 fn check_with_sidecar(
     dir: &TempDir,
     ps: &[PathBuf],
     role: usize,
-    corrupt: usize,
+    corrupt: &[usize],
 ) -> (SyncReport, Vec<Fixed>, [Vec<u8>; 3]) {
     let sidecar = dir.path().join("s.csum");
     let arr = assemble_paths(ps, &rw()).unwrap();
@@ -287,11 +287,9 @@ fn check_with_sidecar(
     arr.attach_checksums(Arc::new(cs)).unwrap();
     arr.stop().unwrap();
     let (good, spec) = hide_page(ps, role);
-    write_at(
-        &ps[corrupt],
-        data_offset_bytes(&ps[corrupt]) + 100,
-        &[0xa5; 8],
-    );
+    for &c in corrupt {
+        write_at(&ps[c], data_offset_bytes(&ps[c]) + 100, &[0xa5; 8]);
+    }
     let hidden = chunk_of(ps, role);
     let paths = with_fault(ps, role, &spec);
     let (rep, fixed) = pass_with(&paths, true, SyncMode::Check, Some(&sidecar));
@@ -299,7 +297,10 @@ fn check_with_sidecar(
 }
 
 /// [`check_with_sidecar`] of an `n`-way mirror, copy 1's page hidden.
-fn mirror_check_with_sidecar(n: usize, corrupt: usize) -> (SyncReport, Vec<Fixed>, [Vec<u8>; 3]) {
+fn mirror_check_with_sidecar(
+    n: usize,
+    corrupt: &[usize],
+) -> (SyncReport, Vec<Fixed>, [Vec<u8>; 3]) {
     let dir = TempDir::new("rk-rerr").unwrap();
     let (ps, _) = make(&Case::v12(Level::Raid1, "default", n, 16, 2), &dir);
     check_with_sidecar(&dir, &ps, 1, corrupt)
@@ -309,7 +310,7 @@ fn mirror_check_with_sidecar(n: usize, corrupt: usize) -> (SyncReport, Vec<Fixed
 /// right, and its bytes are written back (without a sidecar nothing is: see above).
 #[test]
 fn a_mirror_check_writes_back_the_copy_the_checksum_vouches_for() {
-    let (rep, fixed, [good, _, now]) = mirror_check_with_sidecar(3, 0);
+    let (rep, fixed, [good, _, now]) = mirror_check_with_sidecar(3, &[0]);
     assert_eq!(fixed.len(), 1, "{fixed:?}");
     assert_eq!((fixed[0].0, fixed[0].2), (1, PAGE_SECTORS));
     assert_eq!(rep.sectors_read_error_rewritten, PAGE_SECTORS);
@@ -328,7 +329,7 @@ fn a_mirror_check_writes_back_the_copy_the_checksum_vouches_for() {
 /// copy that could not be read (which is left as it is), and the report says why.
 #[test]
 fn a_mirror_check_does_not_write_back_a_copy_its_checksum_says_is_wrong() {
-    let (rep, fixed, [_, hidden, now]) = mirror_check_with_sidecar(2, 0);
+    let (rep, fixed, [_, hidden, now]) = mirror_check_with_sidecar(2, &[0]);
     assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
     assert!(now == hidden, "nothing written over copy 1");
     let v: Vec<_> = rep
@@ -336,12 +337,36 @@ fn a_mirror_check_does_not_write_back_a_copy_its_checksum_says_is_wrong() {
         .iter()
         .map(|v| (v.offset, v.len, v.role, v.decided_by.as_str(), v.repaired))
         .collect();
-    assert_eq!(v, vec![(0, PAGE as u64, None, "checksum", false)]);
+    assert_eq!(v, vec![(0, PAGE as u64, Some(0), "checksum", false)]);
     assert_eq!(
         rep.verdicts[0].what,
-        "the copy on role 1 could not be read and the other copies agree on bytes that do \
-         not match their checksum: nothing was written back"
+        "mirror copy (the copy on role 1 could not be read and the other copies agree on \
+         bytes that do not match their checksum: nothing was written back)"
     );
+    // The bytes the array serves there are wrong and nothing fixed them: a mismatch.
+    assert_eq!(rep.mismatches, vec![(0, PAGE as u64)]);
+}
+
+/// Four copies, copy 1 unreadable, copies 0 and 2 agreeing against copy 3 (which the
+/// sidecar vouches for): the write-back and the verdict decide alike (a strict majority
+/// first, as the pass decides between copies), so copy 1 gets the majority's bytes and
+/// copy 3 is the one reported wrong — never copy 1 written with bytes the verdict calls
+/// wrong.
+#[test]
+fn a_mirror_write_back_decides_as_the_verdict_does() {
+    let (rep, fixed, [_, _, now]) = mirror_check_with_sidecar(4, &[0, 2]);
+    assert_eq!(
+        (fixed.len(), rep.sectors_read_error_rewritten),
+        (1, PAGE_SECTORS)
+    );
+    let at_100 = now[100..108].to_vec();
+    assert_eq!(at_100, vec![0xa5; 8], "copy 1 holds the majority's bytes");
+    let v: Vec<_> = rep
+        .verdicts
+        .iter()
+        .map(|v| (v.offset, v.role, v.decided_by.as_str()))
+        .collect();
+    assert_eq!(v, vec![(0, Some(3), "majority")]);
 }
 
 /// RAID5 cannot see a silently wrong data block; rebuilt from parity with it, the page
@@ -351,7 +376,7 @@ fn a_check_does_not_write_back_a_rebuilt_page_its_checksum_says_is_wrong() {
     let dir = TempDir::new("rk-rerr").unwrap();
     let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
     let lay = stripe0(&ps);
-    let (rep, fixed, [_, hidden, now]) = check_with_sidecar(&dir, &ps, lay.data[1], lay.data[0]);
+    let (rep, fixed, [_, hidden, now]) = check_with_sidecar(&dir, &ps, lay.data[1], &[lay.data[0]]);
     assert_eq!((rep.sectors_read_error_rewritten, fixed), (0, vec![]));
     assert!(now == hidden, "nothing written");
     let v: Vec<_> = rep
@@ -359,9 +384,16 @@ fn a_check_does_not_write_back_a_rebuilt_page_its_checksum_says_is_wrong() {
         .iter()
         .map(|v| (v.offset, v.len, v.role, v.decided_by.as_str(), v.repaired))
         .collect();
+    // The row's first data block, as every parity verdict; the row is a mismatch.
+    assert_eq!(v, vec![(0, PAGE as u64, None, "checksum", false)]);
+    assert!(
+        rep.verdicts[0].what.starts_with("data (role"),
+        "{:?}",
+        rep.verdicts
+    );
     assert_eq!(
-        v,
-        vec![(CHUNK_BYTES as u64, PAGE as u64, None, "checksum", false)]
+        rep.mismatches,
+        vec![(0, PAGE as u64), (CHUNK_BYTES as u64, PAGE as u64)]
     );
 }
 
@@ -373,7 +405,7 @@ fn a_check_writes_back_a_rebuilt_page_its_checksum_vouches_for() {
     let (ps, _) = make(&Case::v12(Level::Raid5, "left-symmetric", 3, 16, 2), &dir);
     let lay = stripe0(&ps);
     // "Corrupted" where the page is hidden anyway: no other block is wrong.
-    let (rep, fixed, [good, _, now]) = check_with_sidecar(&dir, &ps, lay.data[1], lay.data[1]);
+    let (rep, fixed, [good, _, now]) = check_with_sidecar(&dir, &ps, lay.data[1], &[lay.data[1]]);
     assert_eq!(
         (rep.sectors_read_error_rewritten, fixed.len()),
         (PAGE_SECTORS, 1)

@@ -1,6 +1,7 @@
 //! Writing a cached stripe's dirty rows out to the members: what the cache knows of the
 //! rows is gathered ([`WriteOut`]), [`plan`] decides what else to read, and the dirty spans
-//! and P/Q go out; what was read stays cached for later writes. A single page row the
+//! and P/Q go out; what was read stays cached for later writes where there is room (not
+//! for a stripe about to be evicted). A single page row the
 //! cache holds whole goes out straight from its pages (no gathering copy).
 
 use crate::array::cache::{Count, Entry, EntryState, StripeCache, PAGE, PAGE_SECTORS};

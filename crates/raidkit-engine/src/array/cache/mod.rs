@@ -12,7 +12,9 @@
 //! within the capacity. A client write makes room first (evicting, or writing out a
 //! dirty stripe) and, if it still finds none, goes to the members around the cache; data
 //! read for a write-out is kept only where there is room. (The count may exceed a
-//! capacity that was just lowered, until the next eviction.) The capacity sizes itself
+//! capacity that was just lowered, until the next eviction. It counts the pages entries
+//! hold or are about to take; the page pool's free pages, kept for reuse, are not
+//! counted.) The capacity sizes itself
 //! ([`StripeCache::capacity`]): it starts at a few stripes; for small writes it is what
 //! the miss-ratio curve measured on the writes says pays ([`reuse`]: grow over a reused
 //! working set that memory can hold, bypass one it cannot); for streams it grows when
@@ -194,8 +196,9 @@ pub struct StripeCacheStats {
     pub max_entries: u64,
     /// Bytes of page memory in use.
     pub memory_bytes: u64,
-    /// The most bytes of page memory in use at once since the array was opened (never
-    /// above the admin bound, unless the bound was lowered below what was in use).
+    /// The most bytes of page memory in use or reserved by a writer about to use it at
+    /// once since the array was opened (never above the bound, unless the bound was
+    /// lowered below what was in use).
     pub peak_memory_bytes: u64,
     /// Admin bound, bytes (None: only the memory-derived bound).
     pub max_bytes: Option<u64>,
@@ -727,6 +730,16 @@ impl StripeCache {
             );
         }
         v
+    }
+
+    /// True if `stripe`'s entry holds written data not yet on the members (acknowledged:
+    /// a checksum sidecar already has its new checksums). Only a write-out clears it,
+    /// and a write-out holds the stripe's lock: with that lock held the answer stands.
+    pub fn holds_unwritten(&self, stripe: u64) -> bool {
+        lock(self.shard(stripe))
+            .map
+            .get(&stripe)
+            .is_some_and(|e| e.dirty_since.load(Ordering::Relaxed) != 0)
     }
 
     /// True if any entry holds dirty data.

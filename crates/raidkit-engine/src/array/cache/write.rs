@@ -182,7 +182,8 @@ impl Array {
     }
 
     /// A stripe write through the cache: whole stripes go straight out (the cache's pages
-    /// of the stripe are dropped); partial ones are copied in and written out once the
+    /// of the stripe are dropped); partial ones are copied in (where the cache has room
+    /// for their pages; else they go around it, to the members) and written out once the
     /// stripe's data is complete over the rows written (no member reads needed), once
     /// they have waited long enough, or at once without write-back.
     pub(crate) fn cache_write(
@@ -337,6 +338,14 @@ impl Array {
         let r = self.write_stripe_direct(stripe, pieces);
         cache.remove(entry, held);
         r
+    }
+
+    /// Does the stripe cache hold written data of `stripe` that is not on the members yet
+    /// (see [`StripeCache::holds_unwritten`])?
+    pub(crate) fn stripe_unwritten(&self, stripe: u64) -> bool {
+        self.cache
+            .as_ref()
+            .is_some_and(|c| c.holds_unwritten(stripe))
     }
 
     /// After a write: evict if the capacity was lowered, and help write out partial
@@ -570,5 +579,31 @@ mod tests {
             assert!(buf[..4096].iter().all(|&b| b == i as u8 + 1), "write {i}");
             assert!(buf[4096..].iter().all(|&b| b == 0), "after write {i}");
         }
+    }
+
+    /// While a pass holds a stripe's IO lock, a client write into that stripe can still be
+    /// held by the cache (and acknowledged): the stripe then says it holds unwritten data,
+    /// until the write is written out.
+    #[test]
+    fn a_write_held_under_a_passes_stripe_lock_is_unwritten_until_written_out() {
+        let (_dir, arr) = raid5_with_writeback("rk-wb-unwritten");
+        arr.force_stripe_cache_bypass(Some(false));
+        arr.set_stripe_cache_hold(Duration::from_secs(60));
+        let chunk = arr.geo.chunk_sectors * 512;
+        assert!(!arr.stripe_unwritten(0));
+        let pass_lock = arr.locks.lock(0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = {
+            let arr = arr.clone();
+            std::thread::spawn(move || tx.send(arr.write(chunk - 4096, &[7u8; 4096])))
+        };
+        let done = rx.recv_timeout(Duration::from_secs(10));
+        assert!(matches!(done, Ok(Ok(()))), "the held write is acknowledged");
+        assert!(arr.stripe_unwritten(0), "held, not on the members");
+        assert!(!arr.stripe_unwritten(1));
+        drop(pass_lock);
+        writer.join().unwrap().unwrap();
+        arr.flush().unwrap();
+        assert!(!arr.stripe_unwritten(0), "written out");
     }
 }

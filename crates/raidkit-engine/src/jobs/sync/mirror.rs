@@ -178,7 +178,15 @@ fn reread_failed(
                 Source::None => None,
                 Source::RefusedByChecksum => {
                     if mode != SyncMode::Resync {
-                        rep.add_verdict(refused_verdict(s, page, copies[k].0 .0));
+                        // The array's readable bytes are wrong: a mismatch nothing fixed.
+                        let others: Vec<usize> = (0..copies.len())
+                            .filter(|&j| {
+                                j != k && copies[j].1.is_some() && unread[j].get(i) != Some(&true)
+                            })
+                            .map(|j| copies[j].0 .0)
+                            .collect();
+                        rep.add_mismatch(s * 512 + page.0 as u64, (page.1 - page.0) as u64);
+                        rep.add_verdict(refused_verdict(arr, s, page, copies[k].0 .0, &others));
                     }
                     None
                 }
@@ -209,9 +217,10 @@ enum Source {
 }
 
 /// The bytes to write back over page `i` (`lo..hi`) of copy `k`, from the copies read
-/// there (region from array sector `s`). With a checksum that is authoritative for the
-/// page: the copy that matches it, and never bytes that do not (also where the other
-/// copies agree). Without one: what every other copy holds, if they agree.
+/// there (region from array sector `s`), decided as the pass decides between copies that
+/// differ ([`mirror_page`]): where the other copies agree, their bytes — unless the
+/// checksum sidecar says they are wrong; where they disagree, a strict majority of them,
+/// else the one that matches its checksum.
 fn write_back_source(
     arr: &Array,
     copies: &[(Loc, Option<Vec<u8>>)],
@@ -229,49 +238,59 @@ fn write_back_source(
     let Some(&first) = others.first() else {
         return Ok(Source::None);
     };
-    let agreed = others.iter().all(|p| *p == first);
-    let off = s * 512 + lo as u64;
-    let plen = (hi - lo) as u64;
-    let whole_block =
-        off.is_multiple_of(PAGE as u64) && (plen == PAGE as u64 || off + plen == arr.size_bytes());
-    if let Some(cs) = arr.checksums().filter(|_| whole_block) {
-        let mut matching = None;
-        let mut unknown = false;
-        for &p in &others {
-            match cs.judge(off / PAGE as u64, p)? {
-                Judgement::Match => matching = matching.or(Some(p)),
-                Judgement::Mismatch => {}
-                Judgement::Unknown => unknown = true,
-            }
-        }
-        if !unknown {
-            return Ok(match matching {
-                Some(p) => Source::Bytes(p.to_vec()),
-                None if agreed => Source::RefusedByChecksum,
-                None => Source::None,
-            });
-        }
+    let (off, plen) = (s * 512 + lo as u64, (hi - lo) as u64);
+    if others.iter().all(|p| *p == first) {
+        return Ok(match by_sidecar(arr, off, plen, &[first])? {
+            Err((_, true)) => Source::RefusedByChecksum,
+            _ => Source::Bytes(first.to_vec()),
+        });
     }
-    Ok(if agreed {
-        Source::Bytes(first.to_vec())
-    } else {
-        Source::None
+    if let Some((good, _, _)) = majority(&others) {
+        return Ok(Source::Bytes(good.to_vec()));
+    }
+    Ok(match by_sidecar(arr, off, plen, &others)? {
+        Ok((good, _, _)) => Source::Bytes(good.to_vec()),
+        Err(_) => Source::None,
     })
 }
 
+/// [`by_checksum`] where the array has a checksum sidecar.
+fn by_sidecar<'a>(
+    arr: &Array,
+    off: u64,
+    plen: u64,
+    cands: &[&'a [u8]],
+) -> Result<std::result::Result<Decision<'a>, (&'static str, bool)>> {
+    match arr.checksums() {
+        Some(cs) => by_checksum(cs, off, plen, arr.size_bytes(), cands),
+        None => Ok(Err(("no checksum sidecar", false))),
+    }
+}
+
 /// The verdict on page `(lo, hi)` of a region from array sector `s` whose copy on `role`
-/// could not be read, and whose other copies agree on bytes their checksum says are
-/// wrong: nothing is written back.
-fn refused_verdict(s: u64, (lo, hi): (usize, usize), role: usize) -> Verdict {
+/// could not be read, and whose other copies (`others`: their roles) agree on bytes their
+/// checksum says are wrong: nothing is written back. With one other copy, that copy is
+/// the one found wrong.
+fn refused_verdict(
+    arr: &Array,
+    s: u64,
+    (lo, hi): (usize, usize),
+    role: usize,
+    others: &[usize],
+) -> Verdict {
+    let wrong = match others {
+        [r] => Some(*r),
+        _ => None,
+    };
     Verdict {
         stripe: 0,
         offset: s * 512 + lo as u64,
         len: (hi - lo) as u64,
-        role: None,
-        device: None,
+        role: wrong,
+        device: wrong.and_then(|r| arr.member(r).map(|m| m.dev.name().to_string())),
         what: format!(
-            "the copy on role {role} could not be read and the other copies agree on bytes \
-             that do not match their checksum: nothing was written back"
+            "mirror copy (the copy on role {role} could not be read and the other copies \
+             agree on bytes that do not match their checksum: nothing was written back)"
         ),
         decided_by: "checksum".into(),
         repaired: false,

@@ -22,9 +22,12 @@ use std::sync::atomic::Ordering;
 /// did not verify. Returns the sync-space sectors done.
 ///
 /// The stripes are locked for the whole run, in ascending order (as client writes take
-/// them): a client write into one of them waits until it is checked and fixed, so it can
-/// neither be reported as a mismatch nor be undone by a fix computed from the bytes
-/// before it.
+/// them), their held writes written out first ([`Array::lock_stripe`]): a client write's
+/// member IO into one of them waits until it is checked and fixed, so it can neither be
+/// reported as a mismatch nor be undone by a fix computed from the bytes before it. (A
+/// write the stripe cache holds meanwhile is acknowledged before it reaches the members;
+/// it is written out after the run, over what the run fixed, and the checksum sidecar is
+/// not taken as the members' truth there: see [`Array::stripe_unwritten`].)
 pub(super) fn parity_run(
     arr: &Array,
     first: u64,
@@ -157,21 +160,24 @@ fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) 
         let block = known.block_of(&layout, *role);
         // Data rebuilt from parity is not written back where its checksum says it is
         // wrong (another block of the row silently wrong: RAID5 cannot see it).
-        let refused =
-            refused_by_checksum(arr, stripe, &layout, *role, block, &pages, bad, mode, rep)?;
         // P and Q are recomputed from the data: in a resync the data is what counts.
-        let allowed = |i: usize| {
-            !refused[i]
-                && ((matched[i] && (parity || trusted)) || (parity && mode == SyncMode::Resync))
-        };
+        let vouched =
+            |i: usize| (matched[i] && (parity || trusted)) || (parity && mode == SyncMode::Resync);
+        let judged: Vec<bool> = (0..pages.len()).map(|i| bad[i] && vouched(i)).collect();
+        let refused =
+            refused_by_checksum(arr, stripe, &layout, *role, block, &pages, &judged, rep)?;
+        let allowed = |i: usize| vouched(i) && !refused[i];
         read_errors::rewrite(arr, (*role, dsec), block, &pages, bad, allowed, rep);
     }
     Ok(matched.iter().all(|&m| m))
 }
 
-/// Per page of data block `role` of `stripe` (rebuilt where `bad`): does the checksum
-/// sidecar say the rebuilt bytes are wrong? Each such page gets a verdict (not in a
-/// resync, which writes no rebuilt data back).
+/// Per page of data block `role` of `stripe` rebuilt from parity (`judged`: the pages
+/// about to be written back): does the checksum sidecar say the rebuilt bytes are wrong?
+/// Then another block of the row is silently wrong (RAID5 cannot see which): the page is
+/// not written back, and the row is a mismatch nothing fixed, with a verdict. Not judged
+/// where the sidecar is ahead of the members (the stripe cache holds written data of the
+/// stripe not yet on them).
 #[allow(clippy::too_many_arguments)]
 fn refused_by_checksum(
     arr: &Array,
@@ -180,35 +186,39 @@ fn refused_by_checksum(
     role: usize,
     block: &[u8],
     pages: &[(usize, usize)],
-    bad: &[bool],
-    mode: SyncMode,
+    judged: &[bool],
     rep: &mut SyncReport,
 ) -> Result<Vec<bool>> {
     let mut refused = vec![false; pages.len()];
     let Some(k) = layout.data.iter().position(|&r| r == role) else {
         return Ok(refused);
     };
-    if mode == SyncMode::Resync || arr.checksums().is_none() {
+    if arr.checksums().is_none() || arr.stripe_unwritten(stripe) {
         return Ok(refused);
     }
-    let chunk = arr.geometry().chunk_sectors;
-    let block_off = (stripe * layout.data.len() as u64 + k as u64) * chunk * 512;
+    let chunk_bytes = arr.geometry().chunk_sectors * 512;
+    let data_blocks = layout.data.len() as u64;
+    let row_off = |j: u64, lo: usize| (stripe * data_blocks + j) * chunk_bytes + lo as u64;
     for (i, &(lo, hi)) in pages.iter().enumerate() {
-        let off = block_off + lo as u64;
-        if !bad[i] || !read_errors::checksum_refuses(arr, off, &block[lo..hi])? {
+        if !judged[i] || !read_errors::checksum_refuses(arr, row_off(k as u64, lo), &block[lo..hi])?
+        {
             continue;
         }
         refused[i] = true;
+        let len = (hi - lo) as u64;
+        for j in 0..data_blocks {
+            rep.add_mismatch(row_off(j, lo), len);
+        }
         rep.add_verdict(Verdict {
             stripe,
-            offset: off,
-            len: (hi - lo) as u64,
+            offset: row_off(0, lo),
+            len,
             role: None,
             device: None,
             what: format!(
-                "data on role {role} could not be read and its reconstruction from parity \
-                 does not match its checksum (another block of the row is wrong): nothing \
-                 was written back"
+                "data (role {role} could not be read and its reconstruction from parity \
+                 does not match its checksum: another block of the row is wrong and RAID5 \
+                 cannot tell which; nothing was written back)"
             ),
             decided_by: "checksum".into(),
             repaired: false,
@@ -358,6 +368,11 @@ impl StripeCheck<'_> {
         let offs: Vec<u64> = (0..data_blocks)
             .map(|k| self.row_offset(k, start))
             .collect();
+        if self.arr.stripe_unwritten(self.stripe) {
+            // The sidecar holds the checksums of writes the members do not have yet.
+            let why = "data or parity: the checksums are ahead of the members here (written data still in the stripe cache)";
+            return Ok((Culprit::Unknown, "undecided", why.into()));
+        }
         locate_by_checksums(self.arr, &self.known, self.p, start, end, &offs)
     }
 
