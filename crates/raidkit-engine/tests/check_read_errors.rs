@@ -347,26 +347,28 @@ fn a_mirror_check_does_not_write_back_a_copy_its_checksum_says_is_wrong() {
     assert_eq!(rep.mismatches, vec![(0, PAGE as u64)]);
 }
 
-/// Four copies, copy 1 unreadable, copies 0 and 2 agreeing against copy 3 (which the
-/// sidecar vouches for): the write-back and the verdict decide alike (a strict majority
-/// first, as the pass decides between copies), so copy 1 gets the majority's bytes and
-/// copy 3 is the one reported wrong — never copy 1 written with bytes the verdict calls
-/// wrong.
+/// Four copies, copy 1 unreadable, copies 0 and 2 agreeing against copy 3, which the
+/// sidecar vouches for: the write-back and the verdict decide alike, the checksum before
+/// the majority, so copy 1 gets copy 3's (right) bytes and copies 0 and 2 are reported
+/// wrong — the majority's bytes are never written over the copy that could not be read
+/// (a later repair would then have outvoted the last right copy).
 #[test]
 fn a_mirror_write_back_decides_as_the_verdict_does() {
-    let (rep, fixed, [_, _, now]) = mirror_check_with_sidecar(4, &[0, 2]);
+    let (rep, fixed, [good, _, now]) = mirror_check_with_sidecar(4, &[0, 2]);
     assert_eq!(
         (fixed.len(), rep.sectors_read_error_rewritten),
         (1, PAGE_SECTORS)
     );
-    let at_100 = now[100..108].to_vec();
-    assert_eq!(at_100, vec![0xa5; 8], "copy 1 holds the majority's bytes");
+    assert!(
+        now == good,
+        "copy 1 holds the checksum's (right) bytes again"
+    );
     let v: Vec<_> = rep
         .verdicts
         .iter()
         .map(|v| (v.offset, v.role, v.decided_by.as_str()))
         .collect();
-    assert_eq!(v, vec![(0, Some(3), "majority")]);
+    assert_eq!(v, vec![(0, Some(0), "checksum"), (0, Some(2), "checksum")]);
 }
 
 /// RAID5 cannot see a silently wrong data block; rebuilt from parity with it, the page

@@ -3,20 +3,12 @@
 //!
 //! A job walks its address space one step at a time; a step's member IOs all go out
 //! together, but one step at a time leaves the members idle while the job computes. Here
-//! a few threads each run a whole step (read, compute, write), so the members see several
+//! a few workers each run a whole step (read, compute, write), so the members see several
 //! steps' IOs at once and the parity work of one step overlaps the IO of the others; the
 //! job's own
 //! thread (the coordinator) hands out the steps in order and takes their outcomes back
 //! **in the same order**: whatever a job records (progress, reports, the recovery point,
 //! checkpoints) moves exactly as if the steps had run one after another.
-//!
-//! The coordinator runs steps too: while a step it handed out is still queued, it takes
-//! one and runs it instead of sleeping until a worker's outcome comes (a job of depth `d`
-//! has `d - 1` workers). Asleep between outcomes, it was woken for each one and then
-//! waited for a core the workers held: on two cores (a RAID6 check of 6 × 512 MiB in
-//! memory) a third of a worker's time went asleep with no step queued, while the
-//! coordinator, woken, waited its turn to hand one out; running steps itself, it hands
-//! out and commits between its own steps, already on a core.
 //!
 //! Twice as many steps are handed out as there are workers ([`STEPS_PER_WORKER`]): the
 //! outcomes are committed in order, so with one step per worker a worker whose step is
@@ -36,11 +28,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::Mutex;
 
-/// Threads running steps at most (the coordinator and its workers), whatever the memory
-/// allows.
+/// Workers at most, whatever the memory allows.
 pub(crate) const MAX_DEPTH: usize = 4;
 
-/// Steps handed out (in flight or queued) per thread running steps. Measured on tmpfs members, 2 cores
+/// Steps handed out (in flight or queued) per worker. Measured on tmpfs members, 2 cores
 /// nearly to itself (benchmark in a raised-priority session): a RAID1 check of 2 × 1 GiB
 /// 0.21–0.23 s against 0.25–0.28 s with one step per worker; a RAID1 rebuild 0.27–0.31 s
 /// against 0.33–0.40 s.
@@ -49,9 +40,8 @@ const STEPS_PER_WORKER: usize = 2;
 /// Bytes the buffers of the steps in flight may take together (about).
 const BUDGET_BYTES: u64 = 64 << 20;
 
-/// How many threads run steps (the coordinator and its workers), each with the buffers of
-/// a step of `step_bytes` (member bytes a step reads and writes): [`MAX_DEPTH`], fewer
-/// when steps are large, at least one.
+/// How many workers, each with the buffers of a step of `step_bytes` (member bytes a step
+/// reads and writes): [`MAX_DEPTH`], fewer when steps are large, at least one.
 pub(crate) fn depth_for(step_bytes: u64) -> usize {
     (BUDGET_BYTES / step_bytes.max(1)).clamp(1, MAX_DEPTH as u64) as usize
 }
@@ -77,10 +67,9 @@ pub(crate) trait Steps {
 /// A worker's outcome: the step's sequence number, and its output (or its panic).
 type Done<O> = (u64, std::thread::Result<O>);
 
-/// Run the steps of `steps` on `depth` threads, each step by `work`: the calling thread
-/// (the coordinator) and `depth - 1` workers (they live as long as the job), with up to
-/// [`STEPS_PER_WORKER`] steps per thread handed out. With `depth` 1 the steps run on the
-/// calling thread, one after another.
+/// Run the steps of `steps` on `depth` worker threads (they live as long as the job), each
+/// step by `work`, with up to [`STEPS_PER_WORKER`] steps per worker handed out. With
+/// `depth` 1 the steps run on the calling thread, one after another.
 pub(crate) fn run<S: Steps>(
     depth: usize,
     steps: &mut S,
@@ -94,10 +83,10 @@ pub(crate) fn run<S: Steps>(
         return Ok(());
     }
     let (job_tx, job_rx) = mpsc::channel::<(u64, S::Key)>();
-    let job_rx: Queue<S::Key> = Mutex::new(job_rx);
+    let job_rx = Mutex::new(job_rx);
     let (done_tx, done_rx) = mpsc::channel::<Done<S::Out>>();
     std::thread::scope(|scope| {
-        for _ in 1..depth {
+        for _ in 0..depth {
             let (job_rx, done_tx, work) = (&job_rx, done_tx.clone(), &work);
             scope.spawn(move || loop {
                 // The lock is released once a step is received (the guard is a temporary).
@@ -111,27 +100,19 @@ pub(crate) fn run<S: Steps>(
             });
         }
         drop(done_tx);
-        let r = coordinate(
-            depth * STEPS_PER_WORKER,
-            steps,
-            &job_tx,
-            (&job_rx, &done_rx),
-            &work,
-        );
+        let r = coordinate(depth * STEPS_PER_WORKER, steps, &job_tx, &done_rx);
         // Closing the queue ends the workers; the scope joins them.
         drop(job_tx);
         r
     })
 }
 
-/// The coordinator's loop: keep `depth` steps handed out, run one of them while one is
-/// queued, commit outcomes in order.
+/// The coordinator's loop: keep `depth` steps handed out, commit outcomes in order.
 fn coordinate<S: Steps>(
     depth: usize,
     steps: &mut S,
     job_tx: &mpsc::Sender<(u64, S::Key)>,
-    (job_rx, done_rx): (&Queue<S::Key>, &mpsc::Receiver<Done<S::Out>>),
-    work: &(impl Fn(S::Key) -> S::Out + Sync),
+    done_rx: &mpsc::Receiver<Done<S::Out>>,
 ) -> Result<()> {
     let mut st = Coordinator::<S> {
         in_flight: VecDeque::with_capacity(depth),
@@ -139,6 +120,7 @@ fn coordinate<S: Steps>(
         commit_seq: 0,
         more: true,
         failed: None,
+        panicked: None,
     };
     let mut next_seq = 0u64;
     loop {
@@ -171,54 +153,51 @@ fn coordinate<S: Steps>(
         if st.in_flight.is_empty() {
             break;
         }
-        if let Some((seq, key)) = queued(job_rx) {
-            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(key)));
-            st.take(steps, (seq, out));
-            continue;
-        }
         let Ok(done) = done_rx.recv() else {
             unreachable!("pipeline workers ended with steps in flight");
         };
         st.take(steps, done);
     }
+    if let Some(panic) = st.panicked {
+        std::panic::resume_unwind(panic);
+    }
     st.failed.map_or(Ok(()), Err)
-}
-
-/// The queue of steps handed out, shared by the workers (and the coordinator).
-type Queue<K> = Mutex<mpsc::Receiver<(u64, K)>>;
-
-/// A step handed out that no thread has taken yet, if there is one to take without
-/// waiting: a worker waiting for a step holds the queue's lock, and then none is queued.
-fn queued<K>(job_rx: &Queue<K>) -> Option<(u64, K)> {
-    job_rx.try_lock().ok()?.try_recv().ok()
 }
 
 /// The coordinator's record of the steps handed out and their outcomes.
 struct Coordinator<S: Steps> {
     in_flight: VecDeque<(S::Key, S::Held)>,
-    finished: BTreeMap<u64, S::Out>,
+    finished: BTreeMap<u64, std::thread::Result<S::Out>>,
     commit_seq: u64,
     more: bool,
     failed: Option<crate::error::EngineError>,
+    /// The first step's panic: re-raised once no step is in flight, so that no step's
+    /// held state (its stripe locks, its range hold) is dropped while it still runs.
+    panicked: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl<S: Steps> Coordinator<S> {
     /// Take a worker's outcome, and commit every outcome now next in order.
     fn take(&mut self, steps: &mut S, (seq, out): Done<S::Out>) {
-        let out = match out {
-            Ok(o) => o,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
         self.finished.insert(seq, out);
         while let Some(out) = self.finished.remove(&self.commit_seq) {
             self.commit_seq += 1;
             let Some((key, held)) = self.in_flight.pop_front() else {
                 unreachable!("an outcome for a step not in flight");
             };
-            if self.failed.is_none() {
-                if let Err(e) = steps.commit(key, out, held) {
+            match out {
+                Err(panic) => {
                     self.more = false;
-                    self.failed = Some(e);
+                    self.panicked.get_or_insert(panic);
+                }
+                Ok(out) if self.failed.is_some() || self.panicked.is_some() => {
+                    drop((key, out, held))
+                }
+                Ok(out) => {
+                    if let Err(e) = steps.commit(key, out, held) {
+                        self.more = false;
+                        self.failed = Some(e);
+                    }
                 }
             }
         }
@@ -229,7 +208,8 @@ impl<S: Steps> Coordinator<S> {
 mod tests {
     use super::*;
     use crate::error::EngineError;
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
 
     /// Steps 0..n, committed into `seen`; fails at `fail_at`.
     struct Count {
@@ -276,6 +256,70 @@ mod tests {
             })
             .unwrap();
             assert_eq!(c.seen, (0..40).collect::<Vec<_>>(), "depth {depth}");
+        }
+    }
+
+    /// Steps 0..n whose held state checks, when dropped, that its step has finished.
+    struct Guarded {
+        n: u64,
+        at: u64,
+        done: Arc<Mutex<Vec<u64>>>,
+        early_drops: Arc<AtomicU64>,
+    }
+
+    /// What [`Guarded`] holds for step `.0`.
+    struct Guard(u64, Arc<Mutex<Vec<u64>>>, Arc<AtomicU64>);
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if !lock(&self.1).contains(&self.0) {
+                self.2.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    impl Steps for Guarded {
+        type Key = u64;
+        type Held = Guard;
+        type Out = ();
+        fn next(&mut self) -> Result<Option<(u64, Guard)>> {
+            if self.at == self.n {
+                return Ok(None);
+            }
+            self.at += 1;
+            let g = Guard(self.at - 1, self.done.clone(), self.early_drops.clone());
+            Ok(Some((self.at - 1, g)))
+        }
+        fn commit(&mut self, _: u64, (): (), _: Guard) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A step that panics: the panic reaches the caller only once every step in flight
+    /// has finished, so no step's held state (its locks) is dropped while it still runs.
+    #[test]
+    fn a_panic_is_raised_after_the_steps_in_flight_finished() {
+        for depth in [2, 4] {
+            let done = Arc::new(Mutex::new(Vec::new()));
+            let early_drops = Arc::new(AtomicU64::new(0));
+            let mut g = Guarded {
+                n: 40,
+                at: 0,
+                done: done.clone(),
+                early_drops: early_drops.clone(),
+            };
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(depth, &mut g, |k| {
+                    if k == 3 {
+                        lock(&done).push(k);
+                        panic!("step 3 fails");
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    lock(&done).push(k);
+                })
+            }));
+            assert!(r.is_err(), "depth {depth}: the panic reaches the caller");
+            assert_eq!(early_drops.load(Ordering::Relaxed), 0, "depth {depth}");
         }
     }
 
@@ -329,34 +373,6 @@ mod tests {
         assert!(
             overtaken.load(Ordering::SeqCst),
             "step 2 did not start while step 0 ran"
-        );
-        assert_eq!(c.seen, (0..6).collect::<Vec<_>>());
-    }
-
-    /// The coordinator runs queued steps itself: with depth 2 (one worker), a step that
-    /// holds the worker up leaves the others to the calling thread.
-    #[test]
-    fn the_coordinator_runs_steps_while_its_worker_is_busy() {
-        let me = std::thread::current().id();
-        let on_caller = Mutex::new(Vec::new());
-        let mut c = Count {
-            n: 6,
-            at: 0,
-            seen: Vec::new(),
-            fail_at: None,
-        };
-        run(2, &mut c, |k| {
-            if std::thread::current().id() == me {
-                lock(&on_caller).push(k);
-            } else {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-            k * 10
-        })
-        .unwrap();
-        assert!(
-            !lock(&on_caller).is_empty(),
-            "no step ran on the coordinator"
         );
         assert_eq!(c.seen, (0..6).collect::<Vec<_>>());
     }

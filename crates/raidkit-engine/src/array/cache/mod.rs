@@ -734,7 +734,7 @@ impl StripeCache {
 
     /// True if `stripe`'s entry holds written data not yet on the members (acknowledged:
     /// a checksum sidecar already has its new checksums). Only a write-out clears it,
-    /// and a write-out holds the stripe's lock: with that lock held the answer stands.
+    /// and a write-out holds the stripe's lock: with that lock held a true answer stands (a false one may turn true: a write can be held meanwhile).
     pub fn holds_unwritten(&self, stripe: u64) -> bool {
         lock(self.shard(stripe))
             .map

@@ -218,9 +218,9 @@ enum Source {
 
 /// The bytes to write back over page `i` (`lo..hi`) of copy `k`, from the copies read
 /// there (region from array sector `s`), decided as the pass decides between copies that
-/// differ ([`mirror_page`]): where the other copies agree, their bytes — unless the
-/// checksum sidecar says they are wrong; where they disagree, a strict majority of them,
-/// else the one that matches its checksum.
+/// differ ([`decide`]): where the other copies agree, their bytes — unless the checksum
+/// sidecar says they are wrong; where they disagree, the one that matches its checksum,
+/// else a strict majority of them.
 fn write_back_source(
     arr: &Array,
     copies: &[(Loc, Option<Vec<u8>>)],
@@ -245,13 +245,32 @@ fn write_back_source(
             _ => Source::Bytes(first.to_vec()),
         });
     }
-    if let Some((good, _, _)) = majority(&others) {
-        return Ok(Source::Bytes(good.to_vec()));
-    }
-    Ok(match by_sidecar(arr, off, plen, &others)? {
-        Ok((good, _, _)) => Source::Bytes(good.to_vec()),
-        Err(_) => Source::None,
+    Ok(match decide(arr, off, plen, &others)?.0 {
+        Some((good, _, _)) => Source::Bytes(good.to_vec()),
+        None => Source::None,
     })
+}
+
+/// Which of copies that differ (`readable`, over array bytes `[off, off + plen)`) is
+/// right: 1. the one that matches its checksum, where the sidecar is authoritative (a
+/// checksum is kept per write; copies that agree may share one wrong write-out); 2. a
+/// strict majority (3+ way mirrors). Else none: why, and whether no copy matched its
+/// checksum. One decision for the verdict and for a read-error write-back.
+fn decide<'a>(
+    arr: &Array,
+    off: u64,
+    plen: u64,
+    readable: &[&'a [u8]],
+) -> Result<(Option<Decision<'a>>, &'static str, bool)> {
+    let (why, none_matched) = match by_sidecar(arr, off, plen, readable)? {
+        Ok(d) => return Ok((Some(d), "", false)),
+        Err((_, false)) if arr.checksums().is_none() => (
+            "no checksum sidecar: a 2-way mirror cannot tell which copy is right",
+            false,
+        ),
+        Err(e) => e,
+    };
+    Ok((majority(readable), why, none_matched))
 }
 
 /// [`by_checksum`] where the array has a checksum sidecar.
@@ -412,19 +431,7 @@ fn mirror_page(
     }
     let off = a * 512;
     let plen = (hi - lo) as u64;
-    // 1. A strict majority among readable copies (3+ way mirrors); 2. the checksum
-    // sidecar.
-    let mut undecided_why = "no checksum sidecar: a 2-way mirror cannot tell which copy is right";
-    let mut none_matched = false;
-    let mut decision = majority(&readable);
-    if decision.is_none() {
-        if let Some(cs) = arr.checksums() {
-            match by_checksum(cs, off, plen, arr.size_bytes(), &readable)? {
-                Ok(d) => decision = Some(d),
-                Err((why, none)) => (undecided_why, none_matched) = (why, none),
-            }
-        }
-    }
+    let (decision, undecided_why, none_matched) = decide(arr, off, plen, &readable)?;
     let decided = decision.is_some();
     let (good, what, by): (Vec<u8>, String, &'static str) = match decision {
         Some((g, w, by)) => (g.to_vec(), w, by),

@@ -112,6 +112,10 @@ impl SyncReport {
 
     fn add_mismatch(&mut self, off: u64, len: u64) {
         if let Some(last) = self.mismatches.last_mut() {
+            if last.0 <= off && off + len <= last.0 + last.1 {
+                // Already reported (a page refused for two copies that could not be read).
+                return;
+            }
             if last.0 + last.1 == off {
                 last.1 += len;
                 return;

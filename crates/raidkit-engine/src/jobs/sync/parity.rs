@@ -200,11 +200,18 @@ fn refused_by_checksum(
     let data_blocks = layout.data.len() as u64;
     let row_off = |j: u64, lo: usize| (stripe * data_blocks + j) * chunk_bytes + lo as u64;
     for (i, &(lo, hi)) in pages.iter().enumerate() {
-        if !judged[i] || !read_errors::checksum_refuses(arr, row_off(k as u64, lo), &block[lo..hi])?
-        {
+        refused[i] =
+            judged[i] && read_errors::checksum_refuses(arr, row_off(k as u64, lo), &block[lo..hi])?;
+    }
+    // A write the cache held meanwhile (its checksum stored after the check above said
+    // none was held): the checksums judged may be its, not the members'.
+    if arr.stripe_unwritten(stripe) {
+        return Ok(vec![false; pages.len()]);
+    }
+    for (i, &(lo, hi)) in pages.iter().enumerate() {
+        if !refused[i] {
             continue;
         }
-        refused[i] = true;
         let len = (hi - lo) as u64;
         for j in 0..data_blocks {
             rep.add_mismatch(row_off(j, lo), len);
@@ -217,8 +224,8 @@ fn refused_by_checksum(
             device: None,
             what: format!(
                 "data (role {role} could not be read and its reconstruction from parity \
-                 does not match its checksum: another block of the row is wrong and RAID5 \
-                 cannot tell which; nothing was written back)"
+                 does not match its checksum: another block of the row is wrong and parity \
+                 alone cannot tell which; nothing was written back)"
             ),
             decided_by: "checksum".into(),
             repaired: false,
@@ -368,12 +375,18 @@ impl StripeCheck<'_> {
         let offs: Vec<u64> = (0..data_blocks)
             .map(|k| self.row_offset(k, start))
             .collect();
-        if self.arr.stripe_unwritten(self.stripe) {
-            // The sidecar holds the checksums of writes the members do not have yet.
-            let why = "data or parity: the checksums are ahead of the members here (written data still in the stripe cache)";
+        // The sidecar may hold the checksums of writes the members do not have yet (held
+        // by the cache): asked before and after judging, as a write can be held meanwhile.
+        let ahead = || self.arr.stripe_unwritten(self.stripe);
+        let why = "data or parity: the checksums are ahead of the members here (written data still in the stripe cache)";
+        if ahead() {
             return Ok((Culprit::Unknown, "undecided", why.into()));
         }
-        locate_by_checksums(self.arr, &self.known, self.p, start, end, &offs)
+        let c = locate_by_checksums(self.arr, &self.known, self.p, start, end, &offs)?;
+        if ahead() {
+            return Ok((Culprit::Unknown, "undecided", why.into()));
+        }
+        Ok(c)
     }
 
     /// The member found wrong, what was wrong, and the blocks to rewrite (md's repair
