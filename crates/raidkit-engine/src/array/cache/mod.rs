@@ -437,7 +437,7 @@ impl StripeCache {
         if n == 0 {
             return true;
         }
-        let limit = self.capacity() * self.kc;
+        let limit = self.capacity_pages();
         let mut cur = self.pages.load(Ordering::Relaxed);
         loop {
             if cur + n > limit {
@@ -467,6 +467,13 @@ impl StripeCache {
         }
     }
 
+    /// The indices (`block * rows + row`) of the pages a write piece falls into.
+    pub fn piece_pages(&self, p: &crate::array::parity_write::Piece<'_>) -> std::ops::Range<usize> {
+        let first = p.block * self.rows;
+        let rows = p.at / PAGE_SECTORS..(p.at + p.sectors).div_ceil(PAGE_SECTORS);
+        first + rows.start as usize..first + rows.end as usize
+    }
+
     /// Pages of `held` that a write of `pieces` would allocate.
     pub fn new_pages(
         &self,
@@ -475,16 +482,9 @@ impl StripeCache {
     ) -> usize {
         pieces
             .iter()
-            .map(|p| {
-                let rows = p.at / PAGE_SECTORS..(p.at + p.sectors).div_ceil(PAGE_SECTORS);
-                rows.filter(|&r| {
-                    held.pages
-                        .get(p.block * self.rows + r as usize)
-                        .is_none_or(Option::is_none)
-                })
-                .count()
-            })
-            .sum()
+            .flat_map(|p| self.piece_pages(p))
+            .filter(|&i| held.pages.get(i).is_none_or(Option::is_none))
+            .count()
     }
 
     /// A page for writing; one not allocated yet takes one of the `reserved` pages (see
@@ -597,12 +597,12 @@ impl StripeCache {
 
     /// Is there no room for `room` more pages within the capacity?
     pub fn short_of(&self, room: usize) -> bool {
-        self.pages.load(Ordering::Relaxed) + room > self.capacity() * self.kc
+        self.pages.load(Ordering::Relaxed) + room > self.capacity_pages()
     }
 
     /// Pages to free below capacity once eviction starts (evicting in batches).
     fn slack(&self) -> usize {
-        self.capacity() * self.kc / 64
+        self.capacity_pages() / 64
     }
 
     /// Evict clean entries until there is room for `room` more pages (and, evicting in
@@ -611,7 +611,7 @@ impl StripeCache {
     pub fn make_room(&self, room: usize) -> Option<Victim> {
         let mut dirty_pick: Option<Arc<Entry>> = None;
         let mut scanned = 0;
-        let goal = (self.capacity() * self.kc).saturating_sub(self.slack().max(room));
+        let goal = self.capacity_pages().saturating_sub(self.slack().max(room));
         let above = |c: &StripeCache| c.pages.load(Ordering::Relaxed) > goal;
         while above(self) && scanned < SHARDS {
             let i = self.evict_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;

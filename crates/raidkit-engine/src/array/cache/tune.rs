@@ -92,6 +92,11 @@ impl StripeCache {
         by_admin.min(self.mem_cap.load(Ordering::Relaxed)).max(1)
     }
 
+    /// Current capacity, pages (entries × data blocks).
+    pub fn capacity_pages(&self) -> usize {
+        self.capacity() * self.kc
+    }
+
     /// Current capacity, entries.
     pub fn capacity(&self) -> usize {
         let f = self.fixed.load(Ordering::Relaxed);

@@ -226,8 +226,9 @@ impl Array {
         if !full && !damaged {
             // Room for the pages written and a row read for their write-out, made before
             // the entry is locked (making room may write out and lock other stripes).
-            let room = touched_pages(pieces) + cache.kc;
-            if room <= cache.capacity() * cache.kc {
+            let touched: usize = pieces.iter().map(|p| cache.piece_pages(p).len()).sum();
+            let room = touched + cache.kc;
+            if room <= cache.capacity_pages() {
                 self.cache_make_room(cache, room);
             }
         }
@@ -260,7 +261,7 @@ impl Array {
             let need = cache.new_pages(&held, pieces);
             let fits = !(full || damaged) && cache.reserve(need);
             if !fits {
-                if !(full || damaged || made_room) && need <= cache.capacity() * cache.kc {
+                if !(full || damaged || made_room) && need <= cache.capacity_pages() {
                     drop(held);
                     self.cache_make_room(cache, need);
                     made_room = true;
@@ -364,30 +365,15 @@ impl Array {
     }
 }
 
-/// Pages (of every block) that `pieces` write into.
-fn touched_pages(pieces: &[Piece<'_>]) -> usize {
-    pieces
-        .iter()
-        .map(|p| ((p.at + p.sectors).div_ceil(PAGE_SECTORS) - p.at / PAGE_SECTORS) as usize)
-        .sum()
-}
-
 /// True if the cache holds a page (of any validity) that `pieces` write into.
 pub(crate) fn touches_cached(cache: &StripeCache, held: &EntryState, pieces: &[Piece<'_>]) -> bool {
     if held.alloc == 0 {
         return false;
     }
-    pieces.iter().any(|p| {
-        let (r0, r1) = (
-            p.at / PAGE_SECTORS,
-            (p.at + p.sectors).div_ceil(PAGE_SECTORS),
-        );
-        (r0..r1).any(|r| {
-            held.pages
-                .get(p.block * cache.rows + r as usize)
-                .is_some_and(Option::is_some)
-        })
-    })
+    pieces
+        .iter()
+        .flat_map(|p| cache.piece_pages(p))
+        .any(|i| held.pages.get(i).is_some_and(Option::is_some))
 }
 
 /// Sector bits `[first, first + n)` of a page.

@@ -8,7 +8,7 @@ use super::read_errors;
 use super::{SyncMode, SyncReport, Verdict, PAGE};
 use crate::array::scratch::{scratch_blocks, scratch_put, scratch_sized};
 use crate::array::Array;
-use crate::checksums::{Checksums, Judgement};
+use crate::checksums::Judgement;
 use crate::error::{EngineError, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -176,15 +176,9 @@ fn reread_failed(
             sources.push(match source {
                 Source::Bytes(b) => Some(b),
                 Source::None => None,
-                Source::RefusedByChecksum => {
+                Source::RefusedByChecksum(others) => {
                     if mode != SyncMode::Resync {
                         // The array's readable bytes are wrong: a mismatch nothing fixed.
-                        let others: Vec<usize> = (0..copies.len())
-                            .filter(|&j| {
-                                j != k && copies[j].1.is_some() && unread[j].get(i) != Some(&true)
-                            })
-                            .map(|j| copies[j].0 .0)
-                            .collect();
                         rep.add_mismatch(s * 512 + page.0 as u64, (page.1 - page.0) as u64);
                         rep.add_verdict(refused_verdict(arr, s, page, copies[k].0 .0, &others));
                     }
@@ -212,8 +206,8 @@ enum Source {
     Bytes(Vec<u8>),
     /// Nothing: no other copy read, or they disagree and nothing tells which is right.
     None,
-    /// Nothing: the other copies agree, but not with the page's checksum.
-    RefusedByChecksum,
+    /// Nothing: the other copies (these roles) agree, but not with the page's checksum.
+    RefusedByChecksum(Vec<usize>),
 }
 
 /// The bytes to write back over page `i` (`lo..hi`) of copy `k`, from the copies read
@@ -229,19 +223,19 @@ fn write_back_source(
     (lo, hi): (usize, usize),
     s: u64,
 ) -> Result<Source> {
-    let others: Vec<&[u8]> = copies
+    let (roles, others): (Vec<usize>, Vec<&[u8]>) = copies
         .iter()
         .enumerate()
         .filter(|&(j, _)| j != k && unread[j].get(i) != Some(&true))
-        .filter_map(|(_, c)| c.1.as_deref().map(|b| &b[lo..hi]))
-        .collect();
+        .filter_map(|(_, c)| c.1.as_deref().map(|b| (c.0 .0, &b[lo..hi])))
+        .unzip();
     let Some(&first) = others.first() else {
         return Ok(Source::None);
     };
     let (off, plen) = (s * 512 + lo as u64, (hi - lo) as u64);
     if others.iter().all(|p| *p == first) {
-        return Ok(match by_sidecar(arr, off, plen, &[first])? {
-            Err((_, true)) => Source::RefusedByChecksum,
+        return Ok(match by_checksum(arr, off, plen, &[first])? {
+            Err((_, true)) => Source::RefusedByChecksum(roles),
             _ => Source::Bytes(first.to_vec()),
         });
     }
@@ -262,7 +256,7 @@ fn decide<'a>(
     plen: u64,
     readable: &[&'a [u8]],
 ) -> Result<(Option<Decision<'a>>, &'static str, bool)> {
-    let (why, none_matched) = match by_sidecar(arr, off, plen, readable)? {
+    let (why, none_matched) = match by_checksum(arr, off, plen, readable)? {
         Ok(d) => return Ok((Some(d), "", false)),
         Err((_, false)) if arr.checksums().is_none() => (
             "no checksum sidecar: a 2-way mirror cannot tell which copy is right",
@@ -271,19 +265,6 @@ fn decide<'a>(
         Err(e) => e,
     };
     Ok((majority(readable), why, none_matched))
-}
-
-/// [`by_checksum`] where the array has a checksum sidecar.
-fn by_sidecar<'a>(
-    arr: &Array,
-    off: u64,
-    plen: u64,
-    cands: &[&'a [u8]],
-) -> Result<std::result::Result<Decision<'a>, (&'static str, bool)>> {
-    match arr.checksums() {
-        Some(cs) => by_checksum(cs, off, plen, arr.size_bytes(), cands),
-        None => Ok(Err(("no checksum sidecar", false))),
-    }
 }
 
 /// The verdict on page `(lo, hi)` of a region from array sector `s` whose copy on `role`
@@ -533,16 +514,18 @@ fn majority<'a>(readable: &[&'a [u8]]) -> Option<Decision<'a>> {
     })
 }
 
-/// The copy that matches its checksum, or why none can be told (and whether no copy
-/// matched at all).
+/// The copy that matches its checksum in the array's sidecar, or why none can be told
+/// (and whether no copy matched at all).
 fn by_checksum<'a>(
-    cs: &Checksums,
+    arr: &Array,
     off: u64,
     plen: u64,
-    array_bytes: u64,
     readable: &[&'a [u8]],
 ) -> Result<std::result::Result<Decision<'a>, (&'static str, bool)>> {
-    if !(off.is_multiple_of(PAGE as u64) && (plen == PAGE as u64 || off + plen == array_bytes)) {
+    let Some(cs) = arr.checksums() else {
+        return Ok(Err(("no checksum sidecar", false)));
+    };
+    if !read_errors::whole_checksum_block(arr, off, plen) {
         return Ok(Err(("the range is not a whole checksum block", false)));
     }
     let mut matching: Vec<&[u8]> = Vec::new();

@@ -158,9 +158,8 @@ fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) 
     for (role, bad) in &failed {
         let parity = *role == layout.p || Some(*role) == layout.q;
         let block = known.block_of(&layout, *role);
-        // Data rebuilt from parity is not written back where its checksum says it is
-        // wrong (another block of the row silently wrong: RAID5 cannot see it).
-        // P and Q are recomputed from the data: in a resync the data is what counts.
+        // P and Q are recomputed from the data: in a resync the data is what counts. Data
+        // rebuilt from parity is not written back where its checksum says it is wrong.
         let vouched =
             |i: usize| (matched[i] && (parity || trusted)) || (parity && mode == SyncMode::Resync);
         let judged: Vec<bool> = (0..pages.len()).map(|i| bad[i] && vouched(i)).collect();
@@ -175,7 +174,7 @@ fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) 
 /// Per page of data block `role` of `stripe` rebuilt from parity (`judged`: the pages
 /// about to be written back): does the checksum sidecar say the rebuilt bytes are wrong?
 /// Then another block of the row is silently wrong (RAID5 cannot see which): the page is
-/// not written back, and the row is a mismatch nothing fixed, with a verdict. Not judged
+/// not written back, and the row is a mismatch nothing fixed, with a verdict. Not refused
 /// where the sidecar is ahead of the members (the stripe cache holds written data of the
 /// stripe not yet on them).
 #[allow(clippy::too_many_arguments)]
@@ -193,18 +192,18 @@ fn refused_by_checksum(
     let Some(k) = layout.data.iter().position(|&r| r == role) else {
         return Ok(refused);
     };
-    if arr.checksums().is_none() || arr.stripe_unwritten(stripe) {
+    if arr.checksums().is_none() {
         return Ok(refused);
     }
-    let chunk_bytes = arr.geometry().chunk_sectors * 512;
-    let data_blocks = layout.data.len() as u64;
-    let row_off = |j: u64, lo: usize| (stripe * data_blocks + j) * chunk_bytes + lo as u64;
+    let chunk = arr.geometry().chunk_sectors;
+    let row_off = |j: u64, lo: usize| row_offset(stripe, layout, chunk, j, lo);
     for (i, &(lo, hi)) in pages.iter().enumerate() {
         refused[i] =
             judged[i] && read_errors::checksum_refuses(arr, row_off(k as u64, lo), &block[lo..hi])?;
     }
-    // A write the cache held meanwhile (its checksum stored after the check above said
-    // none was held): the checksums judged may be its, not the members'.
+    // Asked after judging (a write can be held under the pass's stripe lock, its checksum
+    // stored, at any time; once held it stays so while the lock is held): the checksums
+    // judged may be a held write's, not the members'.
     if arr.stripe_unwritten(stripe) {
         return Ok(vec![false; pages.len()]);
     }
@@ -213,7 +212,7 @@ fn refused_by_checksum(
             continue;
         }
         let len = (hi - lo) as u64;
-        for j in 0..data_blocks {
+        for j in 0..layout.data.len() as u64 {
             rep.add_mismatch(row_off(j, lo), len);
         }
         rep.add_verdict(Verdict {
@@ -232,6 +231,12 @@ fn refused_by_checksum(
         });
     }
     Ok(refused)
+}
+
+/// Array byte offset of data block `k` of `stripe` (`chunk` sectors) at chunk byte
+/// `in_chunk`.
+fn row_offset(stripe: u64, layout: &StripeLayout, chunk: u64, k: u64, in_chunk: usize) -> u64 {
+    ((stripe * layout.data.len() as u64 + k) * chunk) * 512 + in_chunk as u64
 }
 
 /// [`check_pages`]: whether every page matched.
@@ -302,8 +307,7 @@ struct StripeCheck<'a> {
 impl StripeCheck<'_> {
     /// Array byte offset of data block `k`'s bytes at chunk byte `in_chunk`.
     fn row_offset(&self, k: u64, in_chunk: usize) -> u64 {
-        let data_blocks = self.layout.data.len() as u64;
-        ((self.stripe * data_blocks + k) * self.chunk) * 512 + in_chunk as u64
+        row_offset(self.stripe, self.layout, self.chunk, k, in_chunk)
     }
 
     /// Compare chunk bytes `[start, end)`; on a mismatch, decide who is wrong, fix it
@@ -375,15 +379,11 @@ impl StripeCheck<'_> {
         let offs: Vec<u64> = (0..data_blocks)
             .map(|k| self.row_offset(k, start))
             .collect();
-        // The sidecar may hold the checksums of writes the members do not have yet (held
-        // by the cache): asked before and after judging, as a write can be held meanwhile.
-        let ahead = || self.arr.stripe_unwritten(self.stripe);
-        let why = "data or parity: the checksums are ahead of the members here (written data still in the stripe cache)";
-        if ahead() {
-            return Ok((Culprit::Unknown, "undecided", why.into()));
-        }
         let c = locate_by_checksums(self.arr, &self.known, self.p, start, end, &offs)?;
-        if ahead() {
+        // Asked after judging, as in `refused_by_checksum`: the sidecar may hold the
+        // checksums of writes the members do not have yet (held by the cache).
+        if self.arr.stripe_unwritten(self.stripe) {
+            let why = "data or parity: the checksums are ahead of the members here (written data still in the stripe cache)";
             return Ok((Culprit::Unknown, "undecided", why.into()));
         }
         Ok(c)

@@ -89,12 +89,17 @@ pub(super) fn rewrite(
 /// are wrong? Only where it is authoritative for a whole block there (no sidecar, a
 /// partial block, a suspect region or a write in flight: false).
 pub(super) fn checksum_refuses(arr: &Array, off: u64, bytes: &[u8]) -> Result<bool> {
-    let whole = off.is_multiple_of(PAGE as u64)
-        && (bytes.len() == PAGE || off + bytes.len() as u64 == arr.size_bytes());
+    let whole = whole_checksum_block(arr, off, bytes.len() as u64);
     match arr.checksums().filter(|_| whole) {
         Some(cs) => Ok(cs.judge(off / PAGE as u64, bytes)? == Judgement::Mismatch),
         None => Ok(false),
     }
+}
+
+/// Are array bytes `[off, off + len)` one whole checksum block (a page, or the array's
+/// last, shorter one)?
+pub(super) fn whole_checksum_block(arr: &Array, off: u64, len: u64) -> bool {
+    off.is_multiple_of(PAGE as u64) && (len == PAGE as u64 || off + len == arr.size_bytes())
 }
 
 /// May data be rebuilt from the parity over sync-space sectors `[start, start + n)`? Not
