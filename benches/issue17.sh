@@ -23,6 +23,10 @@
 #             rebuild_finished event arrives (no polling), and the engine's rebuild_started →
 #             rebuild_finished events as `monitor --json` delivers them. Rates are member
 #             bytes moved per second (n × component, both).
+#   syncmodel The sync section's check and rebuild with every member and the spare in the
+#             device model ($MODEL, SYNC_LEVEL 1, 5, 6 or 10): each member's rate against
+#             the model's bandwidth (a check reads all members at once, a rebuild writes
+#             the spare at the model's rate): the regime of disks, not of 2 cores.
 #   qd        4 KiB random reads, one client at QD 1..32 and 1..8 clients at QD1: raidkit
 #             RAID0 over 4 tmpfs members against nbdkit (file plugin) on one tmpfs file and
 #             fio's io_uring engine on that raw file. One sample per cell: the table and
@@ -31,7 +35,8 @@
 # The other targets have their own scripts: benches/raid6-vs-raw.sh (RAID6 full-stripe
 # writes against raw), benches/nbd-vs-anchors.sh (NBD against nbdkit on tmpfs).
 #   benches/issue17.sh [SECTION...]   (default: qd1 randwrite sync qd)
-# RT=seconds per fio run (default 3). RAIDKIT=path picks the binary. COMP_MIB = the sync
+# RT=seconds per fio run (default 3). RAIDKIT=path picks the binary. MODEL=fault:SPEC the
+# device model of qd1 and syncmodel (default fault:slow=500us,qd=4,bw=100M). COMP_MIB = the sync
 # section's component size (default 256; larger makes process start and polling matter less).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +49,7 @@ mkdir -m 0700 "$RAIDKIT_RUN_DIR"
 trap 'kill $(jobs -p) 2>/dev/null || true; sleep 0.5; rm -rf "$W"' EXIT
 SECTIONS=("$@")
 [ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(qd1 randwrite sync qd)
-MODEL="fault:slow=500us,qd=4,bw=100M"
+MODEL="${MODEL:-fault:slow=500us,qd=4,bw=100M}"
 py() { python3 -c "$@"; }
 wait_sock() { for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done; echo "no socket $1" >&2; return 1; }
 fio_json() { # field(read|write|both) -> "MiB/s IOPS" of the json in $W/fio.json
@@ -166,19 +171,92 @@ randwrite() {
 }
 
 status_json() { "$RAIDKIT" status --json 2>/dev/null || echo '[]'; }
+# rebuild_onto DIR SPARE FAILED MEMBERS...: serve MEMBERS, fail and remove FAILED, add SPARE
+# and wait for the rebuild to finish. Sets RB_T0/RB_T1 (--add to rebuild_finished seen, no
+# polling), RB_TE (rebuild_started -> rebuild_finished events, or nan) and RB_CPU (the
+# server's CPU seconds over the rebuild).
+rebuild_onto() {
+  local d=$1 spare=$2 failed=$3; shift 3
+  serve "$d" "$@"
+  # This server's array (other servers may be running): found by its pid, once it is up.
+  local nm=""
+  for _ in $(seq 200); do
+    nm=$(status_json | py "import json,sys; print(next((a['name'] for a in json.load(sys.stdin) if a['pid'] == $SPID), ''))")
+    [ -n "$nm" ] && break
+    sleep 0.05
+  done
+  [ -n "$nm" ] || { echo "the server (pid $SPID) never showed in raidkit status" >&2; exit 1; }
+  # The failed member as status names it (a wrapped member: "PATH (fault-injected)").
+  failed=$(status_json | py "import json,sys
+a=[a for a in json.load(sys.stdin) if a['pid'] == $SPID][0]
+print(next(m['device'] for m in a['members'] if m['device'] == sys.argv[1] or m['device'].startswith(sys.argv[1] + ' ')))" "$failed")
+  "$RAIDKIT" manage "$nm" --fail "$failed" >/dev/null
+  "$RAIDKIT" manage "$nm" --remove "$failed" >/dev/null
+  # The rebuild's own time: from its rebuild_started event to its rebuild_finished, each
+  # stamped as `monitor --json` delivers it (no process start, --add or polling in it).
+  # The stamper also says "done" on a fifo once rebuild_finished has come: the timing below
+  # waits on it, without polling.
+  rm -f "$d/fin"; mkfifo "$d/fin"; exec 3<>"$d/fin"
+  "$RAIDKIT" monitor --json 2>/dev/null > >(python3 -u -c 'import sys,time
+for l in sys.stdin:
+    print("%.6f %s" % (time.time(), l), end="", flush=True)
+    if "\"rebuild_finished\"" in l: open(sys.argv[1], "w").write("done\n")' "$d/fin" >"$d/events") &
+  local MPID=$!
+  sleep 0.3
+  # The server's CPU time (user + system, clock ticks) over the rebuild.
+  local c0; c0=$(awk '{print $14 + $15}' "/proc/$SPID/stat")
+  RB_T0=$(date +%s.%N)
+  "$RAIDKIT" manage "$nm" --add "$spare" >/dev/null
+  # The end is the rebuild_finished event, waited for on the fifo (no polling): polling
+  # `status --json` through python every 50 ms (about 0.1 s of CPU per poll) while the
+  # rebuild ran took most of a core of these 2 from the server, which fio's anchor never paid.
+  read -r -t 300 _ <&3 || { echo "no rebuild_finished event in 300 s" >&2; exit 1; }
+  RB_T1=$(date +%s.%N)
+  exec 3<&-
+  local c1; c1=$(awk '{print $14 + $15}' "/proc/$SPID/stat")
+  RB_CPU=$(py "print('%.3f' % (($c1 - $c0) / $(getconf CLK_TCK)))")
+  # Then the array must say it is whole and idle.
+  for _ in $(seq 200); do
+    status_json | py "import json,sys; s=[a for a in json.load(sys.stdin) if a['pid'] == $SPID]; sys.exit(0 if s and not s[0]['degraded'] and s[0]['sync']['action']=='idle' else 1)" && break
+    sleep 0.05
+  done
+  kill "$MPID" 2>/dev/null || true
+  unserve
+  RB_TE=$(py 'import sys
+t={}
+for l in open(sys.argv[1]):
+    ts,_,j=l.partition(" ")
+    for k in ("rebuild_started","rebuild_finished"):
+        if "\""+k+"\"" in j: t.setdefault(k,float(ts))
+print("%.3f" % (t["rebuild_finished"]-t["rebuild_started"]) if len(t)==2 else "nan")' "$d/events")
+}
+# sync_array NAME: a filled array for the sync sections in $W/NAME. SYNC_LEVEL 5 (4 members,
+# default), 6 (6 members), 1 (2 members) or 10 (4 members, near 2); CHUNK_KIB (512);
+# COMP_MIB (256) of data per member, 8 MiB more per member for metadata and slack.
+# Sets SA_LEVEL, SA_N, SA_DATA (data members' worth per stripe), SA_COMP, SA_CHUNK,
+# SA_DIR and SA_M (the member files).
+sync_array() {
+  SA_LEVEL=${SYNC_LEVEL:-5} SA_CHUNK=${CHUNK_KIB:-512} SA_COMP=${COMP_MIB:-256}
+  case $SA_LEVEL in
+    1) SA_N=2 SA_DATA=1 ;; 5) SA_N=4 SA_DATA=3 ;; 6) SA_N=6 SA_DATA=4 ;; 10) SA_N=4 SA_DATA=2 ;;
+    *) echo "SYNC_LEVEL 1, 5, 6 or 10" >&2; exit 2 ;;
+  esac
+  SA_DIR="$W/$1"; mkdir -p "$SA_DIR"
+  SA_M=()
+  local i chunk_arg=(--chunk "${SA_CHUNK}K")
+  for ((i = 0; i < SA_N; i++)); do SA_M+=("$SA_DIR/m$i"); done
+  [ "$SA_LEVEL" = 1 ] && chunk_arg=()
+  "$RAIDKIT" create --level "$SA_LEVEL" --raid-devices "$SA_N" "${chunk_arg[@]}" \
+      --size $((SA_COMP + 8))M --name s "${SA_M[@]}" >/dev/null
+  "$RAIDKIT" import --input <(head -c $((SA_DATA * SA_COMP))M /dev/urandom) "${SA_M[@]}" >/dev/null
+}
 sync_() {
-  # SYNC_LEVEL 5 (4 members, default), 6 (6 members) or 1 (2 members); CHUNK_KIB (512).
-  local level=${SYNC_LEVEL:-5} chunk=${CHUNK_KIB:-512} n
-  case $level in 1) n=2 ;; 5) n=4 ;; 6) n=6 ;; *) echo "SYNC_LEVEL 1, 5 or 6" >&2; exit 2 ;; esac
-  local data=$((level == 1 ? 1 : level == 5 ? n - 1 : n - 2))
+  [ "${SYNC_LEVEL:-5}" != 10 ] || { echo "sync: RAID10 only in syncmodel (its rebuild reads one copy)" >&2; exit 2; }
+  sync_array sync
+  local level=$SA_LEVEL n=$SA_N comp=$SA_COMP chunk=$SA_CHUNK d=$SA_DIR i
+  local m=("${SA_M[@]}")
   echo
   echo "### Rebuild and check against the members' raw sequential bandwidth (RAID$level, $n tmpfs members, $chunk KiB chunk)"
-  local d="$W/sync"; mkdir -p "$d"
-  local m=() comp=${COMP_MIB:-256} i
-  for ((i = 0; i < n; i++)); do m+=("$d/m$i"); done
-  local chunk_arg=(--chunk "${chunk}K"); [ "$level" = 1 ] && chunk_arg=()
-  "$RAIDKIT" create --level "$level" --raid-devices "$n" "${chunk_arg[@]}" --size $((comp + 8))M --name s "${m[@]}" >/dev/null
-  "$RAIDKIT" import --input <(head -c $((data * comp))M /dev/urandom) "${m[@]}" >/dev/null
   local args=()
   for ((i = 0; i < n; i++)); do args+=(--name="m$i" --filename="${m[$i]}"); done
   fio --rw=read --bs=1M --ioengine=psync --offset=8M --size=${comp}M --time_based \
@@ -214,54 +292,9 @@ print("%.3f" % (cpu/(b/2**30)))' "$W/fio.json")
   # write into a hole also allocates and clears the page (a fifth of a RAID1 rebuild's CPU
   # time in `perf`), which a disk does not do and the anchor did not pay.
   rm -f "$d/spare"; fallocate -l $((comp + 8))M "$d/spare"
-  serve "$d" "${m[@]}"
-  # This server's array (other servers may be running): found by its pid, once it is up.
-  local nm=""
-  for _ in $(seq 200); do
-    nm=$(status_json | py "import json,sys; print(next((a['name'] for a in json.load(sys.stdin) if a['pid'] == $SPID), ''))")
-    [ -n "$nm" ] && break
-    sleep 0.05
-  done
-  [ -n "$nm" ] || { echo "the server (pid $SPID) never showed in raidkit status" >&2; exit 1; }
-  "$RAIDKIT" manage "$nm" --fail "${m[$last]}" >/dev/null
-  "$RAIDKIT" manage "$nm" --remove "${m[$last]}" >/dev/null
-  # The rebuild's own time: from its rebuild_started event to its rebuild_finished, each
-  # stamped as `monitor --json` delivers it (no process start, --add or polling in it).
-  # The stamper also says "done" on a fifo once rebuild_finished has come: the timing below
-  # waits on it, without polling.
-  rm -f "$d/fin"; mkfifo "$d/fin"; exec 3<>"$d/fin"
-  "$RAIDKIT" monitor --json 2>/dev/null > >(python3 -u -c 'import sys,time
-for l in sys.stdin:
-    print("%.6f %s" % (time.time(), l), end="", flush=True)
-    if "\"rebuild_finished\"" in l: open(sys.argv[1], "w").write("done\n")' "$d/fin" >"$d/events") &
-  local MPID=$!
-  sleep 0.3
-  # The server's CPU time (user + system, clock ticks) over the rebuild.
-  local c0; c0=$(awk '{print $14 + $15}' "/proc/$SPID/stat")
-  t0=$(date +%s.%N)
-  "$RAIDKIT" manage "$nm" --add "$d/spare" >/dev/null
-  # The end is the rebuild_finished event, waited for on the fifo (no polling): polling
-  # `status --json` through python every 50 ms (about 0.1 s of CPU per poll) while the
-  # rebuild ran took most of a core of these 2 from the server, which fio's anchor never paid.
-  read -r -t 300 _ <&3 || { echo "no rebuild_finished event in 300 s" >&2; exit 1; }
-  t1=$(date +%s.%N)
-  exec 3<&-
-  local c1; c1=$(awk '{print $14 + $15}' "/proc/$SPID/stat")
-  local scpu; scpu=$(py "print('%.3f' % (($c1 - $c0) / $(getconf CLK_TCK) / ($n * $comp / 1024)))")
-  # Then the array must say it is whole and idle.
-  for _ in $(seq 200); do
-    status_json | py "import json,sys; s=[a for a in json.load(sys.stdin) if a['pid'] == $SPID]; sys.exit(0 if s and not s[0]['degraded'] and s[0]['sync']['action']=='idle' else 1)" && break
-    sleep 0.05
-  done
-  kill "$MPID" 2>/dev/null || true
-  unserve
-  local te; te=$(py 'import sys
-t={}
-for l in open(sys.argv[1]):
-    ts,_,j=l.partition(" ")
-    for k in ("rebuild_started","rebuild_finished"):
-        if "\""+k+"\"" in j: t.setdefault(k,float(ts))
-print("%.3f" % (t["rebuild_finished"]-t["rebuild_started"]) if len(t)==2 else "nan")' "$d/events")
+  rebuild_onto "$d" "$d/spare" "${m[$last]}" "${m[@]}"
+  local t0=$RB_T0 t1=$RB_T1 te=$RB_TE
+  local scpu; scpu=$(py "print('%.3f' % ($RB_CPU / ($n * $comp / 1024)))")
   local reb; reb=$(py "print('%.1f' % ($n * $comp / ($t1 - $t0)))")
   # (nan also when both events came in one read: `monitor` delivered rebuild_started late,
   # so the window says nothing; the --add row still does.)
@@ -269,6 +302,46 @@ print("%.3f" % (t["rebuild_finished"]-t["rebuild_started"]) if len(t)==2 else "n
   echo "| rebuild onto a spare, --add to rebuild_finished seen ($last × ${comp} MiB read, ${comp} MiB written, $(py "print('%.2f s' % ($t1 - $t0))"), no polling) | $rawrw ($last readers + 1 writer) | $reb | $(py "print('%.2f' % ($reb / $rawrw))")× |"
   echo "| rebuild onto a spare, rebuild_started→rebuild_finished events (${te} s) | $rawrw | $rebe | $(py "t='$rebe'; print('%.2f' % (float(t) / $rawrw) if t != 'nan' else 'nan')")× |"
   echo "| CPU seconds per GiB moved: the server over the rebuild (--add to rebuild_finished), fio's anchor | $fcpu (fio) | $scpu (server) | $(py "print('%.2f' % ($scpu / $fcpu))")× |"
+}
+
+syncmodel() {
+  # The same check and rebuild with every member, and the spare, in the device model
+  # ($MODEL): the regime of real disks, where the members' bandwidth and not this machine's
+  # 2 cores is the bound. The anchor is the model's bandwidth, exact whatever the load (the
+  # model books completions on a virtual clock): a check reads every member at once, so each
+  # member should be read at the model's rate; a rebuild writes the spare at it.
+  sync_array syncmodel
+  local level=$SA_LEVEL n=$SA_N d=$SA_DIR i
+  local m=("${SA_M[@]}") fm=()
+  local bw; bw=$(py 'import re,sys; v=re.search(r"bw=(\d+)([KMG])", sys.argv[1]); print(int(v[1]) * {"K": 1/1024, "M": 1, "G": 1024}[v[2]])' "$MODEL")
+  for ((i = 0; i < n; i++)); do fm+=("$MODEL:${m[$i]}"); done
+  echo
+  echo "### Check and rebuild on modelled members ($MODEL, RAID$level, $n members, $SA_CHUNK KiB chunk)"
+  # The member files unmodelled, for scale: fio reading them all at once.
+  local args=()
+  for ((i = 0; i < n; i++)); do args+=(--name="m$i" --filename="${m[$i]}"); done
+  fio --rw=read --bs=1M --ioengine=psync --offset=8M --size=${SA_COMP}M --time_based \
+      --runtime="$RT" --group_reporting --output-format=json --output="$W/fio.json" \
+      "${args[@]}" >/dev/null 2>&1
+  local rawr; read -r rawr _ < <(fio_json read)
+  echo "| job | time s | MiB/s per member | model MiB/s | ratio |"
+  echo "|---|---|---|---|---|"
+  local t0 t1 out bytes per
+  t0=$(date +%s.%N)
+  out=$("$RAIDKIT" check "${fm[@]}" 2>/dev/null)
+  t1=$(date +%s.%N)
+  # "check of array bytes 0..N: ..." -> the bytes each member holds of the array.
+  bytes=$(py 'import re,sys; print(int(re.search(r"bytes 0\.\.(\d+)", sys.argv[1])[1]) // int(sys.argv[2]))' "$out" "$SA_DATA")
+  per=$(py "print('%.1f' % ($bytes / 2**20 / ($t1 - $t0)))")
+  echo "| check, every member read ($(py "print('%.0f' % ($bytes / 2**20))") MiB each) | $(py "print('%.2f' % ($t1 - $t0))") | $per | $bw | $(py "print('%.2f' % ($per / $bw))")× |"
+  rm -f "$d/spare"; fallocate -l $((SA_COMP + 8))M "$d/spare"
+  rebuild_onto "$d" "$MODEL:$d/spare" "${m[$((n - 1))]}" "${fm[@]}"
+  per=$(py "print('%.1f' % ($bytes / 2**20 / ($RB_T1 - $RB_T0)))")
+  echo "| rebuild onto a spare, --add to rebuild_finished seen | $(py "print('%.2f' % ($RB_T1 - $RB_T0))") | $per (spare written) | $bw | $(py "print('%.2f' % ($per / $bw))")× |"
+  per=$(py "t=float('$RB_TE'); print('%.1f' % ($bytes / 2**20 / t) if t == t and t > 0 else 'nan')")
+  echo "| rebuild onto a spare, rebuild_started→rebuild_finished events | $RB_TE | $per (spare written) | $bw | $(py "t='$per'; print('%.2f' % (float(t) / $bw) if t != 'nan' else 'nan')")× |"
+  echo
+  echo "(Unmodelled, fio reads these files at $(py "print('%.0f' % ($rawr / $n))") MiB/s per member, all $n at once. The server's CPU over the rebuild: $RB_CPU s.)"
 }
 
 qd() {
@@ -309,6 +382,7 @@ for s in "${SECTIONS[@]}"; do
     qd1) qd1 ;;
     randwrite) randwrite ;;
     sync) sync_ ;;
+    syncmodel) syncmodel ;;
     qd) qd ;;
     *) echo "unknown section $s" >&2; exit 2 ;;
   esac
