@@ -260,22 +260,27 @@ fn degraded_raid6_mismatch_is_undecided_and_repair_keeps_the_redundancy() {
         };
         let before: Vec<Vec<u8>> = (0..ps.len()).map(region).collect();
         for mode in [SyncMode::Check, SyncMode::Repair] {
-            let arr = assemble_paths(&sub, &if mode == SyncMode::Check { ro() } else { rw() })
-                .unwrap();
+            let arr =
+                assemble_paths(&sub, &if mode == SyncMode::Check { ro() } else { rw() }).unwrap();
             let rep = sync::run(&arr, mode, true, &mut |_, _| {}).unwrap();
             assert_eq!(rep.verdicts.len(), 1, "{:?}", rep.verdicts);
             let v = &rep.verdicts[0];
             assert_eq!((v.stripe, v.role, v.repaired), (2, None, false), "{v:?}");
             assert_eq!(v.decided_by, "undecided");
             assert!(
-                v.what.starts_with("a member of the stripe is missing: P and Q cannot locate the bad block"),
+                v.what.starts_with(
+                    "a member of the stripe is missing: P and Q cannot locate the bad block"
+                ),
                 "{}",
                 v.what
             );
             arr.stop().unwrap();
         }
         for r in (0..ps.len()).filter(|&r| r != gone) {
-            assert!(region(r) == before[r], "repair wrote member {r} (gone {gone}, bad {bad})");
+            assert!(
+                region(r) == before[r],
+                "repair wrote member {r} (gone {gone}, bad {bad})"
+            );
         }
     }
 }

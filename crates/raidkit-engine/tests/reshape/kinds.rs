@@ -134,7 +134,10 @@ fn chunk_change_that_loses_the_tail_is_refused_with_the_reason() {
         );
         drop(arr);
     }
-    assert!(std::fs::read(&m.members[0]).unwrap() == before, "nothing written");
+    assert!(
+        std::fs::read(&m.members[0]).unwrap() == before,
+        "nothing written"
+    );
 }
 
 #[test]
