@@ -232,6 +232,59 @@ fn scrub_verdicts_raid6_locates_the_bad_member() {
     );
 }
 
+/// A RAID6 stripe with a member missing has one redundancy left: a mismatch there cannot
+/// be located (the missing block is rebuilt from P, so a bad P or a bad data block shows
+/// as "Q differs"). Check must say undecided, not blame Q, and repair must write nothing:
+/// rewriting Q from the data would destroy the one copy of the truth left.
+#[test]
+fn degraded_raid6_mismatch_is_undecided_and_repair_keeps_the_redundancy() {
+    let c = Case::v12(Level::Raid6, "left-symmetric", 5, 16, 2);
+    // (the member left out, the member corrupted) in stripe 2 (by index into data roles,
+    // or P): a data member out and P bad; P's member out and a data block bad.
+    for (gone, bad) in [(Some(0), None), (None, Some(1))] {
+        let dir = TempDir::new("rk-engine").unwrap();
+        let (ps, _) = make(&c, &dir);
+        let g = assemble_paths(&ps, &ro()).unwrap().geometry().clone();
+        let cs = g.chunk_sectors;
+        let lay = g.stripe(2).unwrap();
+        let role = |k: Option<usize>| k.map_or(lay.p, |k| lay.data[k]);
+        let (gone, bad) = (role(gone), role(bad));
+        corrupt(&ps[bad], (2048 + 2 * cs) * 512 + 7, 3);
+        let sub: Vec<PathBuf> = (0..ps.len())
+            .filter(|&r| r != gone)
+            .map(|r| ps[r].clone())
+            .collect();
+        let region = |r: usize| {
+            let b = std::fs::read(&ps[r]).unwrap();
+            b[2048 * 512..].to_vec()
+        };
+        let before: Vec<Vec<u8>> = (0..ps.len()).map(region).collect();
+        for mode in [SyncMode::Check, SyncMode::Repair] {
+            let arr =
+                assemble_paths(&sub, &if mode == SyncMode::Check { ro() } else { rw() }).unwrap();
+            let rep = sync::run(&arr, mode, true, &mut |_, _| {}).unwrap();
+            assert_eq!(rep.verdicts.len(), 1, "{:?}", rep.verdicts);
+            let v = &rep.verdicts[0];
+            assert_eq!((v.stripe, v.role, v.repaired), (2, None, false), "{v:?}");
+            assert_eq!(v.decided_by, "undecided");
+            assert!(
+                v.what.starts_with(
+                    "a member of the stripe is missing: P and Q cannot locate the bad block"
+                ),
+                "{}",
+                v.what
+            );
+            arr.stop().unwrap();
+        }
+        for r in (0..ps.len()).filter(|&r| r != gone) {
+            assert!(
+                region(r) == before[r],
+                "repair wrote member {r} (gone {gone}, bad {bad})"
+            );
+        }
+    }
+}
+
 #[test]
 fn scrub_raid5_reports_exact_ranges_and_mirrors_vote() {
     // RAID5: a flipped byte makes one 4 KiB row inconsistent: every data block of the row is

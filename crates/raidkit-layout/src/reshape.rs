@@ -26,7 +26,7 @@ mod takeover;
 pub use plan::{PlanError, Step, StepEvidence, MAX_STEP_SECTORS};
 pub use takeover::{takeover, Takeover};
 
-use crate::{Geometry, LayoutError, Level};
+use crate::{Geometry, LayoutError, Level, SECTOR};
 
 /// Which way the reshape position moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -169,16 +169,7 @@ impl Reshape {
                 if grows { "forwards" } else { "backwards" }
             )));
         }
-        // Data past the new array's end would be dropped: only a shrink (the array size
-        // reduced first, as mdadm requires) may end smaller. md refuses the rest (e.g. a
-        // RAID10 chunk change whose array size is not a multiple of the new chunk).
-        if !shrinks && new.array_sectors() < old.array_sectors() {
-            return Err(invalid(format!(
-                "the new geometry holds {} sectors, less than the {} of the old one, and the reshape is not a shrink",
-                new.array_sectors(),
-                old.array_sectors()
-            )));
-        }
+        lost_to_rounding(&old, &new)?;
         for (r, (&o, &n)) in old_offsets.iter().zip(&new_offsets).enumerate() {
             let ok = match direction {
                 Direction::Forwards => n <= o,
@@ -386,6 +377,38 @@ impl Reshape {
 
 /// Data capacity of one device row of a geometry, as a fraction (numerator, denominator):
 /// data disks for raid456, devices over near copies for RAID10.
+/// Refuses a restripe that keeps (or adds) capacity per row but ends with a smaller
+/// array: data past the new end would be dropped. Only a shrink (fewer data members per
+/// row, the array size reduced first, as mdadm requires) may end smaller; md refuses the
+/// rest, e.g. a chunk change when the used member size is not a multiple of the new
+/// chunk. `--array-size` cannot confirm such a loss, so the error says what can be done.
+pub fn lost_to_rounding(old: &Geometry, new: &Geometry) -> Result<(), LayoutError> {
+    let (old_w, new_w) = (row_width(old), row_width(new));
+    let shrinks = new_w.0 * old_w.1 < old_w.0 * new_w.1;
+    let (before, after) = (old.array_sectors(), new.array_sectors());
+    if shrinks || after >= before {
+        return Ok(());
+    }
+    let why = if new.chunk_sectors != old.chunk_sectors {
+        format!(
+            "the used member size ({} KiB) is not a multiple of the new chunk ({} KiB)",
+            old.dev_sectors / 2,
+            new.chunk_sectors / 2
+        )
+    } else {
+        "the new layout fits fewer whole chunks on the members".to_string()
+    };
+    Err(invalid(format!(
+        "md cannot reshape to {} ({} devices, layout {}, {} KiB chunk) without losing data: {why}, so the array would hold {} bytes instead of {}; this is not a shrink (--array-size cannot confirm it): choose a chunk that divides the used member size",
+        new.level,
+        new.raid_disks,
+        new.layout,
+        new.chunk_sectors / 2,
+        after * SECTOR,
+        before * SECTOR
+    )))
+}
+
 fn row_width(g: &Geometry) -> (u64, u64) {
     if g.level.has_parity() {
         (g.data_disks() as u64, 1)

@@ -675,3 +675,23 @@ fn takeovers_keep_every_sector_in_place() {
         assert!(takeover(&old, &new).is_err(), "{old:?} -> {new:?}");
     }
 }
+
+/// A RAID0 over members of different sizes (several zones) cannot become RAID4/RAID10 in
+/// place; the refusal says so instead of calling the pair "not a level change md makes".
+#[test]
+fn multi_zone_raid0_takeover_says_why() {
+    let old = Geometry::new(Level::Raid0, 1, 16, 3, 0, vec![320, 640, 640]).unwrap();
+    for new in [
+        geo(Level::Raid4, 0, 16, 4, 320),
+        geo(Level::Raid5, 5, 16, 4, 320),
+        geo(Level::Raid10, 0x102, 16, 6, 320),
+    ] {
+        let e = takeover(&old, &new).unwrap_err().to_string();
+        assert!(
+            e.ends_with(
+                "the raid0's members are used to different sizes (2 zones); md takes over only a raid0 whose members are all used to the same size"
+            ),
+            "{e}"
+        );
+    }
+}

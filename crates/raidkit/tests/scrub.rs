@@ -296,6 +296,17 @@ fn windowed_check_reports_only_inside_the_window() {
     );
     let o = rk(d, &["check", "--from", "5M", "--to", "5M", "a", "b"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("empty window"));
+    // A window starting at the end names the end, not a --to the user did not give.
+    let size = serde_json::from_str::<Value>(&ok(d, &["detail", "--json", "a", "b"])).unwrap()
+        ["array_bytes"]
+        .as_u64()
+        .unwrap();
+    let (from, to) = (size.to_string(), (size + 4096).to_string());
+    let o = rk(d, &["check", "--from", &from, "--to", &to, "a", "b"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("raidkit: error: empty window: --from {size} is at or past the end of the array ({size} bytes)\n")
+    );
 }
 
 struct Server(Child);

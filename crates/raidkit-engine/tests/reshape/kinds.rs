@@ -108,6 +108,38 @@ fn chunk_and_layout_changes() {
     );
 }
 
+/// A chunk change whose new chunk does not divide the used member size would drop the
+/// array's tail. md refuses it; so does raidkit, saying why, with or without an array
+/// size (which confirms shrinks, and this is none), and nothing changes.
+#[test]
+fn chunk_change_that_loses_the_tail_is_refused_with_the_reason() {
+    let m = make(Level::Raid5, "left-symmetric", 4, "1.2", 64, 0);
+    let before = std::fs::read(&m.members[0]).unwrap();
+    for array_sectors in [None, Some(3 * 4096 * 4)] {
+        let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());
+        let used_k = arr.geometry().dev_sectors / 2;
+        assert_eq!(used_k % 2048, 1024, "the used size is an odd number of MiB");
+        let req = ReshapeRequest {
+            chunk_sectors: Some(4096),
+            array_sectors,
+            ..Default::default()
+        };
+        let e = reshape(&arr, &req, &ReshapeOptions::default(), &mut |_| {})
+            .expect_err("the tail would be lost");
+        assert!(
+            e.to_string().contains(&format!(
+                "md cannot reshape to raid5 (4 devices, layout 2, 2048 KiB chunk) without losing data: the used member size ({used_k} KiB) is not a multiple of the new chunk (2048 KiB)"
+            )),
+            "{e}"
+        );
+        drop(arr);
+    }
+    assert!(
+        std::fs::read(&m.members[0]).unwrap() == before,
+        "nothing written"
+    );
+}
+
 #[test]
 fn shrink_needs_the_array_size_first() {
     let m = make(Level::Raid5, "left-symmetric", 5, "1.2", 64, 0);

@@ -108,6 +108,18 @@ pub fn takeover(old: &Geometry, new: &Geometry) -> Result<Takeover, LayoutError>
         (Level::Raid10, Level::Raid0) if n == 2 * m && old.layout == 0x102 && same_chunk => {
             (0..m).map(|r| vec![2 * r, 2 * r + 1]).collect()
         }
+        (Level::Raid0, Level::Raid4 | Level::Raid5 | Level::Raid10)
+            if !raid0_single_zone(old) =>
+        {
+            return Err(refuse(
+                old,
+                new,
+                &format!(
+                    "the raid0's members are used to different sizes ({} zones); md takes over only a raid0 whose members are all used to the same size",
+                    old.zones().len()
+                ),
+            ))
+        }
         _ => return Err(refuse(old, new, "not a level change md makes in place")),
     };
     if old.array_sectors() != new.array_sectors() {

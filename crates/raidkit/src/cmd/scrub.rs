@@ -122,6 +122,9 @@ fn window(arr: &Array, a: &ScrubArgs) -> Result<Option<(u64, u64)>> {
         return Ok(None);
     }
     let (f, t) = (from.unwrap_or(0), to.unwrap_or(size).min(size));
+    if f >= size {
+        bail!("empty window: --from {f} is at or past the end of the array ({size} bytes)");
+    }
     if f >= t {
         bail!("empty window: --from {f} must be below --to {t} (the array has {size} bytes)");
     }

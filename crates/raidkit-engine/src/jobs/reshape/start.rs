@@ -12,7 +12,7 @@ use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
 use crate::locks::lock;
 use crate::sb::Super;
-use raidkit_layout::reshape::{takeover, Direction, Reshape, Step};
+use raidkit_layout::reshape::{lost_to_rounding, takeover, Direction, Reshape, Step};
 use raidkit_layout::{Geometry, Level, SECTOR};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -727,6 +727,14 @@ impl Array {
         st: &[Stage],
         req: &ReshapeRequest,
     ) -> Result<()> {
+        // A stage that loses data to rounding is refused here: no array size confirms it.
+        let mut at = cur;
+        for s in st {
+            if let Stage::Restripe { to } = s {
+                lost_to_rounding(at, to).map_err(|e| invalid(e.to_string()))?;
+            }
+            at = s.to();
+        }
         let min_after = st
             .iter()
             .map(|s| s.to().array_sectors())
@@ -742,7 +750,7 @@ impl Array {
                 "the array size given ({a} sectors) is larger than the reshaped array can hold ({min_after} sectors)"
             ))),
             None => Err(invalid(format!(
-                "the reshaped array holds {} bytes, less than the {} it holds now: shrink what is on it (the filesystem) to fit first, then confirm the new size with the array size ({} bytes or less); the data past it is given up",
+                "the reshaped array holds {} bytes, less than the {} it holds now: shrink what is on it (the filesystem) to fit first, then confirm the new size with --array-size ({} bytes or less); the data past it is given up",
                 min_after * SECTOR,
                 now * SECTOR,
                 min_after * SECTOR

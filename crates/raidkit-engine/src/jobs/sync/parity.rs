@@ -278,6 +278,7 @@ fn check_pages(
         mode,
         p_present: arr.present(layout.p),
         q_present: layout.q.is_some_and(|r| arr.present(r)),
+        degraded: stripe_members(layout).any(|r| !arr.present(r)),
         layout,
         known,
         p,
@@ -302,6 +303,8 @@ struct StripeCheck<'a> {
     q: &'a [u8],
     p_present: bool,
     q_present: bool,
+    /// A member of the stripe is missing (its block rebuilt from the others).
+    degraded: bool,
 }
 
 impl StripeCheck<'_> {
@@ -327,7 +330,7 @@ impl StripeCheck<'_> {
         }
         let (culprit, by, why) = self.culprit(start, end, bad_p, bad_q)?;
         let (role, what, fix) = self.fix(culprit, by, why, start, end, bad_p, bad_q);
-        let repaired = mode != SyncMode::Check;
+        let repaired = mode != SyncMode::Check && !fix.is_empty();
         if repaired {
             for (r, bytes) in &fix {
                 let at = self.stripe * self.chunk + start as u64 / 512;
@@ -364,6 +367,13 @@ impl StripeCheck<'_> {
     ) -> Result<(Culprit, &'static str, String)> {
         if self.mode == SyncMode::Resync {
             return Ok((Culprit::Unknown, "undecided", String::new()));
+        }
+        if self.layout.q.is_some() && self.degraded {
+            // One redundancy left: the missing block is rebuilt from it, so any bad
+            // block shows as the other parity differing. Nothing can be located.
+            let why = "a member of the stripe is missing: P and Q cannot locate the bad block \
+                       (the missing block is rebuilt from one of them)";
+            return Ok((Culprit::Unknown, "undecided", why.into()));
         }
         if self.layout.q.is_some() {
             let (layout, known) = (self.layout, &self.known);
@@ -434,6 +444,14 @@ impl StripeCheck<'_> {
                     }
                 ),
                 vec![(layout.data[k], fixed)],
+            ),
+            Culprit::Unknown if self.degraded && self.mode != SyncMode::Resync => (
+                None,
+                format!(
+                    "{why}; nothing was written: recomputing parity from the data would \
+                     overwrite the only redundancy left, which may be the right copy"
+                ),
+                Vec::new(),
             ),
             Culprit::Unknown => {
                 let mut v = Vec::new();
