@@ -22,8 +22,19 @@ fn serve(d: &Path, run: &Path, extra: &[&str]) -> Daemon {
         d,
         Some(run),
         &[
-            "create", "-l", "1", "-n", "2", "-z", "8M", "--name", "ctl", "--homehost", "none",
-            "a", "b",
+            "create",
+            "-l",
+            "1",
+            "-n",
+            "2",
+            "-z",
+            "8M",
+            "--name",
+            "ctl",
+            "--homehost",
+            "none",
+            "a",
+            "b",
         ],
     );
     assert!(o.status.success(), "{o:?}");
@@ -59,7 +70,9 @@ fn ask(sock: &Path, req: &str) -> (Value, UnixStream) {
 }
 
 fn threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count()
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count()
 }
 
 /// A monitor client that hung up held its connection slot, its thread and a forwarding

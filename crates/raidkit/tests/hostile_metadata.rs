@@ -202,7 +202,18 @@ fn examine_shows_huge_sector_counts_without_overflowing() {
     let d = t.path();
     ok(
         d,
-        &["create", "--level", "5", "--raid-devices", "3", "--size", "16M", "m0", "m1", "m2"],
+        &[
+            "create",
+            "--level",
+            "5",
+            "--raid-devices",
+            "3",
+            "--size",
+            "16M",
+            "m0",
+            "m1",
+            "m2",
+        ],
     );
     patch_v1(&d.join("m0"), 8, |sb| {
         sb.size = u64::MAX;
@@ -226,7 +237,11 @@ fn examine_shows_huge_sector_counts_without_overflowing() {
     }
     let out = ok(d, &["examine", "--json", "m0"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v[0]["reshape"]["new_offset"], serde_json::Value::Null, "{v}");
+    assert_eq!(
+        v[0]["reshape"]["new_offset"],
+        serde_json::Value::Null,
+        "{v}"
+    );
     // The array itself is refused, naming what is wrong.
     refused(d, &["detail", "m0", "m1", "m2"]);
 }

@@ -169,7 +169,10 @@ mod tests {
         text.push_str(&"# padding\n".repeat(110_000));
         std::fs::write(&big, &text).unwrap();
         let e = format!("{:#}", load(&big).unwrap_err());
-        assert!(e.ends_with("big.toml is larger than 1024 KiB: not a raidkit config file"), "{e}");
+        assert!(
+            e.ends_with("big.toml is larger than 1024 KiB: not a raidkit config file"),
+            "{e}"
+        );
         text.truncate(1 << 19);
         std::fs::write(&big, &text).unwrap();
         assert_eq!(load(&big).unwrap().arrays.len(), 1);
