@@ -289,12 +289,13 @@ fn open_export(a: &ServeArgs, e: &ArrayEntry) -> Result<(Served, Export)> {
 /// Refuse arrays that share a member (the same file or device, through any path): two
 /// arrays of one process would each write, cache and mark it as its own (a process's
 /// member lock lets it open a member twice). Members without an identity (NBD URIs,
-/// paths that do not exist) are compared by their text.
+/// paths that do not exist or are no device) are compared by their text.
 fn check_no_shared_members(list: &[ArrayEntry]) -> Result<()> {
     let mut seen: Vec<(Option<raidkit_engine::Identity>, usize, &Path)> = Vec::new();
     for (i, e) in list.iter().enumerate() {
         for m in &e.members {
-            let id = raidkit_engine::member_identity(m, false)?;
+            // A path that is no member at all is refused by the assembly, in its words.
+            let id = raidkit_engine::member_identity(m, false).ok().flatten();
             let twin = seen.iter().find(|(other, j, q)| {
                 *j != i
                     && match (id, other) {
