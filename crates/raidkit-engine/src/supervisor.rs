@@ -32,7 +32,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Events kept for [`Supervisor::recent_events`].
@@ -56,7 +56,21 @@ impl Job {
 #[derive(Default)]
 struct Events {
     log: Vec<MonitorEvent>,
-    listeners: Vec<Sender<MonitorEvent>>,
+    listeners: Vec<Listener>,
+}
+
+/// A subscriber: its channel, and (for [`Supervisor::subscribe_while`]) the token whose
+/// drop ends the subscription.
+struct Listener {
+    tx: Sender<MonitorEvent>,
+    alive: Option<Weak<()>>,
+}
+
+impl Listener {
+    /// False once the subscriber dropped its token (its channel may still be open).
+    fn wanted(&self) -> bool {
+        self.alive.as_ref().is_none_or(|w| w.strong_count() > 0)
+    }
 }
 
 /// Supervises one running array.
@@ -209,8 +223,28 @@ impl Supervisor {
     pub fn subscribe_with_history(&self) -> (Vec<MonitorEvent>, Receiver<MonitorEvent>) {
         let (tx, rx) = channel();
         let mut ev = lock(&self.events);
-        ev.listeners.push(tx);
+        ev.listeners.retain(Listener::wanted);
+        ev.listeners.push(Listener { tx, alive: None });
         (ev.log.clone(), rx)
+    }
+
+    /// Send every future event into `tx` for as long as `alive` lives. A subscriber that
+    /// goes away drops `alive`: its entry is forgotten at the next subscription or event,
+    /// so subscribers that come and go between events (control clients) pile up nothing.
+    pub fn subscribe_while(&self, tx: Sender<MonitorEvent>, alive: &Arc<()>) {
+        let mut ev = lock(&self.events);
+        ev.listeners.retain(Listener::wanted);
+        ev.listeners.push(Listener {
+            tx,
+            alive: Some(Arc::downgrade(alive)),
+        });
+    }
+
+    /// Subscriptions held now (for tests).
+    pub fn subscribers(&self) -> usize {
+        let mut ev = lock(&self.events);
+        ev.listeners.retain(Listener::wanted);
+        ev.listeners.len()
     }
 
     /// Recent events (the last 1000).
@@ -231,7 +265,8 @@ impl Supervisor {
         if n > EVENT_LOG_LEN {
             ev.log.drain(..n - EVENT_LOG_LEN);
         }
-        ev.listeners.retain(|tx| tx.send(e.clone()).is_ok());
+        ev.listeners
+            .retain(|l| l.wanted() && l.tx.send(e.clone()).is_ok());
     }
 
     fn emit_degraded(&self) {

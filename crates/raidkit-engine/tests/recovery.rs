@@ -552,3 +552,30 @@ fn rebuild_survives_unreadable_sectors_and_reports_the_loss() {
         assert!(b == ch, "offset {o}");
     }
 }
+
+/// A subscription made with `subscribe_while` ends when its token is dropped, with no
+/// event needed: subscribers that come and go between events pile up nothing, and one
+/// still there gets every event.
+#[test]
+fn subscriptions_end_with_their_token() {
+    use raidkit_engine::supervisor::{Event, Supervisor};
+    let dir = TempDir::new("rk-engine").unwrap();
+    let c = Case::v12(Level::Raid1, "default", 2, 16, 2);
+    let (ps, _) = make(&c, &dir);
+    let arr = std::sync::Arc::new(assemble_paths(&ps, &rw()).unwrap());
+    let sup = Supervisor::start("t", arr);
+    let base = sup.subscribers();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let kept = std::sync::Arc::new(());
+    sup.subscribe_while(tx.clone(), &kept);
+    for _ in 0..100 {
+        let gone = std::sync::Arc::new(());
+        sup.subscribe_while(tx.clone(), &gone);
+    }
+    assert_eq!(sup.subscribers(), base + 1);
+    sup.emit(Event::Test { note: "x".into() });
+    assert_eq!(rx.recv().unwrap().kind(), "test");
+    assert!(rx.try_recv().is_err(), "only the live subscription got it");
+    drop(kept);
+    assert_eq!(sup.subscribers(), base);
+}

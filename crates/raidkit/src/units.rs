@@ -38,6 +38,18 @@ pub fn parse_size(s: &str, bare_unit: u64) -> Result<u64, String> {
 }
 
 /// Human-readable binary size: `1.50 GiB`.
+/// [`human`] of a count of 512-byte sectors as metadata records it (any u64: a damaged
+/// superblock's field shows as at least 16 EiB instead of overflowing).
+pub fn human_sectors(sectors: u64) -> String {
+    human(sectors.saturating_mul(512))
+}
+
+/// Sector `base + delta` (a data offset and a relative new offset, as metadata records
+/// them), or None when that falls outside 0..=u64::MAX (damaged metadata).
+pub fn offset_sectors(base: u64, delta: i32) -> Option<u64> {
+    base.checked_add_signed(i64::from(delta))
+}
+
 pub fn human(bytes: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = bytes as f64;

@@ -190,3 +190,58 @@ fn v090_size_beyond_the_device_is_refused_naming_the_field() {
         "m0: the data area (size) covers device sectors 0..8589934590, but the device has only 32768 sectors",
     );
 }
+
+/// `examine` multiplied sector counts from the superblock by 512 unchecked: a size, data
+/// size or reshape position near 2^64 panicked (debug) or printed a wrapped size
+/// (release), and a new offset below sector 0 or past 2^63 overflowed too. It shows
+/// them now, saturated, and marks an impossible new offset.
+#[test]
+fn examine_shows_huge_sector_counts_without_overflowing() {
+    use raidkit_format::v1::feature;
+    let t = TempDir::new("rk-hostile").unwrap();
+    let d = t.path();
+    ok(
+        d,
+        &[
+            "create",
+            "--level",
+            "5",
+            "--raid-devices",
+            "3",
+            "--size",
+            "16M",
+            "m0",
+            "m1",
+            "m2",
+        ],
+    );
+    patch_v1(&d.join("m0"), 8, |sb| {
+        sb.size = u64::MAX;
+        sb.data_size = u64::MAX;
+        sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+        sb.reshape_position = u64::MAX - 255;
+        sb.new_level = sb.level;
+        sb.new_layout = sb.layout;
+        sb.new_chunk = sb.chunksize;
+        sb.new_offset = -0x7fff_ffff;
+    });
+    let out = ok(d, &["examine", "m0"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    for want in [
+        "Avail Dev Size : 18446744073709551615 sectors (16384.00 PiB)",
+        "Used Dev Size : 18446744073709551615 sectors (16384.00 PiB)",
+        "Reshape pos'n : 9223372036854775680 (16384.00 PiB)",
+        "New Offset : out of range (4096 -2147483647 sectors)",
+    ] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+    let out = ok(d, &["examine", "--json", "m0"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v[0]["reshape"]["new_offset"],
+        serde_json::Value::Null,
+        "{v}"
+    );
+    // The array itself is refused, naming what is wrong.
+    refused(d, &["detail", "m0", "m1", "m2"]);
+}

@@ -450,3 +450,34 @@ fn config_file_tcp_and_tls_psk() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("members = [\"...\", ...] is required"));
 }
+
+/// Two `[[array]]` sections over the same members (through a symlink, under other
+/// names) were both served: two arrays in one process writing one set of disks, each
+/// with its own cache and superblock updates. Now refused before anything is opened.
+#[test]
+fn config_arrays_sharing_a_member_are_refused() {
+    let t = tempdir("share");
+    let dir = t.path();
+    create(dir, "1", &["m0", "m1"], &["--name", "mirror"]);
+    std::os::unix::fs::symlink("m1", dir.join("link1")).unwrap();
+    std::fs::write(
+        dir.join("twice.toml"),
+        "socket = \"nbd.sock\"\n[[array]]\nname = \"x\"\nmembers = [\"m0\", \"m1\"]\n[[array]]\nname = \"y\"\nmembers = [\"link1\", \"m0\"]\n",
+    )
+    .unwrap();
+    // (It served both before: killed after 30 s, the test fails.)
+    let out = proc::run_timeout(
+        Command::new(RAIDKIT)
+            .current_dir(dir)
+            .env("RAIDKIT_RUN_DIR", dir.join("run"))
+            .args(["serve", "--config", "twice.toml"]),
+        30,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "raidkit: error: m1 (array #1) and link1 (array #2) are the same device: a member belongs to one array only\n"
+    );
+    assert_eq!(states(dir, &["m0", "m1"]), vec!["clean"; 2]);
+}

@@ -263,14 +263,22 @@ impl IoStats {
     }
 
     /// Start writing a trace of every client request to `path` (for `seconds`, or until
-    /// [`IoStats::stop_trace`]).
+    /// [`IoStats::stop_trace`]). A new file is made mode 0600 whatever the umask (it
+    /// shows where and when clients read and write).
     pub fn start_trace(
         &self,
         path: &std::path::Path,
         export: &str,
         seconds: Option<u64>,
     ) -> std::io::Result<()> {
-        let f = std::fs::File::create(path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)?;
         *crate::array::lock(&self.trace) = Some(Trace {
             out: std::io::BufWriter::new(f),
             t0: Instant::now(),
@@ -366,5 +374,21 @@ mod tests {
             (snap.write.count, snap.write.bytes, snap.write.errors),
             (1, 0, 1)
         );
+    }
+
+    /// A trace file was created 0666 less the umask (0644: readable by every user).
+    #[test]
+    fn trace_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("rk-trace-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("t.jsonl");
+        let s = IoStats::default();
+        s.start_trace(&p, "x", None).unwrap();
+        assert!(s.stop_trace());
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -8,13 +8,13 @@ use std::path::Path;
 
 /// What a member path is, by identity: a regular file `(st_dev, st_ino)`, a block device
 /// `(u64::MAX, st_rdev)`; a loop device over a file counts as that file.
-pub(crate) type Identity = (u64, u64);
+pub type Identity = (u64, u64);
 
 /// The identity of member `p` as given: a fault spec (`fault:RULES:PATH`) is the file it
 /// wraps; an NBD URI has none (two are told apart by their text, see [`check_distinct`]);
 /// nor has a path that does not exist yet, unless `must_exist` (then looking it up fails).
 /// Errors name `p` as given.
-pub(crate) fn member_identity(p: &Path, must_exist: bool) -> Result<Option<Identity>> {
+pub fn member_identity(p: &Path, must_exist: bool) -> Result<Option<Identity>> {
     let real = match p.to_str().and_then(crate::fault::parse_spec) {
         Some(Ok((_, path))) => path,
         _ => p.to_path_buf(),

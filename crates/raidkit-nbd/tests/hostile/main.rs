@@ -499,3 +499,34 @@ fn requests_past_the_end_and_huge_lengths() {
     assert!(c.closed_within(Duration::from_secs(5)));
     h.shutdown();
 }
+
+/// WRITE headers announcing 32 MiB (the maximum payload) followed by a few bytes and
+/// then nothing: the server zero-filled a 32 MiB buffer for each before its payload came
+/// (8 connections of one peer: +256 MiB for 224 bytes sent). Now the buffer is filled
+/// only as the payload arrives; the connections stay served once it does.
+#[test]
+fn stalled_write_payloads_pin_little_memory() {
+    let c = spawn("stallw", Spec::unix());
+    let pid = c.child.id();
+    let mut conns: Vec<Conn> = (0..8).map(|_| Conn::open_go(&c)).collect();
+    let base = status_kib(pid, "VmRSS:");
+    for (i, s) in conns.iter_mut().enumerate() {
+        s.request(proto::CMD_WRITE, i as u64, 0, 32 << 20);
+        s.write_all(&[0xA5; 1000]).unwrap();
+    }
+    thread::sleep(Duration::from_millis(1500));
+    let grown = status_kib(pid, "VmRSS:").saturating_sub(base);
+    eprintln!("8 stalled 32 MiB writes: RSS +{grown} KiB");
+    assert!(grown < 48 << 10, "server memory grew by {grown} KiB");
+    // A payload that does arrive, whole, is written and answered.
+    let s = &mut conns[0];
+    s.set_timeout(Duration::from_secs(20));
+    let rest = vec![0xA5u8; (32 << 20) - 1000];
+    s.write_all(&rest).unwrap();
+    assert_eq!(s.simple_reply(0).0, errno::ENOSPC);
+    s.request(proto::CMD_WRITE, 99, 4096, 8192);
+    s.write_all(&[0x5A; 8192]).unwrap();
+    assert_eq!(s.simple_reply(0), (0, 99, Vec::new()));
+    s.request(proto::CMD_READ, 100, 4096, 8192);
+    assert_eq!(s.simple_reply(8192), (0, 100, vec![0x5A; 8192]));
+}

@@ -185,7 +185,7 @@ fn member_text(m: &Member) -> String {
         format!(
             "{} sectors ({})",
             m.bm.sync_size,
-            human(m.bm.sync_size * 512)
+            crate::units::human_sectors(m.bm.sync_size)
         ),
     );
     let n = m.bm.chunks();

@@ -1,6 +1,6 @@
 //! `raidkit examine`: every superblock found on each device, like `mdadm --examine`.
 
-use crate::units::human;
+use crate::units::{human, human_sectors, offset_sectors};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use raidkit_engine::sb::{probe, Role, Super};
@@ -268,7 +268,7 @@ fn reshape_json(sb: &Super) -> Value {
         "new_layout_value": r.new_layout,
         "new_chunk_bytes": r.new_chunk_sectors * 512,
         "direction": if r.backwards { "backwards" } else { "forwards" },
-        "new_offset": r.new_offset.map(|o| sb.data_offset() as i64 + i64::from(o)),
+        "new_offset": r.new_offset.and_then(|o| offset_sectors(sb.data_offset(), o)),
     })
 }
 
@@ -278,7 +278,7 @@ fn reshape_lines(sb: &Super, line: &mut dyn FnMut(&str, String)) {
     let Some(r) = sb.reshape() else { return };
     line(
         "Reshape pos'n",
-        format!("{} ({})", r.position / 2, human(r.position * 512)),
+        format!("{} ({})", r.position / 2, human_sectors(r.position)),
     );
     if r.delta_disks != 0 {
         let n = sb.raid_disks() as i64;
@@ -342,7 +342,7 @@ fn size_lines(e: &Examined, array_bytes: Option<u64>, line: &mut dyn FnMut(&str,
         format!(
             "{} sectors ({})",
             sb.data_size(e.dev_sectors),
-            human(sb.data_size(e.dev_sectors) * 512)
+            human_sectors(sb.data_size(e.dev_sectors))
         ),
     );
     if let Some(b) = array_bytes {
@@ -354,7 +354,7 @@ fn size_lines(e: &Examined, array_bytes: Option<u64>, line: &mut dyn FnMut(&str,
             format!(
                 "{} sectors ({})",
                 sb.size_sectors(),
-                human(sb.size_sectors() * 512)
+                human_sectors(sb.size_sectors())
             ),
         );
     }
@@ -362,7 +362,10 @@ fn size_lines(e: &Examined, array_bytes: Option<u64>, line: &mut dyn FnMut(&str,
     if let Some(o) = sb.reshape().and_then(|r| r.new_offset) {
         line(
             "New Offset",
-            format!("{} sectors", sb.data_offset() as i64 + i64::from(o)),
+            match offset_sectors(sb.data_offset(), o) {
+                Some(s) => format!("{s} sectors"),
+                None => format!("out of range ({} {o:+} sectors)", sb.data_offset()),
+            },
         );
     }
     line(

@@ -11,13 +11,15 @@ use raidkit_engine::grow::BitmapMode;
 use raidkit_engine::supervisor::{ActionOptions, Event, MonitorEvent, Supervisor, SupervisorError};
 use raidkit_engine::EngineError;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A running control server; removes its socket when dropped.
 pub struct ControlServer {
@@ -48,11 +50,18 @@ pub struct SocketAccess {
 }
 
 /// Largest request line read.
-const MAX_REQUEST_BYTES: u64 = 64 << 10;
-/// Time a client has to send its request.
+const MAX_REQUEST_BYTES: usize = 64 << 10;
+/// Time a client has to send its whole request (not per read: a client sending a byte
+/// now and then is cut off too).
 const REQUEST_TIME: Duration = Duration::from_secs(10);
 /// Connections served at once (monitors stay connected); more are refused.
 const MAX_CONNECTIONS: usize = 64;
+/// Connections at once from peers other than root and the server's user (the readers
+/// of `--socket-group`): they can never take every slot.
+const MAX_OTHER_CONNECTIONS: usize = 16;
+/// How often a monitor connection with no event to send looks whether its client has
+/// gone (it would otherwise hold its slot until the next event).
+const HANGUP_CHECK: Duration = Duration::from_millis(500);
 
 /// Bind the socket in `dir` and give it its mode and group.
 fn bind(dir: &Path, access: SocketAccess) -> Result<(PathBuf, UnixListener)> {
@@ -94,6 +103,7 @@ pub fn start(
             group: access.group,
         },
         live: AtomicUsize::new(0),
+        others: AtomicUsize::new(0),
     });
     std::thread::Builder::new()
         .name("raidkit-control".into())
@@ -115,30 +125,66 @@ struct Ctx {
     sups: Vec<Arc<Supervisor>>,
     policy: Policy,
     live: AtomicUsize,
+    /// Of those, connections from peers other than root and the owner.
+    others: AtomicUsize,
 }
 
-/// Serve one connection on its own thread, within the connection bound.
-fn accept(mut conn: UnixStream, ctx: &Arc<Ctx>) {
-    if ctx.live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-        ctx.live.fetch_sub(1, Ordering::AcqRel);
-        let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
-        let _ = writeln!(
-            conn,
-            "{}",
-            json!({"ok": false, "error": "the server has too many control connections; try again"})
-        );
-        return;
+/// A connection's slot (and, for a peer other than root and the owner, its slot among
+/// those); freed when dropped.
+struct Slot {
+    ctx: Arc<Ctx>,
+    other: bool,
+}
+
+impl Slot {
+    /// A slot, or why there is none.
+    fn take(ctx: &Arc<Ctx>, other: bool) -> Result<Slot, String> {
+        if ctx.live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            ctx.live.fetch_sub(1, Ordering::AcqRel);
+            return Err("the server has too many control connections; try again".into());
+        }
+        if other && ctx.others.fetch_add(1, Ordering::AcqRel) >= MAX_OTHER_CONNECTIONS {
+            ctx.others.fetch_sub(1, Ordering::AcqRel);
+            ctx.live.fetch_sub(1, Ordering::AcqRel);
+            return Err(format!(
+                "the server has its maximum of {MAX_OTHER_CONNECTIONS} control connections from users other than {}; close one and try again",
+                super::user_name(ctx.policy.owner)
+            ));
+        }
+        Ok(Slot {
+            ctx: Arc::clone(ctx),
+            other,
+        })
     }
-    let c = Arc::clone(ctx);
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.other {
+            self.ctx.others.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.ctx.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serve one connection on its own thread, within the connection bounds.
+fn accept(mut conn: UnixStream, ctx: &Arc<Ctx>) {
+    let other = Peer::of(&conn).map_or(true, |p| p.uid != 0 && p.uid != ctx.policy.owner);
+    let slot = match Slot::take(ctx, other) {
+        Ok(s) => s,
+        Err(why) => {
+            let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = send_line(&mut conn, json!({"ok": false, "error": why}));
+            return;
+        }
+    };
     let spawned = std::thread::Builder::new()
         .name("raidkit-control-conn".into())
         .spawn(move || {
-            let _ = handle(conn, &c);
-            c.live.fetch_sub(1, Ordering::AcqRel);
+            let _ = handle(conn, &slot.ctx);
         });
-    if spawned.is_err() {
-        ctx.live.fetch_sub(1, Ordering::AcqRel);
-    }
+    // A thread that could not start dropped its closure, and the slot with it.
+    drop(spawned);
 }
 
 /// How commands may name a supervisor's array.
@@ -193,11 +239,7 @@ fn word(e: SupervisorError) -> anyhow::Error {
 /// Read the request and decide whether this peer may make it.
 fn admit(conn: &UnixStream, ctx: &Ctx) -> Result<Request> {
     let peer = Peer::of(conn).context("asking the kernel who the client is")?;
-    conn.set_read_timeout(Some(REQUEST_TIME))?;
-    let mut line = String::new();
-    BufReader::new(conn.try_clone()?)
-        .take(MAX_REQUEST_BYTES)
-        .read_line(&mut line)?;
+    let line = read_request(conn, REQUEST_TIME)?;
     conn.set_read_timeout(None)?;
     let req = serde_json::from_str::<Request>(&line).map_err(|e| anyhow!("bad request: {e}"))?;
     ctx.policy
@@ -207,6 +249,51 @@ fn admit(conn: &UnixStream, ctx: &Ctx) -> Result<Request> {
         peer::check_path(&peer, path, create).map_err(|e| anyhow!(e))?;
     }
     Ok(req)
+}
+
+/// The request line (up to and without its newline, or all the client sent before it
+/// closed its side), which must arrive whole within `time` and be at most
+/// [`MAX_REQUEST_BYTES`] long.
+fn read_request(mut conn: &UnixStream, time: Duration) -> Result<String> {
+    let deadline = Instant::now() + time;
+    let mut line = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!("no complete request within {} s", time.as_secs());
+        }
+        conn.set_read_timeout(Some(left))?;
+        let n = match conn.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                bail!("no complete request within {} s", time.as_secs())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let got = buf.get(..n).unwrap_or(&[]);
+        let end = got.iter().position(|&b| b == b'\n');
+        line.extend_from_slice(got.get(..end.unwrap_or(n)).unwrap_or(&[]));
+        if line.len() > MAX_REQUEST_BYTES {
+            bail!("bad request: longer than {MAX_REQUEST_BYTES} bytes");
+        }
+        if n == 0 || end.is_some() {
+            return String::from_utf8(line).map_err(|_| anyhow!("bad request: not UTF-8"));
+        }
+    }
+}
+
+/// True if the client of `s` has closed its end (hung up, not just its sending side).
+fn hung_up(s: &UnixStream) -> bool {
+    let mut p = libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: `p` is a valid pollfd for an open socket, and the count is exactly one.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// Send one JSON line in one write (`writeln!` on the socket sent each piece of the JSON
@@ -361,23 +448,24 @@ fn sync_action(sups: &[Arc<Supervisor>], req: &Request) -> Result<Value> {
 
 /// After the reply to `monitor`: every event of every array, one JSON line each, until
 /// the client goes away.
+/// A client that hangs up is noticed within [`HANGUP_CHECK`] (not at the next event),
+/// and its subscriptions end with the connection: no thread or channel outlives it.
 fn stream_events(w: &mut UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel::<MonitorEvent>();
+    let alive = Arc::new(());
     for s in sups {
-        let r = s.subscribe();
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            while let Ok(e) = r.recv() {
-                if tx.send(e).is_err() {
+        s.subscribe_while(tx.clone(), &alive);
+    }
+    drop(tx);
+    loop {
+        match rx.recv_timeout(HANGUP_CHECK) {
+            Ok(e) => {
+                if send_line(w, serde_json::to_string(&e)?).is_err() {
                     break;
                 }
             }
-        });
-    }
-    drop(tx);
-    while let Ok(e) = rx.recv() {
-        if send_line(w, serde_json::to_string(&e)?).is_err() {
-            break;
+            Err(RecvTimeoutError::Timeout) if !hung_up(w) => {}
+            Err(_) => break,
         }
     }
     Ok(())

@@ -74,10 +74,32 @@ pub fn parse(text: &str, origin: &Path) -> Result<ConfigFile> {
     Ok(cfg)
 }
 
-/// Read and parse a config file.
+/// Largest config file read (a few hundred arrays take a few KiB each).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Read and parse a config file: a regular file (not a device, FIFO or directory) of at
+/// most [`MAX_CONFIG_BYTES`], read with that bound whatever its size says.
 pub fn load(path: &Path) -> Result<ConfigFile> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    use std::io::Read;
+    let reading = || format!("reading {}", path.display());
+    // Looked at before opening: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path).with_context(reading)?.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    let f = std::fs::File::open(path).with_context(reading)?;
+    let mut bytes = Vec::new();
+    f.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(reading)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        bail!(
+            "{} is larger than {} KiB: not a raidkit config file",
+            path.display(),
+            MAX_CONFIG_BYTES >> 10
+        );
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| anyhow::anyhow!("{}: not UTF-8 text ({e})", path.display()))?;
     parse(&text, path)
 }
 
@@ -127,5 +149,32 @@ mod tests {
             p("[[array]]\nmembers = [\"m\"]\nmembres = 1\n").unwrap_err()
         );
         assert!(e.contains("c.toml") && e.contains("membres"), "{e}");
+    }
+
+    /// `--config /dev/zero` read until memory ran out, a FIFO hung in open, and a huge
+    /// file was read whole; all are refused, saying why.
+    #[test]
+    fn load_refuses_what_is_not_a_small_file() {
+        let e = format!("{:#}", load(Path::new("/dev/zero")).unwrap_err());
+        assert_eq!(e, "/dev/zero is not a regular file");
+        let t = raidkit_testkit::tempdir::TempDir::new("rk-cfg").unwrap();
+        let fifo = t.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a valid C string; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = format!("{:#}", load(&fifo).unwrap_err());
+        assert!(e.ends_with("fifo is not a regular file"), "{e}");
+        let big = t.path().join("big.toml");
+        let mut text = "[[array]]\nmembers = [\"m\"]\n".to_string();
+        text.push_str(&"# padding\n".repeat(110_000));
+        std::fs::write(&big, &text).unwrap();
+        let e = format!("{:#}", load(&big).unwrap_err());
+        assert!(
+            e.ends_with("big.toml is larger than 1024 KiB: not a raidkit config file"),
+            "{e}"
+        );
+        text.truncate(1 << 19);
+        std::fs::write(&big, &text).unwrap();
+        assert_eq!(load(&big).unwrap().arrays.len(), 1);
     }
 }

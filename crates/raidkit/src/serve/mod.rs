@@ -17,7 +17,7 @@ use clap::{Args, FromArgMatches};
 use config::{ArrayEntry, ConfigFile};
 use raidkit_engine::Array;
 use raidkit_nbd::{Export, Listen, Server, ServerConfig, TlsConfig};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// `serve`.
@@ -286,6 +286,39 @@ fn open_export(a: &ServeArgs, e: &ArrayEntry) -> Result<(Served, Export)> {
     Ok((served, export))
 }
 
+/// Refuse arrays that share a member (the same file or device, through any path): two
+/// arrays of one process would each write, cache and mark it as its own (a process's
+/// member lock lets it open a member twice). Members without an identity (NBD URIs,
+/// paths that do not exist or are no device) are compared by their text.
+fn check_no_shared_members(list: &[ArrayEntry]) -> Result<()> {
+    let mut seen: Vec<(Option<raidkit_engine::Identity>, usize, &Path)> = Vec::new();
+    for (i, e) in list.iter().enumerate() {
+        for m in &e.members {
+            // A path that is no member at all is refused by the assembly, in its words.
+            let id = raidkit_engine::member_identity(m, false).ok().flatten();
+            let twin = seen.iter().find(|(other, j, q)| {
+                *j != i
+                    && match (id, other) {
+                        (Some(a), Some(b)) => a == *b,
+                        (None, None) => m == q,
+                        _ => false,
+                    }
+            });
+            if let Some((_, j, q)) = twin {
+                bail!(
+                    "{} (array #{}) and {} (array #{}) are the same device: a member belongs to one array only",
+                    q.display(),
+                    j + 1,
+                    m.display(),
+                    i + 1
+                );
+            }
+            seen.push((id, i, m));
+        }
+    }
+    Ok(())
+}
+
 /// Run `raidkit serve`.
 pub fn run(a: ServeArgs) -> Result<()> {
     // First, so that nothing starts when the run directory cannot be trusted.
@@ -293,6 +326,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     a.member.apply()?;
     let (file, list) = entries(&a)?;
     let tls = tls_choice(&a, &file)?;
+    check_no_shared_members(&list)?;
     // Assemble everything first, so that nothing is served if one array cannot start.
     let mut exports = Vec::new();
     let mut served: Vec<Served> = Vec::new();
