@@ -172,7 +172,8 @@ pub(crate) fn assemble_with(
         Some(r) => r.plan.new_geometry().clone(),
         None => census.geometry(&roles.slots)?,
     };
-    let (resync, forced_clean) = census.resync_state(&roles.slots, &missing, opts)?;
+    let now = reshaping.as_ref().map_or(&geo, |r| r.plan.old());
+    let (resync, forced_clean) = census.resync_state(&roles.slots, &missing, now, opts)?;
     let mut members = census.members(&roles.slots)?;
     if let Some(r) = &reshaping {
         members = r.new_members(members);
@@ -507,11 +508,16 @@ impl Census {
     }
 
     /// Where resync starts, and whether a dirty degraded array is started by force (then
-    /// marked clean on the first write, as md does).
+    /// marked clean on the first write, as md does). A member being built whose role
+    /// holds only parity in `now` (the geometry before a reshape's position: the Q of a
+    /// RAID5→6 conversion, the parity of a RAID0→5 one) leaves no data to reconstruct, so
+    /// it does not make a dirty array unsafe (md's `only_parity`); where the reshape has
+    /// passed, the member is complete.
     fn resync_state(
         &self,
         slots: &[Option<usize>],
         missing: &[usize],
+        now: &Geometry,
         opts: &AssembleOptions,
     ) -> Result<(u64, bool)> {
         let resync = if self.level.has_redundancy() {
@@ -519,10 +525,11 @@ impl Census {
         } else {
             MAX_SECTOR
         };
-        let recovering = slots
-            .iter()
-            .flatten()
-            .any(|&i| self.sbs[i].recovery_offset().is_some());
+        let recovering = slots.iter().enumerate().any(|(role, s)| {
+            s.is_some_and(|i| {
+                self.sbs[i].recovery_offset().is_some() && !now.holds_only_parity(role)
+            })
+        });
         let degraded = !missing.is_empty() || recovering;
         if self.level.has_parity() && degraded && resync != MAX_SECTOR {
             let report_only = opts.report_only && !opts.writable;

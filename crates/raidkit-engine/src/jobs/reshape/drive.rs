@@ -258,6 +258,7 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
         .route()
         .ok_or_else(|| invalid("no reshape is in progress on this array"))?;
     let back = reversed_plan(&r.plan)?;
+    refuse_unbuilt_way_back(&cur, r.plan.old().raid_disks)?;
     loop {
         let (p, recorded) = r.window.positions();
         if p == recorded && back.position_valid(p) {
@@ -307,6 +308,29 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
         let _ = r.origin.set(position);
     }
     Ok(back)
+}
+
+/// A member the reshape builds in a role the old shape has (the Q of a RAID5→6
+/// conversion, empty before it) holds its blocks only where the reshape has passed.
+/// Turned back, the old shape would take it as complete everywhere (parity that was never
+/// written, reconstructions from it wrong), so the turn is refused.
+fn refuse_unbuilt_way_back(cur: &Array, old_raid_disks: usize) -> Result<()> {
+    let meta = lock(&cur.meta.sb);
+    let built = cur.live_devices().into_iter().find_map(|i| {
+        let sb = &meta.sbs[i];
+        match sb.own_role() {
+            crate::sb::Role::Active(r) if r < old_raid_disks && sb.recovery_offset().is_some() => {
+                Some(r)
+            }
+            _ => None,
+        }
+    });
+    match built {
+        Some(r) => Err(invalid(format!(
+            "this reshape builds the member in role {r} (it holds nothing where the reshape has not been yet): it cannot be turned back; let it finish, then reshape back"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The reshape back: old and new swapped, the direction flipped.
