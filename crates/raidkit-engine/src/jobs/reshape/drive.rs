@@ -310,6 +310,19 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
     Ok(back)
 }
 
+/// Can the reshape of `arr` be turned around ([`revert`])? Err says why not (no reshape
+/// in progress, one that cannot run the other way, or one that builds a member the old
+/// shape would take for complete). Asked before stopping the mover for a turn, so a
+/// refused turn leaves the reshape running.
+pub fn can_revert(arr: &Arc<Array>) -> Result<()> {
+    let cur = arr.current();
+    let r = cur
+        .route()
+        .ok_or_else(|| invalid("no reshape is in progress on this array"))?;
+    reversed_plan(&r.plan)?;
+    refuse_unbuilt_way_back(&cur, r.plan.old().raid_disks)
+}
+
 /// A member the reshape builds in a role the old shape has (the Q of a RAID5→6
 /// conversion, empty before it) holds its blocks only where the reshape has passed.
 /// Turned back, the old shape would take it as complete everywhere (parity that was never
