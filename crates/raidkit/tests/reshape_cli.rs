@@ -364,6 +364,12 @@ fn grow_errors() {
     assert!(shrink.starts_with("raidkit: error: the reshaped array holds 15728640 bytes, less than the 31457280 it holds now: shrink what is on it (the filesystem) to fit first, then confirm the new size"), "{shrink}");
     // Nothing was changed by the refusals.
     assert!(examine_json(d, "a0")["reshape"].is_null());
+    // A bitmap is refused by the plan as by the reshape, forced or not.
+    ok_err(d, &["grow", "--bitmap", "internal", "a0", "a1", "a2"]);
+    let want = "raidkit: error: the array has a write-intent bitmap: remove it first (grow the bitmap to none), reshape, then add it back\n";
+    assert_eq!(e(&["--dry-run", "--chunk", "128"]), want);
+    assert_eq!(e(&["--dry-run", "--force", "--chunk", "128"]), want);
+    assert_eq!(e(&["--chunk", "128"]), want);
 }
 
 /// SIGTERM stops a foreground reshape at a safe position and says how to go on.

@@ -73,6 +73,20 @@ fn preflight(a: &Array, req: &ReshapeRequest) -> Result<()> {
             "a reshape is already in progress on this array: continue it or revert it first",
         ));
     }
+    never_reshaped(a)?;
+    let p = problems(a);
+    if !p.is_empty() && !req.force {
+        return Err(invalid(format!(
+            "refusing to reshape: {} (force to reshape anyway)",
+            p.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// What no reshape goes past, forced or not (the plan refuses it too): a write-intent
+/// bitmap, a checksum sidecar.
+pub(crate) fn never_reshaped(a: &Array) -> Result<()> {
     if a.has_bitmap() {
         return Err(invalid(
             "the array has a write-intent bitmap: remove it first (grow the bitmap to none), reshape, then add it back",
@@ -82,13 +96,6 @@ fn preflight(a: &Array, req: &ReshapeRequest) -> Result<()> {
         return Err(invalid(
             "a checksum sidecar is attached: it covers a fixed array size; reshape without it and recompute it afterwards",
         ));
-    }
-    let p = problems(a);
-    if !p.is_empty() && !req.force {
-        return Err(invalid(format!(
-            "refusing to reshape: {} (force to reshape anyway)",
-            p.join("; ")
-        )));
     }
     Ok(())
 }
