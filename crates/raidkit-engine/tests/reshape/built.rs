@@ -37,12 +37,18 @@ fn patch_v1(file: &Path, f: impl FnOnce(&mut SuperblockV1)) -> SuperblockV1 {
 /// RAID5 of 4 (+1 spare) reshaped towards RAID6 and stopped half-way; the members (the
 /// spare last) and where it stopped.
 fn half_way_to_raid6(m: &Made) -> (Vec<std::path::PathBuf>, u64) {
-    let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());
     let req = ReshapeRequest {
         level: Some(Level::Raid6),
         add: add(m),
         ..Default::default()
     };
+    half_way(m, req)
+}
+
+/// `m` reshaped as `req` asks and stopped half-way: the members (the spares last) and
+/// where it stopped.
+fn half_way(m: &Made, req: ReshapeRequest) -> (Vec<std::path::PathBuf>, u64) {
+    let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());
     let opts = ReshapeOptions {
         buffer_sectors: Some(768),
         stop_at: Some(m.bytes / 512 / 2),
@@ -108,4 +114,28 @@ fn a_reshape_building_a_member_is_not_turned_back() {
     let cur = arr.current();
     check("raid5->6 after a refused revert", &cur, m.seed, m.bytes);
     clean_check("raid5->6 after a refused revert", &cur);
+}
+
+/// A RAID0 grows through RAID4 with its parity role empty (md's way): crashed half-way,
+/// the dirty array lacks only parity and assembles; continued, it is a RAID0 of 4.
+#[test]
+fn raid0_grow_crashed_half_way_assembles_and_finishes() {
+    let m = make(Level::Raid0, "default", 3, "1.2", 64, 1);
+    let req = ReshapeRequest {
+        raid_disks: Some(4),
+        add: add(&m),
+        ..Default::default()
+    };
+    let (all, _) = half_way(&m, req);
+    for p in &all {
+        patch_v1(p, |sb| sb.resync_offset = 0);
+    }
+    let arr = Arc::new(
+        assemble_paths(&all, &rw()).unwrap_or_else(|e| panic!("assembly after the crash: {e}")),
+    );
+    check("raid0 3->4 crashed", &arr, m.seed, m.bytes);
+    let end = continue_reshape(&arr, &ReshapeOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(end, ReshapeEnd::Finished);
+    let cur = arr.current();
+    check("raid0 3->4 continued", &cur, m.seed, m.bytes);
 }
