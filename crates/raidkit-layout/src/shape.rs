@@ -119,6 +119,19 @@ impl Geometry {
         }
     }
 
+    /// Does `role` hold parity (P or Q) in every stripe and data in none (md's
+    /// `only_parity`)? The parity member of RAID4 and of the parity-first/-last layouts,
+    /// the Q member of the `*-6` layouts (a RAID5→6 conversion's new member). Losing
+    /// such a member, or having it half built, never leaves data to reconstruct. False
+    /// for the levels without parity and roles past the member count.
+    pub fn holds_only_parity(&self, role: usize) -> bool {
+        if !self.level.has_parity() || role >= self.raid_disks {
+            return false;
+        }
+        let period = self.stripe_period().unwrap_or(0).min(self.stripes());
+        period > 0 && (0..period).all(|s| self.stripe(s).is_some_and(|st| !st.data.contains(&role)))
+    }
+
     /// RAID10: the roles of a chunk all of whose copies are among `missing`, if any (see
     /// [`Geometry::survives_without`] for which chunks are looked at). None for other
     /// levels.
@@ -221,6 +234,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn parity_only_roles() {
+        let only = |g: &Geometry| -> Vec<usize> {
+            (0..g.raid_disks + 1)
+                .filter(|&r| g.holds_only_parity(r))
+                .collect()
+        };
+        assert_eq!(only(&geo(Level::Raid5, "ls", 4, 8)), Vec::<usize>::new());
+        assert_eq!(only(&geo(Level::Raid5, "parity-last", 4, 8)), vec![3]);
+        assert_eq!(only(&geo(Level::Raid5, "parity-first", 4, 8)), vec![0]);
+        assert_eq!(only(&geo(Level::Raid4, "default", 3, 8)), vec![2]);
+        assert_eq!(only(&geo(Level::Raid6, "ls", 5, 8)), Vec::<usize>::new());
+        assert_eq!(only(&geo(Level::Raid6, "left-symmetric-6", 5, 8)), vec![4]);
+        assert_eq!(only(&geo(Level::Raid6, "parity-last", 5, 8)), vec![3, 4]);
+        assert_eq!(only(&geo(Level::Raid6, "parity-first-6", 5, 8)), vec![0, 4]);
+        assert_eq!(only(&geo(Level::Raid10, "n2", 4, 8)), Vec::<usize>::new());
+        assert_eq!(
+            only(&geo(Level::Raid1, "default", 2, 0)),
+            Vec::<usize>::new()
+        );
     }
 
     #[test]

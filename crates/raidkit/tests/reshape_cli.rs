@@ -364,6 +364,12 @@ fn grow_errors() {
     assert!(shrink.starts_with("raidkit: error: the reshaped array holds 15728640 bytes, less than the 31457280 it holds now: shrink what is on it (the filesystem) to fit first, then confirm the new size"), "{shrink}");
     // Nothing was changed by the refusals.
     assert!(examine_json(d, "a0")["reshape"].is_null());
+    // A bitmap is refused by the plan as by the reshape, forced or not.
+    ok_err(d, &["grow", "--bitmap", "internal", "a0", "a1", "a2"]);
+    let want = "raidkit: error: the array has a write-intent bitmap: remove it first (grow the bitmap to none), reshape, then add it back\n";
+    assert_eq!(e(&["--dry-run", "--chunk", "128"]), want);
+    assert_eq!(e(&["--dry-run", "--force", "--chunk", "128"]), want);
+    assert_eq!(e(&["--chunk", "128"]), want);
 }
 
 /// SIGTERM stops a foreground reshape at a safe position and says how to go on.
@@ -591,6 +597,52 @@ fn online_revert_counts_back_and_reshape_events() {
     assert!(st.is_some_and(|s| s.success()), "serve: {st:?}");
     let out = exported(d, &["a0", "a1", "a2"]);
     assert!(out[..data.len()] == data[..], "data after the revert");
+}
+
+/// `grow NAME --revert` of a RAID5→6 conversion (it builds the new Q member as it goes):
+/// refused, saying why, and the reshape goes on as if not asked; it finishes as RAID6.
+#[test]
+fn online_raid5_to_6_is_not_turned_back_and_goes_on() {
+    let t = TempDir::new("rk-reshape-r6rev").unwrap();
+    let d = t.path();
+    std::fs::create_dir(run_dir(d)).unwrap();
+    let data = array(d, "5", &["a0", "a1", "a2"], 8 << 20);
+    files(d, &["a3"], 16 << 20);
+    let serve = serve_logged(d, &["a0", "a1", "a2"]);
+    wait_for("the control socket", 30, || !status_of(d).is_null());
+    ok_err(d, &["grow", "vol", "--speed-limit", "2M"]);
+    ok_err(d, &["grow", "vol", "--add", "a3", "--level", "6"]);
+    wait_for("the restripe to move 1 MiB", 60, || {
+        status_of(d)["reshape"]["progress_sectors"]
+            .as_u64()
+            .is_some_and(|p| p >= 2048)
+    });
+    let e = err(d, &["grow", "vol", "--revert"]);
+    assert!(e.contains("this reshape builds the member in role 3 (it holds nothing where the reshape has not been yet): it cannot be turned back; let it finish, then reshape back"), "{e}");
+    let s = status_of(d);
+    assert_eq!(s["reshape"]["direction"], "forwards", "{s}");
+    assert_eq!(
+        s["sync"]["action"], "reshape",
+        "the reshape was left stopped: {s}"
+    );
+    ok_err(d, &["grow", "vol", "--speed-limit", "0"]);
+    wait_for("the reshape to finish", 120, || {
+        let s = status_of(d);
+        s["reshape"].is_null() && s["last_result"]["end"] == "finished"
+    });
+    let s = status_of(d);
+    assert_eq!(
+        (s["level"].clone(), s["raid_disks"].clone()),
+        ("raid6".into(), 4.into()),
+        "{s}"
+    );
+    let st = serve.stop();
+    assert!(st.is_some_and(|s| s.success()), "serve: {st:?}");
+    let out = exported(d, &["a0", "a1", "a2", "a3"]);
+    assert!(
+        out[..data.len()] == data[..],
+        "data after the refused revert"
+    );
 }
 
 /// Arrays the kernel left mid-reshape (the committed fixtures, no VM) through the CLI:

@@ -172,7 +172,8 @@ pub(crate) fn assemble_with(
         Some(r) => r.plan.new_geometry().clone(),
         None => census.geometry(&roles.slots)?,
     };
-    let (resync, forced_clean) = census.resync_state(&roles.slots, &missing, opts)?;
+    let now = reshaping.as_ref().map_or(&geo, |r| r.plan.old());
+    let (resync, forced_clean) = census.resync_state(&roles.slots, &missing, (now, &geo), opts)?;
     let mut members = census.members(&roles.slots)?;
     if let Some(r) = &reshaping {
         members = r.new_members(members);
@@ -507,11 +508,17 @@ impl Census {
     }
 
     /// Where resync starts, and whether a dirty degraded array is started by force (then
-    /// marked clean on the first write, as md does).
+    /// marked clean on the first write, as md does). Only data that must be reconstructed
+    /// is at risk in a dirty array: a member being built whose role holds only parity
+    /// before a reshape's position (`now`: the Q of a RAID5→6 conversion, the parity of a
+    /// RAID0→5 or RAID0 grow; where the reshape has passed it is complete), or a missing
+    /// one whose role holds only parity on both sides (`new`), does not make it unsafe
+    /// (md's `only_parity`).
     fn resync_state(
         &self,
         slots: &[Option<usize>],
         missing: &[usize],
+        (now, new): (&Geometry, &Geometry),
         opts: &AssembleOptions,
     ) -> Result<(u64, bool)> {
         let resync = if self.level.has_redundancy() {
@@ -519,11 +526,15 @@ impl Census {
         } else {
             MAX_SECTOR
         };
-        let recovering = slots
+        // Parity only (or nothing) in geometry `g`.
+        let no_data = |g: &Geometry, r: usize| r >= g.raid_disks || g.holds_only_parity(r);
+        let recovering = slots.iter().enumerate().any(|(role, s)| {
+            s.is_some_and(|i| self.sbs[i].recovery_offset().is_some() && !no_data(now, role))
+        });
+        let lacking = missing
             .iter()
-            .flatten()
-            .any(|&i| self.sbs[i].recovery_offset().is_some());
-        let degraded = !missing.is_empty() || recovering;
+            .any(|&r| !(no_data(now, r) && no_data(new, r)));
+        let degraded = lacking || recovering;
         if self.level.has_parity() && degraded && resync != MAX_SECTOR {
             let report_only = opts.report_only && !opts.writable;
             if !opts.force && !report_only {

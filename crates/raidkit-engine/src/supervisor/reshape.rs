@@ -162,6 +162,8 @@ impl Supervisor {
         if running {
             self.busy(&lock(&self.job))?;
         }
+        // Refused turns leave the reshape running.
+        rs::can_revert(&self.array)?;
         self.stop_job();
         let mut job = lock(&self.job);
         self.busy(&job)?;

@@ -2,6 +2,7 @@
 //! reshape raidkit starts, crashes at random moments, client IO during a reshape, and
 //! reverting.
 
+mod built;
 mod common;
 mod crash;
 mod kernel;

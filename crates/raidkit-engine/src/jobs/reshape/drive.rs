@@ -73,6 +73,20 @@ fn preflight(a: &Array, req: &ReshapeRequest) -> Result<()> {
             "a reshape is already in progress on this array: continue it or revert it first",
         ));
     }
+    never_reshaped(a)?;
+    let p = problems(a);
+    if !p.is_empty() && !req.force {
+        return Err(invalid(format!(
+            "refusing to reshape: {} (force to reshape anyway)",
+            p.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// What no reshape goes past, forced or not (the plan refuses it too): a write-intent
+/// bitmap, a checksum sidecar.
+pub(crate) fn never_reshaped(a: &Array) -> Result<()> {
     if a.has_bitmap() {
         return Err(invalid(
             "the array has a write-intent bitmap: remove it first (grow the bitmap to none), reshape, then add it back",
@@ -82,13 +96,6 @@ fn preflight(a: &Array, req: &ReshapeRequest) -> Result<()> {
         return Err(invalid(
             "a checksum sidecar is attached: it covers a fixed array size; reshape without it and recompute it afterwards",
         ));
-    }
-    let p = problems(a);
-    if !p.is_empty() && !req.force {
-        return Err(invalid(format!(
-            "refusing to reshape: {} (force to reshape anyway)",
-            p.join("; ")
-        )));
     }
     Ok(())
 }
@@ -258,6 +265,7 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
         .route()
         .ok_or_else(|| invalid("no reshape is in progress on this array"))?;
     let back = reversed_plan(&r.plan)?;
+    refuse_unbuilt_way_back(&cur, r.plan.old().raid_disks)?;
     loop {
         let (p, recorded) = r.window.positions();
         if p == recorded && back.position_valid(p) {
@@ -307,6 +315,42 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
         let _ = r.origin.set(position);
     }
     Ok(back)
+}
+
+/// Can the reshape of `arr` be turned around ([`revert`])? Err says why not (no reshape
+/// in progress, one that cannot run the other way, or one that builds a member the old
+/// shape would take for complete). Asked before stopping the mover for a turn, so a
+/// refused turn leaves the reshape running.
+pub fn can_revert(arr: &Arc<Array>) -> Result<()> {
+    let cur = arr.current();
+    let r = cur
+        .route()
+        .ok_or_else(|| invalid("no reshape is in progress on this array"))?;
+    reversed_plan(&r.plan)?;
+    refuse_unbuilt_way_back(&cur, r.plan.old().raid_disks)
+}
+
+/// A member the reshape builds in a role the old shape has (the Q of a RAID5→6
+/// conversion, empty before it) holds its blocks only where the reshape has passed.
+/// Turned back, the old shape would take it as complete everywhere (parity that was never
+/// written, reconstructions from it wrong), so the turn is refused.
+fn refuse_unbuilt_way_back(cur: &Array, old_raid_disks: usize) -> Result<()> {
+    let meta = lock(&cur.meta.sb);
+    let built = cur.live_devices().into_iter().find_map(|i| {
+        let sb = &meta.sbs[i];
+        match sb.own_role() {
+            crate::sb::Role::Active(r) if r < old_raid_disks && sb.recovery_offset().is_some() => {
+                Some(r)
+            }
+            _ => None,
+        }
+    });
+    match built {
+        Some(r) => Err(invalid(format!(
+            "this reshape builds the member in role {r} (it holds nothing where the reshape has not been yet): it cannot be turned back; let it finish, then reshape back"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The reshape back: old and new swapped, the direction flipped.

@@ -7,21 +7,41 @@ use crate::error::{EngineError, Result};
 use crate::locks::lock;
 use crate::sb::Super;
 use raidkit_format::reshape::ReshapeInfo;
-use raidkit_format::v1;
+use raidkit_format::v1::{self, feature};
 use raidkit_layout::reshape::Direction;
 
 /// A checkpoint: flush everything moved so far, then record `position` as
 /// `reshape_position` on every member (events + 1) and wait for it. From then on a
-/// restart continues from `position`.
+/// restart continues from `position`. A member the reshape builds (RECOVERY_OFFSET, not
+/// a replacement) is complete where the new geometry is: its `recovery_offset` follows
+/// the position going forwards, as md keeps it (md refuses a dirty array whose built
+/// member lags the position).
 pub(crate) fn record_position(arr: &Array, position: u64) -> Result<()> {
     arr.flush_inner()?;
+    let built_to = built_dev_sectors(arr.geometry(), position);
     let mut meta = lock(&arr.meta.sb);
     arr.write_superblocks(&mut meta, |sb| {
         if let Some(mut r) = sb.reshape() {
             r.position = position;
             sb.set_reshape(&r);
+            if let (Super::V1(s), Some(d), false) = (&mut *sb, built_to, r.backwards) {
+                let building = feature::RECOVERY_OFFSET | feature::REPLACEMENT;
+                if s.feature_map & building == feature::RECOVERY_OFFSET {
+                    s.recovery_offset = s.recovery_offset.max(d);
+                }
+            }
         }
     })
+}
+
+/// Member sectors of the new geometry `g` wholly behind a forwards reshape at array
+/// sector `position` (whole stripes); None for levels without parity.
+fn built_dev_sectors(g: &raidkit_layout::Geometry, position: u64) -> Option<u64> {
+    if !g.level.has_parity() {
+        return None;
+    }
+    let stripe = g.full_stripe_sectors().filter(|&w| w > 0)?;
+    (position / stripe).checked_mul(g.chunk_sectors)
 }
 
 /// A checkpoint of a running reshape: [`record_position`], then the window learns it.

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::array::reshape::{ReshapeStatus, ShapeInfo};
-pub use drive::{continue_reshape, reshape, revert, Progress};
+pub use drive::{can_revert, continue_reshape, reshape, revert, Progress};
 pub use start::{ReshapePlan, ReshapeRequest, Room, Stage};
 
 /// md writes a checkpoint at least this often while reshaping (besides when the

@@ -578,6 +578,7 @@ impl Array {
                 "a reshape is already in progress on this array; continue it (or revert it) first",
             ));
         }
+        super::drive::never_reshaped(self)?;
         let cur = self.geo.clone();
         let st = stages(&cur, req)?;
         // A shrink is confirmed with the array size before anything else is worked out.
