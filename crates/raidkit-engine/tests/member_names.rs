@@ -1,0 +1,89 @@
+//! The supervisor's member verbs address a member however the user names it: by the name
+//! reports show, by its path (any spelling), or by a fault-injection spec around it.
+
+use raidkit_engine::assemble::assemble_paths;
+use raidkit_engine::supervisor::{Supervisor, SupervisorError};
+use raidkit_layout::Level;
+use raidkit_testkit::tempdir::TempDir;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod cases;
+use cases::{make, read_all, ro, rw, Case};
+
+fn wrapped(p: &Path) -> PathBuf {
+    PathBuf::from(format!("fault:slow=10us:{}", p.display()))
+}
+
+fn state_of(sup: &Supervisor, path: &Path) -> Vec<(String, bool)> {
+    let shown = format!("{} (fault-injected)", path.display());
+    sup.status()
+        .members
+        .into_iter()
+        .filter(|m| m.device == shown || m.device == path.display().to_string())
+        .map(|m| (m.state, m.write_mostly))
+        .collect()
+}
+
+#[test]
+fn every_verb_names_a_fault_wrapped_member_by_its_path_its_spec_or_its_display_name() {
+    let dir = TempDir::new("rk-names").unwrap();
+    let (ps, model) = make(&Case::v12(Level::Raid1, "default", 3, 64, 2), &dir);
+    let specs: Vec<PathBuf> = ps.iter().map(|p| wrapped(p)).collect();
+    let arr = Arc::new(assemble_paths(&specs, &rw()).unwrap());
+    let sup = Supervisor::start("t", arr.clone());
+    let m2 = ps[2].display().to_string();
+    // Another spelling of the path, and a spec with other rules than the served one's.
+    let m2_dotted = format!(
+        "{}/./{}",
+        dir.path().display(),
+        ps[2].file_name().unwrap().to_str().unwrap()
+    );
+    let m2_spec = format!("fault:reio@9999999:{m2}");
+
+    sup.set_write_mostly(&m2_dotted, true).unwrap();
+    assert_eq!(state_of(&sup, &ps[2]), [("in_sync".to_string(), true)]);
+    sup.set_write_mostly(&m2_spec, false).unwrap();
+    assert_eq!(state_of(&sup, &ps[2]), [("in_sync".to_string(), false)]);
+    sup.fail(&m2_spec).unwrap();
+    assert_eq!(state_of(&sup, &ps[2]), [("failed".to_string(), false)]);
+    sup.remove(&m2).unwrap();
+    assert!(state_of(&sup, &ps[2]).is_empty());
+    sup.re_add(&wrapped(&ps[2]), false).unwrap();
+    sup.wait_idle();
+    assert_eq!(state_of(&sup, &ps[2]), [("in_sync".to_string(), false)]);
+
+    // A hot replace of member 1 named by its spec, onto a spare named by its path.
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    sup.add(&wrapped(&spare), false).unwrap();
+    sup.replace(
+        &format!("fault:eio@1:{}", ps[1].display()),
+        Some(&spare),
+        false,
+    )
+    .unwrap();
+    sup.wait_idle();
+    assert!(
+        state_of(&sup, &ps[1]).is_empty(),
+        "{:?}",
+        sup.status().members
+    );
+    assert_eq!(state_of(&sup, &spare), [("in_sync".to_string(), false)]);
+
+    // The display name still works, and what names no device is refused by its name.
+    sup.fail(&format!("{} (fault-injected)", ps[0].display()))
+        .unwrap();
+    let other = dir.path().join("not-a-member.img");
+    let e = sup.fail(&other.display().to_string()).unwrap_err();
+    assert!(matches!(e, SupervisorError::NotAMember { .. }), "{e}");
+    assert!(e.to_string().contains("not-a-member.img"), "{e}");
+    sup.shutdown().unwrap();
+    drop(sup);
+    drop(arr);
+    let now = vec![ps[2].clone(), spare.clone()];
+    assert!(read_all(&now, &ro()).unwrap() == model);
+}
