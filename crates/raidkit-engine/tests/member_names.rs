@@ -87,3 +87,49 @@ fn every_verb_names_a_fault_wrapped_member_by_its_path_its_spec_or_its_display_n
     let now = vec![ps[2].clone(), spare.clone()];
     assert!(read_all(&now, &ro()).unwrap() == model);
 }
+
+fn open(p: &Path) -> Arc<dyn raidkit_engine::BlockDev> {
+    raidkit_engine::dev::open_member(p, true).unwrap()
+}
+
+/// Adding a device the array already uses (a member, failed or not, or a spare; by any
+/// path or wrapper) as a new spare is refused: it would give one file two roles.
+#[test]
+fn a_device_the_array_uses_is_refused_as_a_new_spare() {
+    let dir = TempDir::new("rk-names").unwrap();
+    let (ps, model) = make(&Case::v12(Level::Raid5, "left-symmetric", 4, 64, 2), &dir);
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    let link = dir.path().join("link-to-m1");
+    std::os::unix::fs::symlink(&ps[1], &link).unwrap();
+    for given in [ps[1].clone(), wrapped(&ps[1]), link] {
+        let e = arr.add_spare(open(&given), false).unwrap_err().to_string();
+        assert!(
+            e.contains("is already in this array as") && e.contains("the member of role 1"),
+            "{e}"
+        );
+    }
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    arr.add_spare(open(&spare), false).unwrap();
+    let e = arr
+        .add_spare(open(&wrapped(&spare)), false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("spare.img, a spare"), "{e}");
+    arr.fail_member(2, "test").unwrap();
+    let e = arr.add_spare(open(&ps[2]), false).unwrap_err().to_string();
+    assert!(
+        e.contains("the failed member of role 2; remove it first"),
+        "{e}"
+    );
+    // Removed, it may come back as a spare.
+    arr.remove_member(&ps[2].display().to_string()).unwrap();
+    arr.add_spare(open(&ps[2]), true).unwrap();
+    assert_eq!(arr.spare_count(), 2);
+    arr.stop().unwrap();
+    let survivors = vec![ps[0].clone(), ps[1].clone(), ps[3].clone()];
+    assert!(read_all(&survivors, &ro()).unwrap() == model);
+}
