@@ -133,3 +133,33 @@ fn a_device_the_array_uses_is_refused_as_a_new_spare() {
     let survivors = vec![ps[0].clone(), ps[1].clone(), ps[3].clone()];
     assert!(read_all(&survivors, &ro()).unwrap() == model);
 }
+
+/// A member that was replaced, given back with the array's members, is refused with what
+/// it is (a former member the array is complete without), not as a degraded array's.
+#[test]
+fn a_replaced_member_given_back_is_named_a_former_member() {
+    let dir = TempDir::new("rk-names").unwrap();
+    let (ps, model) = make(&Case::v12(Level::Raid1, "default", 2, 64, 2), &dir);
+    let arr = Arc::new(assemble_paths(&ps, &rw()).unwrap());
+    let sup = Supervisor::start("t", arr.clone());
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    sup.replace(&ps[1].display().to_string(), Some(&spare), false)
+        .unwrap();
+    sup.wait_idle();
+    sup.shutdown().unwrap();
+    drop(sup);
+    drop(arr);
+    let all = vec![ps[0].clone(), ps[1].clone(), spare.clone()];
+    let e = assemble_paths(&all, &ro())
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("m1.img (events"), "{e}");
+    assert!(e.contains("it has left the array"), "{e}");
+    assert!(!e.contains("degraded"), "{e}");
+    assert!(read_all(&[ps[0].clone(), spare], &ro()).unwrap() == model);
+}
