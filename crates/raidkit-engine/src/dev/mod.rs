@@ -117,7 +117,7 @@ pub fn names_device(dev: &dyn BlockDev, given: &str) -> bool {
     if base == source {
         return true;
     }
-    match (std::fs::canonicalize(&base), std::fs::canonicalize(source)) {
+    match (std::fs::canonicalize(base), std::fs::canonicalize(source)) {
         (Ok(x), Ok(y)) => x == y,
         _ => false,
     }
