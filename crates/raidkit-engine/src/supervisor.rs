@@ -114,18 +114,6 @@ pub struct ActionOptions {
     pub resume: bool,
 }
 
-/// True if two member names denote the same file or device (compared as given, then by
-/// canonical path, so `./b` and `/srv/raid/b` match).
-pub fn same_device(a: &str, b: &str) -> bool {
-    if a == b {
-        return true;
-    }
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
-}
-
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -637,14 +625,11 @@ impl Supervisor {
     /// The spare `p` names, added as a new spare first if it is not one yet.
     fn spare_named(&self, p: &Path, force: bool) -> Result<String> {
         let ps = p.display().to_string();
-        let spare = self
-            .cur()
-            .members()
-            .into_iter()
-            .find(|m| m.state == "spare" && same_device(&m.device, &ps))
-            .map(|m| m.device);
-        if let Some(n) = spare {
-            return Ok(n);
+        if let Some(n) = self.cur().device_named(&ps) {
+            let is_spare = |m: &crate::array::MemberInfo| m.state == "spare" && m.device == n;
+            if self.cur().members().iter().any(is_spare) {
+                return Ok(n);
+            }
         }
         let dev = crate::dev::open_member(p, true)
             .map_err(|e| EngineError::io(&ps, "opening the replacement", e))?;

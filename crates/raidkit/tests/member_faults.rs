@@ -223,3 +223,60 @@ fn a_member_that_does_not_answer_in_time_is_failed_and_stop_finishes() {
     assert!(out.contains("write failed"), "{out}");
     assert!(!out.contains("wrote 1048576/1048576"), "{out}");
 }
+
+/// Whether the served array's members are all in sync and no job runs.
+fn settled(d: &Path) -> bool {
+    let st = status(d);
+    st["sync"]["action"] == "idle"
+        && st["members"]
+            .as_array()
+            .is_some_and(|m| m.iter().all(|m| m["state"] == "in_sync"))
+}
+
+#[test]
+fn fault_wrapped_members_are_managed_by_their_path_or_spec_from_another_directory() {
+    let t = TempDir::new("rk-memfault").unwrap();
+    let d = t.path();
+    let (mut s, _uri) = serve(d, &["fault:slow=100us:a", "fault:slow=100us:b"]);
+    let sub = d.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::File::create(d.join("c"))
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    let here = |args: &[&str]| proc::bin_ok(RAIDKIT, &sub, Some(&d.join("run")), args);
+    // A spec with other rules than the served one's, a relative path inside it.
+    here(&["manage", "vol", "--fail", "fault:reio@7:../b"]);
+    assert_eq!(status(d)["members"][1]["state"], "failed");
+    here(&["manage", "vol", "--remove", "../b"]);
+    here(&["manage", "vol", "--re-add", "fault:slow=100us:../b"]);
+    proc::wait_for("the re-add", 30, || settled(d));
+    here(&["manage", "vol", "--write-mostly", "../b"]);
+    assert_eq!(status(d)["members"][1]["write_mostly"], true);
+    here(&["manage", "vol", "--readwrite", "fault:eio@1:../b"]);
+    assert_eq!(status(d)["members"][1]["write_mostly"], false);
+    here(&[
+        "manage",
+        "vol",
+        "--replace",
+        "fault:eio@1:../a",
+        "--with",
+        "../c",
+    ]);
+    proc::wait_for("the replace", 30, || {
+        settled(d) && status(d)["members"].as_array().unwrap().len() == 2
+    });
+    let st = status(d);
+    let names: Vec<&str> = st["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["device"].as_str().unwrap())
+        .collect();
+    assert!(
+        names[0].ends_with("/c") && names[1].ends_with("/b (fault-injected)"),
+        "{st}"
+    );
+    let (code, err) = s.stop("TERM");
+    assert_eq!(code, Some(0), "{err}");
+}

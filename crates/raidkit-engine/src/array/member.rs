@@ -371,6 +371,29 @@ impl Array {
         self.devs().iter().map(|d| d.name().to_string()).collect()
     }
 
+    /// The name of the device `given` names ([`crate::dev::names_device`]: its name, its
+    /// path in any spelling, or a fault spec around it). Members and replacements are
+    /// asked first, then spares, then devices the array knew (a failed member whose role
+    /// was taken over), so a name that a current device and a departed one share is the
+    /// current one's. None if no device matches.
+    pub fn device_named(&self, given: &str) -> Option<String> {
+        // Each lock in turn (never two at once); the paths are resolved outside them.
+        let mut known: Vec<Arc<dyn BlockDev>> = self
+            .slots()
+            .iter()
+            .flatten()
+            .map(|m| m.dev.clone())
+            .collect();
+        known.extend(self.replacements().iter().flatten().map(|m| m.dev.clone()));
+        let devs = self.devs().clone();
+        known.extend(self.spares().iter().filter_map(|&i| devs.get(i).cloned()));
+        known.extend(devs);
+        known
+            .iter()
+            .find(|d| crate::dev::names_device(d.as_ref(), given))
+            .map(|d| d.name().to_string())
+    }
+
     /// Number of hot spares.
     pub fn spare_count(&self) -> usize {
         self.spares().len()

@@ -93,10 +93,16 @@ pub enum Rule {
     },
 }
 
+/// Split `fault:RULES:MEMBER` into its rules text and the member it wraps (unparsed).
+/// None if `spec` is not a fault spec of that shape.
+pub fn split_spec(spec: &str) -> Option<(&str, &str)> {
+    spec.strip_prefix("fault:")?.split_once(':')
+}
+
 /// Parse `fault:RULES:PATH`. Returns None if `spec` does not start with `fault:`.
 pub fn parse_spec(spec: &str) -> Option<Result<(Vec<Rule>, PathBuf), String>> {
-    let rest = spec.strip_prefix("fault:")?;
-    let Some((rules, path)) = rest.split_once(':') else {
+    spec.strip_prefix("fault:")?;
+    let Some((rules, path)) = split_spec(spec) else {
         return Some(Err(format!("{spec:?}: expected fault:RULE[,RULE...]:PATH")));
     };
     let mut out = Vec::new();
@@ -486,6 +492,9 @@ impl BlockDev for FaultDev {
     }
     fn name(&self) -> &str {
         &self.name
+    }
+    fn opened_from(&self) -> &str {
+        self.inner.opened_from()
     }
     fn is_hole(&self, offset: u64, len: u64) -> bool {
         self.inner.is_hole(offset, len)

@@ -30,6 +30,12 @@ pub trait BlockDev: Send + Sync {
     }
     /// Human-readable name (the path).
     fn name(&self) -> &str;
+    /// What this device was opened from, without any wrapper: the path of the file or
+    /// block device, or the NBD URI (the wrapped device's for a wrapper). Default: the
+    /// name. [`names_device`] matches what a user typed against it.
+    fn opened_from(&self) -> &str {
+        self.name()
+    }
     /// True if `[offset, offset+len)` is known to read as zeros without storing data
     /// (a hole in a sparse file). Conservative: false when unknown.
     fn is_hole(&self, offset: u64, len: u64) -> bool {
@@ -93,6 +99,28 @@ fn open_boxed(spec: &Path, write: bool) -> stdio::Result<Box<dyn BlockDev>> {
         return Ok(Box::new(nbd::NbdDev::open(uri, write)?));
     }
     Ok(Box::new(FileDev::open(spec, write)?))
+}
+
+/// True if `given`, a member as a user named it, denotes `dev`: its name as reports show
+/// it, or what it was opened from ([`BlockDev::opened_from`]) given as any spelling of
+/// the same path (`./b`, `/srv/raid/b`, a symlink), with or without a fault-injection
+/// wrapper around it (`fault:RULES:PATH`, whatever the rules).
+pub fn names_device(dev: &dyn BlockDev, given: &str) -> bool {
+    if given == dev.name() {
+        return true;
+    }
+    let mut base = given;
+    while let Some((_, inner)) = fault::split_spec(base) {
+        base = inner;
+    }
+    let source = dev.opened_from();
+    if base == source {
+        return true;
+    }
+    match (std::fs::canonicalize(base), std::fs::canonicalize(source)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
 }
 
 /// Check that `[offset, offset + len)` lies within a device of `size` bytes.

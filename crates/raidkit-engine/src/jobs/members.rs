@@ -10,8 +10,10 @@ use crate::error::Result;
 use crate::locks::lock;
 use crate::meta::sb::write_super;
 use crate::meta::sb::Super;
+use crate::setup::identity::member_identity;
 use raidkit_format::v090::{self, SuperblockV090};
 use raidkit_format::v1::{self, feature, Minor, SuperblockV1};
+use std::path::Path;
 use std::sync::Arc;
 
 impl Array {
@@ -23,6 +25,12 @@ impl Array {
                 "the array was assembled read-only; reassemble it for writing to add members"
                     .into(),
             ));
+        }
+        if let Some(place) = self.place_of(dev.as_ref()) {
+            return Err(EngineError::Invalid(format!(
+                "{} is already in this array as {place}; a device holds one place only",
+                dev.name()
+            )));
         }
         // A returning member of this very array is fine; anything else must be blank.
         let ours = crate::sb::probe(dev.as_ref())?
@@ -67,6 +75,42 @@ impl Array {
         drop(meta);
         self.emit(ArrayEvent::SpareAdded { device: name });
         Ok(())
+    }
+
+    /// The place `dev` already holds in this array, said for a refusal, if it is (or
+    /// shares its file or block device with) a device the array uses: a member, failed
+    /// or not, a replacement or a spare. Devices that have left the array do not count.
+    fn place_of(&self, dev: &dyn BlockDev) -> Option<String> {
+        let id = |d: &dyn BlockDev| member_identity(Path::new(d.opened_from()), false).ok()?;
+        let new_id = id(dev);
+        let same = |d: &dyn BlockDev| {
+            d.opened_from() == dev.opened_from() || new_id.is_some_and(|n| id(d) == Some(n))
+        };
+        let members: Vec<_> = self.slots().iter().cloned().enumerate().collect();
+        for (role, m) in members {
+            let Some(m) = m.filter(|m| same(m.dev.as_ref())) else {
+                continue;
+            };
+            let name = m.dev.name();
+            return Some(if m.is_failed() {
+                format!("{name}, the failed member of role {role}; remove it first (--remove), then add it")
+            } else {
+                format!("{name}, the member of role {role}")
+            });
+        }
+        let replacements: Vec<_> = self.replacements().iter().cloned().enumerate().collect();
+        for (role, m) in replacements {
+            if let Some(m) = m.filter(|m| same(m.dev.as_ref())) {
+                return Some(format!("{}, the replacement of role {role}", m.dev.name()));
+            }
+        }
+        let devs = self.devs().clone();
+        let spares = self.spares().clone();
+        spares
+            .iter()
+            .filter_map(|&i| devs.get(i))
+            .find(|d| same(d.as_ref()))
+            .map(|d| format!("{}, a spare", d.name()))
     }
 
     /// Remove a failed member or a spare (md's `--remove`). An active member must be

@@ -415,39 +415,65 @@ pub(crate) fn array_ranges(arr: &Array, role: usize, x: u64, n: u64) -> Vec<(u64
 }
 
 /// `n` data sectors of a mirrored rebuild from data sector `x`, from other copies (client
-/// writes into them held by the job). Returns the array byte ranges found lost.
+/// writes into them held by the job); a run no copy can read whole is done again 4 KiB
+/// at a time, so only the pages nobody can read are lost (as a parity rebuild and a
+/// replace do). Returns the array byte ranges found lost.
 fn rebuild_mirrored(arr: &Array, role: usize, x: u64, n: u64) -> Result<Vec<(u64, u64)>> {
     let mut lost = Vec::new();
     // One reused buffer (not cleared: a read that succeeds fills it, and nothing else of
     // it is written); clearing a fresh one cost 5 % of a RAID1 rebuild's CPU time.
     let mut buf = ScratchBufs(vec![scratch_take()]);
-    arr.mirror_runs(role, x, n, |data_sector, s, p, run| {
-        // From the first copy that can be read, in the kernel where the members allow
-        // (no buffer: one copy of the data instead of two).
-        let src = p
-            .copies
-            .iter()
-            .find(|&&(r, d)| r != role && arr.readable(r, d, run));
-        if src.is_some_and(|&(r, d)| arr.copy_member_range(r, d, role, data_sector, run)) {
+    arr.mirror_runs(role, x, n, |data_sector, _, p, run| {
+        if copy_mirrored(arr, role, data_sector, p, run, &mut buf[0])?.is_ok() {
             return Ok(true);
         }
-        let buf = &mut buf[0];
-        buf.resize((run * SECTOR) as usize, 0);
-        let mut unreadable = Vec::new();
-        if arr.read_other_copy(role, p, run, buf, &mut unreadable) {
-            arr.write_block(role, data_sector, buf)?;
-        } else {
-            // Nobody holds it: the target's copy and the copies that could not be read
-            // are recorded as bad (md's rule).
-            arr.record_bad(role, data_sector, run);
-            for (r, d) in unreadable {
-                arr.record_bad(r, d, run);
-            }
-            lost.push((s * SECTOR, run * SECTOR));
+        let mut at = 0;
+        while at < run {
+            let page = 8u64.min(run - at);
+            arr.mirror_runs(role, data_sector + at, page, |d, s, p, k| {
+                if let Err(unreadable) = copy_mirrored(arr, role, d, p, k, &mut buf[0])? {
+                    // Nobody holds it: the target's copy and the copies that could not
+                    // be read are recorded as bad (md's rule).
+                    arr.record_bad(role, d, k);
+                    for (r, dr) in unreadable {
+                        arr.record_bad(r, dr, k);
+                    }
+                    lost.push((s * SECTOR, k * SECTOR));
+                }
+                Ok(true)
+            })?;
+            at += page;
         }
         Ok(true)
     })?;
     Ok(lost)
+}
+
+/// Copy `run` data sectors of `role` from data sector `data_sector` (array placement `p`)
+/// from another copy: in the kernel where the members allow (no buffer), else through
+/// `buf`. `Err` with the copies that failed to read if no copy could be read whole.
+fn copy_mirrored(
+    arr: &Array,
+    role: usize,
+    data_sector: u64,
+    p: &raidkit_layout::Placement,
+    run: u64,
+    buf: &mut Vec<u8>,
+) -> Result<std::result::Result<(), Vec<(usize, u64)>>> {
+    let src = p
+        .copies
+        .iter()
+        .find(|&&(r, d)| r != role && arr.readable(r, d, run));
+    if src.is_some_and(|&(r, d)| arr.copy_member_range(r, d, role, data_sector, run)) {
+        return Ok(Ok(()));
+    }
+    buf.resize((run * SECTOR) as usize, 0);
+    let mut unreadable = Vec::new();
+    if !arr.read_other_copy(role, p, run, buf, &mut unreadable) {
+        return Ok(Err(unreadable));
+    }
+    arr.write_block(role, data_sector, buf)?;
+    Ok(Ok(()))
 }
 
 impl Array {

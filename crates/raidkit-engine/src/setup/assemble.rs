@@ -470,7 +470,9 @@ impl Census {
                 why: format!(
                     "out of date: the newest member has events {}, so this member missed writes and its data is stale. {}",
                     self.max_events,
-                    if ok_without {
+                    if ok_without && missing.is_empty() {
+                        "Every role has a newer member, so it has left the array (replaced, or failed and then removed): leave it out, or add it back as a spare."
+                    } else if ok_without {
                         "Leave it out to use the array degraded, then re-add it so it is rebuilt."
                     } else {
                         "Without it the array cannot run; forcing the assembly would use its old data anyway (possible corruption in recently written areas)."

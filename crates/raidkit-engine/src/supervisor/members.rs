@@ -1,7 +1,7 @@
 //! Member management of a running array: fail, remove, add, and re-add (a returning
 //! member checked now, caught up in the background from the bitmap where it can be).
 
-use super::{same_device, Event, JobResult, RebuildResult, Result, Supervisor, SupervisorError};
+use super::{Event, JobResult, RebuildResult, Result, Supervisor, SupervisorError};
 use crate::array::lock;
 use crate::error::EngineError;
 use std::path::Path;
@@ -10,21 +10,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 impl Supervisor {
+    /// The role of the member `device` names (see [`crate::array::Array::device_named`]).
     pub(super) fn find_role(&self, device: &str) -> Option<usize> {
+        let name = self.cur().device_named(device)?;
         self.cur()
             .members()
             .into_iter()
-            .find(|m| same_device(&m.device, device))
+            .find(|m| m.device == name)
             .and_then(|m| m.role)
     }
 
+    /// The array's name of the device `device` names (as the user typed it: its name,
+    /// its path, or a fault spec around it), or `device` itself if none matches (the
+    /// engine's refusal then names it as given).
     pub(super) fn canonical_member_name(&self, device: &str) -> String {
         self.cur()
-            .members()
-            .into_iter()
-            .map(|m| m.device)
-            .chain(self.cur().device_names())
-            .find(|d| same_device(d, device))
+            .device_named(device)
             .unwrap_or_else(|| device.to_string())
     }
 
@@ -55,11 +56,9 @@ impl Supervisor {
 
     /// Remove a failed member or a spare.
     pub fn remove(&self, device: &str) -> Result<()> {
-        self.cur()
-            .remove_member(&self.canonical_member_name(device))?;
-        self.emit(Event::MemberRemoved {
-            device: device.to_string(),
-        });
+        let device = self.canonical_member_name(device);
+        self.cur().remove_member(&device)?;
+        self.emit(Event::MemberRemoved { device });
         Ok(())
     }
 

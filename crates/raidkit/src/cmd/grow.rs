@@ -192,13 +192,16 @@ fn size_opt(what: &str, v: Option<&str>) -> Result<Option<u64>> {
         .transpose()
 }
 
-/// A new member as the server should open it: a path made absolute (the server runs
-/// elsewhere); an NBD URI or a fault-injection spec as given.
-fn resolved(p: &Path) -> PathBuf {
+/// A member named on the command line as the server (whose working directory may be
+/// another) must see it: a path made absolute, also the one inside a fault-injection spec
+/// (`fault:RULES:PATH`); an NBD URI as given.
+pub(crate) fn resolved(p: &Path) -> PathBuf {
     use raidkit_engine::dev::{fault, nbd};
-    if p.to_str()
-        .is_some_and(|t| nbd::is_nbd_uri(t) || fault::parse_spec(t).is_some())
-    {
+    if let Some((rules, inner)) = p.to_str().and_then(fault::split_spec) {
+        let inner = resolved(Path::new(inner));
+        return PathBuf::from(format!("fault:{rules}:{}", inner.display()));
+    }
+    if p.to_str().is_some_and(nbd::is_nbd_uri) {
         return p.to_path_buf();
     }
     std::fs::canonicalize(p).unwrap_or_else(|_| absolute(p))

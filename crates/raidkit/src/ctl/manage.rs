@@ -1,6 +1,7 @@
 //! `raidkit manage`, `grow` and `sync-action`: change a running array through its
 //! control socket (`grow` also works offline on the members of a stopped array).
 
+use crate::cmd::grow::resolved;
 use crate::control::client::{request, socket_for};
 use crate::control::protocol::{ManageOp, Request};
 use crate::units::{human, parse_size};
@@ -8,7 +9,7 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use raidkit_engine::grow::BitmapMode;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// `manage`.
 #[derive(Args, Debug)]
@@ -118,10 +119,6 @@ pub struct SyncActionArgs {
 
 /// A path as the server should see it: canonical, so it matches the names given at
 /// assembly (a path that does not resolve is sent as given, for the server to refuse).
-fn resolved(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
-}
-
 /// What `manage` asks for, from the options.
 fn manage_op(a: &ManageArgs) -> Result<ManageOp> {
     if let (Some(wm), Some(add)) = (&a.write_mostly, &a.add) {
