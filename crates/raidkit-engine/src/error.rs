@@ -172,6 +172,14 @@ pub enum EngineError {
         /// Device name.
         device: String,
     },
+    /// The device a rebuild or a replacement copies onto failed, so the copy stopped.
+    #[error("the {what} {device} failed, so the copy onto it stopped (its member_failed event says why); remove it and add another device to copy onto")]
+    CopyTargetFailed {
+        /// What the device was to the copy ("rebuild target", "replacement").
+        what: &'static str,
+        /// The device's name.
+        device: String,
+    },
     /// A write could not be completed on enough members.
     #[error("write to array bytes {offset}..{end} failed: {why}")]
     WriteFailed {

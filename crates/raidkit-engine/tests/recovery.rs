@@ -609,3 +609,34 @@ fn mirrored_rebuild_loses_only_the_unreadable_pages() {
         assert!(b == ch, "offset {o}");
     }
 }
+
+/// A rebuild whose target stops answering (it vanishes part-way) ends with an error that
+/// names the target and says what to do, and leaves the array degraded with the target
+/// failed (no false "array bytes 0..0" write error).
+#[test]
+fn a_rebuild_target_that_vanishes_is_named_in_the_error() {
+    use raidkit_engine::rebuild::{rebuild, RebuildOptions};
+    let dir = TempDir::new("rk-engine").unwrap();
+    let c = Case::v12(Level::Raid1, "default", 2, 16, 2);
+    let (ps, _) = make(&c, &dir);
+    let arr = assemble_paths(&ps[..1], &rw()).unwrap();
+    let sp = dir.path().join("sp.img");
+    std::fs::File::create(&sp)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let spec = PathBuf::from(format!("fault:vanish@20:{}", sp.display()));
+    arr.add_spare(raidkit_engine::dev::open_member(&spec, true).unwrap(), false)
+        .unwrap();
+    let e = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            raidkit_engine::EngineError::CopyTargetFailed { what: "rebuild target", device }
+                if device.contains("sp.img")
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("add another device"), "{e}");
+    assert!(arr.is_degraded());
+}

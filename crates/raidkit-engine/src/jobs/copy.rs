@@ -182,10 +182,9 @@ where
             return Ok(None);
         }
         if c.target.is_failed() {
-            return Err(EngineError::WriteFailed {
-                offset: 0,
-                end: 0,
-                why: format!("the {} {} failed", c.target_is, c.target.dev.name()),
+            return Err(EngineError::CopyTargetFailed {
+                what: c.target_is,
+                device: c.target.dev.name().to_string(),
             });
         }
         // Throttled by what is handed out, not what is done: the steps handed out at once
