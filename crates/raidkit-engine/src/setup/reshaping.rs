@@ -234,6 +234,9 @@ impl Reshaping {
             route.window.with(|st| st.progress = progress);
         }
         arr.install_route(Arc::new(route));
+        if progress != position {
+            settle_inferred(arr, position, progress)?;
+        }
         Ok(())
     }
 
@@ -263,6 +266,34 @@ impl Reshaping {
             members,
         )
     }
+}
+
+/// The stretch between the recorded `position` and the inferred `progress` is taken as
+/// moved because its data agrees in both places; its parity (and Q) in the new geometry
+/// was never compared: a step whose data writes landed but whose parity write did not, or
+/// a blank stretch whose new parity blocks hold old bytes, would be served as redundant.
+/// Writable: the stretch's redundancy is rewritten from its data before the array serves.
+/// Read-only (nothing may be written): a warning that degraded reads there may be wrong.
+fn settle_inferred(arr: &Array, position: u64, progress: u64) -> Result<()> {
+    let Some(route) = arr.route() else {
+        return Ok(());
+    };
+    let (lo, hi) = (position.min(progress), position.max(progress));
+    let note = if arr.writable {
+        let backwards = route.plan.direction() == Direction::Backwards;
+        let rep = crate::jobs::sync::reshaping::resync_moved_stretch(arr, lo, hi, backwards)?;
+        arr.flush_members()?;
+        format!(
+            "the redundancy of the new layout over array sectors {lo}..{hi} (moved past the record) was rewritten from its data before serving: {} sectors rewritten",
+            rep.sectors_written
+        )
+    } else {
+        format!(
+            "WARNING: array sectors {lo}..{hi} were moved past the recorded position; their parity in the new layout was not checked (read-only: nothing is written), so a degraded read there may be wrong until the array is assembled writable"
+        )
+    };
+    lock(&route.notes).push(note);
+    Ok(())
 }
 
 /// Read mdadm's backup file and, if it still holds data the members may not, restore it

@@ -339,6 +339,11 @@ impl Supervisor {
         if !a.is_writable() || a.reshape_status().is_none() {
             return false;
         }
+        if a.needs_resync() {
+            self.emit(Event::UncleanStopDetected {
+                note: "redundancy may be inconsistent; resyncing the part already reshaped, then continuing the reshape (it writes every stripe it moves with parity from the data)".into(),
+            });
+        }
         let _ = self.continue_reshape();
         true
     }

@@ -8,3 +8,4 @@ mod crash;
 mod kernel;
 mod kinds;
 mod online;
+mod stale;

@@ -23,7 +23,7 @@ pub struct Progress {
     pub stage: usize,
     /// Stages in all.
     pub stages: usize,
-    /// `restripe`, `takeover` or `rebuild`.
+    /// `restripe`, `takeover`, `rebuild`, or `resync` (an array not stopped cleanly).
     pub what: &'static str,
     /// Done, in the stage's unit (array sectors for a restripe, data sectors for a
     /// rebuild).
@@ -187,6 +187,8 @@ pub fn reshape(
             total: t,
         })
     })?;
+    // A reshape forced onto an array not stopped cleanly: the resync md runs after it.
+    resync_if_unclean(&cur, opts, &mut |p| progress(p))?;
     Ok((cur, ReshapeEnd::Finished))
 }
 
@@ -226,12 +228,22 @@ fn rebuild_missing(
 
 /// Continue the reshape found on the members of `arr` (raidkit's, the kernel's or
 /// mdadm's) to the end or until `opts.stop`.
+///
+/// An array not stopped cleanly (`resync_offset` set) is resynced where the reshape has
+/// already been first (client writes in flight at the crash may have left its parity
+/// stale, md's write hole); the rest is written whole, parity from the data, as the
+/// reshape moves it. md continues the reshape first and resyncs the whole array after it
+/// (it keeps `resync_offset` through a reshape); this covers the same stripes, and the
+/// part served in the new geometry sooner.
 pub fn continue_reshape(
     arr: &Arc<Array>,
     opts: &ReshapeOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ReshapeEnd> {
     let cur = arr.current();
+    if let Some(end) = resync_if_unclean(&cur, opts, progress)? {
+        return Ok(end);
+    }
     let end = mover::run(&cur, opts, &mut |d, t| {
         progress(&Progress {
             stage: 1,
@@ -251,8 +263,49 @@ pub fn continue_reshape(
                 total: t,
             })
         })?;
+        // Finished: a resync still owed (stopped, or never run) runs over the whole array
+        // now, as md does after a reshape; stopped, it stays recorded for the next start.
+        resync_if_unclean(&arr.current(), opts, progress)?;
     }
     Ok(end)
+}
+
+/// If `cur` was not stopped cleanly (and is writable), resync it: mid-reshape the part
+/// already in the new geometry, else all of it. Some(end) if the resync was stopped
+/// (the reshape stays where it is recorded).
+fn resync_if_unclean(
+    cur: &Array,
+    opts: &ReshapeOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Option<ReshapeEnd>> {
+    if !cur.writable || !cur.needs_resync() {
+        return Ok(None);
+    }
+    let so = crate::jobs::sync::SyncOptions {
+        full: true,
+        stop: opts.stop.clone(),
+        max_bytes_per_sec: opts.max_bytes_per_sec.clone(),
+        ..Default::default()
+    };
+    let rep = crate::jobs::sync::run_opts(
+        cur,
+        crate::jobs::sync::SyncMode::Resync,
+        &so,
+        &mut |d, t| {
+            progress(&Progress {
+                stage: 1,
+                stages: 1,
+                what: "resync",
+                done: d,
+                total: t,
+            })
+        },
+    )?;
+    if rep.stopped_at.is_none() && !cur.needs_resync() {
+        return Ok(None);
+    }
+    let position = cur.route().map_or(0, |r| r.window.positions().1);
+    Ok(Some(ReshapeEnd::Stopped { position }))
 }
 
 /// Turn the reshape of `arr` around where it stands (no mover may be running): the data

@@ -9,7 +9,7 @@ mod mirror;
 pub use mirror::mirror_piece_bytes;
 mod parity;
 mod read_errors;
-mod reshaping;
+pub(crate) mod reshaping;
 
 use crate::array::range_gate::RangeHold;
 use crate::array::Array;

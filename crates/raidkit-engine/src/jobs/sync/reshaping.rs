@@ -95,3 +95,43 @@ fn rows_inside(arr: &Array, from: u64, to: u64) -> (u64, u64) {
         (to / row_bytes * row_sectors).min(total),
     )
 }
+
+/// Make the redundancy of the new geometry consistent over a stretch of array sectors
+/// `[from, to)` that assembly found moved past the recorded position (the old and new
+/// copies of its data agree, or both read as zeros), before the array serves it: a step
+/// whose data writes landed but whose parity (or Q) write did not, or a blank stretch
+/// whose new parity blocks still hold the old layout's bytes, would otherwise be served as
+/// redundant (a degraded read there would rebuild garbage). The stretch's rows are all in
+/// the new geometry: for a forwards reshape everything before `to` is, so a row cut by
+/// `from` is taken whole; for a backwards one everything from `from` on. Returns the
+/// sectors rewritten. `arr` must be writable, with no mover running.
+pub(crate) fn resync_moved_stretch(
+    arr: &Array,
+    from: u64,
+    to: u64,
+    backwards: bool,
+) -> Result<SyncReport> {
+    let mut rep = SyncReport::default();
+    let Some((_, row_bytes)) = super::row(arr).filter(|&(_, b)| b > 0) else {
+        return Ok(rep); // mirrors are copied whole by the mover: nothing to recompute
+    };
+    let (mut lo, mut hi) = (from * 512, to * 512);
+    if backwards {
+        hi = hi.div_ceil(row_bytes).saturating_mul(row_bytes);
+    } else {
+        lo = lo / row_bytes * row_bytes;
+    }
+    let (w0, w1) = rows_inside(arr, lo, hi);
+    if w0 >= w1 {
+        return Ok(rep);
+    }
+    visit(
+        arr,
+        SyncMode::Resync,
+        &SyncOptions::default(),
+        &[(w0, w1)],
+        &mut |_, _| {},
+        &mut rep,
+    )?;
+    Ok(rep)
+}
