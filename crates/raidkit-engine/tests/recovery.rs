@@ -610,22 +610,23 @@ fn mirrored_rebuild_loses_only_the_unreadable_pages() {
     }
 }
 
-/// A rebuild whose target stops answering (it vanishes part-way) ends with an error that
+/// A rebuild whose target stops answering (it vanishes after 30 IOs: adding it takes
+/// fewer, the rebuild of 64 MiB more) ends with an error that
 /// names the target and says what to do, and leaves the array degraded with the target
 /// failed (no false "array bytes 0..0" write error).
 #[test]
 fn a_rebuild_target_that_vanishes_is_named_in_the_error() {
     use raidkit_engine::rebuild::{rebuild, RebuildOptions};
     let dir = TempDir::new("rk-engine").unwrap();
-    let c = Case::v12(Level::Raid1, "default", 2, 16, 2);
+    let c = Case::v12(Level::Raid1, "default", 2, 64, 64);
     let (ps, _) = make(&c, &dir);
     let arr = assemble_paths(&ps[..1], &rw()).unwrap();
     let sp = dir.path().join("sp.img");
     std::fs::File::create(&sp)
         .unwrap()
-        .set_len(16 << 20)
+        .set_len(64 << 20)
         .unwrap();
-    let spec = PathBuf::from(format!("fault:vanish@20:{}", sp.display()));
+    let spec = PathBuf::from(format!("fault:vanish@30:{}", sp.display()));
     arr.add_spare(raidkit_engine::dev::open_member(&spec, true).unwrap(), false)
         .unwrap();
     let e = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap_err();
