@@ -19,6 +19,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -467,13 +468,18 @@ def main():
     ap.add_argument("--grow", action="store_true", help="only the reshape cases")
     a = ap.parse_args()
     binary = os.path.abspath(a.bin)
+    # Our own directory under --dir (which may be the user's, holding other files): each
+    # case remakes its subdirectory "case", and all of it is removed at the end.
+    os.makedirs(a.dir, exist_ok=True)
+    base = tempfile.mkdtemp(prefix="geo-sweep-", dir=a.dir)
+    work = os.path.join(base, "case")
     fails = 0
     for k, (cargs, n0, gargs, n1) in enumerate(GROWS if a.grow else []):
         name = "grow %s n%d: %s" % (cargs, n0, gargs)
         if a.only and a.only not in name:
             continue
         try:
-            res = one_grow(binary, a.dir, cargs, n0, gargs, n1, random.Random(k))
+            res = one_grow(binary, work, cargs, n0, gargs, n1, random.Random(k))
             print("PASS %-70s %s" % (name, res), flush=True)
         except Failure as e:
             fails += 1
@@ -483,12 +489,12 @@ def main():
             continue
         rnd = random.Random(a.seed * 1000 + k)
         try:
-            res = one_case(binary, a.dir, name, level, n, layout, args, sizes, rnd)
+            res = one_case(binary, work, name, level, n, layout, args, sizes, rnd)
             print("PASS %-50s %s" % (name, res), flush=True)
         except Failure as e:
             fails += 1
             print("FAIL %-50s %s" % (name, str(e).replace("\n", " | ")[:1500]), flush=True)
-    shutil.rmtree(a.dir, ignore_errors=True)
+    shutil.rmtree(base, ignore_errors=True)
     sys.exit(1 if fails else 0)
 
 

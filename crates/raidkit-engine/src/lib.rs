@@ -38,4 +38,4 @@ pub use dev::{BlockDev, FileDev, MemDev};
 pub use error::{EngineError, Remedy, Result};
 pub use setup::assemble::{assemble, assemble_paths, AssembleOptions};
 pub use setup::create::{create, CreateOptions};
-pub use setup::identity::{member_identity, not_member_kind, Identity};
+pub use setup::identity::{member_identity, not_member_kind, same_member, Identity};

@@ -228,7 +228,8 @@ impl Supervisor {
         });
     }
 
-    /// Subscriptions held now (for tests).
+    /// Subscriptions held now (for tests: not part of the API).
+    #[doc(hidden)]
     pub fn subscribers(&self) -> usize {
         let mut ev = lock(&self.events);
         ev.listeners.retain(Listener::wanted);

@@ -269,7 +269,8 @@ fn degraded_raid6_mismatch_is_undecided_and_repair_keeps_the_redundancy() {
             assert_eq!(v.decided_by, "undecided");
             assert!(
                 v.what.starts_with(
-                    "a member of the stripe is missing: P and Q cannot locate the bad block"
+                    "a block of the stripe was not read (a member missing, a bad block, a read \
+                     error): P and Q cannot locate the bad block"
                 ),
                 "{}",
                 v.what

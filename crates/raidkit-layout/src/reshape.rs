@@ -375,8 +375,6 @@ impl Reshape {
     }
 }
 
-/// Data capacity of one device row of a geometry, as a fraction (numerator, denominator):
-/// data disks for raid456, devices over near copies for RAID10.
 /// Refuses a restripe that keeps (or adds) capacity per row but ends with a smaller
 /// array: data past the new end would be dropped. Only a shrink (fewer data members per
 /// row, the array size reduced first, as mdadm requires) may end smaller; md refuses the
@@ -389,26 +387,32 @@ pub fn lost_to_rounding(old: &Geometry, new: &Geometry) -> Result<(), LayoutErro
     if shrinks || after >= before {
         return Ok(());
     }
-    let why = if new.chunk_sectors != old.chunk_sectors {
-        format!(
+    let (why, what_to_do) = if new.chunk_sectors != old.chunk_sectors {
+        let why = format!(
             "the used member size ({} KiB) is not a multiple of the new chunk ({} KiB)",
             old.dev_sectors / 2,
             new.chunk_sectors / 2
-        )
+        );
+        (why, "choose a chunk that divides the used member size")
     } else {
-        "the new layout fits fewer whole chunks on the members".to_string()
+        let why = "the new layout fits fewer whole chunks on the members".to_string();
+        (why, "choose a geometry that keeps the array's size")
     };
+    // In u128: sector counts near 2^64 (crafted metadata) are said exactly.
+    let bytes = |sectors: u64| u128::from(sectors) * u128::from(SECTOR);
     Err(invalid(format!(
-        "md cannot reshape to {} ({} devices, layout {}, {} KiB chunk) without losing data: {why}, so the array would hold {} bytes instead of {}; this is not a shrink (--array-size cannot confirm it): choose a chunk that divides the used member size",
+        "md cannot reshape to {} ({} devices, layout {}, {} KiB chunk) without losing data: {why}, so the array would hold {} bytes instead of {}; this is not a shrink (--array-size cannot confirm it): {what_to_do}",
         new.level,
         new.raid_disks,
         new.layout,
         new.chunk_sectors / 2,
-        after * SECTOR,
-        before * SECTOR
+        bytes(after),
+        bytes(before)
     )))
 }
 
+/// Data capacity of one device row of a geometry, as a fraction (numerator, denominator):
+/// data disks for raid456, devices over near copies for RAID10.
 fn row_width(g: &Geometry) -> (u64, u64) {
     if g.level.has_parity() {
         (g.data_disks() as u64, 1)

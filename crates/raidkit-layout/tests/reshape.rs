@@ -695,3 +695,36 @@ fn multi_zone_raid0_takeover_says_why() {
         );
     }
 }
+
+/// The refusal of a restripe that would drop the array's tail says what to do for its
+/// case (a new chunk: one dividing the used size; the same chunk: no chunk advice), and
+/// says sizes near 2^64 sectors exactly (the byte counts overflowed u64).
+#[test]
+fn lost_to_rounding_says_what_to_do_for_its_case() {
+    use raidkit_layout::reshape::lost_to_rounding;
+    let dev = (1u64 << 62) + 8;
+    let old = geo(Level::Raid5, 2, 8, 3, dev);
+    let new = geo(Level::Raid5, 2, 1024, 3, dev);
+    let e = lost_to_rounding(&old, &new).unwrap_err().to_string();
+    let (after, before) = (
+        u128::from(2 * (dev / 1024 * 1024)) * 512,
+        u128::from(2 * dev) * 512,
+    );
+    assert!(
+        e.ends_with(&format!(
+            "the used member size ({} KiB) is not a multiple of the new chunk (512 KiB), so the array would hold {after} bytes instead of {before}; this is not a shrink (--array-size cannot confirm it): choose a chunk that divides the used member size",
+            dev / 2
+        )),
+        "{e}"
+    );
+    let smaller = geo(Level::Raid5, 2, 8, 3, 1000);
+    let e = lost_to_rounding(&geo(Level::Raid5, 2, 8, 3, 1024), &smaller)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with(
+            "the new layout fits fewer whole chunks on the members, so the array would hold 1024000 bytes instead of 1048576; this is not a shrink (--array-size cannot confirm it): choose a geometry that keeps the array's size"
+        ),
+        "{e}"
+    );
+}

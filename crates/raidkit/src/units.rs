@@ -37,7 +37,6 @@ pub fn parse_size(s: &str, bare_unit: u64) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
-/// Human-readable binary size: `1.50 GiB`.
 /// [`human`] of a count of 512-byte sectors as metadata records it (any u64: a damaged
 /// superblock's field shows as at least 16 EiB instead of overflowing).
 pub fn human_sectors(sectors: u64) -> String {
@@ -50,6 +49,7 @@ pub fn offset_sectors(base: u64, delta: i32) -> Option<u64> {
     base.checked_add_signed(i64::from(delta))
 }
 
+/// Human-readable binary size: `1.50 GiB` (bytes below 1 KiB as `512 B`).
 pub fn human(bytes: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = bytes as f64;

@@ -231,7 +231,7 @@ fn examine_shows_huge_sector_counts_without_overflowing() {
         "Avail Dev Size : 18446744073709551615 sectors (16384.00 PiB)",
         "Used Dev Size : 18446744073709551615 sectors (16384.00 PiB)",
         "Reshape pos'n : 9223372036854775680 (16384.00 PiB)",
-        "New Offset : out of range (4096 -2147483647 sectors)",
+        "New Offset : out of range (data offset 4096 sectors + new_offset -2147483647 sectors)",
     ] {
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }

@@ -477,7 +477,33 @@ fn config_arrays_sharing_a_member_are_refused() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(
         err,
-        "raidkit: error: m1 (array #1) and link1 (array #2) are the same device: a member belongs to one array only\n"
+        "raidkit: error: m1 (array #1) and link1 (array #2) are the same device: a member belongs to one array only (read-only entries too)\n"
     );
     assert_eq!(states(dir, &["m0", "m1"]), vec!["clean"; 2]);
+}
+
+/// Paths that do not exist are matched as the engine matches a member list's (the same
+/// name in the same directory), not by their text: `gone` and `./gone` are one member.
+#[test]
+fn config_arrays_sharing_a_missing_member_are_refused() {
+    let t = tempdir("share-missing");
+    let dir = t.path();
+    std::fs::write(
+        dir.join("twice.toml"),
+        "socket = \"nbd.sock\"\n[[array]]\nname = \"x\"\nmembers = [\"gone\"]\n[[array]]\nname = \"y\"\nread_only = true\nmembers = [\"./gone\"]\n",
+    )
+    .unwrap();
+    let out = proc::run_timeout(
+        Command::new(RAIDKIT)
+            .current_dir(dir)
+            .env("RAIDKIT_RUN_DIR", dir.join("run"))
+            .args(["serve", "--config", "twice.toml"]),
+        30,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "raidkit: error: gone (array #1) and ./gone (array #2) are the same device: a member belongs to one array only (read-only entries too)\n"
+    );
 }

@@ -263,8 +263,9 @@ impl IoStats {
     }
 
     /// Start writing a trace of every client request to `path` (for `seconds`, or until
-    /// [`IoStats::stop_trace`]). A new file is made mode 0600 whatever the umask (it
-    /// shows where and when clients read and write).
+    /// [`IoStats::stop_trace`]). The file is made mode 0600 whatever the umask, an
+    /// existing regular file too (it shows where and when clients read and write); a
+    /// device or FIFO (`/dev/null`, a pipe) keeps its mode.
     pub fn start_trace(
         &self,
         path: &std::path::Path,
@@ -279,6 +280,10 @@ impl IoStats {
             .mode(0o600)
             .custom_flags(libc::O_CLOEXEC)
             .open(path)?;
+        if f.metadata()?.is_file() {
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
         *crate::array::lock(&self.trace) = Some(Trace {
             out: std::io::BufWriter::new(f),
             t0: Instant::now(),
@@ -387,8 +392,21 @@ mod tests {
         let s = IoStats::default();
         s.start_trace(&p, "x", None).unwrap();
         assert!(s.stop_trace());
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode();
+        assert_eq!(mode(&p) & 0o777, 0o600);
+        // An existing file readable by everyone is made private too.
+        let old = d.join("old.jsonl");
+        std::fs::write(&old, "").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        s.start_trace(&old, "x", None).unwrap();
+        assert!(s.stop_trace());
+        assert_eq!(mode(&old) & 0o777, 0o600);
+        // A device keeps its mode.
+        let null = std::path::Path::new("/dev/null");
+        let before = mode(null);
+        s.start_trace(null, "x", None).unwrap();
+        assert!(s.stop_trace());
+        assert_eq!(mode(null), before);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -23,6 +23,10 @@ pub(crate) struct StripeData {
     /// Roles whose read failed with an IO error (their blocks were reconstructed or
     /// recomputed): what a pass may write back, as md does after a read error.
     pub read_errors: Vec<usize>,
+    /// Roles of the stripe whose blocks were not read from their member (missing, failed,
+    /// a bad block, past a rebuild's checkpoint, a read error): reconstructed from parity,
+    /// or (P, Q) recomputed from the data.
+    pub rebuilt: Vec<usize>,
 }
 
 /// A stripe's blocks over a range, borrowed (from a [`StripeData`], or from the buffers
@@ -236,6 +240,10 @@ impl Array {
             }
         }
         let missing: Vec<usize> = (0..layout.data.len()).filter(|&k| !got[k]).collect();
+        let rebuilt: Vec<usize> = (0..roles.len())
+            .filter(|&k| !got[k])
+            .map(|k| roles[k])
+            .collect();
         let nd = layout.data.len();
         let mut pq = pq.into_iter();
         let p = pq.next().filter(|_| got[nd]);
@@ -272,6 +280,7 @@ impl Array {
             p,
             q,
             read_errors,
+            rebuilt,
         })
     }
 

@@ -284,6 +284,13 @@ impl<'a> Run<'a> {
         Ok(Some(layout.into_owned()))
     }
 
+    /// Was a block of stripe `first + i` (with this layout) not read by the run, so that
+    /// [`Run::complete`] rebuilt it from the others (a member missing or failed, a bad
+    /// block, past a rebuild's checkpoint)?
+    pub(crate) fn rebuilt_any(&self, i: u64, layout: &StripeLayout) -> bool {
+        stripe_members(layout).any(|r| !self.got[r][i as usize])
+    }
+
     /// Stripe `first + i`'s blocks (after [`Run::complete`] said it is whole), and two
     /// scratch chunks for its P and Q computed from the data.
     pub(crate) fn stripe(

@@ -7,11 +7,13 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 /// What a member path is, by identity: a regular file `(st_dev, st_ino)`, a block device
-/// `(u64::MAX, st_rdev)`; a loop device over a file counts as that file.
+/// `(u64::MAX, st_rdev)`; a loop device over a whole file (no offset, no size limit)
+/// counts as that file (one over a window of it keeps its own identity: two windows that
+/// do not overlap are two devices).
 pub type Identity = (u64, u64);
 
 /// The identity of member `p` as given: a fault spec (`fault:RULES:PATH`) is the file it
-/// wraps; an NBD URI has none (two are told apart by their text, see [`check_distinct`]);
+/// wraps; an NBD URI has none (two are told apart by their text, see [`same_member`]);
 /// nor has a path that does not exist yet, unless `must_exist` (then looking it up fails).
 /// Errors name `p` as given.
 pub fn member_identity(p: &Path, must_exist: bool) -> Result<Option<Identity>> {
@@ -69,24 +71,36 @@ pub fn not_member_kind(ft: std::fs::FileType) -> Option<&'static str> {
     })
 }
 
-/// The identity of the file behind loop device `rdev`, if it is one with a backing file.
+/// The identity of the file behind loop device `rdev`, if it is one over the whole of a
+/// backing file (see [`whole_file_window`]).
 fn loop_backing(rdev: u64) -> Option<Identity> {
     let (major, minor) = (libc::major(rdev), libc::minor(rdev));
-    let sys = format!("/sys/dev/block/{major}:{minor}/loop/backing_file");
-    let backing = std::fs::read_to_string(sys).ok()?;
+    let sys = format!("/sys/dev/block/{major}:{minor}/loop");
+    let read = |what: &str| std::fs::read_to_string(format!("{sys}/{what}")).ok();
+    let number = |what: &str| read(what)?.trim().parse::<u64>().ok();
+    if !whole_file_window(number("offset"), number("sizelimit")) {
+        return None;
+    }
+    let backing = read("backing_file")?;
     let md = std::fs::metadata(backing.trim_end_matches('\n')).ok()?;
     md.file_type().is_file().then(|| (md.dev(), md.ino()))
+}
+
+/// Does a loop device with this `offset` and `sizelimit` (bytes, as sysfs gives them; 0:
+/// none) show its whole backing file? Only then is it the file's identity: windows of one
+/// file at other offsets may not overlap (two arrays on them share no byte), and one that
+/// cannot be read is not taken for the whole file.
+fn whole_file_window(offset_bytes: Option<u64>, sizelimit_bytes: Option<u64>) -> bool {
+    offset_bytes == Some(0) && sizelimit_bytes == Some(0)
 }
 
 /// Refuse a list of member paths that names one device twice (`None`: a path that does
 /// not exist yet, compared by its name). Nothing is opened.
 pub(crate) fn check_distinct(paths: &[(&Path, Option<Identity>)]) -> Result<()> {
-    for (i, (p, id)) in paths.iter().enumerate() {
-        let twin = paths[..i].iter().find(|(q, other)| match (id, other) {
-            (Some(a), Some(b)) => a == b,
-            (None, None) => same_new_path(p, q),
-            _ => false,
-        });
+    for (i, &(p, id)) in paths.iter().enumerate() {
+        let twin = paths[..i]
+            .iter()
+            .find(|&&(q, other)| same_member((p, id), (q, other)));
         if let Some((q, _)) = twin {
             return Err(EngineError::BadMember {
                 device: p.display().to_string(),
@@ -98,6 +112,18 @@ pub(crate) fn check_distinct(paths: &[(&Path, Option<Identity>)]) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// Are two member paths, each with its [`member_identity`], the same member? By identity
+/// where both have one; where neither has (NBD URIs, paths that do not exist yet) by name
+/// (the same text, or the same name in the same directory); one with an identity and one
+/// without are not.
+pub fn same_member(a: (&Path, Option<Identity>), b: (&Path, Option<Identity>)) -> bool {
+    match (a.1, b.1) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => same_new_path(a.0, b.0),
+        _ => false,
+    }
 }
 
 /// Do two paths that do not exist yet name the same file (same directory, same name)?
@@ -112,4 +138,40 @@ fn same_new_path(a: &Path, b: &Path) -> bool {
             .map(|d| d.join(p.file_name().unwrap_or_default()))
     };
     a == b || matches!((canon(a), canon(b)), (Some(x), Some(y)) if x == y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_loop_over_the_whole_file_is_the_file() {
+        assert!(whole_file_window(Some(0), Some(0)));
+        assert!(!whole_file_window(Some(512), Some(0)));
+        assert!(!whole_file_window(Some(0), Some(1 << 20)));
+        // Unknown (an old kernel, a read failing): not taken for the whole file.
+        assert!(!whole_file_window(None, Some(0)));
+        assert!(!whole_file_window(Some(0), None));
+    }
+
+    #[test]
+    fn members_match_by_identity_else_by_name() {
+        let (a, b) = (
+            Path::new("/nonexistent-rk/x"),
+            Path::new("/nonexistent-rk/./x"),
+        );
+        assert!(same_member((a, Some((1, 2))), (b, Some((1, 2)))));
+        assert!(!same_member((a, Some((1, 2))), (a, Some((1, 3)))));
+        assert!(!same_member((a, Some((1, 2))), (a, None)));
+        assert!(same_member((a, None), (a, None)));
+        let uri = Path::new("nbd://host/export");
+        assert!(same_member((uri, None), (uri, None)));
+        assert!(!same_member(
+            (uri, None),
+            (Path::new("nbd://host/other"), None)
+        ));
+        let here = std::env::current_dir().unwrap();
+        let (c, d) = (here.join("rk-not-there"), Path::new("./rk-not-there"));
+        assert!(same_member((&c, None), (d, None)));
+    }
 }

@@ -474,4 +474,118 @@ mod tests {
         eprintln!("looked at {looked} pieces: {got:?}");
         assert!(looked < 2_000_000, "looked at {looked} pieces");
     }
+
+    /// [`Reshape::closure`] as it was: the whole range looked at again on each extension
+    /// (slow, plainly right).
+    fn closure_whole_range(r: &Reshape, progress: u64) -> Result<(u64, u64), PlanError> {
+        let step = r.step_sectors().max(1);
+        let end = r.end_position();
+        let (mut from, mut to) = match r.direction {
+            Direction::Forwards => (progress, progress.saturating_add(step).min(end)),
+            Direction::Backwards => (progress.saturating_sub(step).max(end), progress),
+        };
+        loop {
+            if to - from > MAX_STEP_SECTORS {
+                return Err(PlanError::TooLarge { from, to });
+            }
+            let over = r.overwritten(from, to);
+            match r.direction {
+                Direction::Forwards => {
+                    let reach = over.iter().map(|&(_, hi)| hi).max().unwrap_or(0);
+                    if reach <= to || to == end {
+                        return Ok((from, to));
+                    }
+                    let steps = (reach - progress).div_ceil(step);
+                    to = progress.saturating_add(steps.saturating_mul(step)).min(end);
+                }
+                Direction::Backwards => {
+                    let reach = over.iter().map(|&(lo, _)| lo).min().unwrap_or(u64::MAX);
+                    if reach >= from || from == end {
+                        return Ok((from, to));
+                    }
+                    let steps = (progress - reach).div_ceil(step);
+                    from = progress.saturating_sub(steps.saturating_mul(step)).max(end);
+                }
+            }
+        }
+    }
+
+    /// The closure at `positions` of `r` against [`closure_whole_range`]; how many of
+    /// them were extended past one step.
+    fn same_closures(r: &Reshape, positions: impl Iterator<Item = u64>) -> u64 {
+        let mut extended = 0;
+        for p in positions {
+            let want = closure_whole_range(r, p);
+            assert_eq!(r.closure(p), want, "{r:?} at {p}");
+            extended += u64::from(want.is_ok_and(|(a, b)| b - a > r.step_sectors()));
+        }
+        extended
+    }
+
+    /// The closure that looks at each extension once gives the whole-range answer: on
+    /// small reshapes (RAID4/5/6, 4 to 8 members, chunks of 8 to 32 sectors, members'
+    /// data starts a few chunks apart, a member added or not, either direction where md
+    /// would run it), and on the fuzz target's geometry of the test above.
+    #[test]
+    fn closure_matches_the_whole_range_closure() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let (mut compared, mut extended) = (0, 0);
+        for _ in 0..400 {
+            let (level, layout) =
+                [(Level::Raid4, 0), (Level::Raid5, 2), (Level::Raid6, 2)][rnd(3) as usize];
+            let n = 4 + rnd(5) as usize;
+            let n1 = n + rnd(2) as usize;
+            let (c0, c1) = (8 << rnd(3), 8 << rnd(3));
+            // A multiple of every chunk (else a chunk change drops the tail: refused).
+            let dev = 64 * (4 + rnd(16));
+            let (Ok(old), Ok(new)) = (
+                Geometry::new(level, layout, c0, n, dev, Vec::new()),
+                Geometry::new(level, layout, c1, n1, dev, Vec::new()),
+            ) else {
+                continue;
+            };
+            // md's rule: a grow runs forwards; data starts move down forwards, up
+            // backwards (an added member's anywhere).
+            let dir = if n1 > n || rnd(2) == 0 {
+                Direction::Forwards
+            } else {
+                Direction::Backwards
+            };
+            let oo: Vec<u64> = (0..n).map(|_| 2048 + 8 * rnd(8)).collect();
+            let no: Vec<u64> = (0..n1)
+                .map(|r| match (oo.get(r), dir) {
+                    (Some(&o), Direction::Forwards) => o - 8 * rnd(8),
+                    (Some(&o), Direction::Backwards) => o + 8 * rnd(8),
+                    (None, _) => 2048 + 8 * rnd(8),
+                })
+                .collect();
+            if let Ok(r) = Reshape::new(old, new, oo, no, dir) {
+                // 64 positions over the whole reshape, in whole 4 KiB.
+                let (a, b) = (r.start_position(), r.end_position());
+                let (lo, hi) = (a.min(b), a.max(b));
+                compared += 1;
+                extended += same_closures(&r, (0..64).map(|i| (lo + (hi - lo) * i / 64) / 8 * 8));
+            }
+        }
+        assert!(compared > 100, "only {compared} reshapes");
+        assert!(extended > 1000, "only {extended} steps extended");
+        // The fuzz target's geometry (RAID4 over 8 members, chunk 8 sectors, the same
+        // geometry before and after, data starts 13056 + 8·(140.rotate_left(r) % 4)).
+        let g = || Geometry::new(Level::Raid4, 20, 8, 8, 35981, Vec::new()).unwrap();
+        let offs: Vec<u64> = (0..8u32)
+            .map(|r| 13056 + 8 * u64::from(140u8.rotate_left(r) % 4))
+            .collect();
+        let r = Reshape::new(g(), g(), offs.clone(), offs, Direction::Forwards).unwrap();
+        // Its steps from a position off the step grid run to the end: the last 4096
+        // sectors' (the whole-range closure takes seconds further back).
+        let end = r.end_position();
+        let n = same_closures(&r, (end - 4096..end).step_by(8));
+        assert!(n > 400, "only {n} steps extended");
+    }
 }

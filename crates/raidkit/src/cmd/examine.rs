@@ -364,7 +364,10 @@ fn size_lines(e: &Examined, array_bytes: Option<u64>, line: &mut dyn FnMut(&str,
             "New Offset",
             match offset_sectors(sb.data_offset(), o) {
                 Some(s) => format!("{s} sectors"),
-                None => format!("out of range ({} {o:+} sectors)", sb.data_offset()),
+                None => format!(
+                    "out of range (data offset {} sectors + new_offset {o} sectors)",
+                    sb.data_offset()
+                ),
             },
         );
     }

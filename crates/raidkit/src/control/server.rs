@@ -62,6 +62,10 @@ const MAX_OTHER_CONNECTIONS: usize = 16;
 /// How often a monitor connection with no event to send looks whether its client has
 /// gone (it would otherwise hold its slot until the next event).
 const HANGUP_CHECK: Duration = Duration::from_millis(500);
+/// How long a monitor client may leave an event line unread (its socket buffer full: a
+/// `raidkit monitor` stopped with Ctrl-Z) before it is dropped; meanwhile its events wait
+/// in its channel.
+const MONITOR_WRITE_TIME: Duration = Duration::from_secs(60);
 
 /// Bind the socket in `dir` and give it its mode and group.
 fn bind(dir: &Path, access: SocketAccess) -> Result<(PathBuf, UnixListener)> {
@@ -448,8 +452,10 @@ fn sync_action(sups: &[Arc<Supervisor>], req: &Request) -> Result<Value> {
 
 /// After the reply to `monitor`: every event of every array, one JSON line each, until
 /// the client goes away.
+///
 /// A client that hangs up is noticed within [`HANGUP_CHECK`] (not at the next event),
-/// and its subscriptions end with the connection: no thread or channel outlives it.
+/// and its subscriptions end with the connection: no thread or channel outlives it. One
+/// that stops reading is dropped after [`MONITOR_WRITE_TIME`] (see [`forward`]).
 fn stream_events(w: &mut UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel::<MonitorEvent>();
     let alive = Arc::new(());
@@ -457,6 +463,18 @@ fn stream_events(w: &mut UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
         s.subscribe_while(tx.clone(), &alive);
     }
     drop(tx);
+    forward(w, &rx, MONITOR_WRITE_TIME)
+}
+
+/// Send what arrives on `rx` to `w`, a JSON line each, until the senders are gone, the
+/// client hangs up, or a line cannot be written within `write_time` (the client stopped
+/// reading: it would block the thread forever while its events pile up).
+fn forward<T: serde::Serialize>(
+    w: &mut UnixStream,
+    rx: &std::sync::mpsc::Receiver<T>,
+    write_time: Duration,
+) -> Result<()> {
+    w.set_write_timeout(Some(write_time))?;
     loop {
         match rx.recv_timeout(HANGUP_CHECK) {
             Ok(e) => {
@@ -469,4 +487,32 @@ fn stream_events(w: &mut UnixStream, sups: &[Arc<Supervisor>]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that stops reading (Ctrl-Z on `raidkit monitor`) blocked its connection's
+    /// thread in a write forever, its events piling up in the channel; now it is dropped
+    /// once a line waits longer than the write time.
+    #[test]
+    fn a_monitor_that_stops_reading_is_dropped() {
+        let (mut w, client) = UnixStream::pair().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let line = "x".repeat(64 << 10);
+        // Far more than a socket buffer holds, the client reading none of it.
+        for _ in 0..64 {
+            tx.send(line.clone()).unwrap();
+        }
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = forward(&mut w, &rx, Duration::from_millis(200));
+            let _ = done_tx.send(r.is_ok());
+            drop(tx);
+        });
+        let done = done_rx.recv_timeout(Duration::from_secs(20));
+        assert_eq!(done, Ok(true), "the stalled monitor was not dropped");
+        drop(client);
+    }
 }

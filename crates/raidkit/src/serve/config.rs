@@ -82,11 +82,11 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 pub fn load(path: &Path) -> Result<ConfigFile> {
     use std::io::Read;
     let reading = || format!("reading {}", path.display());
-    // Looked at before opening: opening a FIFO would wait for a writer.
-    if !std::fs::metadata(path).with_context(reading)?.is_file() {
+    let f = open_regular(path).with_context(reading)?;
+    if !f.metadata().with_context(reading)?.is_file() {
         bail!("{} is not a regular file", path.display());
     }
-    let f = std::fs::File::open(path).with_context(reading)?;
+    set_blocking(&f).with_context(reading)?;
     let mut bytes = Vec::new();
     f.take(MAX_CONFIG_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -101,6 +101,34 @@ pub fn load(path: &Path) -> Result<ConfigFile> {
     let text = String::from_utf8(bytes)
         .map_err(|e| anyhow::anyhow!("{}: not UTF-8 text ({e})", path.display()))?;
     parse(&text, path)
+}
+
+/// Open `path` for reading without waiting: a FIFO (even one swapped in after a look at
+/// the path) would wait for a writer; what was opened is then looked at through its
+/// descriptor (see [`load`]).
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Clear `O_NONBLOCK` on `f` (a regular file: reads as usual).
+fn set_blocking(f: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = f.as_raw_fd();
+    // SAFETY: `fd` is an open descriptor owned by `f` for the duration of both calls;
+    // F_GETFL/F_SETFL take and return plain flag words.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -176,5 +204,59 @@ mod tests {
         text.truncate(1 << 19);
         std::fs::write(&big, &text).unwrap();
         assert_eq!(load(&big).unwrap().arrays.len(), 1);
+    }
+
+    /// A FIFO swapped in between a look at the path and its opening hung the load (it
+    /// waited for a writer): the path is swapped between a config and a FIFO while it is
+    /// loaded over and over; every load must return.
+    #[test]
+    fn a_fifo_swapped_in_while_loading_does_not_hang() {
+        let t = raidkit_testkit::tempdir::TempDir::new("rk-cfg").unwrap();
+        let (cfg, fifo) = (t.path().join("cfg"), t.path().join("fifo"));
+        std::fs::write(&cfg, "[[array]]\nmembers = [\"m\"]\n").unwrap();
+        let c = |p: &Path| std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        let (c_cfg, c_fifo) = (c(&cfg), c(&fifo));
+        // SAFETY: a valid C string; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapping = std::sync::Arc::clone(&stop);
+        let swapper = std::thread::spawn(move || {
+            use std::sync::atomic::Ordering;
+            while !swapping.load(Ordering::Relaxed) {
+                // SAFETY: valid C strings; renameat2 only exchanges two names.
+                let r = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        c_cfg.as_ptr(),
+                        libc::AT_FDCWD,
+                        c_fifo.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(r, 0);
+            }
+        });
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let path = cfg.clone();
+        std::thread::spawn(move || {
+            for _ in 0..20_000 {
+                let _ = load(&path);
+            }
+            let _ = done_tx.send(());
+        });
+        let done = done_rx.recv_timeout(std::time::Duration::from_secs(60));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+        if done.is_err() {
+            // Free the load stuck on the FIFO (a writer comes and goes), then fail.
+            use std::os::unix::fs::OpenOptionsExt;
+            for p in [&cfg, &fifo] {
+                let _ = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(p);
+            }
+        }
+        assert!(done.is_ok(), "a load hung on the FIFO swapped in");
     }
 }

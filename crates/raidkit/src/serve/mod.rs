@@ -286,27 +286,23 @@ fn open_export(a: &ServeArgs, e: &ArrayEntry) -> Result<(Served, Export)> {
     Ok((served, export))
 }
 
-/// Refuse arrays that share a member (the same file or device, through any path): two
-/// arrays of one process would each write, cache and mark it as its own (a process's
-/// member lock lets it open a member twice). Members without an identity (NBD URIs,
-/// paths that do not exist or are no device) are compared by their text.
+/// Refuse arrays that share a member (the same file or device, through any path), as the
+/// engine matches a member list's paths ([`raidkit_engine::same_member`]): two arrays of
+/// one process would each write, cache and mark it as its own (a process's member lock
+/// lets it open a member twice). Two read-only entries over the same members are refused
+/// too: one array is served once (under one name).
 fn check_no_shared_members(list: &[ArrayEntry]) -> Result<()> {
     let mut seen: Vec<(Option<raidkit_engine::Identity>, usize, &Path)> = Vec::new();
     for (i, e) in list.iter().enumerate() {
         for m in &e.members {
             // A path that is no member at all is refused by the assembly, in its words.
             let id = raidkit_engine::member_identity(m, false).ok().flatten();
-            let twin = seen.iter().find(|(other, j, q)| {
-                *j != i
-                    && match (id, other) {
-                        (Some(a), Some(b)) => a == *b,
-                        (None, None) => m == q,
-                        _ => false,
-                    }
-            });
+            let twin = seen
+                .iter()
+                .find(|&&(other, j, q)| j != i && raidkit_engine::same_member((m, id), (q, other)));
             if let Some((_, j, q)) = twin {
                 bail!(
-                    "{} (array #{}) and {} (array #{}) are the same device: a member belongs to one array only",
+                    "{} (array #{}) and {} (array #{}) are the same device: a member belongs to one array only (read-only entries too)",
                     q.display(),
                     j + 1,
                     m.display(),

@@ -94,6 +94,7 @@ fn check_run(
     for i in 0..run.count() {
         last_ok = match run.complete(i)? {
             Some(layout) => {
+                let degraded = run.rebuilt_any(i, &layout);
                 let (known, p, q) = run.stripe(i, &layout);
                 // A parity block of a member not present was recomputed from the data
                 // (consistent by construction: the page compare skips it too), so this
@@ -104,7 +105,8 @@ fn check_run(
                 } else {
                     parity_into(&layout, &known.data, p, q);
                     let q: &[u8] = if layout.q.is_some() { q } else { &[] };
-                    check_stripe(arr, first + i, &layout, known, p, q, mode, rep)?
+                    let stripe = first + i;
+                    check_stripe(arr, stripe, &layout, known, p, q, mode, degraded, rep)?
                 }
             }
             None => stripe_alone(arr, first + i, mode, rep)?,
@@ -149,7 +151,20 @@ fn stripe_alone(arr: &Array, stripe: u64, mode: SyncMode, rep: &mut SyncReport) 
         })
         .collect();
     let (p, q) = compute_parity(&layout, &known.data, len);
-    let matched = check_pages(arr, stripe, &layout, known.blocks(), &p, &q, mode, rep)?;
+    // Per page: a block not read from its member (a page whose read failed again counts;
+    // one that read now does not).
+    let degraded: Vec<bool> = (0..pages.len())
+        .map(|i| {
+            known.rebuilt.iter().any(|r| {
+                failed
+                    .iter()
+                    .find(|(f, _)| f == r)
+                    .is_none_or(|(_, bad)| bad[i])
+            })
+        })
+        .collect();
+    let blocks = known.blocks();
+    let matched = check_pages(arr, stripe, &layout, blocks, &p, &q, mode, &degraded, rep)?;
     // Data rebuilt from parity only in a check or repair (a resync does not trust the
     // parity yet), and only where nothing says the parity may be behind.
     let trusted = !failed.is_empty()
@@ -249,15 +264,19 @@ fn check_stripe(
     p: &[u8],
     q: &[u8],
     mode: SyncMode,
+    degraded: bool,
     rep: &mut SyncReport,
 ) -> Result<bool> {
-    let matched = check_pages(arr, stripe, layout, known, p, q, mode, rep)?;
+    let pages = read_errors::block_pages(p.len()).len();
+    let degraded = vec![degraded; pages];
+    let matched = check_pages(arr, stripe, layout, known, p, q, mode, &degraded, rep)?;
     Ok(matched.iter().all(|&m| m))
 }
 
 /// Compare a stripe's parity with `p`/`q` (computed from its data) page by page (4 KiB,
-/// like md, so reports are precise); decide, fix and report each mismatch. Per page
-/// ([`read_errors::block_pages`]), whether it matched.
+/// like md, so reports are precise); decide, fix and report each mismatch. `degraded`:
+/// per page, whether a block of the stripe there was not read from its member (rebuilt
+/// from the others). Per page ([`read_errors::block_pages`]), whether it matched.
 #[allow(clippy::too_many_arguments)]
 fn check_pages(
     arr: &Array,
@@ -267,6 +286,7 @@ fn check_pages(
     p: &[u8],
     q: &[u8],
     mode: SyncMode,
+    degraded: &[bool],
     rep: &mut SyncReport,
 ) -> Result<Vec<bool>> {
     let chunk = arr.geometry().chunk_sectors;
@@ -278,7 +298,6 @@ fn check_pages(
         mode,
         p_present: arr.present(layout.p),
         q_present: layout.q.is_some_and(|r| arr.present(r)),
-        degraded: stripe_members(layout).any(|r| !arr.present(r)),
         layout,
         known,
         p,
@@ -286,7 +305,8 @@ fn check_pages(
     };
     read_errors::block_pages(len)
         .into_iter()
-        .map(|(lo, hi)| check.page(lo, hi, rep))
+        .zip(degraded.iter().chain(std::iter::repeat(&true)))
+        .map(|((lo, hi), &degraded)| check.page(lo, hi, degraded, rep))
         .collect()
 }
 
@@ -303,8 +323,6 @@ struct StripeCheck<'a> {
     q: &'a [u8],
     p_present: bool,
     q_present: bool,
-    /// A member of the stripe is missing (its block rebuilt from the others).
-    degraded: bool,
 }
 
 impl StripeCheck<'_> {
@@ -314,8 +332,10 @@ impl StripeCheck<'_> {
     }
 
     /// Compare chunk bytes `[start, end)`; on a mismatch, decide who is wrong, fix it
-    /// (resync, repair) and report it (check, repair). Returns whether they matched.
-    fn page(&self, start: usize, end: usize, rep: &mut SyncReport) -> Result<bool> {
+    /// (resync, repair) and report it (check, repair). `degraded`: a block of the stripe
+    /// there was not read from its member (rebuilt from the others). Returns whether they
+    /// matched.
+    fn page(&self, start: usize, end: usize, degraded: bool, rep: &mut SyncReport) -> Result<bool> {
         let (known, mode) = (&self.known, self.mode);
         let bad_p = self.p_present && known.p[start..end] != self.p[start..end];
         let bad_q = self.q_present && known.q.map(|x| &x[start..end]) != Some(&self.q[start..end]);
@@ -328,8 +348,9 @@ impl StripeCheck<'_> {
                 rep.add_mismatch(self.row_offset(k, start), (end - start) as u64);
             }
         }
-        let (culprit, by, why) = self.culprit(start, end, bad_p, bad_q)?;
-        let (role, what, fix) = self.fix(culprit, by, why, start, end, bad_p, bad_q);
+        let (culprit, by, why) = self.culprit(start, end, degraded, bad_p, bad_q)?;
+        let bad = (bad_p, bad_q);
+        let (role, what, fix) = self.fix(culprit, by, why, start, end, degraded, bad);
         let repaired = mode != SyncMode::Check && !fix.is_empty();
         if repaired {
             for (r, bytes) in &fix {
@@ -362,17 +383,19 @@ impl StripeCheck<'_> {
         &self,
         start: usize,
         end: usize,
+        degraded: bool,
         bad_p: bool,
         bad_q: bool,
     ) -> Result<(Culprit, &'static str, String)> {
         if self.mode == SyncMode::Resync {
             return Ok((Culprit::Unknown, "undecided", String::new()));
         }
-        if self.layout.q.is_some() && self.degraded {
-            // One redundancy left: the missing block is rebuilt from it, so any bad
+        if self.layout.q.is_some() && degraded {
+            // One redundancy left: the block not read is rebuilt from it, so any bad
             // block shows as the other parity differing. Nothing can be located.
-            let why = "a member of the stripe is missing: P and Q cannot locate the bad block \
-                       (the missing block is rebuilt from one of them)";
+            let why = "a block of the stripe was not read (a member missing, a bad block, \
+                       a read error): P and Q cannot locate the bad block (the block not \
+                       read is rebuilt from one of them)";
             return Ok((Culprit::Unknown, "undecided", why.into()));
         }
         if self.layout.q.is_some() {
@@ -409,8 +432,8 @@ impl StripeCheck<'_> {
         why: String,
         start: usize,
         end: usize,
-        bad_p: bool,
-        bad_q: bool,
+        degraded: bool,
+        (bad_p, bad_q): (bool, bool),
     ) -> (Option<usize>, String, Vec<Fix>) {
         let (layout, p, q) = (self.layout, self.p, self.q);
         match culprit {
@@ -445,7 +468,7 @@ impl StripeCheck<'_> {
                 ),
                 vec![(layout.data[k], fixed)],
             ),
-            Culprit::Unknown if self.degraded && self.mode != SyncMode::Resync => (
+            Culprit::Unknown if degraded && self.mode != SyncMode::Resync => (
                 None,
                 format!(
                     "{why}; nothing was written: recomputing parity from the data would \
