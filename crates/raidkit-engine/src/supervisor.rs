@@ -178,6 +178,13 @@ impl Supervisor {
             self.emit(Event::UncleanStopDetected {
                 note: "redundancy may be inconsistent; resyncing (only dirty bitmap regions if there is a bitmap)".into(),
             });
+            if a.is_degraded() {
+                // Started dirty and degraded (a missing role that holds only parity, or
+                // forced): said now; the recovery follows the resync.
+                self.emit(Event::Degraded {
+                    missing_roles: a.missing_roles(),
+                });
+            }
             let _ = self.sync_action("resync");
         } else if a.is_degraded() {
             self.emit(Event::Degraded {
@@ -443,8 +450,27 @@ impl Supervisor {
             None => self.run_recovery(&stop, &mut progress),
         };
         *lock(&self.last_result) = Some(result);
-        // A replacement interrupted by a stop continues once redundancy is back.
         let arr = &self.cur();
+        // A dirty degraded array's resync is followed by its recovery (onto a spare, or
+        // of a member part-way rebuilt), as the recovery follows assembly otherwise.
+        if !stop.load(Ordering::Relaxed)
+            && mode == Some(SyncMode::Resync)
+            && arr.is_writable()
+            && !arr.needs_resync()
+            && arr.is_degraded()
+            && (arr.spare_count() > 0 || arr.missing_roles().is_empty())
+        {
+            if let Some(j) = lock(&self.job).as_mut() {
+                j.status = JobStatus {
+                    action: "recover".into(),
+                    ..Default::default()
+                };
+                j.started = Instant::now();
+            }
+            let v = self.run_recovery(&stop, &mut progress);
+            *lock(&self.last_result) = Some(v);
+        }
+        // A replacement interrupted by a stop continues once redundancy is back.
         if !stop.load(Ordering::Relaxed)
             && !arr.replacement_roles().is_empty()
             && !arr.is_degraded()

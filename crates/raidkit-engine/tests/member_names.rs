@@ -122,7 +122,7 @@ fn a_device_the_array_uses_is_refused_as_a_new_spare() {
     arr.fail_member(2, "test").unwrap();
     let e = arr.add_spare(open(&ps[2]), false).unwrap_err().to_string();
     assert!(
-        e.contains("the failed member of role 2; remove it first"),
+        e.contains("the failed member of role 2; remove it from the array first"),
         "{e}"
     );
     // Removed, it may come back as a spare.

@@ -628,8 +628,11 @@ fn a_rebuild_target_that_vanishes_is_named_in_the_error() {
         .set_len(64 << 20)
         .unwrap();
     let spec = PathBuf::from(format!("fault:vanish@30:{}", sp.display()));
-    arr.add_spare(raidkit_engine::dev::open_member(&spec, true).unwrap(), false)
-        .unwrap();
+    arr.add_spare(
+        raidkit_engine::dev::open_member(&spec, true).unwrap(),
+        false,
+    )
+    .unwrap();
     let e = rebuild(&arr, &RebuildOptions::default(), &mut |_, _| {}).unwrap_err();
     assert!(
         matches!(

@@ -93,7 +93,7 @@ impl Array {
             };
             let name = m.dev.name();
             return Some(if m.is_failed() {
-                format!("{name}, the failed member of role {role}; remove it first (--remove), then add it")
+                format!("{name}, the failed member of role {role}; remove it from the array first, then add it")
             } else {
                 format!("{name}, the member of role {role}")
             });

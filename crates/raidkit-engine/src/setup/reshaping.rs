@@ -196,6 +196,13 @@ impl Reshaping {
         }
         let dev_of =
             |r: usize| -> Option<Arc<dyn BlockDev>> { arr.member(r).map(|m| m.dev.clone()) };
+        // A member being built holds nothing of the old geometry: no old copy to compare.
+        let old_dev_of = |r: usize| -> Option<Arc<dyn BlockDev>> {
+            if self.built.get(r).copied().unwrap_or(false) {
+                return None;
+            }
+            dev_of(r)
+        };
         // raidkit's own switch of geometry knows its position exactly: nothing past it is
         // moved, and taking agreeing copies for a move would leave the progress ahead of
         // the record with no mover running, so client writes there would have nothing to
@@ -207,7 +214,7 @@ impl Reshaping {
         let progress = route
             .plan
             .infer_progress(position, steps, |f, t| {
-                evidence(&route.plan, f, t, &dev_of)
+                evidence(&route.plan, f, t, &old_dev_of, &dev_of)
                     .unwrap_or(raidkit_layout::reshape::StepEvidence::Differ)
             })
             .map_err(|e| unsupported(&arr.uuid_text(), e.to_string()))?;
@@ -219,7 +226,7 @@ impl Reshaping {
                 Direction::Forwards => (position, position + step),
                 Direction::Backwards => (position.saturating_sub(step), position),
             };
-            let first = evidence(&route.plan, a, b, &dev_of)
+            let first = evidence(&route.plan, a, b, &old_dev_of, &dev_of)
                 .unwrap_or(raidkit_layout::reshape::StepEvidence::Differ);
             let note = if first == raidkit_layout::reshape::StepEvidence::Differ {
                 format!(

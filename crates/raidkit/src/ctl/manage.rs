@@ -117,8 +117,6 @@ pub struct SyncActionArgs {
     pub resume: bool,
 }
 
-/// A path as the server should see it: canonical, so it matches the names given at
-/// assembly (a path that does not resolve is sent as given, for the server to refuse).
 /// What `manage` asks for, from the options.
 fn manage_op(a: &ManageArgs) -> Result<ManageOp> {
     if let (Some(wm), Some(add)) = (&a.write_mostly, &a.add) {

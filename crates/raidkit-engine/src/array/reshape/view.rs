@@ -76,12 +76,15 @@ pub(crate) fn raw_read(
 
 /// What the members hold for array sectors `[from, to)`: old copies against new copies
 /// (for [`Reshape::infer_progress`]). Past the old array's end there is no old copy: the
-/// new one must read as zeros there (what a reshape writes).
+/// new one must read as zeros there (what a reshape writes). `old_dev_of` and
+/// `new_dev_of` give each geometry's devices: a member the reshape is building has no
+/// old copy (it held nothing in the old geometry), so a step that reads one differs.
 pub(crate) fn evidence(
     plan: &Reshape,
     from: u64,
     to: u64,
-    dev_of: &dyn Fn(usize) -> Option<Arc<dyn BlockDev>>,
+    old_dev_of: &dyn Fn(usize) -> Option<Arc<dyn BlockDev>>,
+    new_dev_of: &dyn Fn(usize) -> Option<Arc<dyn BlockDev>>,
 ) -> Result<StepEvidence> {
     let old_end = plan.old().array_sectors();
     let mut blank = true;
@@ -100,10 +103,10 @@ pub(crate) fn evidence(
                 Side::Old,
                 s,
                 &mut a[..(old_n * SECTOR) as usize],
-                dev_of,
+                old_dev_of,
             )
             .is_some();
-        if !old_ok || raw_read(plan, Side::New, s, &mut b, dev_of).is_none() {
+        if !old_ok || raw_read(plan, Side::New, s, &mut b, new_dev_of).is_none() {
             return Ok(StepEvidence::Differ);
         }
         if a != b {

@@ -231,10 +231,10 @@ fn rebuild_missing(
 ///
 /// An array not stopped cleanly (`resync_offset` set) is resynced where the reshape has
 /// already been first (client writes in flight at the crash may have left its parity
-/// stale, md's write hole); the rest is written whole, parity from the data, as the
-/// reshape moves it. md continues the reshape first and resyncs the whole array after it
-/// (it keeps `resync_offset` through a reshape); this covers the same stripes, and the
-/// part served in the new geometry sooner.
+/// stale, md's write hole), so the part served in the new geometry is redundant sooner;
+/// the resync stays owed (the part not yet moved may be stale too) and, as md does
+/// (it keeps `resync_offset` through a reshape), runs over the whole array once the
+/// reshape has finished.
 pub fn continue_reshape(
     arr: &Arc<Array>,
     opts: &ReshapeOptions,
@@ -301,7 +301,9 @@ fn resync_if_unclean(
             })
         },
     )?;
-    if rep.stopped_at.is_none() && !cur.needs_resync() {
+    // Mid-reshape the resync covered the reshaped part and stays owed (the rest is
+    // resynced after the reshape); otherwise a finished resync is no longer owed.
+    if rep.stopped_at.is_none() && (cur.route().is_some() || !cur.needs_resync()) {
         return Ok(None);
     }
     let position = cur.route().map_or(0, |r| r.window.positions().1);

@@ -3,7 +3,8 @@
 //! in the old one (the route's view). A check visits each side in its geometry; the rows
 //! the position cuts are left out (they belong to neither geometry whole). Nothing is
 //! rewritten across geometries: a repair is refused. A resync (after an unclean stop) covers the part
-//! already in the new geometry; the rest is rewritten whole by the reshape as it moves it.
+//! already in the new geometry; the rest is rewritten whole by the reshape as it moves it,
+//! and the resync stays owed until the one over the whole array after the reshape.
 
 use super::{sync_space, visit, SyncMode, SyncOptions, SyncReport};
 use crate::array::reshape::Route;
@@ -73,10 +74,12 @@ pub(super) fn run(
         rep.sectors_done += part.sectors_done;
         rep.absorb(part);
     }
-    if mode == SyncMode::Resync {
-        arr.set_resync_done();
-        arr.mark_clean()?;
-    }
+    // A resync here leaves the owed resync recorded: the part still in the old geometry
+    // may hold stale parity too (writes in flight at the unclean stop), and until the
+    // reshape has moved it, a member lost there would be rebuilt from that parity. So the
+    // array stays dirty (a degraded start still needs forcing) until the resync after the
+    // reshape, over the whole array, clears it, as md keeps resync_offset through a
+    // reshape.
     Ok(rep)
 }
 
