@@ -103,7 +103,7 @@ fn open_boxed(spec: &Path, write: bool) -> stdio::Result<Box<dyn BlockDev>> {
 
 /// True if `given`, a member as a user named it, denotes `dev`: its name as reports show
 /// it, or what it was opened from ([`BlockDev::opened_from`]) given as any spelling of
-/// the same path (`./b`, `/srv/raid/b`, a symlink), with or without a fault-injection
+/// the same file or device (`./b`, `/srv/raid/b`, a symlink: [`crate::same_member`]), with or without a fault-injection
 /// wrapper around it (`fault:RULES:PATH`, whatever the rules).
 pub fn names_device(dev: &dyn BlockDev, given: &str) -> bool {
     if given == dev.name() {
@@ -113,14 +113,12 @@ pub fn names_device(dev: &dyn BlockDev, given: &str) -> bool {
     while let Some((_, inner)) = fault::split_spec(base) {
         base = inner;
     }
-    let source = dev.opened_from();
-    if base == source {
-        return true;
-    }
-    match (std::fs::canonicalize(base), std::fs::canonicalize(source)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
+    // By identity (the same file or device through any path, a link, a whole-file loop
+    // device), as a member list's paths are told apart.
+    use crate::setup::identity::{member_identity, same_member};
+    let id = |p: &Path| member_identity(p, false).ok().flatten();
+    let (a, b) = (Path::new(base), Path::new(dev.opened_from()));
+    same_member((a, id(a)), (b, id(b)))
 }
 
 /// Check that `[offset, offset + len)` lies within a device of `size` bytes.

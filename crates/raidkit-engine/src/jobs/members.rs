@@ -10,10 +10,8 @@ use crate::error::Result;
 use crate::locks::lock;
 use crate::meta::sb::write_super;
 use crate::meta::sb::Super;
-use crate::setup::identity::member_identity;
 use raidkit_format::v090::{self, SuperblockV090};
 use raidkit_format::v1::{self, feature, Minor, SuperblockV1};
-use std::path::Path;
 use std::sync::Arc;
 
 impl Array {
@@ -81,11 +79,7 @@ impl Array {
     /// shares its file or block device with) a device the array uses: a member, failed
     /// or not, a replacement or a spare. Devices that have left the array do not count.
     fn place_of(&self, dev: &dyn BlockDev) -> Option<String> {
-        let id = |d: &dyn BlockDev| member_identity(Path::new(d.opened_from()), false).ok()?;
-        let new_id = id(dev);
-        let same = |d: &dyn BlockDev| {
-            d.opened_from() == dev.opened_from() || new_id.is_some_and(|n| id(d) == Some(n))
-        };
+        let same = |d: &dyn BlockDev| crate::dev::names_device(d, dev.opened_from());
         let members: Vec<_> = self.slots().iter().cloned().enumerate().collect();
         for (role, m) in members {
             let Some(m) = m.filter(|m| same(m.dev.as_ref())) else {

@@ -341,7 +341,7 @@ impl Supervisor {
         }
         if a.needs_resync() {
             self.emit(Event::UncleanStopDetected {
-                note: "redundancy may be inconsistent; resyncing the part already reshaped, then continuing the reshape (it writes every stripe it moves with parity from the data)".into(),
+                note: "redundancy may be inconsistent; the reshape continues (it writes every stripe it moves with parity from the data), then the whole array is resynced".into(),
             });
         }
         let _ = self.continue_reshape();

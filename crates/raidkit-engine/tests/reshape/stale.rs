@@ -142,7 +142,7 @@ fn a_stretch_inferred_as_moved_gets_its_parity_before_it_is_served() {
 
 /// (b) A grow stopped half-way by a crash while clients wrote (every superblock says the
 /// array was in use; one stripe already reshaped has stale parity). Served, the array is
-/// resynced where it is reshaped and the reshape finishes: the unclean stop is reported,
+/// reshaped to the end and then resynced: the unclean stop is reported,
 /// no resync is left owed, and a check finds nothing.
 #[test]
 fn an_unclean_stop_mid_reshape_is_resynced_when_served() {

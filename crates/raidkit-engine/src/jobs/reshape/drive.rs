@@ -229,21 +229,16 @@ fn rebuild_missing(
 /// Continue the reshape found on the members of `arr` (raidkit's, the kernel's or
 /// mdadm's) to the end or until `opts.stop`.
 ///
-/// An array not stopped cleanly (`resync_offset` set) is resynced where the reshape has
-/// already been first (client writes in flight at the crash may have left its parity
-/// stale, md's write hole), so the part served in the new geometry is redundant sooner;
-/// the resync stays owed (the part not yet moved may be stale too) and, as md does
-/// (it keeps `resync_offset` through a reshape), runs over the whole array once the
-/// reshape has finished.
+/// An array not stopped cleanly (`resync_offset` set: client writes in flight at the
+/// crash may have left parity stale, md's write hole) keeps that resync owed through the
+/// reshape, as md keeps `resync_offset`, and is resynced whole once the reshape has
+/// finished (a resync of the reshaped part first would be redone at every restart).
 pub fn continue_reshape(
     arr: &Arc<Array>,
     opts: &ReshapeOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ReshapeEnd> {
     let cur = arr.current();
-    if let Some(end) = resync_if_unclean(&cur, opts, progress)? {
-        return Ok(end);
-    }
     let end = mover::run(&cur, opts, &mut |d, t| {
         progress(&Progress {
             stage: 1,
@@ -270,16 +265,15 @@ pub fn continue_reshape(
     Ok(end)
 }
 
-/// If `cur` was not stopped cleanly (and is writable), resync it: mid-reshape the part
-/// already in the new geometry, else all of it. Some(end) if the resync was stopped
-/// (the reshape stays where it is recorded).
+/// If `cur` (no longer reshaping) was not stopped cleanly and is writable, resync it
+/// whole; a resync stopped part-way stays recorded for the next start.
 fn resync_if_unclean(
     cur: &Array,
     opts: &ReshapeOptions,
     progress: &mut dyn FnMut(&Progress),
-) -> Result<Option<ReshapeEnd>> {
+) -> Result<()> {
     if !cur.writable || !cur.needs_resync() {
-        return Ok(None);
+        return Ok(());
     }
     let so = crate::jobs::sync::SyncOptions {
         full: true,
@@ -287,7 +281,7 @@ fn resync_if_unclean(
         max_bytes_per_sec: opts.max_bytes_per_sec.clone(),
         ..Default::default()
     };
-    let rep = crate::jobs::sync::run_opts(
+    crate::jobs::sync::run_opts(
         cur,
         crate::jobs::sync::SyncMode::Resync,
         &so,
@@ -301,13 +295,7 @@ fn resync_if_unclean(
             })
         },
     )?;
-    // Mid-reshape the resync covered the reshaped part and stays owed (the rest is
-    // resynced after the reshape); otherwise a finished resync is no longer owed.
-    if rep.stopped_at.is_none() && (cur.route().is_some() || !cur.needs_resync()) {
-        return Ok(None);
-    }
-    let position = cur.route().map_or(0, |r| r.window.positions().1);
-    Ok(Some(ReshapeEnd::Stopped { position }))
+    Ok(())
 }
 
 /// Turn the reshape of `arr` around where it stands (no mover may be running): the data
