@@ -30,6 +30,7 @@ echo "readme-check: the test command '$test_cmd' is what .ci/run executes"
 work="$repo/target/readme-check"
 rm -rf "$work" && mkdir -p "$work"
 log="$work/demo.log"
+: >"$log"  # exists before the wait below greps it
 echo "readme-check: running '$demo_cmd' in ${work#"$repo"/}"
 # A process group of its own, so that SIGINT reaches cargo and raidkit as Ctrl-C would.
 (cd "$work" && exec setsid bash -c "exec $demo_cmd" >"$log" 2>&1) &
