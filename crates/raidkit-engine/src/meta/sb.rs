@@ -195,6 +195,11 @@ impl Super {
     pub fn set_events(&mut self, e: u64) {
         match self {
             Super::V090(s) => {
+                // A checkpoint valid before (cp_events = events: `recovery_cp` counts)
+                // stays valid, as md rewrites cp_events with events while in sync.
+                if s.cp_events == s.events {
+                    s.cp_events = e;
+                }
                 s.events = e;
             }
             Super::V1(s) => s.events = e,
