@@ -73,3 +73,43 @@ fn crash_after_re_add_resyncs_regions_dirtied_before_it() {
         rep.mismatches
     );
 }
+
+/// The bitmap is removed while a member is away: the member comes back (rebuilt in full:
+/// no bitmap vouches for what it missed) and its superblock no longer points at a
+/// bitmap, like every other member's; the array assembles without one.
+#[test]
+fn re_add_after_the_bitmap_was_removed() {
+    use raidkit_engine::grow::BitmapMode;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(4 << 20);
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(64 * 1024);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(0, "test").unwrap();
+    arr.remove_member(&ps[0].display().to_string()).unwrap();
+    arr.set_bitmap(BitmapMode::None).unwrap();
+    arr.write(R1, &[3; 4096]).unwrap();
+    let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[0], true).unwrap());
+    let rep = arr
+        .re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+        .unwrap();
+    assert_eq!(rep.sectors, arr.geometry().used_dev_sectors(0));
+    arr.stop().unwrap();
+    for p in &ps {
+        let d = FileDev::open(p, false).unwrap();
+        let sb = &raidkit_engine::sb::probe(&d).unwrap().found[0].0;
+        assert_eq!(
+            sb.feature_map() & 1,
+            0,
+            "{} still points at a bitmap",
+            p.display()
+        );
+    }
+    let arr = assemble_paths(&ps, &ro()).unwrap();
+    let mut b = vec![0u8; 4096];
+    arr.read(R1, &mut b).unwrap();
+    assert_eq!(b, vec![3; 4096]);
+}

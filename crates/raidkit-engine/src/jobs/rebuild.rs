@@ -516,6 +516,15 @@ impl Array {
         } else {
             None
         };
+        // It says what the array was when it left: shape, size, bitmap and state are
+        // the array's now (a working member's), only its own fields stay.
+        let mut sb = sb;
+        {
+            let meta = lock(&self.meta.sb);
+            if let Some(&i) = self.live_devices().first() {
+                sb.take_array_fields(&meta.sbs[i]);
+            }
+        }
         // Nothing it says is used before it is checked against the device.
         let areas = crate::assemble::checked_areas(dev.as_ref(), &sb)?;
         // Register it in its old role, unreadable until resynced.
