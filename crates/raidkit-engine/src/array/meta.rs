@@ -368,12 +368,11 @@ impl Array {
         if self.meta.forced_clean {
             meta.resync_from = MAX_SECTOR;
         }
-        let resync = if meta.resync_from == MAX_SECTOR {
-            0
-        } else {
-            meta.resync_from
-        };
-        self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
+        // Active: 0, as md writes while not in sync, never a resync checkpoint found at
+        // assembly. Writes below it may be torn by a crash, and md resyncs only from the
+        // recorded offset on (keeping no bitmap bit below it either); the checkpoint is
+        // written again by the next clean mark.
+        self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(0))?;
         meta.dirty = true;
         meta.disk_active = true;
         self.meta.dirty_fast.store(true, Ordering::Release);

@@ -516,6 +516,15 @@ impl Array {
         } else {
             None
         };
+        // It says what the array was when it left: shape, size, bitmap and state are
+        // the array's now (a working member's), only its own fields stay.
+        let mut sb = sb;
+        {
+            let meta = lock(&self.meta.sb);
+            if let Some(&i) = self.live_devices().first() {
+                sb.take_array_fields(&meta.sbs[i]);
+            }
+        }
         // Nothing it says is used before it is checked against the device.
         let areas = crate::assemble::checked_areas(dev.as_ref(), &sb)?;
         // Register it in its old role, unreadable until resynced.
@@ -524,6 +533,10 @@ impl Array {
             let mut meta = lock(&self.meta.sb);
             let devnum = sb.dev_number();
             let mut sb = sb;
+            // Its superblock said what the array was when it left (clean, perhaps): from
+            // now on it says what the array is, or a crash while the array is active
+            // would find a member that calls it clean and resync nothing.
+            sb.set_resync_offset(if meta.dirty { 0 } else { meta.resync_from });
             if let Super::V1(s) = &mut sb {
                 s.feature_map |= feature::RECOVERY_OFFSET;
                 if guided.is_some() {
@@ -538,11 +551,17 @@ impl Array {
             }
             meta.roles[devnum] = role as u16;
             if let Some(bm) = self.bm().as_ref() {
+                // Its own bits are those of when it left: it gets the array's now (in
+                // the bitmap's IO turn, so no round setting bits is in flight), or the
+                // next assembly could read its copy and miss bits set meanwhile that
+                // later writes found already set.
+                let _io = lock(&self.meta.bitmap_io);
                 let mut b = lock(bm);
                 if b.locs.len() <= idx {
                     b.locs.resize(idx + 1, None);
                 }
                 b.locs[idx] = areas.bitmap_start;
+                b.write_bits_to(dev.as_ref(), idx)?;
             }
             let data_offset = meta.sbs[idx].data_offset();
             // The member's own bad-block log stays with it (those sectors still hold no

@@ -195,6 +195,11 @@ impl Super {
     pub fn set_events(&mut self, e: u64) {
         match self {
             Super::V090(s) => {
+                // A checkpoint valid before (cp_events = events: `recovery_cp` counts)
+                // stays valid, as md rewrites cp_events with events while in sync.
+                if s.cp_events == s.events {
+                    s.cp_events = e;
+                }
                 s.events = e;
             }
             Super::V1(s) => s.events = e,
@@ -426,6 +431,41 @@ impl Super {
             Some(r) if r.delta_disks < 0 => n.saturating_add(r.delta_disks.unsigned_abs() as usize),
             _ => n,
         }
+    }
+    /// Take the array-wide fields of `array` (a working member's superblock), keeping this
+    /// device's own (its number, offsets, sizes, flags, bad-block log, recovery state):
+    /// a member coming back has the superblock of the array as it was when it left
+    /// (shape, size, bitmap, state), and md rewrites it whole from the array's. 1.x only
+    /// (0.90 superblocks are rewritten from the descriptor table on every write).
+    pub fn take_array_fields(&mut self, array: &Super) {
+        let (Super::V1(me), Super::V1(a)) = (self, array) else {
+            return;
+        };
+        const ARRAY_WIDE: u32 = feature::BITMAP_OFFSET
+            | feature::RESHAPE_ACTIVE
+            | feature::RESHAPE_BACKWARDS
+            | feature::CLUSTERED
+            | feature::JOURNAL
+            | feature::PPL
+            | feature::MULTIPLE_PPLS
+            | feature::RAID0_LAYOUT;
+        me.feature_map = (me.feature_map & !ARRAY_WIDE) | (a.feature_map & ARRAY_WIDE);
+        me.set_name = a.set_name;
+        me.ctime = a.ctime;
+        me.level = a.level;
+        me.layout = a.layout;
+        me.size = a.size;
+        me.chunksize = a.chunksize;
+        me.raid_disks = a.raid_disks;
+        me.bitmap_offset = a.bitmap_offset;
+        me.new_level = a.new_level;
+        me.reshape_position = a.reshape_position;
+        me.delta_disks = a.delta_disks;
+        me.new_layout = a.new_layout;
+        me.new_chunk = a.new_chunk;
+        me.events = a.events;
+        me.utime = a.utime;
+        me.resync_offset = a.resync_offset;
     }
     /// Set the component size (`size`, sectors; 0.90 stores KiB).
     pub fn set_size_sectors(&mut self, sectors: u64) {
