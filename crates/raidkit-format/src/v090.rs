@@ -171,6 +171,19 @@ fn csum_words(buf: &[u8]) -> u32 {
     ((sum & 0xffff_ffff) + (sum >> 32)) as u32
 }
 
+/// The ones'-complement 16-bit fold of a 32-bit checksum (two end-around-carry folds).
+fn fold16(csum: u32) -> u32 {
+    let once = (csum & 0xffff) + (csum >> 16);
+    (once & 0xffff) + (once >> 16)
+}
+
+/// Whether a stored checksum is accepted against the computed one: equal, or equal in
+/// their 16-bit folds, which is all the kernel compares (§2.4). A superblock the kernel
+/// assembles must not be refused here; raidkit itself always writes the full value.
+fn checksum_accepted(stored: u32, computed: u32) -> bool {
+    stored == computed || fold16(stored) == fold16(computed)
+}
+
 impl SuperblockV090 {
     /// Decode and validate (magic, major 0, minor 90/91, checksum; `raid_disks`, `nr_disks`
     /// and, for minor 91, the pre-reshape count `raid_disks − delta_disks` within
@@ -226,7 +239,7 @@ impl SuperblockV090 {
                 });
             }
         }
-        let ok = word(buf, CSUM_WORD)? == csum_words(buf);
+        let ok = checksum_accepted(word(buf, CSUM_WORD)?, csum_words(buf));
         let mut disks = [DiskDescriptor::default(); MD_SB_DISKS];
         for (i, d) in disks.iter_mut().enumerate() {
             *d = desc_at(buf, 128 + 32 * i)?;

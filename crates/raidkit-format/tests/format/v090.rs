@@ -144,6 +144,36 @@ fn errors_exact() {
     );
 }
 
+/// The kernel compares only the 16-bit folds of the stored and computed checksums, so a
+/// stored value that differs in 32 bits but not in its fold is accepted (the kernel
+/// assembles it); one that differs in its fold is refused.
+#[test]
+fn checksum_equal_in_its_16_bit_fold_is_accepted() {
+    let b = sample().encode();
+    let computed = u32::from_le_bytes(b[152..156].try_into().unwrap());
+    // x and x ± 0xffff have the same ones'-complement 16-bit fold.
+    let same_fold = if computed >= 0x1_0000 {
+        computed - 0xffff
+    } else {
+        computed + 0xffff
+    };
+    let mut x = b.clone();
+    x[152..156].copy_from_slice(&same_fold.to_le_bytes());
+    let sb = SuperblockV090::parse(&x).unwrap();
+    assert_eq!(sb.encode(), b, "re-encoded with the full 32-bit checksum");
+    let (_, ok) = SuperblockV090::parse_lenient(&x).unwrap();
+    assert!(ok);
+    let other_fold = same_fold ^ 0x1;
+    x[152..156].copy_from_slice(&other_fold.to_le_bytes());
+    assert_eq!(
+        SuperblockV090::parse(&x),
+        Err(FormatError::BadChecksum {
+            stored: other_fold,
+            computed
+        })
+    );
+}
+
 #[test]
 fn uuid_views() {
     let mut sb = sample();
