@@ -368,12 +368,10 @@ impl Array {
         if self.meta.forced_clean {
             meta.resync_from = MAX_SECTOR;
         }
-        let resync = if meta.resync_from == MAX_SECTOR {
-            0
-        } else {
-            meta.resync_from
-        };
-        self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(resync))?;
+        // Dirty, the superblocks say 0 whatever resync is owed (md's rule): writes in
+        // flight at a crash may leave parity stale anywhere, below a resync's resume
+        // point too. Only a clean mark records that point.
+        self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(0))?;
         meta.dirty = true;
         meta.disk_active = true;
         self.meta.dirty_fast.store(true, Ordering::Release);
@@ -601,6 +599,26 @@ impl Array {
 
     pub(crate) fn set_resync_done(&self) {
         lock(&self.meta.sb).resync_from = MAX_SECTOR;
+    }
+
+    /// Where a resync owed resumes (sync-space sectors, md's `resync_offset`): 0 when
+    /// none is owed (a resync asked for anyway covers everything).
+    pub(crate) fn resync_resume(&self) -> u64 {
+        match lock(&self.meta.sb).resync_from {
+            MAX_SECTOR => 0,
+            at => at,
+        }
+    }
+
+    /// A resync owed was stopped at sync-space sector `at`, everything before it done:
+    /// the next one resumes there (recorded at the next clean mark; while dirty the
+    /// superblocks say 0, see `ensure_dirty`). Nothing is recorded when no resync is
+    /// owed.
+    pub(crate) fn resync_stopped_at(&self, at: u64) {
+        let mut meta = lock(&self.meta.sb);
+        if meta.resync_from != MAX_SECTOR {
+            meta.resync_from = meta.resync_from.max(at);
+        }
     }
 
     /// True if the array has an internal write-intent bitmap.
