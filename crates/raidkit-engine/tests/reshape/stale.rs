@@ -167,15 +167,7 @@ fn a_reshape_continued_after_an_unclean_stop_keeps_the_resync_owed_until_it_ends
         arr.current().needs_resync(),
         "the resync owed was cleared mid-reshape"
     );
-    let end = continue_reshape(&arr, &ReshapeOptions::default(), &mut |_| {}).unwrap();
-    assert_eq!(end, ReshapeEnd::Finished);
-    let cur = arr.current();
-    assert!(
-        !cur.needs_resync(),
-        "the resync after the reshape never ran"
-    );
-    check("after the reshape and its resync", &cur, m.seed, m.bytes);
-    clean_check("after the reshape and its resync", &cur);
+    finished_and_resynced("after the reshape and its resync", &arr, &m);
 }
 
 /// A RAID4 stopped uncleanly while its parity member was part-way rebuilt starts (the
@@ -265,21 +257,29 @@ fn a_resync_stopped_mid_reshape_resumes_where_it_stopped() {
         arr.needs_resync(),
         "the resync owed was cleared mid-reshape"
     );
+    // Dirty again: a crash now must resync everything, below the resume point too.
+    assert_eq!(read_v1(&all[0]).resync_offset, 0, "dirty again");
     arr.mark_clean().unwrap();
     assert_eq!(
         read_v1(&all[0]).resync_offset,
         todo,
         "resumes after the part done"
     );
-    let end = continue_reshape(&arr, &ReshapeOptions::default(), &mut |_| {}).unwrap();
-    assert_eq!(end, ReshapeEnd::Finished);
+    finished_and_resynced("resync resumed mid-reshape", &arr, &m);
+}
+
+/// Continue the reshape of `arr` to its end: then no resync is owed (the one after the
+/// reshape ran), and data and redundancy are right.
+fn finished_and_resynced(name: &str, arr: &Arc<Array>, m: &Made) {
+    let end = continue_reshape(arr, &ReshapeOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(end, ReshapeEnd::Finished, "{name}");
     let cur = arr.current();
     assert!(
         !cur.needs_resync(),
-        "the resync after the reshape never ran"
+        "{name}: the resync after the reshape never ran"
     );
-    check("resync resumed mid-reshape", &cur, m.seed, m.bytes);
-    clean_check("resync resumed mid-reshape", &cur);
+    check(name, &cur, m.seed, m.bytes);
+    clean_check(name, &cur);
 }
 
 /// Turned back, the reshape leaves the new geometry's sync space, where the resync's
