@@ -10,6 +10,7 @@ use raidkit_engine::sync::{self, SyncMode};
 use raidkit_format::v1::SuperblockV1;
 use raidkit_layout::Level;
 use raidkit_testkit::arrays::{create_options, member_files};
+use raidkit_testkit::superblock::{patch_v1, read_v1};
 use raidkit_testkit::tempdir::TempDir;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -36,24 +37,11 @@ fn raid1(dir: &TempDir, n: usize, bitmap: bool) -> Vec<PathBuf> {
 
 /// Rewrite the 1.2 superblock of `p` through `f`, checksum fixed.
 fn patch(p: &Path, f: impl FnOnce(&mut SuperblockV1)) {
-    let fd = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(p)
-        .unwrap();
-    let mut buf = vec![0u8; 4096];
-    fd.read_exact_at(&mut buf, 8 * 512).unwrap();
-    let mut sb = SuperblockV1::parse(&buf).unwrap();
-    f(&mut sb);
-    let len = sb.write_len();
-    fd.write_all_at(&sb.encode()[..len], 8 * 512).unwrap();
+    patch_v1(p, f);
 }
 
 fn events(p: &Path) -> u64 {
-    let fd = std::fs::File::open(p).unwrap();
-    let mut buf = vec![0u8; 4096];
-    fd.read_exact_at(&mut buf, 8 * 512).unwrap();
-    SuperblockV1::parse(&buf).unwrap().events
+    read_v1(p).events
 }
 
 #[test]

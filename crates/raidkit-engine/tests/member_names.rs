@@ -134,6 +134,33 @@ fn a_device_the_array_uses_is_refused_as_a_new_spare() {
     assert!(read_all(&survivors, &ro()).unwrap() == model);
 }
 
+/// The duplicate check compares what the open descriptors have open, not paths: a
+/// member whose file was renamed since assembly is refused under its new name, and a new
+/// file put at a member's old path is another device (it is added as a spare).
+#[test]
+fn a_renamed_or_replaced_member_path_does_not_fool_the_duplicate_check() {
+    let dir = TempDir::new("rk-names").unwrap();
+    let (ps, model) = make(&Case::v12(Level::Raid5, "left-symmetric", 4, 64, 2), &dir);
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    let moved = dir.path().join("moved-m1");
+    std::fs::rename(&ps[1], &moved).unwrap();
+    let e = arr.add_spare(open(&moved), false).unwrap_err().to_string();
+    assert!(
+        e.contains("is already in this array as") && e.contains("the member of role 1"),
+        "{e}"
+    );
+    let size = std::fs::metadata(&moved).unwrap().len();
+    std::fs::File::create(&ps[1])
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    arr.add_spare(open(&ps[1]), false).unwrap();
+    assert_eq!(arr.spare_count(), 1);
+    arr.stop().unwrap();
+    let now = vec![ps[0].clone(), moved, ps[2].clone(), ps[3].clone()];
+    assert!(read_all(&now, &ro()).unwrap() == model);
+}
+
 /// A member that was replaced, given back with the array's members, is refused with what
 /// it is (a former member the array is complete without), not as a degraded array's.
 #[test]

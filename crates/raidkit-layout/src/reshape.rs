@@ -20,9 +20,11 @@
 //! Units: "array sector" as in md, "data sector" relative to a member's data start,
 //! "device sector" absolute on the member ([`MemberSector`]).
 
+mod members;
 mod plan;
 mod takeover;
 
+pub use members::builds_member;
 pub use plan::{PlanError, Step, StepEvidence, MAX_STEP_SECTORS};
 pub use takeover::{takeover, Takeover};
 

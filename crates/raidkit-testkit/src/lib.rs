@@ -10,6 +10,8 @@
 //!   test's hooks (count, delay, fail or watch its IO).
 //! * `arrays` (feature `engine`): member files in a test's directory and the options to
 //!   create an array over them.
+//! * `superblock` (feature `superblock`): a member file's 1.x superblock read and
+//!   rewritten in place.
 
 #[cfg(feature = "engine")]
 pub mod arrays;
@@ -19,6 +21,8 @@ pub mod hooked;
 pub mod mdref;
 pub mod pattern;
 pub mod proc;
+#[cfg(feature = "superblock")]
+pub mod superblock;
 pub mod tempdir;
 
 use std::path::PathBuf;

@@ -50,17 +50,7 @@ fn create(dir: &Path, extra: &[&str], members: &[&str]) {
 
 /// Rewrite the 1.x superblock at `sector` of `file` through `f`, checksum fixed.
 fn patch_v1(file: &Path, sector: u64, f: impl FnOnce(&mut SuperblockV1)) {
-    let fd = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(file)
-        .unwrap();
-    let mut buf = vec![0u8; 4096];
-    fd.read_exact_at(&mut buf, sector * 512).unwrap();
-    let mut sb = SuperblockV1::parse(&buf).unwrap();
-    f(&mut sb);
-    let len = sb.write_len();
-    fd.write_all_at(&sb.encode()[..len], sector * 512).unwrap();
+    raidkit_testkit::superblock::patch_v1_at(file, sector, f);
 }
 
 /// Rewrite the 0.90 superblock of `file` through `f`, checksum fixed.

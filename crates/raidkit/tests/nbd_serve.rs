@@ -451,6 +451,23 @@ fn config_file_tcp_and_tls_psk() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("members = [\"...\", ...] is required"));
 }
 
+/// `serve` with a config of a socket and `arrays` (its `[[array]]` sections), which it
+/// must refuse (exit 1, within 30 s): what it said on stderr.
+fn serve_refused(dir: &Path, arrays: &str) -> String {
+    let config = format!("socket = \"nbd.sock\"\n{arrays}");
+    std::fs::write(dir.join("twice.toml"), config).unwrap();
+    let out = proc::run_timeout(
+        Command::new(RAIDKIT)
+            .current_dir(dir)
+            .env("RAIDKIT_RUN_DIR", dir.join("run"))
+            .args(["serve", "--config", "twice.toml"]),
+        30,
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    err
+}
+
 /// Two `[[array]]` sections over the same members (through a symlink, under other
 /// names) were both served: two arrays in one process writing one set of disks, each
 /// with its own cache and superblock updates. Now refused before anything is opened.
@@ -460,21 +477,11 @@ fn config_arrays_sharing_a_member_are_refused() {
     let dir = t.path();
     create(dir, "1", &["m0", "m1"], &["--name", "mirror"]);
     std::os::unix::fs::symlink("m1", dir.join("link1")).unwrap();
-    std::fs::write(
-        dir.join("twice.toml"),
-        "socket = \"nbd.sock\"\n[[array]]\nname = \"x\"\nmembers = [\"m0\", \"m1\"]\n[[array]]\nname = \"y\"\nmembers = [\"link1\", \"m0\"]\n",
-    )
-    .unwrap();
     // (It served both before: killed after 30 s, the test fails.)
-    let out = proc::run_timeout(
-        Command::new(RAIDKIT)
-            .current_dir(dir)
-            .env("RAIDKIT_RUN_DIR", dir.join("run"))
-            .args(["serve", "--config", "twice.toml"]),
-        30,
+    let err = serve_refused(
+        dir,
+        "[[array]]\nname = \"x\"\nmembers = [\"m0\", \"m1\"]\n[[array]]\nname = \"y\"\nmembers = [\"link1\", \"m0\"]\n",
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(
         err,
         "raidkit: error: m1 (array #1) and link1 (array #2) are the same device: a member belongs to one array only (read-only entries too)\n"
@@ -488,20 +495,10 @@ fn config_arrays_sharing_a_member_are_refused() {
 fn config_arrays_sharing_a_missing_member_are_refused() {
     let t = tempdir("share-missing");
     let dir = t.path();
-    std::fs::write(
-        dir.join("twice.toml"),
-        "socket = \"nbd.sock\"\n[[array]]\nname = \"x\"\nmembers = [\"gone\"]\n[[array]]\nname = \"y\"\nread_only = true\nmembers = [\"./gone\"]\n",
-    )
-    .unwrap();
-    let out = proc::run_timeout(
-        Command::new(RAIDKIT)
-            .current_dir(dir)
-            .env("RAIDKIT_RUN_DIR", dir.join("run"))
-            .args(["serve", "--config", "twice.toml"]),
-        30,
+    let err = serve_refused(
+        dir,
+        "[[array]]\nname = \"x\"\nmembers = [\"gone\"]\n[[array]]\nname = \"y\"\nread_only = true\nmembers = [\"./gone\"]\n",
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(
         err,
         "raidkit: error: gone (array #1) and ./gone (array #2) are the same device: a member belongs to one array only (read-only entries too)\n"

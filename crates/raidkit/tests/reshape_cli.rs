@@ -488,6 +488,18 @@ fn status_of(d: &Path) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// A RAID5 of a0..a2 (8 MiB of data written: returned) served, with a blank a3 beside it
+/// to add, and the reshape speed limited to 2 MiB/s so a test can act half-way.
+fn served_slowly(d: &Path) -> (Vec<u8>, proc::Stopping) {
+    std::fs::create_dir(run_dir(d)).unwrap();
+    let data = array(d, "5", &["a0", "a1", "a2"], 8 << 20);
+    files(d, &["a3"], 16 << 20);
+    let serve = serve_logged(d, &["a0", "a1", "a2"]);
+    wait_for("the control socket", 30, || !status_of(d).is_null());
+    ok_err(d, &["grow", "vol", "--speed-limit", "2M"]);
+    (data, serve)
+}
+
 /// `grow NAME --revert` half-way: `status` counts the way back from where the reshape was
 /// turned (not from the far end of the array), on the reshape line and the job line alike,
 /// with the speed of this job (within the speed limit) and an ETA that follows from it.
@@ -498,14 +510,9 @@ fn status_of(d: &Path) -> Value {
 fn online_revert_counts_back_and_reshape_events() {
     let t = TempDir::new("rk-reshape-rev").unwrap();
     let d = t.path();
-    std::fs::create_dir(run_dir(d)).unwrap();
-    let data = array(d, "5", &["a0", "a1", "a2"], 8 << 20);
-    files(d, &["a3"], 16 << 20);
-    let serve = serve_logged(d, &["a0", "a1", "a2"]);
-    wait_for("the control socket", 30, || !status_of(d).is_null());
+    let (data, serve) = served_slowly(d);
     let before = status_of(d)["array_bytes"].clone();
     let limit: u64 = 2 << 20;
-    ok_err(d, &["grow", "vol", "--speed-limit", "2M"]);
     ok_err(d, &["grow", "vol", "--add", "a3", "--raid-devices", "4"]);
     // Let it move 6 MiB or more (of 48), then turn it back.
     wait_for("the reshape to move 6 MiB", 60, || {
@@ -605,12 +612,7 @@ fn online_revert_counts_back_and_reshape_events() {
 fn online_raid5_to_6_is_not_turned_back_and_goes_on() {
     let t = TempDir::new("rk-reshape-r6rev").unwrap();
     let d = t.path();
-    std::fs::create_dir(run_dir(d)).unwrap();
-    let data = array(d, "5", &["a0", "a1", "a2"], 8 << 20);
-    files(d, &["a3"], 16 << 20);
-    let serve = serve_logged(d, &["a0", "a1", "a2"]);
-    wait_for("the control socket", 30, || !status_of(d).is_null());
-    ok_err(d, &["grow", "vol", "--speed-limit", "2M"]);
+    let (data, serve) = served_slowly(d);
     ok_err(d, &["grow", "vol", "--add", "a3", "--level", "6"]);
     wait_for("the restripe to move 1 MiB", 60, || {
         status_of(d)["reshape"]["progress_sectors"]

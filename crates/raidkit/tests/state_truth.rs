@@ -3,11 +3,11 @@
 //! clean; `status` says active while the superblocks do; `export` of an array whose
 //! members are all there but one is not in sync does not print an empty role list.
 
-use raidkit_format::v1::{feature, SuperblockV1};
+use raidkit_format::v1::feature;
 use raidkit_testkit::proc::{self, Daemon};
+use raidkit_testkit::superblock::patch_v1;
 use raidkit_testkit::tempdir::TempDir;
 use serde_json::Value;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -19,21 +19,6 @@ fn ok(d: &Path, args: &[&str]) -> String {
 
 fn json(d: &Path, args: &[&str]) -> Value {
     serde_json::from_str(&ok(d, args)).unwrap()
-}
-
-/// Rewrite the 1.2 superblock (sector 8) of `file` through `f`, checksum fixed.
-fn patch_v1(file: &Path, f: impl FnOnce(&mut SuperblockV1)) {
-    let fd = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(file)
-        .unwrap();
-    let mut buf = vec![0u8; 4096];
-    fd.read_exact_at(&mut buf, 8 * 512).unwrap();
-    let mut sb = SuperblockV1::parse(&buf).unwrap();
-    f(&mut sb);
-    let len = sb.write_len();
-    fd.write_all_at(&sb.encode()[..len], 8 * 512).unwrap();
 }
 
 fn setup(level: &str, members: &[&str]) -> TempDir {

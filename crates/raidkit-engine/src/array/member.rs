@@ -372,26 +372,46 @@ impl Array {
     }
 
     /// The name of the device `given` names ([`crate::dev::names_device`]: its name, its
-    /// path in any spelling, or a fault spec around it). Members and replacements are
-    /// asked first, then spares, then devices the array knew (a failed member whose role
-    /// was taken over), so a name that a current device and a departed one share is the
-    /// current one's. None if no device matches.
+    /// path in any spelling, or a fault spec around it), looked up in [`Array::places`]
+    /// order, so a name that a current device and a departed one share is the current
+    /// one's. None if no device matches.
     pub fn device_named(&self, given: &str) -> Option<String> {
-        // Each lock in turn (never two at once); the paths are resolved outside them.
-        let mut known: Vec<Arc<dyn BlockDev>> = self
-            .slots()
+        self.places()
             .iter()
-            .flatten()
-            .map(|m| m.dev.clone())
-            .collect();
-        known.extend(self.replacements().iter().flatten().map(|m| m.dev.clone()));
+            .find(|(d, _)| crate::dev::names_device(d.as_ref(), given))
+            .map(|(d, _)| d.name().to_string())
+    }
+
+    /// Every device the array knows, with its place: members by role (failed or not),
+    /// replacements by role, spares, then the devices that hold no place now (a failed
+    /// member whose role was taken over). Each lock in turn, never two at once.
+    pub(crate) fn places(&self) -> Vec<(Arc<dyn BlockDev>, Place)> {
+        let mut out: Vec<(Arc<dyn BlockDev>, Place)> = Vec::new();
+        let mut held: Vec<usize> = Vec::new();
+        for (role, m) in self.slots().iter().enumerate() {
+            if let Some(m) = m {
+                let failed = m.is_failed();
+                out.push((m.dev.clone(), Place::Member { role, failed }));
+                held.push(m.index);
+            }
+        }
+        for (role, m) in self.replacements().iter().enumerate() {
+            if let Some(m) = m {
+                out.push((m.dev.clone(), Place::Replacement { role }));
+                held.push(m.index);
+            }
+        }
+        let spares = self.spares().clone();
         let devs = self.devs().clone();
-        known.extend(self.spares().iter().filter_map(|&i| devs.get(i).cloned()));
-        known.extend(devs);
-        known
-            .iter()
-            .find(|d| crate::dev::names_device(d.as_ref(), given))
-            .map(|d| d.name().to_string())
+        for &i in &spares {
+            if let Some(d) = devs.get(i) {
+                out.push((d.clone(), Place::Spare));
+                held.push(i);
+            }
+        }
+        let departed = devs.iter().enumerate().filter(|(i, _)| !held.contains(i));
+        out.extend(departed.map(|(_, d)| (d.clone(), Place::Departed)));
+        out
     }
 
     /// Number of hot spares.
@@ -629,4 +649,17 @@ mod tests {
             assert!(same.is_some_and(|(a, b)| Arc::ptr_eq(a, b)));
         }
     }
+}
+
+/// Where a device sits in an array ([`Array::places`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// The member of `role`, failed or not.
+    Member { role: usize, failed: bool },
+    /// The replacement being built for `role`.
+    Replacement { role: usize },
+    /// A hot spare.
+    Spare,
+    /// A device the array knew that holds no place now (it has left the array).
+    Departed,
 }

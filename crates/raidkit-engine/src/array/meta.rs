@@ -368,10 +368,9 @@ impl Array {
         if self.meta.forced_clean {
             meta.resync_from = MAX_SECTOR;
         }
-        // Active: 0, as md writes while not in sync, never a resync checkpoint found at
-        // assembly. Writes below it may be torn by a crash, and md resyncs only from the
-        // recorded offset on (keeping no bitmap bit below it either); the checkpoint is
-        // written again by the next clean mark.
+        // Dirty, the superblocks say 0 whatever resync is owed (md's rule): writes in
+        // flight at a crash may leave parity stale anywhere, below a resync's resume
+        // point too. Only a clean mark records that point.
         self.write_superblocks(&mut meta, |sb| sb.set_resync_offset(0))?;
         meta.dirty = true;
         meta.disk_active = true;
@@ -600,6 +599,26 @@ impl Array {
 
     pub(crate) fn set_resync_done(&self) {
         lock(&self.meta.sb).resync_from = MAX_SECTOR;
+    }
+
+    /// Where a resync owed resumes (sync-space sectors, md's `resync_offset`): 0 when
+    /// none is owed (a resync asked for anyway covers everything).
+    pub(crate) fn resync_resume(&self) -> u64 {
+        match lock(&self.meta.sb).resync_from {
+            MAX_SECTOR => 0,
+            at => at,
+        }
+    }
+
+    /// A resync owed was stopped at sync-space sector `at`, everything before it done:
+    /// the next one resumes there (recorded at the next clean mark; while dirty the
+    /// superblocks say 0, see `ensure_dirty`). Nothing is recorded when no resync is
+    /// owed.
+    pub(crate) fn resync_stopped_at(&self, at: u64) {
+        let mut meta = lock(&self.meta.sb);
+        if meta.resync_from != MAX_SECTOR {
+            meta.resync_from = meta.resync_from.max(at);
+        }
     }
 
     /// True if the array has an internal write-intent bitmap.

@@ -496,6 +496,9 @@ impl BlockDev for FaultDev {
     fn opened_from(&self) -> &str {
         self.inner.opened_from()
     }
+    fn identity(&self) -> Option<crate::Identity> {
+        self.inner.identity()
+    }
     fn is_hole(&self, offset: u64, len: u64) -> bool {
         self.inner.is_hole(offset, len)
     }

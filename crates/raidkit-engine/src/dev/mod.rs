@@ -36,6 +36,15 @@ pub trait BlockDev: Send + Sync {
     fn opened_from(&self) -> &str {
         self.name()
     }
+    /// The identity of what this device has open ([`crate::Identity`]): for a file the
+    /// `(st_dev, st_ino)` of its open descriptor, for a block device its `st_rdev` (a
+    /// loop device over a whole file: that file's), the wrapped device's for a wrapper.
+    /// Taken from the descriptor, so a path renamed or replaced since the open does not
+    /// change it. None for a device without one (network, memory): [`same_device`] tells
+    /// those apart by what they were opened from.
+    fn identity(&self) -> Option<crate::Identity> {
+        None
+    }
     /// True if `[offset, offset+len)` is known to read as zeros without storing data
     /// (a hole in a sparse file). Conservative: false when unknown.
     fn is_hole(&self, offset: u64, len: u64) -> bool {
@@ -121,6 +130,17 @@ pub fn names_device(dev: &dyn BlockDev, given: &str) -> bool {
     same_member((a, id(a)), (b, id(b)))
 }
 
+/// Are two open devices one member? By the identity of what they have open
+/// ([`BlockDev::identity`]) where both have one, so no path renamed, replaced or linked
+/// since they were opened can fool it; where neither has, by what they were opened from
+/// ([`crate::same_member`]: NBD URIs by their text).
+pub fn same_device(a: &dyn BlockDev, b: &dyn BlockDev) -> bool {
+    fn side(d: &dyn BlockDev) -> (&Path, Option<crate::Identity>) {
+        (Path::new(d.opened_from()), d.identity())
+    }
+    crate::same_member(side(a), side(b))
+}
+
 /// Check that `[offset, offset + len)` lies within a device of `size` bytes.
 pub(crate) fn check_bounds(what: &str, offset: u64, len: usize, size: u64) -> stdio::Result<()> {
     let end = offset
@@ -153,6 +173,8 @@ pub struct FileDev {
     in_memory: bool,
     /// `(st_dev, st_ino)` of the exclusive claim this handle holds, if any.
     claim: Option<(u64, u64)>,
+    /// What the descriptor has open ([`BlockDev::identity`]).
+    identity: Option<crate::Identity>,
 }
 
 /// A claim: the file's `(st_dev, st_ino)`, the number of writable handles sharing it, and
@@ -275,6 +297,7 @@ impl FileDev {
             ));
         };
         let in_memory = !is_block && in_memory_fs(&file);
+        let identity = crate::setup::identity::identity_of(&meta);
         Ok(FileDev {
             file,
             name: path.display().to_string(),
@@ -284,6 +307,7 @@ impl FileDev {
             is_block,
             in_memory,
             claim,
+            identity,
         })
     }
 
@@ -392,6 +416,9 @@ impl BlockDev for FileDev {
     }
     fn name(&self) -> &str {
         &self.name
+    }
+    fn identity(&self) -> Option<crate::Identity> {
+        self.identity
     }
     fn is_hole(&self, offset: u64, len: u64) -> bool {
         len > 0

@@ -2,6 +2,7 @@
 //! a spare.
 
 use crate::array::events::ArrayEvent;
+use crate::array::member::Place;
 use crate::array::meta::Meta;
 use crate::array::Array;
 use crate::dev::BlockDev;
@@ -75,36 +76,24 @@ impl Array {
         Ok(())
     }
 
-    /// The place `dev` already holds in this array, said for a refusal, if it is (or
-    /// shares its file or block device with) a device the array uses: a member, failed
-    /// or not, a replacement or a spare. Devices that have left the array do not count.
+    /// The place `dev` already holds in this array, said for a refusal, if it is the
+    /// same device ([`crate::dev::same_device`]: what the descriptors have open) as one
+    /// the array uses: a member, failed or not, a replacement or a spare. Devices that
+    /// have left the array do not count.
     fn place_of(&self, dev: &dyn BlockDev) -> Option<String> {
-        let same = |d: &dyn BlockDev| crate::dev::names_device(d, dev.opened_from());
-        let members: Vec<_> = self.slots().iter().cloned().enumerate().collect();
-        for (role, m) in members {
-            let Some(m) = m.filter(|m| same(m.dev.as_ref())) else {
-                continue;
-            };
-            let name = m.dev.name();
-            return Some(if m.is_failed() {
-                format!("{name}, the failed member of role {role}; remove it from the array first, then add it")
-            } else {
-                format!("{name}, the member of role {role}")
-            });
-        }
-        let replacements: Vec<_> = self.replacements().iter().cloned().enumerate().collect();
-        for (role, m) in replacements {
-            if let Some(m) = m.filter(|m| same(m.dev.as_ref())) {
-                return Some(format!("{}, the replacement of role {role}", m.dev.name()));
-            }
-        }
-        let devs = self.devs().clone();
-        let spares = self.spares().clone();
-        spares
+        let places = self.places();
+        let (d, place) = places
             .iter()
-            .filter_map(|&i| devs.get(i))
-            .find(|d| same(d.as_ref()))
-            .map(|d| format!("{}, a spare", d.name()))
+            .find(|(d, p)| *p != Place::Departed && crate::dev::same_device(d.as_ref(), dev))?;
+        let name = d.name();
+        Some(match *place {
+            Place::Member { role, failed: true } => format!(
+                "{name}, the failed member of role {role}; remove it from the array first, then add it"
+            ),
+            Place::Member { role, .. } => format!("{name}, the member of role {role}"),
+            Place::Replacement { role } => format!("{name}, the replacement of role {role}"),
+            Place::Spare | Place::Departed => format!("{name}, a spare"),
+        })
     }
 
     /// Remove a failed member or a spare (md's `--remove`). An active member must be

@@ -328,6 +328,12 @@ impl Super {
             }
         }
     }
+    /// Is this device being rebuilt in its own role (RECOVERY_OFFSET without
+    /// REPLACEMENT)? During a reshape such a member may be one the reshape builds
+    /// ([`raidkit_layout::reshape::builds_member`]).
+    pub fn rebuilding(&self) -> bool {
+        self.recovery_offset().is_some() && self.feature_map() & feature::REPLACEMENT == 0
+    }
     /// Device sector of the bitmap superblock, if the array has an internal bitmap.
     pub fn bitmap_sector(&self, dev_sectors: u64) -> Option<u64> {
         match self {

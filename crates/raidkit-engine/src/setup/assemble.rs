@@ -172,8 +172,8 @@ pub(crate) fn assemble_with(
         Some(r) => r.plan.new_geometry().clone(),
         None => census.geometry(&roles.slots)?,
     };
-    let now = reshaping.as_ref().map_or(&geo, |r| r.plan.old());
-    let (resync, forced_clean) = census.resync_state(&roles.slots, &missing, (now, &geo), opts)?;
+    let (resync, forced_clean) =
+        census.resync_state(&roles.slots, &missing, &geo, reshaping.as_ref(), opts)?;
     let mut members = census.members(&roles.slots)?;
     if let Some(r) = &reshaping {
         members = r.new_members(members);
@@ -511,18 +511,22 @@ impl Census {
 
     /// Where resync starts, and whether a dirty degraded array is started by force (then
     /// marked clean on the first write, as md does). Only data that must be reconstructed
-    /// is at risk in a dirty array: a member being built whose role holds only parity
-    /// before a reshape's position (`now`: the Q of a RAID5→6 conversion, the parity of a
-    /// RAID0→5 or RAID0 grow; where the reshape has passed it is complete), or a missing
-    /// one whose role holds only parity on both sides (`new`), does not make it unsafe
-    /// (md's `only_parity`).
+    /// is at risk in a dirty array (md's `only_parity`): a member the reshape builds
+    /// ([`Reshaping::builds`]) lacks only the old geometry's blocks (where the reshape has
+    /// passed it is complete), so it does not make the array unsafe if its role holds
+    /// only parity there (the Q of a RAID5→6 conversion, the parity of a RAID0→5 or RAID0
+    /// grow); another member part-way rebuilt, or a missing one, does not if its role
+    /// holds only parity in both geometries. `geo`: the array's geometry (the new one of
+    /// a reshape).
     fn resync_state(
         &self,
         slots: &[Option<usize>],
         missing: &[usize],
-        (now, new): (&Geometry, &Geometry),
+        geo: &Geometry,
+        reshaping: Option<&Reshaping>,
         opts: &AssembleOptions,
     ) -> Result<(u64, bool)> {
+        let (old, new) = reshaping.map_or((geo, geo), |r| (r.plan.old(), r.plan.new_geometry()));
         let resync = if self.level.has_redundancy() {
             self.fresh.resync_offset()
         } else {
@@ -530,12 +534,19 @@ impl Census {
         };
         // Parity only (or nothing) in geometry `g`.
         let no_data = |g: &Geometry, r: usize| r >= g.raid_disks || g.holds_only_parity(r);
+        let lacks_data = |r: usize| !(no_data(old, r) && no_data(new, r));
         let recovering = slots.iter().enumerate().any(|(role, s)| {
-            s.is_some_and(|i| self.sbs[i].recovery_offset().is_some() && !no_data(now, role))
+            s.is_some_and(|i| {
+                let built = reshaping.is_some_and(|x| x.builds(role));
+                self.sbs[i].recovery_offset().is_some()
+                    && if built {
+                        !no_data(old, role)
+                    } else {
+                        lacks_data(role)
+                    }
+            })
         });
-        let lacking = missing
-            .iter()
-            .any(|&r| !(no_data(now, r) && no_data(new, r)));
+        let lacking = missing.iter().any(|&r| lacks_data(r));
         let degraded = lacking || recovering;
         if self.level.has_parity() && degraded && resync != MAX_SECTOR {
             let report_only = opts.report_only && !opts.writable;

@@ -39,18 +39,26 @@ pub(crate) fn identity(p: &Path) -> Result<Identity> {
     let name = p.display().to_string();
     let md =
         std::fs::metadata(p).map_err(|e| EngineError::io(&name, "looking up the member", e))?;
-    let ft = md.file_type();
-    if ft.is_file() {
-        return Ok((md.dev(), md.ino()));
+    if let Some(id) = identity_of(&md) {
+        return Ok(id);
     }
-    if ft.is_block_device() {
-        return Ok(loop_backing(md.rdev()).unwrap_or((u64::MAX, md.rdev())));
-    }
-    let what = not_member_kind(ft).unwrap_or("not a file");
+    let what = not_member_kind(md.file_type()).unwrap_or("not a file");
     Err(EngineError::BadMember {
         device: name,
         why: format!("is {what}: members are regular files or block devices"),
     })
+}
+
+/// The identity of what `md` describes (of a path, or of an open descriptor: then a
+/// rename or a replacement of the path since does not change it); None unless it is a
+/// regular file or a block device.
+pub(crate) fn identity_of(md: &std::fs::Metadata) -> Option<Identity> {
+    let ft = md.file_type();
+    if ft.is_file() {
+        return Some((md.dev(), md.ino()));
+    }
+    ft.is_block_device()
+        .then(|| loop_backing(md.rdev()).unwrap_or((u64::MAX, md.rdev())))
 }
 
 /// What a path of file type `ft` is, said for a refusal ("a FIFO", "a directory", ...),

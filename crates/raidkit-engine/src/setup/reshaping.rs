@@ -15,7 +15,7 @@ use crate::jobs::reshape::backup;
 use crate::sb::Super;
 use crate::setup::assemble::Position;
 use raidkit_format::reshape::ReshapeInfo;
-use raidkit_layout::reshape::{Direction, Reshape};
+use raidkit_layout::reshape::{Direction, Reshape, Side};
 use raidkit_layout::{Geometry, Level};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -27,10 +27,9 @@ const INFER_STEPS: u64 = 64;
 pub(crate) struct Reshaping {
     pub(crate) plan: Reshape,
     pub(crate) info: ReshapeInfo,
-    /// Per role: does the member's superblock say it is being built (RECOVERY_OFFSET)?
-    /// md builds such a member with the reshape (a RAID5→6 Q member): unreadable in the
-    /// old geometry, complete wherever the new geometry holds data.
-    built: Vec<bool>,
+    /// Per role: does the member's superblock say it is being rebuilt in its role
+    /// ([`Super::rebuilding`])? Whether the reshape builds it is [`Reshaping::builds`].
+    rebuilding: Vec<bool>,
 }
 
 fn unsupported(uuid: &str, why: String) -> EngineError {
@@ -109,10 +108,22 @@ impl Reshaping {
                 ),
             ));
         }
-        let built = (0..slots.len())
-            .map(|r| sb_of(r).is_some_and(|s| s.recovery_offset().is_some()))
+        let rebuilding = (0..slots.len())
+            .map(|r| sb_of(r).is_some_and(Super::rebuilding))
             .collect();
-        Ok(Some(Reshaping { plan, info, built }))
+        Ok(Some(Reshaping {
+            plan,
+            info,
+            rebuilding,
+        }))
+    }
+
+    /// Is the member in `role` one the reshape builds
+    /// ([`raidkit_layout::reshape::builds_member`]): unreadable in the old geometry,
+    /// complete wherever the new geometry holds data?
+    pub(crate) fn builds(&self, role: usize) -> bool {
+        let rebuilding = self.rebuilding.get(role).copied().unwrap_or(false);
+        self.plan.builds(role, rebuilding)
     }
 
     /// Can both geometries run with the roles `missing` gone? Err explains which.
@@ -138,11 +149,7 @@ impl Reshaping {
             .map(|(r, m)| {
                 let m = m?;
                 let off = offs.get(r).copied().unwrap_or(m.data_offset);
-                let recovery = if self.built.get(r).copied().unwrap_or(false) {
-                    None
-                } else {
-                    m.recovery()
-                };
+                let recovery = if self.builds(r) { None } else { m.recovery() };
                 Some(Member::new(
                     m.dev.clone(),
                     m.index,
@@ -194,14 +201,15 @@ impl Reshaping {
                 });
             }
         }
-        let dev_of =
-            |r: usize| -> Option<Arc<dyn BlockDev>> { arr.member(r).map(|m| m.dev.clone()) };
-        // A member being built holds nothing of the old geometry: no old copy to compare.
-        let old_dev_of = |r: usize| -> Option<Arc<dyn BlockDev>> {
-            if self.built.get(r).copied().unwrap_or(false) {
-                return None;
-            }
-            dev_of(r)
+        // A member the reshape builds holds nothing of the old geometry: no old copy.
+        let rebuilding = &self.rebuilding;
+        let dev_of = |side: Side, r: usize| -> Option<Arc<dyn BlockDev>> {
+            let m = arr.member(r)?;
+            let rebuilding = rebuilding.get(r).copied().unwrap_or(false);
+            route
+                .plan
+                .holds_copies(side, r, rebuilding)
+                .then(|| m.dev.clone())
         };
         // raidkit's own switch of geometry knows its position exactly: nothing past it is
         // moved, and taking agreeing copies for a move would leave the progress ahead of
@@ -214,7 +222,7 @@ impl Reshaping {
         let progress = route
             .plan
             .infer_progress(position, steps, |f, t| {
-                evidence(&route.plan, f, t, &old_dev_of, &dev_of)
+                evidence(&route.plan, f, t, &dev_of)
                     .unwrap_or(raidkit_layout::reshape::StepEvidence::Differ)
             })
             .map_err(|e| unsupported(&arr.uuid_text(), e.to_string()))?;
@@ -226,7 +234,7 @@ impl Reshaping {
                 Direction::Forwards => (position, position + step),
                 Direction::Backwards => (position.saturating_sub(step), position),
             };
-            let first = evidence(&route.plan, a, b, &old_dev_of, &dev_of)
+            let first = evidence(&route.plan, a, b, &dev_of)
                 .unwrap_or(raidkit_layout::reshape::StepEvidence::Differ);
             let note = if first == raidkit_layout::reshape::StepEvidence::Differ {
                 format!(
@@ -254,12 +262,11 @@ impl Reshaping {
         let members = (0..old.raid_disks)
             .map(|r| {
                 let m = arr.slots().get(r).cloned().flatten()?;
-                let built = self.built.get(r).copied().unwrap_or(false);
                 Some(Member::new(
                     m.dev.clone(),
                     m.index,
                     offs[r],
-                    built.then_some(0),
+                    self.builds(r).then_some(0),
                     m.bad_ranges(),
                 ))
             })

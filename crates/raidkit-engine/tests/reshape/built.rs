@@ -8,31 +8,10 @@
 use crate::common::*;
 use raidkit_engine::assemble::assemble_paths;
 use raidkit_engine::jobs::reshape::{
-    continue_reshape, reshape, revert, ReshapeEnd, ReshapeOptions, ReshapeRequest,
+    continue_reshape, revert, ReshapeEnd, ReshapeOptions, ReshapeRequest,
 };
-use raidkit_format::v1::SuperblockV1;
 use raidkit_layout::Level;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::sync::Arc;
-
-/// Rewrite the 1.2 superblock (sector 8) of `file` through `f`, checksum fixed; returns
-/// it as it was.
-fn patch_v1(file: &Path, f: impl FnOnce(&mut SuperblockV1)) -> SuperblockV1 {
-    let fd = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(file)
-        .unwrap();
-    let mut buf = vec![0u8; 4096];
-    fd.read_exact_at(&mut buf, 8 * 512).unwrap();
-    let mut sb = SuperblockV1::parse(&buf).unwrap();
-    let was = sb.clone();
-    f(&mut sb);
-    let len = sb.write_len();
-    fd.write_all_at(&sb.encode()[..len], 8 * 512).unwrap();
-    was
-}
 
 /// RAID5 of 4 (+1 spare) reshaped towards RAID6 and stopped half-way; the members (the
 /// spare last) and where it stopped.
@@ -42,27 +21,7 @@ fn half_way_to_raid6(m: &Made) -> (Vec<std::path::PathBuf>, u64) {
         add: add(m),
         ..Default::default()
     };
-    half_way(m, req)
-}
-
-/// `m` reshaped as `req` asks and stopped half-way: the members (the spares last) and
-/// where it stopped.
-fn half_way(m: &Made, req: ReshapeRequest) -> (Vec<std::path::PathBuf>, u64) {
-    let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());
-    let opts = ReshapeOptions {
-        buffer_sectors: Some(768),
-        stop_at: Some(m.bytes / 512 / 2),
-        ..Default::default()
-    };
-    let (cur, end) = reshape(&arr, &req, &opts, &mut |_| {}).unwrap();
-    let ReshapeEnd::Stopped { position } = end else {
-        panic!("not stopped: {end:?}");
-    };
-    drop(cur);
-    drop(arr);
-    let mut all = m.members.clone();
-    all.extend(m.extra.iter().cloned());
-    (all, position)
+    half_way(m, req, Some(768))
 }
 
 #[test]
@@ -126,7 +85,7 @@ fn raid0_grow_crashed_half_way_assembles_and_finishes() {
         add: add(&m),
         ..Default::default()
     };
-    let (all, _) = half_way(&m, req);
+    let (all, _) = half_way(&m, req, Some(768));
     for p in &all {
         patch_v1(p, |sb| sb.resync_offset = 0);
     }

@@ -12,6 +12,7 @@ use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
 use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::pattern::fill_tagged;
+pub use raidkit_testkit::superblock::{patch_v1, read_v1};
 use raidkit_testkit::tempdir::TempDir;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -166,4 +167,24 @@ pub fn run(name: &str, m: &Made, req: ReshapeRequest, want: Want) {
 
 pub fn add(m: &Made) -> Vec<Arc<dyn BlockDev>> {
     m.extra.iter().map(|p| open(p)).collect()
+}
+
+/// `m` reshaped as `req` asks (moving `buffer_sectors` at a time, if given) and stopped
+/// half-way: the members (the spares last) and where it stopped.
+pub fn half_way(m: &Made, req: ReshapeRequest, buffer_sectors: Option<u64>) -> (Vec<PathBuf>, u64) {
+    let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());
+    let opts = ReshapeOptions {
+        buffer_sectors,
+        stop_at: Some(m.bytes / 512 / 2),
+        ..Default::default()
+    };
+    let (cur, end) = reshape(&arr, &req, &opts, &mut |_| {}).unwrap();
+    let ReshapeEnd::Stopped { position } = end else {
+        panic!("not stopped: {end:?}");
+    };
+    drop(cur);
+    drop(arr);
+    let mut all = m.members.clone();
+    all.extend(m.extra.iter().cloned());
+    (all, position)
 }

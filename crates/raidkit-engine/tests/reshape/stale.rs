@@ -7,34 +7,20 @@
 use crate::common::*;
 use raidkit_engine::assemble::{assemble_paths, AssembleOptions};
 use raidkit_engine::jobs::reshape::{
-    continue_reshape, reshape, ReshapeEnd, ReshapeOptions, ReshapeRequest,
+    continue_reshape, revert, ReshapeEnd, ReshapeOptions, ReshapeRequest,
 };
 use raidkit_engine::supervisor::{Event, Supervisor};
+use raidkit_engine::sync::{self, SyncMode, SyncOptions, SyncReport};
+use raidkit_engine::Array;
 use raidkit_format::v1::SuperblockV1;
 use raidkit_layout::{Geometry, Level};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Chunk of the test arrays, sectors (64 KiB).
 const CHUNK: u64 = 128;
-
-/// Rewrite the 1.2 superblock (sector 8) of `file` through `f`, checksum fixed; returns
-/// it as it is now.
-fn patch_v1(file: &Path, f: impl FnOnce(&mut SuperblockV1)) -> SuperblockV1 {
-    let fd = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(file)
-        .unwrap();
-    let mut buf = vec![0u8; 4096];
-    fd.read_exact_at(&mut buf, 8 * 512).unwrap();
-    let mut sb = SuperblockV1::parse(&buf).unwrap();
-    f(&mut sb);
-    let len = sb.write_len();
-    fd.write_all_at(&sb.encode()[..len], 8 * 512).unwrap();
-    sb
-}
 
 /// RAID5 of 4 (+1 new member) grown to 5 members and stopped half-way: the members (the
 /// new one last) and the recorded position.
@@ -44,20 +30,7 @@ fn grown_half_way(m: &Made) -> (Vec<PathBuf>, u64) {
         add: add(m),
         ..Default::default()
     };
-    let arr = Arc::new(assemble_paths(&m.members, &rw()).unwrap());
-    let opts = ReshapeOptions {
-        stop_at: Some(m.bytes / 512 / 2),
-        ..Default::default()
-    };
-    let (cur, end) = reshape(&arr, &req, &opts, &mut |_| {}).unwrap();
-    let ReshapeEnd::Stopped { position } = end else {
-        panic!("not stopped: {end:?}");
-    };
-    drop(cur);
-    drop(arr);
-    let mut all = m.members.clone();
-    all.extend(m.extra.iter().cloned());
-    (all, position)
+    half_way(m, req, None)
 }
 
 /// Where stripe `k` of the new geometry (RAID5 of 5, left-symmetric) keeps its blocks:
@@ -67,7 +40,7 @@ fn new_stripe(all: &[PathBuf], k: u64) -> ((PathBuf, u64), PathBuf) {
     let s = g.stripe(k).unwrap();
     let of_role = |role: usize| -> (PathBuf, SuperblockV1) {
         all.iter()
-            .map(|p| (p.clone(), patch_v1(p, |_| {})))
+            .map(|p| (p.clone(), read_v1(p)))
             .find(|(_, sb)| usize::from(sb.dev_roles[sb.dev_number as usize]) == role)
             .unwrap()
     };
@@ -194,15 +167,7 @@ fn a_reshape_continued_after_an_unclean_stop_keeps_the_resync_owed_until_it_ends
         arr.current().needs_resync(),
         "the resync owed was cleared mid-reshape"
     );
-    let end = continue_reshape(&arr, &ReshapeOptions::default(), &mut |_| {}).unwrap();
-    assert_eq!(end, ReshapeEnd::Finished);
-    let cur = arr.current();
-    assert!(
-        !cur.needs_resync(),
-        "the resync after the reshape never ran"
-    );
-    check("after the reshape and its resync", &cur, m.seed, m.bytes);
-    clean_check("after the reshape and its resync", &cur);
+    finished_and_resynced("after the reshape and its resync", &arr, &m);
 }
 
 /// A RAID4 stopped uncleanly while its parity member was part-way rebuilt starts (the
@@ -232,4 +197,99 @@ fn a_dirty_array_rebuilding_its_parity_member_is_resynced_then_recovered() {
         ev.iter().any(|e| matches!(e.event, Event::Degraded { .. })),
         "{ev:?}"
     );
+}
+
+/// One resync pass over `arr` (mid-reshape: the part already reshaped), stopped after
+/// its first step if `stop_early`: the report and the sync sectors it set out to do.
+fn resync_pass(arr: &Array, stop_early: bool) -> (SyncReport, u64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    // Slowed (1 MiB/s) when it is to stop early, so that it stops before the end.
+    let limit = stop_early.then(|| Arc::new(AtomicU64::new(1 << 20)));
+    let so = SyncOptions {
+        stop: Some(stop.clone()),
+        max_bytes_per_sec: limit,
+        ..Default::default()
+    };
+    let mut todo = None;
+    let rep = sync::run_opts(arr, SyncMode::Resync, &so, &mut |d, t| {
+        todo.get_or_insert(t);
+        if stop_early && d > 0 {
+            stop.store(true, Ordering::SeqCst);
+        }
+    })
+    .unwrap();
+    (rep, todo.unwrap())
+}
+
+/// A grow stopped half-way by a crash, assembled, its resync over the reshaped part
+/// stopped after its first step and the array marked clean: the members, the array,
+/// where the resync stopped and the sync sectors it set out to do. While the array was
+/// dirty its superblocks said 0 (a crash resyncs everything); marked clean, they record
+/// where the resync resumes (md's resync_offset).
+fn resync_stopped_mid_reshape(m: &Made) -> (Vec<PathBuf>, Arc<Array>, u64, u64) {
+    let (all, _) = grown_half_way(m);
+    for p in &all {
+        patch_v1(p, |sb| sb.resync_offset = 0);
+    }
+    let arr = Arc::new(assemble_paths(&all, &rw()).unwrap());
+    let (rep, todo) = resync_pass(&arr, true);
+    let at = rep.stopped_at.expect("stopped");
+    assert!(at > 0 && at < todo, "stopped at {at} of {todo}");
+    assert!(arr.needs_resync());
+    assert_eq!(read_v1(&all[0]).resync_offset, 0, "dirty");
+    arr.mark_clean().unwrap();
+    assert_eq!(read_v1(&all[0]).resync_offset, at, "clean");
+    (all, arr, at, todo)
+}
+
+/// (b, stopped part-way) The resync of an array not stopped cleanly, stopped in the
+/// middle of a reshape, resumes where it stopped, and once the reshaped part is done the
+/// resync after the reshape goes on from its end. The array owes a resync until then.
+#[test]
+fn a_resync_stopped_mid_reshape_resumes_where_it_stopped() {
+    let m = make(Level::Raid5, "left-symmetric", 4, "1.2", 64, 1);
+    let (all, arr, at, todo) = resync_stopped_mid_reshape(&m);
+    drop(arr);
+    let arr = Arc::new(assemble_paths(&all, &rw()).unwrap());
+    let (rep, rest) = resync_pass(&arr, false);
+    assert_eq!((rep.stopped_at, rest), (None, todo - at));
+    assert!(
+        arr.needs_resync(),
+        "the resync owed was cleared mid-reshape"
+    );
+    // Dirty again: a crash now must resync everything, below the resume point too.
+    assert_eq!(read_v1(&all[0]).resync_offset, 0, "dirty again");
+    arr.mark_clean().unwrap();
+    assert_eq!(
+        read_v1(&all[0]).resync_offset,
+        todo,
+        "resumes after the part done"
+    );
+    finished_and_resynced("resync resumed mid-reshape", &arr, &m);
+}
+
+/// Continue the reshape of `arr` to its end: then no resync is owed (the one after the
+/// reshape ran), and data and redundancy are right.
+fn finished_and_resynced(name: &str, arr: &Arc<Array>, m: &Made) {
+    let end = continue_reshape(arr, &ReshapeOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(end, ReshapeEnd::Finished, "{name}");
+    let cur = arr.current();
+    assert!(
+        !cur.needs_resync(),
+        "{name}: the resync after the reshape never ran"
+    );
+    check(name, &cur, m.seed, m.bytes);
+    clean_check(name, &cur);
+}
+
+/// Turned back, the reshape leaves the new geometry's sync space, where the resync's
+/// resume point lies: the resync owed starts again from 0.
+#[test]
+fn a_reverted_reshape_owes_its_resync_from_the_start() {
+    let m = make(Level::Raid5, "left-symmetric", 4, "1.2", 64, 1);
+    let (all, arr, _, _) = resync_stopped_mid_reshape(&m);
+    let back = revert(&arr, &ReshapeOptions::default()).unwrap();
+    assert!(back.needs_resync());
+    back.mark_clean().unwrap();
+    assert_eq!(read_v1(&all[0]).resync_offset, 0);
 }

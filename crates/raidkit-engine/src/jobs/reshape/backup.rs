@@ -221,7 +221,7 @@ pub(crate) fn restore(
         position = p;
     }
     if position != info.position {
-        record_position(arr, position)?;
+        record_position(arr, plan, position)?;
     }
     Ok(position)
 }

@@ -266,7 +266,8 @@ pub fn continue_reshape(
 }
 
 /// If `cur` (no longer reshaping) was not stopped cleanly and is writable, resync it
-/// whole; a resync stopped part-way stays recorded for the next start.
+/// from where a resync owed resumes (md's `resync_offset`: 0 after a crash); one stopped
+/// part-way resumes where it stopped at the next start.
 fn resync_if_unclean(
     cur: &Array,
     opts: &ReshapeOptions,
@@ -308,7 +309,7 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
         .route()
         .ok_or_else(|| invalid("no reshape is in progress on this array"))?;
     let back = reversed_plan(&r.plan)?;
-    refuse_unbuilt_way_back(&cur, r.plan.old().raid_disks)?;
+    refuse_unbuilt_way_back(&cur, &r.plan)?;
     loop {
         let (p, recorded) = r.window.positions();
         if p == recorded && back.position_valid(p) {
@@ -338,6 +339,13 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
     let file = lock(&r.backup_file).clone();
     let back = switch(&cur, file, |a| {
         let mut meta = lock(&a.meta.sb);
+        // A resync owed resumes in the new geometry's sync space; back in the old one
+        // its resume point means nothing, so it starts from 0 (see the note at the end
+        // of jobs/sync/reshaping.rs).
+        let owed = meta.resync_from != raidkit_format::MAX_SECTOR;
+        if owed {
+            meta.resync_from = 0;
+        }
         let live = a.live_devices();
         for &i in &live {
             let mut i2 = info;
@@ -351,7 +359,11 @@ pub fn revert(arr: &Arc<Array>, opts: &ReshapeOptions) -> Result<Arc<Array>> {
                 old.raid_disks,
             )?;
         }
-        a.write_superblocks(&mut meta, |_| {})
+        a.write_superblocks(&mut meta, |sb| {
+            if owed {
+                sb.set_resync_offset(0);
+            }
+        })
     })?;
     // The way back is as long as the way here was: progress counts from the turn.
     if let Some(r) = back.route() {
@@ -370,21 +382,19 @@ pub fn can_revert(arr: &Arc<Array>) -> Result<()> {
         .route()
         .ok_or_else(|| invalid("no reshape is in progress on this array"))?;
     reversed_plan(&r.plan)?;
-    refuse_unbuilt_way_back(&cur, r.plan.old().raid_disks)
+    refuse_unbuilt_way_back(&cur, &r.plan)
 }
 
-/// A member the reshape builds in a role the old shape has (the Q of a RAID5→6
-/// conversion, empty before it) holds its blocks only where the reshape has passed.
-/// Turned back, the old shape would take it as complete everywhere (parity that was never
-/// written, reconstructions from it wrong), so the turn is refused.
-fn refuse_unbuilt_way_back(cur: &Array, old_raid_disks: usize) -> Result<()> {
+/// A member the reshape builds ([`raidkit_layout::reshape::builds_member`]: the Q of a
+/// RAID5→6 conversion, empty before it) holds its blocks only where the reshape has
+/// passed. Turned back, the old shape would take it as complete everywhere (parity that
+/// was never written, reconstructions from it wrong), so the turn is refused.
+fn refuse_unbuilt_way_back(cur: &Array, plan: &Reshape) -> Result<()> {
     let meta = lock(&cur.meta.sb);
     let built = cur.live_devices().into_iter().find_map(|i| {
         let sb = &meta.sbs[i];
         match sb.own_role() {
-            crate::sb::Role::Active(r) if r < old_raid_disks && sb.recovery_offset().is_some() => {
-                Some(r)
-            }
+            crate::sb::Role::Active(r) if plan.builds(r, sb.rebuilding()) => Some(r),
             _ => None,
         }
     });

@@ -5,30 +5,32 @@ use crate::array::reshape::Route;
 use crate::array::Array;
 use crate::error::{EngineError, Result};
 use crate::locks::lock;
-use crate::sb::Super;
+use crate::sb::{Role, Super};
 use raidkit_format::reshape::ReshapeInfo;
-use raidkit_format::v1::{self, feature};
-use raidkit_layout::reshape::Direction;
+use raidkit_format::v1;
+use raidkit_layout::reshape::{Direction, Reshape};
 
 /// A checkpoint: flush everything moved so far, then record `position` as
 /// `reshape_position` on every member (events + 1) and wait for it. From then on a
-/// restart continues from `position`. A member the reshape builds (RECOVERY_OFFSET, not
-/// a replacement) is complete where the new geometry is: its `recovery_offset` follows
-/// the position going forwards, as md keeps it (md refuses a dirty array whose built
-/// member lags the position).
-pub(crate) fn record_position(arr: &Array, position: u64) -> Result<()> {
+/// restart continues from `position`. A member the reshape builds
+/// ([`raidkit_layout::reshape::builds_member`]) is complete where the new geometry is:
+/// its `recovery_offset` follows the position going forwards, as md keeps it (md refuses
+/// a dirty array whose built member lags the position).
+pub(crate) fn record_position(arr: &Array, plan: &Reshape, position: u64) -> Result<()> {
     arr.flush_inner()?;
     let built_to = built_dev_sectors(arr.geometry(), position);
+    let builds = |sb: &Super| match sb.own_role() {
+        Role::Active(role) => plan.builds(role, sb.rebuilding()),
+        _ => false,
+    };
     let mut meta = lock(&arr.meta.sb);
     arr.write_superblocks(&mut meta, |sb| {
         if let Some(mut r) = sb.reshape() {
             r.position = position;
             sb.set_reshape(&r);
-            if let (Super::V1(s), Some(d), false) = (&mut *sb, built_to, r.backwards) {
-                let building = feature::RECOVERY_OFFSET | feature::REPLACEMENT;
-                if s.feature_map & building == feature::RECOVERY_OFFSET {
-                    s.recovery_offset = s.recovery_offset.max(d);
-                }
+            let built = builds(sb);
+            if let (Super::V1(s), Some(d), false, true) = (&mut *sb, built_to, r.backwards, built) {
+                s.recovery_offset = s.recovery_offset.max(d);
             }
         }
     })
@@ -46,7 +48,7 @@ fn built_dev_sectors(g: &raidkit_layout::Geometry, position: u64) -> Option<u64>
 
 /// A checkpoint of a running reshape: [`record_position`], then the window learns it.
 pub(crate) fn checkpoint(arr: &Array, r: &Route, position: u64) -> Result<()> {
-    record_position(arr, position)?;
+    record_position(arr, &r.plan, position)?;
     r.window.set_recorded(position);
     Ok(())
 }

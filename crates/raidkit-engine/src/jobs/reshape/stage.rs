@@ -25,8 +25,9 @@ pub(crate) struct Assign {
 
 impl Array {
     /// Which spares take which roles in a restripe from `from` to `to`: the lowest empty
-    /// roles first (md's order). Roles the old geometry has are built by the reshape,
-    /// which 0.90 cannot record (those stay empty there). Err if the new geometry cannot
+    /// roles first (md's order). A device put into an empty role the old geometry has
+    /// is built by the reshape ([`raidkit_layout::reshape::builds_member`]), which 0.90
+    /// cannot record (those roles stay empty there). Err if the new geometry cannot
     /// run with the roles still empty.
     pub(crate) fn assign_spares(&self, from: &Geometry, to: &Geometry) -> Result<Vec<Assign>> {
         let v090 = matches!(self.metadata, crate::sb::Metadata::V090);
@@ -44,7 +45,7 @@ impl Array {
             if present {
                 continue;
             }
-            let built = role < from.raid_disks;
+            let built = raidkit_layout::reshape::builds_member(from, to, role, true);
             match spares.pop() {
                 Some(dev) if !(built && v090) => out.push(Assign { dev, role, built }),
                 Some(dev) => {

@@ -239,8 +239,18 @@ pub fn run_opts(
         }
         arr.ensure_dirty()?;
     }
-    let regions = regions(arr, mode, opts, total);
+    // A resync owed resumes where a stopped one left off (md's resync_offset).
+    let owed = mode == SyncMode::Resync && opts.window.is_none();
+    let from = if owed { arr.resync_resume() } else { 0 };
+    let regions: Vec<(u64, u64)> = regions(arr, mode, opts, total)
+        .into_iter()
+        .map(|(a, e)| (a.max(from), e))
+        .filter(|(a, e)| a < e)
+        .collect();
     if !visit(arr, mode, opts, &regions, progress, &mut rep)? {
+        if let Some(at) = rep.stopped_at.filter(|_| owed) {
+            arr.resync_stopped_at(at);
+        }
         return Ok(rep);
     }
     if mode != SyncMode::Check && opts.window.is_none() {

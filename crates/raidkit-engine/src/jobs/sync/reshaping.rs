@@ -3,8 +3,9 @@
 //! in the old one (the route's view). A check visits each side in its geometry; the rows
 //! the position cuts are left out (they belong to neither geometry whole). Nothing is
 //! rewritten across geometries: a repair is refused. A resync (after an unclean stop) covers the part
-//! already in the new geometry; the rest is rewritten whole by the reshape as it moves it,
-//! and the resync stays owed until the one over the whole array after the reshape.
+//! already in the new geometry, from where one stopped; the rest is rewritten whole by
+//! the reshape as it moves it, and the resync stays owed until the one after the reshape
+//! (see the note at the end of this file).
 
 use super::{sync_space, visit, SyncMode, SyncOptions, SyncReport};
 use crate::array::reshape::Route;
@@ -61,20 +62,33 @@ pub(super) fn run(
         ..Default::default()
     };
     for (side, from, to) in sides {
-        let (w0, w1) = rows_inside(side, from, to);
+        let (mut w0, w1) = rows_inside(side, from, to);
+        if mode == SyncMode::Resync {
+            w0 = w0.max(arr.resync_resume());
+        }
         if w0 >= w1 {
             continue;
         }
         let mut part = SyncReport::default();
         if !visit(side, mode, opts, &[(w0, w1)], progress, &mut part)? {
-            rep.stopped_at = Some(0);
+            // A resync resumes where it stopped (safe: see the note at the end of this
+            // file); a check over both geometries starts again.
+            let at = part.stopped_at.filter(|_| mode == SyncMode::Resync);
+            if let Some(at) = at {
+                arr.resync_stopped_at(at);
+            }
+            rep.stopped_at = Some(at.unwrap_or(0));
             rep.covered.1 = 0;
             return Ok(rep);
         }
         rep.sectors_done += part.sectors_done;
         rep.absorb(part);
+        if mode == SyncMode::Resync {
+            arr.resync_stopped_at(w1);
+        }
     }
-    // A resync here leaves the owed resync recorded: the part still in the old geometry
+    // A resync here leaves the owed resync recorded (it resumes at the end of the rows it
+    // covered; see the note at the end of this file): the part still in the old geometry
     // may hold stale parity too (writes in flight at the unclean stop), and until the
     // reshape has moved it, a member lost there would be rebuilt from that parity. So the
     // array stays dirty (a degraded start still needs forcing) until the resync after the
@@ -138,3 +152,16 @@ pub(crate) fn resync_moved_stretch(
     )?;
     Ok(rep)
 }
+
+// Note: why a resync owed may resume mid-reshape from where one stopped (md's
+// resync_offset). The offset R is a sector of the new geometry's sync space,
+// recorded only at a clean mark (dirty, the superblocks say 0, so a crash after it
+// resyncs everything), and means "every row below R is consistent, or will be rewritten
+// whole before the reshape ends". That holds for the rows below R in the new geometry:
+// resynced before R was recorded, or moved by the reshape since (the mover writes each
+// stripe whole with parity from its data), and client writes keep parity right while no
+// crash intervenes. Rows not yet moved are in the old geometry and will be moved (and so
+// rewritten) before the reshape ends; the resync after it, over the new geometry from R,
+// covers the rest. The same offset is the kernel's after its reshape: it resyncs from R.
+// Reverting the reshape breaks it: back in the old geometry, rows below R were never
+// moved (a backwards reshape turned around), so a revert records the resync from 0.
