@@ -48,7 +48,9 @@ use raidkit_engine::supervisor::{IdleClean, WriteActivity};
 use raidkit_engine::Array;
 use state::Shared;
 use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,7 +166,11 @@ pub struct Mounted {
 #[derive(Clone, Debug)]
 pub struct StopHandle {
     mountpoint: PathBuf,
-    c_mountpoint: Arc<CString>,
+    /// What `umount2` is given: the pinned directory's `/proc/self/fd` path as root,
+    /// else the canonical path.
+    c_target: Arc<CString>,
+    /// Keeps the pinned mount point open while any handle exists.
+    _pin: Option<Arc<OwnedFd>>,
 }
 
 impl StopHandle {
@@ -173,8 +179,8 @@ impl StopHandle {
     /// loop device: nothing is changed then, and the mount keeps serving. Succeeds if the
     /// mount is already gone.
     pub fn request_stop(&self) -> Result<(), FuseError> {
-        // SAFETY: c_mountpoint is a valid NUL-terminated path that outlives the call.
-        let rc = unsafe { libc::umount2(self.c_mountpoint.as_ptr(), 0) };
+        // SAFETY: c_target is a valid NUL-terminated path that outlives the call.
+        let rc = unsafe { libc::umount2(self.c_target.as_ptr(), 0) };
         if rc == 0 {
             return Ok(());
         }
@@ -265,8 +271,18 @@ pub fn mount(
     check_file_name(&cfg.file_name)?;
     let read_only = cfg.read_only || !array.is_writable();
     let canonical = check_mountpoint(mountpoint)?;
-    let c_mountpoint =
-        CString::new(canonical.as_os_str().as_bytes()).map_err(|_| FuseError::BadMountpoint {
+    let pin = pin_mountpoint(&canonical)?.map(Arc::new);
+    let target = match &pin {
+        Some(fd) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+        None => canonical.clone(),
+    };
+    // The directory actually pinned (the path may have changed since it was checked).
+    let canonical = match &pin {
+        Some(_) => std::fs::read_link(&target).unwrap_or(canonical),
+        None => canonical,
+    };
+    let c_target =
+        CString::new(target.as_os_str().as_bytes()).map_err(|_| FuseError::BadMountpoint {
             path: mountpoint.to_path_buf(),
             why: "the path contains a NUL byte".into(),
         })?;
@@ -299,17 +315,40 @@ pub fn mount(
     let fs = ArrayFs {
         shared: shared.clone(),
     };
-    let session = Session::new(fs, &canonical, &config).map_err(|e| mount_error(&canonical, e))?;
+    let session = Session::new(fs, &target, &config).map_err(|e| mount_error(&canonical, e))?;
     Ok(Mounted {
         session,
         shared,
         stop: StopHandle {
             mountpoint: canonical.clone(),
-            c_mountpoint: Arc::new(c_mountpoint),
+            c_target: Arc::new(c_target),
+            _pin: pin,
         },
         mountpoint: canonical,
         own_idle_clean: cfg.activity.is_none().then_some(cfg.idle_clean),
     })
+}
+
+/// As root, open the mount point (`O_PATH`) so that `mount(2)` and `umount2(2)` are given
+/// its `/proc/self/fd` path: they then act on this very directory even if a directory of
+/// the path is renamed and replaced by a symlink meanwhile (by another user who can write
+/// it), which would otherwise make root mount over, or unmount, whatever the symlink
+/// names. Without root, `fusermount3` mounts and unmounts, with its own checks, so
+/// nothing is pinned (None); nor when /proc is not mounted.
+fn pin_mountpoint(canonical: &Path) -> Result<Option<OwnedFd>, FuseError> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/proc/self/fd").is_dir() {
+        return Ok(None);
+    }
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(canonical)
+        .map_err(|e| FuseError::BadMountpoint {
+            path: canonical.to_path_buf(),
+            why: e.to_string(),
+        })?;
+    Ok(Some(OwnedFd::from(dir)))
 }
 
 /// Explain a refused mount: /dev/fuse closed to other users is the usual cause of a
