@@ -315,7 +315,17 @@ pub fn mount(
     let fs = ArrayFs {
         shared: shared.clone(),
     };
-    let session = Session::new(fs, &target, &config).map_err(|e| mount_error(&canonical, e))?;
+    let session = match &pin {
+        // fuser's own mount would mount, and unmount again when the session ends, by the
+        // canonical path, which a swapped directory can point elsewhere by then.
+        Some(dir) => {
+            let dev = mount_pinned(dir, &array.uuid_text(), read_only)
+                .map_err(|e| mount_error(&canonical, e))?;
+            Session::from_fd(fs, dev, config.acl, config)
+        }
+        None => Session::new(fs, &target, &config),
+    }
+    .map_err(|e| mount_error(&canonical, e))?;
     Ok(Mounted {
         session,
         shared,
@@ -349,6 +359,44 @@ fn pin_mountpoint(canonical: &Path) -> Result<Option<OwnedFd>, FuseError> {
             why: e.to_string(),
         })?;
     Ok(Some(OwnedFd::from(dir)))
+}
+
+/// As root, mount FUSE on the pinned directory `dir` (through its `/proc/self/fd` path)
+/// and return the `/dev/fuse` descriptor serving it: the mount is then neither made nor,
+/// at the end, unmounted by a path.
+fn mount_pinned(dir: &OwnedFd, uuid: &str, read_only: bool) -> std::io::Result<OwnedFd> {
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")?;
+    // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let cstr = |t: String| CString::new(t).map_err(std::io::Error::other);
+    let source = cstr(format!("raidkit:{uuid}"))?;
+    let target = cstr(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
+    let root_mode = if read_only { 0o40500 } else { 0o40700 };
+    let data = cstr(format!(
+        "fd={},rootmode={root_mode:o},user_id={uid},group_id={gid}",
+        dev.as_raw_fd()
+    ))?;
+    let mut flags = libc::MS_NODEV | libc::MS_NOSUID | libc::MS_NOEXEC | libc::MS_NOATIME;
+    if read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            c"fuse.raidkit".as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(OwnedFd::from(dev))
 }
 
 /// Explain a refused mount: /dev/fuse closed to other users is the usual cause of a
