@@ -9,8 +9,10 @@
 //! ```
 //!
 //! * **FUSE implementation:** the `fuser` crate without its `libfuse` feature: no C
-//!   library is needed at build or run time. As root it mounts with `mount(2)` directly;
-//!   otherwise it uses `fusermount3`. Requests are served by several threads, each with
+//!   library is needed at build or run time. As root it mounts with `mount(2)` itself
+//!   (type `fuse.raidkit`), on the mount point held open, and unmounts it through that
+//!   descriptor too, never by a path another user could swap; otherwise it uses
+//!   `fusermount3`. Requests are served by several threads, each with
 //!   its own `/dev/fuse` descriptor (`FUSE_DEV_IOC_CLONE`), with 1 MiB requests.
 //! * **Caching:** by default the kernel's page cache is used for the file, write-through
 //!   (every `write` reaches the array before it returns; no writeback cache), and kept
