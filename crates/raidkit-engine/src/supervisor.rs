@@ -343,6 +343,8 @@ impl Supervisor {
         let size = self.cur().size_bytes();
         if let Some((from, to)) = window {
             if from >= to || from >= size {
+                // An open end (`--from` alone) is said as the array's end, not 2^64-1.
+                let to = to.min(size);
                 return Err(SupervisorError::EmptyWindow { from, to, size });
             }
         }

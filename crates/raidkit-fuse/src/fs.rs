@@ -1,10 +1,13 @@
 //! The FUSE filesystem: a root directory holding one regular file, the array.
 //!
 //! Inode 1 is the directory, inode 2 the array file. The file's size is the array's size
-//! and never changes: truncating to another size fails with `EINVAL` (as `ftruncate` on a
-//! block device does), writing at or past the end fails with `ENOSPC`, a write that
-//! crosses the end is cut short there. Nothing can be created, removed or renamed
-//! (`EPERM`; `EROFS` on a read-only mount).
+//! (which only a reshape of the running array changes): truncating to another size fails
+//! with `EINVAL` (as `ftruncate` on a block device does), opening with `O_TRUNC`
+//! truncates nothing (as on a block device, so `cp`, `dd` and `>` write an image over the
+//! array), writing at or past the end fails with `ENOSPC`, a write that crosses the end
+//! is cut short there (a direct-IO one fails with `ENOSPC`: the kernel would report its
+//! short count as `EIO`). Nothing can be created, removed or renamed (`EPERM`; `EROFS` on
+//! a read-only mount).
 
 use crate::state::{FallocError, Shared};
 use fuser::{
@@ -25,8 +28,9 @@ pub(crate) const DIR_INO: INodeNo = INodeNo::ROOT;
 pub(crate) const FILE_INO: INodeNo = INodeNo(2);
 /// Largest request the kernel may send (`max_write`, and reads are capped to `max_pages`).
 pub(crate) const MAX_IO: u32 = 1 << 20;
-/// How long the kernel may cache attributes and names. The size never changes; mtime
-/// follows writes, which invalidate the kernel's attributes anyway.
+/// How long the kernel may cache attributes and names. The size changes only with a
+/// reshape of the running array; mtime follows writes, which invalidate the kernel's
+/// attributes anyway.
 const TTL: Duration = Duration::from_secs(1);
 /// Block size reported by stat and statfs.
 const BLKSIZE: u32 = 4096;
@@ -46,10 +50,11 @@ impl ArrayFs {
     fn file_attr(&self) -> FileAttr {
         let s = &self.shared;
         let perm = if s.read_only { 0o400 } else { 0o600 };
+        let size = s.size();
         FileAttr {
             ino: FILE_INO,
-            size: s.size,
-            blocks: s.size.div_ceil(512),
+            size,
+            blocks: size.div_ceil(512),
             atime: s.started,
             mtime: s.mtime(),
             ctime: s.mtime(),
@@ -128,6 +133,9 @@ impl Filesystem for ArrayFs {
         // Several direct-IO requests of one read()/write() in flight at once (loop devices
         // with --direct-io, O_DIRECT users).
         let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
+        // `open(O_TRUNC)` (cp, dd, a shell's `>`) comes to `open` instead of as a truncate
+        // to 0 that fails: it truncates nothing, as on a block device.
+        let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
         Ok(())
     }
 
@@ -202,6 +210,7 @@ impl Filesystem for ArrayFs {
         if self.shared.read_only && flags.acc_mode() != OpenAccMode::O_RDONLY {
             return reply.error(Errno::EROFS);
         }
+        // O_TRUNC is ignored: the size is fixed (see `init`).
         let fl = if self.shared.direct_io {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
@@ -226,7 +235,7 @@ impl Filesystem for ArrayFs {
         if ino != FILE_INO {
             return reply.error(Errno::EISDIR);
         }
-        let total = self.shared.size;
+        let total = self.shared.size();
         if offset >= total || size == 0 {
             return reply.data(&[]);
         }
@@ -255,7 +264,7 @@ impl Filesystem for ArrayFs {
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
@@ -265,11 +274,18 @@ impl Filesystem for ArrayFs {
         if self.shared.read_only {
             return reply.error(Errno::EROFS);
         }
-        let total = self.shared.size;
+        let total = self.shared.size();
         if data.is_empty() {
             return reply.written(0);
         }
         if offset >= total {
+            return reply.error(Errno::ENOSPC);
+        }
+        let crosses_end = data.len() as u64 > total - offset;
+        // The kernel turns a short direct-IO write (a file opened O_DIRECT, or every file
+        // of a --direct-io mount) into EIO, as if the array had failed: say ENOSPC, and
+        // write nothing of this request.
+        if crosses_end && (self.shared.direct_io || flags.0 & libc::O_DIRECT != 0) {
             return reply.error(Errno::ENOSPC);
         }
         // Cut at the end of the array: the caller sees a short write, then ENOSPC.
@@ -377,7 +393,7 @@ impl Filesystem for ArrayFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let blocks = self.shared.size / u64::from(BLKSIZE);
+        let blocks = self.shared.size() / u64::from(BLKSIZE);
         reply.statfs(blocks, 0, 0, 2, 0, BLKSIZE, 255, BLKSIZE)
     }
 

@@ -9,8 +9,10 @@
 //! ```
 //!
 //! * **FUSE implementation:** the `fuser` crate without its `libfuse` feature: no C
-//!   library is needed at build or run time. As root it mounts with `mount(2)` directly;
-//!   otherwise it uses `fusermount3`. Requests are served by several threads, each with
+//!   library is needed at build or run time. As root it mounts with `mount(2)` itself
+//!   (type `fuse.raidkit`), on the mount point held open, and unmounts it through that
+//!   descriptor too, never by a path another user could swap; otherwise it uses
+//!   `fusermount3`. Requests are served by several threads, each with
 //!   its own `/dev/fuse` descriptor (`FUSE_DEV_IOC_CLONE`), with 1 MiB requests.
 //! * **Caching:** by default the kernel's page cache is used for the file, write-through
 //!   (every `write` reaches the array before it returns; no writeback cache), and kept
@@ -48,7 +50,9 @@ use raidkit_engine::supervisor::{IdleClean, WriteActivity};
 use raidkit_engine::Array;
 use state::Shared;
 use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,7 +168,11 @@ pub struct Mounted {
 #[derive(Clone, Debug)]
 pub struct StopHandle {
     mountpoint: PathBuf,
-    c_mountpoint: Arc<CString>,
+    /// What `umount2` is given: the pinned directory's `/proc/self/fd` path as root,
+    /// else the canonical path.
+    c_target: Arc<CString>,
+    /// Keeps the pinned mount point open while any handle exists.
+    _pin: Option<Arc<OwnedFd>>,
 }
 
 impl StopHandle {
@@ -173,8 +181,8 @@ impl StopHandle {
     /// loop device: nothing is changed then, and the mount keeps serving. Succeeds if the
     /// mount is already gone.
     pub fn request_stop(&self) -> Result<(), FuseError> {
-        // SAFETY: c_mountpoint is a valid NUL-terminated path that outlives the call.
-        let rc = unsafe { libc::umount2(self.c_mountpoint.as_ptr(), 0) };
+        // SAFETY: c_target is a valid NUL-terminated path that outlives the call.
+        let rc = unsafe { libc::umount2(self.c_target.as_ptr(), 0) };
         if rc == 0 {
             return Ok(());
         }
@@ -265,8 +273,18 @@ pub fn mount(
     check_file_name(&cfg.file_name)?;
     let read_only = cfg.read_only || !array.is_writable();
     let canonical = check_mountpoint(mountpoint)?;
-    let c_mountpoint =
-        CString::new(canonical.as_os_str().as_bytes()).map_err(|_| FuseError::BadMountpoint {
+    let pin = pin_mountpoint(&canonical)?.map(Arc::new);
+    let target = match &pin {
+        Some(fd) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+        None => canonical.clone(),
+    };
+    // The directory actually pinned (the path may have changed since it was checked).
+    let canonical = match &pin {
+        Some(_) => std::fs::read_link(&target).unwrap_or(canonical),
+        None => canonical,
+    };
+    let c_target =
+        CString::new(target.as_os_str().as_bytes()).map_err(|_| FuseError::BadMountpoint {
             path: mountpoint.to_path_buf(),
             why: "the path contains a NUL byte".into(),
         })?;
@@ -299,17 +317,88 @@ pub fn mount(
     let fs = ArrayFs {
         shared: shared.clone(),
     };
-    let session = Session::new(fs, &canonical, &config).map_err(|e| mount_error(&canonical, e))?;
+    let session = match &pin {
+        // fuser's own mount would mount, and unmount again when the session ends, by the
+        // canonical path, which a swapped directory can point elsewhere by then.
+        Some(dir) => {
+            let dev = mount_pinned(dir, &array.uuid_text(), read_only)
+                .map_err(|e| mount_error(&canonical, e))?;
+            Session::from_fd(fs, dev, config.acl, config)
+        }
+        None => Session::new(fs, &target, &config),
+    }
+    .map_err(|e| mount_error(&canonical, e))?;
     Ok(Mounted {
         session,
         shared,
         stop: StopHandle {
             mountpoint: canonical.clone(),
-            c_mountpoint: Arc::new(c_mountpoint),
+            c_target: Arc::new(c_target),
+            _pin: pin,
         },
         mountpoint: canonical,
         own_idle_clean: cfg.activity.is_none().then_some(cfg.idle_clean),
     })
+}
+
+/// As root, open the mount point (`O_PATH`) so that `mount(2)` and `umount2(2)` are given
+/// its `/proc/self/fd` path: they then act on this very directory even if a directory of
+/// the path is renamed and replaced by a symlink meanwhile (by another user who can write
+/// it), which would otherwise make root mount over, or unmount, whatever the symlink
+/// names. Without root, `fusermount3` mounts and unmounts, with its own checks, so
+/// nothing is pinned (None); nor when /proc is not mounted.
+fn pin_mountpoint(canonical: &Path) -> Result<Option<OwnedFd>, FuseError> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/proc/self/fd").is_dir() {
+        return Ok(None);
+    }
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(canonical)
+        .map_err(|e| FuseError::BadMountpoint {
+            path: canonical.to_path_buf(),
+            why: e.to_string(),
+        })?;
+    Ok(Some(OwnedFd::from(dir)))
+}
+
+/// As root, mount FUSE on the pinned directory `dir` (through its `/proc/self/fd` path)
+/// and return the `/dev/fuse` descriptor serving it: the mount is then neither made nor,
+/// at the end, unmounted by a path.
+fn mount_pinned(dir: &OwnedFd, uuid: &str, read_only: bool) -> std::io::Result<OwnedFd> {
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")?;
+    // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let cstr = |t: String| CString::new(t).map_err(std::io::Error::other);
+    let source = cstr(format!("raidkit:{uuid}"))?;
+    let target = cstr(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
+    let root_mode = if read_only { 0o40500 } else { 0o40700 };
+    let data = cstr(format!(
+        "fd={},rootmode={root_mode:o},user_id={uid},group_id={gid}",
+        dev.as_raw_fd()
+    ))?;
+    let mut flags = libc::MS_NODEV | libc::MS_NOSUID | libc::MS_NOEXEC | libc::MS_NOATIME;
+    if read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            c"fuse.raidkit".as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(OwnedFd::from(dev))
 }
 
 /// Explain a refused mount: /dev/fuse closed to other users is the usual cause of a

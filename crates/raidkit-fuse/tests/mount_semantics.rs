@@ -13,7 +13,7 @@ use raidkit_testkit::pattern::fill_mdref;
 use raidkit_testkit::tempdir::TempDir;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
-use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -394,4 +394,173 @@ fn direct_io_parallel_writers_keep_parity_consistent() {
     arr.read(0, &mut direct).expect("engine read");
     assert!(direct == all, "engine read differs");
     assert_parity_clean(&arr);
+}
+
+/// True if /proc/self/mountinfo lists a mount at `p` (a path without spaces).
+fn mounted_at(p: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let want = p.to_string_lossy();
+    info.lines()
+        .any(|l| l.split(' ').nth(4).is_some_and(|m| m == want))
+}
+
+fn c_path(p: &Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path")
+}
+
+/// Root stops its own mount even after a directory of the mount point's path (one
+/// another user may write) was renamed and replaced by a symlink to another mount:
+/// `umount2` on the path followed the symlink and unmounted that other file system,
+/// leaving the array mounted.
+#[test]
+fn stop_unmounts_this_mount_even_after_the_path_is_swapped() {
+    if let Some(why) = skip_reason() {
+        println!("skip: {why}");
+        return;
+    }
+    let tmp = TempDir::new("rk-fuse-swap").expect("tempdir");
+    let base = tmp.path().canonicalize().expect("canon");
+    let (paths, _) = make_raid5(&base);
+    let victim = base.join("victim");
+    std::fs::create_dir_all(victim.join("mnt")).expect("mkdir victim");
+    let tmpfs = c_path(&victim.join("mnt"));
+    // SAFETY: valid NUL-terminated strings; no data argument.
+    let rc = unsafe {
+        libc::mount(
+            c"none".as_ptr(),
+            tmpfs.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        println!(
+            "skip: cannot mount a tmpfs: {}",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    let owned = base.join("owned");
+    let mut served = Served::start(
+        assemble(&paths, true),
+        &owned.join("mnt"),
+        &MountConfig::new("r5"),
+    );
+
+    // The other user's move: their directory goes away, a symlink to the victim replaces it.
+    std::fs::rename(&owned, base.join("moved")).expect("rename");
+    std::os::unix::fs::symlink(&victim, &owned).expect("symlink");
+    let stopped = served.stop.request_stop();
+
+    let victim_kept = mounted_at(&victim.join("mnt"));
+    let array_left = mounted_at(&base.join("moved/mnt"));
+    if array_left {
+        // SAFETY: valid NUL-terminated path; MNT_DETACH never blocks.
+        unsafe { libc::umount2(c_path(&base.join("moved/mnt")).as_ptr(), libc::MNT_DETACH) };
+    }
+    let thread = served.thread.take().expect("thread");
+    let run = thread.join().expect("serve thread");
+    if victim_kept {
+        // SAFETY: as above.
+        unsafe { libc::umount2(tmpfs.as_ptr(), libc::MNT_DETACH) };
+    }
+    stopped.expect("stop");
+    assert!(victim_kept, "the other file system was unmounted");
+    assert!(!array_left, "the array stayed mounted");
+    run.expect("run");
+    assert!(paths.iter().all(|p| member_clean(p)));
+}
+
+/// `cp`, `dd` and a shell's `>` open the file with O_TRUNC: that truncates nothing (as on
+/// a block device) instead of failing with EINVAL, so an image can be written over the
+/// array; bytes past what was written stay as they were.
+#[test]
+fn opening_with_o_trunc_writes_over_the_array() {
+    if let Some(why) = skip_reason() {
+        println!("skip: {why}");
+        return;
+    }
+    let tmp = TempDir::new("rk-fuse-trunc").expect("tempdir");
+    let (paths, size) = make_raid5(tmp.path());
+    let mnt = tmp.path().join("mnt");
+    let served = Served::start(assemble(&paths, true), &mnt, &MountConfig::new("r5"));
+    let mut old = vec![0u8; 8192];
+    fill_mdref(3, 0, &mut old);
+    let f = OpenOptions::new()
+        .write(true)
+        .open(&served.file)
+        .expect("open");
+    f.write_all_at(&old, 0).expect("write");
+    drop(f);
+
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&served.file)
+        .expect("open with O_TRUNC");
+    std::io::Write::write_all(&mut f, &[0x5A; 4096]).expect("write after O_TRUNC");
+    drop(f);
+    assert_eq!(std::fs::metadata(&served.file).expect("stat").len(), size);
+    let mut back = vec![0u8; 8192];
+    File::open(&served.file)
+        .expect("open")
+        .read_exact_at(&mut back, 0)
+        .expect("read");
+    assert!(back[..4096].iter().all(|&b| b == 0x5A));
+    assert!(back[4096..] == old[4096..], "bytes past the write changed");
+    // Truncating to another size is still refused.
+    let e = OpenOptions::new()
+        .write(true)
+        .open(&served.file)
+        .expect("open")
+        .set_len(0)
+        .expect_err("truncate to 0");
+    assert_eq!(errno(&e), libc::EINVAL);
+    served.finish();
+}
+
+/// An O_DIRECT write across the end of the array fails with ENOSPC: the kernel turned
+/// the short count of the request into EIO, which says the array failed. A direct write
+/// that ends at the end still succeeds, and a buffered one across it is still cut short.
+#[test]
+fn a_direct_write_across_the_end_says_no_space_not_io_error() {
+    if let Some(why) = skip_reason() {
+        println!("skip: {why}");
+        return;
+    }
+    let tmp = TempDir::new("rk-fuse-dend").expect("tempdir");
+    let (paths, size) = make_raid5(tmp.path());
+    for direct_io in [false, true] {
+        let mnt = tmp.path().join(format!("mnt{direct_io}"));
+        let mut cfg = MountConfig::new("r5");
+        cfg.direct_io = direct_io;
+        let served = Served::start(assemble(&paths, true), &mnt, &cfg);
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&served.file)
+            .expect("open O_DIRECT");
+        let data = vec![0x3Cu8; 8192];
+        let e = f
+            .write_at(&data, size - 4096)
+            .expect_err("direct write across the end");
+        assert_eq!(errno(&e), libc::ENOSPC, "direct_io {direct_io}: {e}");
+        assert_eq!(
+            f.write_at(&data[..4096], size - 4096).expect("to the end"),
+            4096
+        );
+        drop(f);
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&served.file)
+            .expect("open");
+        if !direct_io {
+            assert_eq!(f.write_at(&data, size - 1000).expect("buffered"), 1000);
+        }
+        drop(f);
+        let stats = served.finish();
+        assert_eq!(stats.io_errors, 0);
+    }
 }

@@ -90,6 +90,11 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
-    Man,
+    /// Print the man page (roff): raidkit(1), or with a command the page the main one
+    /// lists for it (`raidkit man create` prints raidkit-create(1)).
+    Man {
+        /// A command, and a subcommand of it (`bench parity`).
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }

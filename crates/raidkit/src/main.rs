@@ -74,10 +74,22 @@ fn run(cli: Cli) -> Result<()> {
             out::write_bytes(&buf);
             Ok(())
         }
-        Command::Man => {
-            let c = <Cli as clap::CommandFactory>::command();
+        Command::Man { command } => {
+            let mut c = <Cli as clap::CommandFactory>::command();
+            // Built, so subcommands carry the names the main page refers to
+            // (`raidkit-create`).
+            c.build();
+            let mut page = &c;
+            for word in &command {
+                page = page.find_subcommand(word).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "no command {word:?} under `{}`: `raidkit --help` lists them",
+                        page.get_display_name().unwrap_or_else(|| page.get_name())
+                    )
+                })?;
+            }
             let mut buf = Vec::new();
-            clap_mangen::Man::new(c)
+            clap_mangen::Man::new(page.clone())
                 .render(&mut buf)
                 .context("rendering the man page")?;
             out::write_bytes(&buf);
@@ -117,6 +129,23 @@ mod tests {
         );
         let e = anyhow::anyhow!("inner").context("outer");
         assert_eq!(error_text(&e), "outer: inner");
+    }
+
+    #[test]
+    fn permission_errors_say_what_to_do() {
+        use crate::out::PERMISSION_HINT;
+        let io = std::io::Error::from_raw_os_error(libc::EACCES);
+        let e = anyhow::Error::new(io).context("opening /dev/sdb");
+        assert_eq!(
+            error_text(&e),
+            format!("opening /dev/sdb: Permission denied (os error 13){PERMISSION_HINT}")
+        );
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = anyhow::Error::new(io).context("opening x");
+        assert_eq!(
+            error_text(&e),
+            "opening x: No such file or directory (os error 2)"
+        );
     }
 
     #[test]

@@ -22,8 +22,8 @@ Examples:
   umount /srv/data && losetup -d /dev/loop0
   kill -TERM <raidkit pid>       # or Ctrl-C, or `umount mnt`: flush, mark clean, exit 0
 
-The file cannot be truncated to another size (EINVAL); writes past its end fail with
-ENOSPC. An array that was not stopped cleanly is resynced before the mount accepts writes.
+The file cannot be truncated to another size (EINVAL); opening it with O_TRUNC (cp, dd,
+`>`) truncates nothing, as on a block device; writes past its end fail with ENOSPC. An array that was not stopped cleanly is resynced before the mount accepts writes.
 ";
 
 /// `mount`.

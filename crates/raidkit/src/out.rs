@@ -89,6 +89,13 @@ pub fn error_text(e: &anyhow::Error) -> String {
         }
     }
     let mut text = parts.join(": ");
+    // The OS refused this user: say what to do, once, after the cause.
+    if e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+    }) {
+        text.push_str(PERMISSION_HINT);
+    }
     if let Some(r) = e
         .chain()
         .find_map(|c| c.downcast_ref::<raidkit_engine::EngineError>())
@@ -98,6 +105,10 @@ pub fn error_text(e: &anyhow::Error) -> String {
     }
     text
 }
+
+/// Said after an error the OS gave because this user may not open or change a path.
+pub const PERMISSION_HINT: &str =
+    "; run the command as root (sudo), or as a user who may open that file or device";
 
 /// What the user types to apply an engine error's remedy, with the separator that
 /// joins it to the message (`. Use --force to overwrite it`).

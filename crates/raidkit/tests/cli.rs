@@ -40,6 +40,59 @@ fn help_examples_work() {
     assert_eq!(&copy[..services.len()], &services[..]);
 }
 
+/// The command lines of a help text's examples that start with one of `tools`, without
+/// their comments.
+fn example_lines(help: &str, tools: &[&str]) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Examples:"))
+        .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+        .filter(|l| tools.iter().any(|t| l.starts_with(&format!("{t} "))))
+        .collect()
+}
+
+/// Run one example line in `d`: `raidkit ...` through the binary, another tool as itself.
+fn run_example(d: &Path, line: &str) {
+    let w = words(line);
+    if w[0] == "raidkit" {
+        ok(d, &w[1..]);
+    } else {
+        let st = std::process::Command::new(w[0])
+            .args(&w[1..])
+            .current_dir(d)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{line}");
+    }
+}
+
+/// The offline examples of the subcommands run as printed (with the array a help
+/// assumes made first): `checksums`, `check`, `repair` (`grow`'s are run by
+/// reshape_cli.rs, the serving commands' by their own tests).
+#[test]
+fn subcommand_help_examples_work() {
+    let cases: [(&[&str], Option<&str>); 3] = [
+        (&["checksums", "init", "--help"], None),
+        (&["check", "--help"], None),
+        (
+            &["repair", "--help"],
+            Some("raidkit create --level 5 --raid-devices 3 --size 64M d0.img d1.img d2.img"),
+        ),
+    ];
+    for (help_args, setup) in cases {
+        let t = TempDir::new("rk-cli").unwrap();
+        let d = t.path();
+        let help = ok(d, help_args);
+        let lines: Vec<String> = example_lines(&help, &["raidkit", "truncate"])
+            .into_iter()
+            .filter(|l| !l.contains(" serve ") && !l.contains("--continue") && !l.contains(" md0"))
+            .collect();
+        assert!(lines.len() >= 2, "{help_args:?}: {help}");
+        for l in setup.iter().map(|s| s.to_string()).chain(lines) {
+            run_example(d, &l);
+        }
+    }
+}
+
 #[test]
 fn json_keys_and_round_trip() {
     let t = TempDir::new("rk-cli").unwrap();
@@ -150,8 +203,18 @@ fn user_errors_say_what_to_do() {
         "{e}"
     );
     std::fs::write(d.join("junk"), vec![7u8; 1 << 20]).unwrap();
+    let e = err(d, &words("grow a b --add nosuch --raid-devices 3"));
+    assert!(
+        e.contains("--add nosuch: no such file or device; a new disk must exist first (for a file: `truncate -s SIZE nosuch`"),
+        "{e}"
+    );
     let e = err(d, &["examine", "junk"]);
     assert!(e.contains("no usable MD superblock"), "{e}");
+    let e = err(d, &["examine", "a", "nosuch"]);
+    assert!(
+        e.contains("1 of 2 device(s) have no usable MD superblock or could not be read (each is said above)"),
+        "{e}"
+    );
     let e = err(d, &["export", "--output", "x", "a", "junk"]);
     assert!(e.contains("junk: no MD superblock found"), "{e}");
     let e = err(
@@ -334,4 +397,64 @@ fn repair_update_no_bbl_offline() {
     // Without logs there is nothing to remove: the second example now succeeds.
     let o = run(&cmds[1]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `scan` names the paths it was given and could not look at (a typo, a glob that
+/// matched nothing) instead of skipping them silently.
+#[test]
+fn scan_says_which_paths_it_could_not_read() {
+    let t = TempDir::new("rk-cli").unwrap();
+    let d = t.path();
+    ok(d, &words("create --level 1 --raid-devices 2 --size 4M a b"));
+    let o = rk(d, &words("scan a b nonexist"));
+    assert!(o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(
+            "raidkit: warning: nonexist: No such file or directory (os error 2); skipped"
+        ),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("[[array]]"));
+    let e = err(d, &words("scan --json /no/such/*.img"));
+    assert!(
+        e.contains("/no/such/*.img: No such file or directory")
+            && e.contains("no MD superblock on the paths given"),
+        "{e}"
+    );
+}
+
+/// Every page the main man page refers to (`raidkit-create(1)` ...) can be printed, with
+/// its own options; an unknown command is refused by name.
+#[test]
+fn man_pages_of_the_commands_exist() {
+    let t = TempDir::new("rk-cli").unwrap();
+    let d = t.path();
+    let main = ok(d, &["man"]);
+    let refs: Vec<String> = main
+        .lines()
+        .filter_map(|l| l.strip_prefix("raidkit\\-")?.strip_suffix("(1)"))
+        .map(|n| n.replace("\\-", "-"))
+        .collect();
+    assert!(
+        refs.len() > 20 && refs.iter().any(|r| r == "create"),
+        "{main}"
+    );
+    for r in &refs {
+        let page = ok(d, &["man", r]);
+        assert!(
+            page.contains(&format!(".TH raidkit-{r} 1")),
+            "{r}: {}",
+            &page[..page.len().min(300)]
+        );
+    }
+    let create = ok(d, &["man", "create"]);
+    assert!(create.contains("raid\\-devices"), "{create}");
+    let parity = ok(d, &["man", "bench", "parity"]);
+    assert!(parity.contains(".TH raidkit-bench-parity 1"), "{parity}");
+    let e = err(d, &["man", "nosuch"]);
+    assert!(
+        e.contains("no command \"nosuch\" under `raidkit`: `raidkit --help` lists them"),
+        "{e}"
+    );
 }

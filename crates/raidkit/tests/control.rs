@@ -273,6 +273,15 @@ fn status_manage_sync_action_monitor() {
     assert!(String::from_utf8_lossy(&e.stderr).contains("no running array named \"nosuch\""));
     let e = rk(&run, d, &["sync-action", "ctl", "bogus"]);
     assert!(String::from_utf8_lossy(&e.stderr).contains("unknown sync action"));
+    let size = status(&run, d)[0]["array_bytes"].as_u64().unwrap();
+    let e = rk(&run, d, &["sync-action", "ctl", "check", "--from", "100M"]);
+    let text = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        text.contains(&format!(
+            "empty scrub window 104857600..{size} (the array has {size} bytes); give --from below --to and inside the array"
+        )),
+        "{text}"
+    );
     // Graceful stop leaves the members clean.
     // SAFETY-free: kill(1) via the command line.
     let pid = guard.0.id().to_string();

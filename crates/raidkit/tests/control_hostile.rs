@@ -208,3 +208,72 @@ fn group_readers_cannot_take_every_slot() {
     );
     assert_eq!(v["ok"], true, "root's status: {v}");
 }
+
+/// Run raidkit as user 65534 (no groups) with `run` as the run directory.
+fn as_nobody(d: &Path, run: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(RAIDKIT)
+        .args(args)
+        .current_dir(d)
+        .env("RAIDKIT_RUN_DIR", run)
+        .stdin(Stdio::null());
+    c
+}
+
+/// A user who may not use a server's control socket is told so by `stats` (which
+/// printed nothing and succeeded) and by `monitor` (which watched nothing in silence),
+/// as by `status`.
+#[test]
+fn stats_and_monitor_say_whom_they_may_not_ask() {
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    if !root || raidkit_testkit::proc::which("setpriv").is_none() {
+        println!("skip: needs root and setpriv to play another user");
+        return;
+    }
+    let t = TempDir::new("rk-ctlh").unwrap();
+    let d = t.path();
+    let run = d.join("run");
+    let _srv = serve(d, &run, &[]);
+    let sock = control_socket(&run);
+    let denied = format!(
+        "raidkit: permission denied: control socket {} belongs to root (mode 0600): you may not connect to it",
+        sock.display()
+    );
+
+    let o = as_nobody(d, &run, &["stats"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "stats succeeded: {stderr}");
+    assert!(stderr.contains(&denied), "{stderr}");
+    assert!(
+        stderr.contains("1 serving process(es) would not tell you their arrays' statistics"),
+        "{stderr}"
+    );
+    let o = as_nobody(d, &run, &["stats", "ctl"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("no running array named \"ctl\" that you may use; permission denied"),
+        "{stderr}"
+    );
+
+    let mut mon = as_nobody(d, &run, &["monitor"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let err = mon.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(err).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(20));
+    let _ = mon.kill();
+    let _ = mon.wait();
+    let line = line.expect("monitor said nothing in 20 s");
+    assert!(
+        line.starts_with("raidkit monitor: permission denied: control socket"),
+        "{line}"
+    );
+}

@@ -128,7 +128,20 @@ fn grow_help_examples_work() {
     let old = ["d0.img", "d1.img", "d2.img", "d3.img"];
     let all = ["d0.img", "d1.img", "d2.img", "d3.img", "d4.img"];
     let data = array(d, "6", &old, 24 << 20);
-    files(d, &["d4.img"], 16 << 20);
+    // The new disk, made as the help says.
+    let make: Vec<&str> = help
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .find(|l| l.starts_with("truncate "))
+        .expect("the help makes the new disk")
+        .split_whitespace()
+        .collect();
+    let st = Command::new(make[0])
+        .args(&make[1..])
+        .current_dir(d)
+        .status()
+        .unwrap();
+    assert!(st.success(), "{make:?}");
     // --dry-run: the plan, nothing written.
     let before = std::fs::read(d.join("d0.img")).unwrap();
     let plan = ok(d, &args(0));
@@ -785,4 +798,67 @@ fn check_of_kernel_mid_reshape_arrays_is_clean() {
         e.contains("the array is in the middle of a reshape: a repair would rewrite parity or copies across two geometries; let the reshape finish first"),
         "{e}"
     );
+}
+
+/// `grow NAME --add ... --raid-devices` on an array served by `raidkit mount`: the file
+/// grows with the array once the reshape finishes (it kept the size it had when mounted,
+/// so the space added could not be written: ENOSPC), and what is written past the old
+/// end is on the members.
+#[test]
+fn online_grow_mounted_file_grows() {
+    use std::os::unix::fs::FileExt;
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    if !Path::new("/dev/fuse").exists() || !root {
+        println!("skip: needs /dev/fuse and root");
+        return;
+    }
+    let t = TempDir::new("rk-reshape-fuse").unwrap();
+    let d = t.path();
+    std::fs::create_dir(run_dir(d)).unwrap();
+    std::fs::create_dir(d.join("mnt")).unwrap();
+    let data = array(d, "5", &["a0", "a1", "a2"], 8 << 20);
+    files(d, &["a3"], 16 << 20);
+    let mount = proc::Stopping(
+        Command::new(RAIDKIT)
+            .current_dir(d)
+            .env("RAIDKIT_RUN_DIR", run_dir(d))
+            .args(["mount", "a0", "a1", "a2", "mnt"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let file = d.join("mnt/rs");
+    wait_for("the mounted file and its control socket", 30, || {
+        file.exists() && !status_of(d).is_null()
+    });
+    let before = std::fs::metadata(&file).unwrap().len();
+    ok_err(d, &["grow", "rs", "--add", "a3", "--raid-devices", "4"]);
+    wait_for("the reshape to finish", 120, || {
+        let s = status_of(d);
+        s["reshape"].is_null() && s["last_result"]["end"] == "finished"
+    });
+    let after = status_of(d)["array_bytes"].as_u64().unwrap();
+    assert_eq!(after, before / 2 * 3, "3 data members instead of 2");
+    // The kernel asks for the size again once its cached attributes expire (1 s).
+    wait_for("the file to grow", 10, || {
+        std::fs::metadata(&file).unwrap().len() == after
+    });
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&file)
+        .unwrap();
+    f.write_all_at(b"past the old end", before + 4096).unwrap();
+    drop(f);
+    let st = mount.stop();
+    assert!(st.is_some_and(|s| s.success()), "mount: {st:?}");
+    let out = exported(d, &["a0", "a1", "a2", "a3"]);
+    assert_eq!(out.len() as u64, after);
+    assert!(out[..data.len()] == data[..]);
+    let at = (before + 4096) as usize;
+    assert_eq!(&out[at..at + 16], b"past the old end");
 }

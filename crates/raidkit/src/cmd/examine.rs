@@ -113,7 +113,7 @@ pub fn run(a: ExamineArgs) -> Result<()> {
     }
     if !errors.is_empty() {
         bail!(
-            "{} of {} device(s) have no usable MD superblock",
+            "{} of {} device(s) have no usable MD superblock or could not be read (each is said above)",
             errors.len(),
             a.members.len()
         );

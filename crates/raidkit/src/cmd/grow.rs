@@ -19,6 +19,7 @@ use raidkit_engine::supervisor::Supervisor;
 use raidkit_engine::Array;
 use raidkit_layout::{names, Level};
 use serde_json::{json, Value};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use std::sync::Arc;
 const GROW_HELP: &str = "\
 Examples:
   # plan, then add a fifth disk to a stopped 4-disk RAID6 (foreground, safe to kill)
+  truncate -s 64M d4.img                                   # the new disk (a file here)
   raidkit grow d0.img d1.img d2.img d3.img --add d4.img --raid-devices 5 --dry-run
   raidkit grow d0.img d1.img d2.img d3.img --add d4.img --raid-devices 5 --speed-limit 20M
   # after a kill: finish the reshape found on the members (raidkit's, the kernel's, mdadm's)
@@ -174,6 +176,7 @@ impl GrowArgs {
     }
 
     fn spec(&self) -> Result<ReshapeSpec> {
+        self.add.iter().try_for_each(|p| new_disk_exists(p))?;
         Ok(ReshapeSpec {
             raid_devices: self.raid_devices,
             add: self.add.iter().map(|p| resolved(p)).collect(),
@@ -185,6 +188,22 @@ impl GrowArgs {
             force: self.force,
         })
     }
+}
+
+/// A disk to add must exist: say how to make a file one, instead of the bare open error.
+fn new_disk_exists(p: &Path) -> Result<()> {
+    use raidkit_engine::dev::{fault, nbd};
+    let plain = p
+        .to_str()
+        .is_none_or(|t| !nbd::is_nbd_uri(t) && fault::split_spec(t).is_none());
+    if plain && std::fs::symlink_metadata(p).is_err_and(|e| e.kind() == ErrorKind::NotFound) {
+        bail!(
+            "--add {}: no such file or device; a new disk must exist first (for a file: `truncate -s SIZE {}`, at least the size of the other members)",
+            p.display(),
+            p.display()
+        );
+    }
+    Ok(())
 }
 
 fn size_opt(what: &str, v: Option<&str>) -> Result<Option<u64>> {

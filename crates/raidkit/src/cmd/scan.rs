@@ -112,16 +112,21 @@ fn stable_path(p: &Path) -> PathBuf {
     abs
 }
 
-/// The superblock on `p`, if any (errors: not an MD member, unreadable, not ours to open).
-fn read_one(p: &Path) -> Option<Found> {
-    super::check_member(p).ok()?;
-    let d = FileDev::open(p, false).ok()?;
-    let pr = probe(&d as &dyn BlockDev).ok()?;
-    let (sb, _) = pr.found.into_iter().next()?;
-    Some(Found {
+/// The superblock on `p`, if any; an error if `p` cannot be looked at (missing, not a
+/// file or device, not ours to open). No superblock, or an unreadable one, is no error.
+fn read_one(p: &Path) -> Result<Option<Found>> {
+    super::check_member(p)?;
+    let d = FileDev::open(p, false).with_context(|| format!("{}", p.display()))?;
+    let Some((sb, _)) = probe(&d as &dyn BlockDev)
+        .ok()
+        .and_then(|pr| pr.found.into_iter().next())
+    else {
+        return Ok(None);
+    };
+    Ok(Some(Found {
         path: stable_path(p),
         sb,
-    })
+    }))
 }
 
 /// Group members by array, in role order (spares last), newest event count first
@@ -292,10 +297,18 @@ fn array_json(a: &ArrayFound, e: &ArrayEntry) -> Value {
 
 /// Run `scan`.
 pub fn run(a: ScanArgs) -> Result<()> {
-    let found: Vec<Found> = candidates(&a.paths)
-        .iter()
-        .filter_map(|p| read_one(p))
-        .collect();
+    let mut found: Vec<Found> = Vec::new();
+    for p in candidates(&a.paths) {
+        match read_one(&p) {
+            Ok(f) => found.extend(f),
+            // Paths the user named (a typo, a glob that matched nothing, a device they
+            // may not read) are said; of every block device, only the summary below.
+            Err(e) if !a.paths.is_empty() => {
+                eprintln!("raidkit: warning: {}; skipped", crate::out::error_text(&e))
+            }
+            Err(_) => {}
+        }
+    }
     let arrays = group(found);
     let old = match &a.config {
         Some(p) if p.exists() => config::load(p)?,

@@ -3,7 +3,7 @@
 
 use super::deliver::{self, Worker};
 use super::wire;
-use crate::control::client::{connect, exchange, request, sockets};
+use crate::control::client::{connect, exchange, request, scan, sockets};
 use crate::control::protocol::Request;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -131,12 +131,22 @@ pub fn run(a: MonitorArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let (tx, rx) = channel::<Value>();
     let mut watched: Vec<PathBuf> = Vec::new();
+    let mut told: Vec<String> = Vec::new();
     let mut seen = 0u64;
     loop {
-        for s in sockets()? {
+        let found = scan()?;
+        for s in found.live {
             if !watched.contains(&s) {
                 watched.push(s.clone());
                 follow(s, tx.clone());
+            }
+        }
+        // A server whose events this user may not have: say so once, not watch nothing
+        // in silence.
+        for d in found.denied {
+            if !told.contains(&d) {
+                eprintln!("raidkit monitor: {d}");
+                told.push(d);
             }
         }
         match rx.recv_timeout(Duration::from_secs(2)) {

@@ -142,6 +142,7 @@ pub fn prometheus_text() -> String {
 /// The IO counters of every running array.
 fn io_text() -> String {
     let mut arrays: Vec<wire::Stats> = stats_now(None)
+        .map(|(v, _)| v)
         .unwrap_or_default()
         .into_iter()
         .filter_map(|v| serde_json::from_value(v).ok())

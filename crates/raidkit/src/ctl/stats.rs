@@ -2,7 +2,7 @@
 //! [`super::prometheus`]).
 
 use super::wire;
-use crate::control::client::{request, sockets};
+use crate::control::client::{denied_text, request, scan};
 use crate::control::protocol::Request;
 use crate::units::human;
 use anyhow::{bail, Result};
@@ -28,23 +28,32 @@ pub struct StatsArgs {
 }
 
 /// The statistics of one array (`name`) or of every running array, as the servers sent
-/// them.
-pub fn stats_now(name: Option<&str>) -> Result<Vec<Value>> {
+/// them, and a sentence per server this user may not ask (as `status` says them).
+pub fn stats_now(name: Option<&str>) -> Result<(Vec<Value>, Vec<String>)> {
     let mut v = Vec::new();
     let req = Request::Stats {
         array: name.unwrap_or("").to_string(),
     };
-    for s in sockets()? {
-        if let Ok(r) = request(&s, &req) {
-            v.extend(r["arrays"].as_array().cloned().unwrap_or_default());
+    let scan = scan()?;
+    let mut denied = scan.denied;
+    for s in scan.live {
+        match request(&s, &req) {
+            Ok(r) => v.extend(r["arrays"].as_array().cloned().unwrap_or_default()),
+            Err(e) if e.to_string().starts_with("permission denied") => {
+                denied.push(denied_text(&s, &e.to_string()))
+            }
+            Err(_) => {}
         }
     }
     if let Some(n) = name {
         if v.is_empty() {
-            bail!("no running array named {n:?} (see `raidkit status`)");
+            match denied.first() {
+                Some(d) => bail!("no running array named {n:?} that you may use; {d}"),
+                None => bail!("no running array named {n:?} (see `raidkit status`)"),
+            }
         }
     }
-    Ok(v)
+    Ok((v, denied))
 }
 
 /// A size or latency histogram as `label:share` pairs.
@@ -173,13 +182,18 @@ pub fn run(a: StatsArgs) -> Result<()> {
     if let Some(addr) = &a.prometheus {
         return super::prometheus::serve(addr);
     }
-    let prev = stats_now(a.name.as_deref())?;
+    let (prev, denied) = stats_now(a.name.as_deref())?;
+    // Like `status`: say each server that would not answer (once, also with --watch).
+    for d in &denied {
+        eprintln!("raidkit: {d}");
+    }
     match a.watch {
-        Some(every) => watch(&a, prev, every.max(1)),
-        None if a.json => {
-            outln!("{}", serde_json::to_string_pretty(&Value::Array(prev))?);
-            Ok(())
-        }
+        Some(every) => return watch(&a, prev, every.max(1)),
+        None if a.json => outln!("{}", serde_json::to_string_pretty(&Value::Array(prev))?),
+        None if prev.is_empty() && denied.is_empty() => outln!(
+            "no running arrays (control sockets in {})",
+            crate::control::run_dir().display()
+        ),
         None => {
             for v in prev {
                 let s: wire::Stats = serde_json::from_value(v.clone())?;
@@ -189,16 +203,22 @@ pub fn run(a: StatsArgs) -> Result<()> {
                     print_stripe_cache(c);
                 }
             }
-            Ok(())
         }
     }
+    if !denied.is_empty() {
+        bail!(
+            "{} serving process(es) would not tell you their arrays' statistics",
+            denied.len()
+        );
+    }
+    Ok(())
 }
 
 /// `stats --watch`: every `every` seconds, the counters of that window.
 fn watch(a: &StatsArgs, mut prev: Vec<Value>, every: u64) -> Result<()> {
     loop {
         std::thread::sleep(Duration::from_secs(every));
-        let now = stats_now(a.name.as_deref())?;
+        let (now, _) = stats_now(a.name.as_deref())?;
         if !a.json {
             outln!("{}", raidkit_tools::human::timestamp_now());
         }
