@@ -65,7 +65,13 @@ fn serve(mut s: UnixStream, e: Export, answer: &Answer) -> std::io::Result<()> {
         s.read_exact(&mut h)?;
         let r = proto::parse_request(&h).expect("request magic");
         let range = r.offset as usize..r.offset as usize + r.len as usize;
-        let err = answer.load(Ordering::SeqCst);
+        let mut err = answer.load(Ordering::SeqCst);
+        let min = u64::from(e.block_size.0);
+        let data = matches!(r.typ, proto::CMD_READ | proto::CMD_WRITE);
+        if data && (r.offset % min != 0 || u64::from(r.len) % min != 0) {
+            // As a strict server does: requests are whole blocks of its minimum.
+            err = errno::EINVAL;
+        }
         let mut reply = proto::simple_reply(err, r.cookie).to_vec();
         match r.typ {
             proto::CMD_DISC => return Ok(()),
@@ -165,4 +171,24 @@ fn an_export_with_tiny_requests_is_refused() {
     let mut back = vec![0u8; data.len()];
     dev.read_at(&mut back, 4096).unwrap();
     assert!(back == data);
+}
+
+/// A server with a minimum block size (4096: a 4Kn disk behind it, say) may refuse
+/// anything smaller (EINVAL). A small read — creating an array probes 8 bytes for an old
+/// superblock's magic — reads the whole block around it, and gets the right bytes.
+#[test]
+fn small_reads_are_whole_blocks_of_the_servers_minimum() {
+    let (_d, uri, _) = fake(Export {
+        block_size: (4096, 4096, 32 << 20),
+    });
+    let dev = NbdDev::open(&uri, true).unwrap();
+    let data: Vec<u8> = (0..8192u32).map(|i| (i % 253) as u8).collect();
+    dev.write_at(&data, 4096).unwrap();
+    let mut b = [0u8; 8];
+    dev.read_at(&mut b, 4096 + 4090).unwrap();
+    assert_eq!(b[..], data[4090..4098]);
+    let mut b = vec![0u8; 100];
+    dev.read_at(&mut b, 8).unwrap();
+    assert!(b == [0u8; 100]);
+    assert_eq!(dev.link_state(), LinkState::Connected);
 }

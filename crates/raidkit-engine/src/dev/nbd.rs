@@ -174,6 +174,8 @@ pub struct NbdDev {
     writable: bool,
     size: u64,
     lbs: u32,
+    /// The server's minimum block size: requests are whole blocks of it.
+    min_block: u32,
     link: Mutex<Link>,
     counters: Arc<Counters>,
 }
@@ -257,6 +259,7 @@ impl NbdDev {
             writable: write,
             size: info.size,
             lbs: info.min_block.max(512),
+            min_block: info.min_block.max(1),
             link: Mutex::new(Link {
                 client: Some(Arc::new(client)),
                 lost: Vec::new(),
@@ -550,7 +553,21 @@ impl AsyncDev for NbdDev {
 
 impl BlockDev for NbdDev {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        mio::run_one(self, offset, mio::IoOp::Read(buf))
+        let align = u64::from(self.min_block);
+        let end = offset.saturating_add(buf.len() as u64);
+        if offset % align == 0 && (end % align == 0 || end == self.size) {
+            return mio::run_one(self, offset, mio::IoOp::Read(buf));
+        }
+        // A server with a minimum block size may refuse anything else (EINVAL): a small
+        // read (a probe for an old superblock's magic) reads the whole blocks around it.
+        crate::dev::check_bounds("read", offset, buf.len(), self.size)?;
+        let start = offset / align * align;
+        let stop = end.div_ceil(align).saturating_mul(align).min(self.size);
+        let mut whole = vec![0u8; (stop - start) as usize];
+        mio::run_one(self, start, mio::IoOp::Read(&mut whole))?;
+        let at = (offset - start) as usize;
+        buf.copy_from_slice(&whole[at..at + buf.len()]);
+        Ok(())
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         mio::run_one(self, offset, mio::IoOp::Write(buf))
