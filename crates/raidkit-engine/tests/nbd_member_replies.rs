@@ -68,7 +68,7 @@ fn serve(mut s: UnixStream, e: Export, answer: &Answer) -> std::io::Result<()> {
         let mut err = answer.load(Ordering::SeqCst);
         let min = u64::from(e.block_size.0);
         let data = matches!(r.typ, proto::CMD_READ | proto::CMD_WRITE);
-        if data && (r.offset % min != 0 || u64::from(r.len) % min != 0) {
+        if data && !(r.offset.is_multiple_of(min) && u64::from(r.len).is_multiple_of(min)) {
             // As a strict server does: requests are whole blocks of its minimum.
             err = errno::EINVAL;
         }

@@ -555,7 +555,7 @@ impl BlockDev for NbdDev {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let align = u64::from(self.min_block);
         let end = offset.saturating_add(buf.len() as u64);
-        if offset % align == 0 && (end % align == 0 || end == self.size) {
+        if offset.is_multiple_of(align) && (end.is_multiple_of(align) || end == self.size) {
             return mio::run_one(self, offset, mio::IoOp::Read(buf));
         }
         // A server with a minimum block size may refuse anything else (EINVAL): a small
