@@ -474,14 +474,20 @@ impl Inner {
             return Err(why);
         }
         if r.errno != 0 {
+            let shutdown = r.errno == proto::errno::ESHUTDOWN;
+            if shutdown {
+                // A server going away: the protocol has the client disconnect. Closed
+                // first, so the caller sees the connection broken when it wakes.
+                self.kill(Death::Shutdown);
+            }
             e.slot.set(Err(ClientError::Server {
                 errno: r.errno,
                 message: String::new(),
             }));
-            // A server going away: the protocol has the client disconnect.
-            return match r.errno {
-                proto::errno::ESHUTDOWN => Err(Death::Shutdown),
-                _ => Ok(()),
+            return if shutdown {
+                Err(Death::Shutdown)
+            } else {
+                Ok(())
             };
         }
         let mut buf = std::mem::take(&mut e.buf);
