@@ -366,3 +366,42 @@ fn lying_handshakes_are_refused() {
         h.join().unwrap();
     }
 }
+
+/// A server going away answers `ESHUTDOWN` (nbdkit does, to what is in flight when it is
+/// told to stop), and the protocol has the client disconnect: the request fails (with
+/// the server's error, or as disconnected), the connection is closed, and the next
+/// request fails at once without being sent — the error a server restart deserves, not a
+/// per-request one a caller could take for a bad sector.
+#[test]
+fn eshutdown_closes_the_connection() {
+    let error_chunk = |r: &Req| {
+        let mut p = errno::ESHUTDOWN.to_be_bytes().to_vec();
+        p.extend_from_slice(&0u16.to_be_bytes());
+        chunk(DONE, proto::REPLY_TYPE_ERROR, r.cookie, &p)
+    };
+    let simple = |r: &Req| proto::simple_reply(errno::ESHUTDOWN, r.cookie).to_vec();
+    for (name, script) in [
+        ("simple reply to a write", Box::new(simple) as Script),
+        ("error chunk to a write", Box::new(error_chunk) as Script),
+    ] {
+        let (_d, sock, h) = fake(Hs::Good, script);
+        let c = Client::connect(&uri(&sock), &ClientOptions::default()).unwrap();
+        let e = c.write(0, &[1; 512], false, T).unwrap_err();
+        assert!(e.is_fatal(), "{name}: {e:?}");
+        let broken = c.broken();
+        assert!(
+            matches!(&broken, Some(ClientError::Disconnected(m)) if m.contains("ESHUTDOWN")),
+            "{name}: {broken:?}"
+        );
+        let t0 = Instant::now();
+        let e = c.write(512, &[2; 512], false, T).unwrap_err();
+        assert!(
+            matches!(&e, ClientError::Disconnected(m) if m.contains("shutting down")),
+            "{name}: {e:?}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(1), "{name}: not at once");
+        assert_eq!(c.stats().requests, 1, "{name}: the second request was sent");
+        drop(c);
+        h.join().unwrap();
+    }
+}

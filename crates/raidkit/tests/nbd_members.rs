@@ -205,6 +205,56 @@ fn remote_that_ran_on_its_own_is_refused_until_its_changes_are_discarded() {
     assert!(data_area(&d.join("local.img")) == data_area(&remote_img));
 }
 
+/// The remote is the mirror's last leg (the local member was failed) and its server dies:
+/// client IO fails (no member holds the data), and the member is failed. When the server is
+/// back, the member is taken back as it is — it is the only copy of the data, so there is
+/// nothing to catch up from — and every byte written before reads back exactly: nothing
+/// is marked lost, no bad block is recorded on it.
+#[test]
+fn last_leg_remote_that_returns_is_taken_back_as_it_is() {
+    let Some((td, mut remote, uri)) = setup("lastleg") else {
+        return;
+    };
+    let d = td.path();
+    let _server = serve(d, &["local.img", &uri]);
+    let c = client(d);
+    let a = proc::xorshift_bytes(2 * MIB as usize, 31);
+    write_flush(&c, 0, &a);
+    ok(d, &["manage", "net", "--fail", "local.img"]);
+    // Written to the remote alone.
+    let b = proc::xorshift_bytes(MIB as usize, 32);
+    write_flush(&c, 4 * MIB, &b);
+
+    remote.kill();
+    let t = Duration::from_secs(30);
+    let lost = c.write(8 * MIB, &b, false, t).and_then(|()| c.flush(t));
+    assert!(lost.is_err(), "a write with no member left succeeded");
+    wait_event(d, "member_disconnected", 10);
+
+    remote.start();
+    let ev = wait_event(d, "member_reconnected", 60);
+    assert_eq!(ev["role"], 1, "{ev}");
+    let ev = wait_event(d, "resync_finished", 60);
+    assert_eq!(ev["error"], Value::Null, "{ev}");
+    assert_eq!(ev["bytes_copied"], 0, "{ev}");
+    proc::wait_for("the member in sync", 30, || {
+        member(d, 1)["state"] == "in_sync"
+    });
+    assert_eq!(events(d, "bad_block_recorded"), Vec::<Value>::new());
+    assert!(
+        read(&c, 0, a.len()) == a,
+        "the first write reads back differently"
+    );
+    assert!(
+        read(&c, 4 * MIB, b.len()) == b,
+        "the second write reads back differently"
+    );
+    // And the array goes on.
+    let more = proc::xorshift_bytes(MIB as usize, 33);
+    write_flush(&c, 12 * MIB, &more);
+    assert!(read(&c, 12 * MIB, more.len()) == more);
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -227,6 +277,7 @@ fn client_flush_and_fua_reach_the_remote_as_flush() {
     assert_eq!(link["state"], "connected", "{det}");
     assert_eq!(link["uri"], uri.as_str(), "{det}");
     assert_eq!(link["tls"], false, "{det}");
+    assert_eq!(link["flush"], true, "{det}");
     let _server = serve(d, &["local.img", &uri]);
     let c = client(d);
     let log = remote.log(1);

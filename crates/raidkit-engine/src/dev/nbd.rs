@@ -21,7 +21,7 @@
 use crate::dev::io::{self as mio, AsyncDev, AsyncIo, AsyncKind, Started, Submission};
 use crate::dev::BlockDev;
 use crate::locks::lock;
-use raidkit_nbd::client::{Client, ClientError, ClientOptions, NbdUri, ZeroFlags};
+use raidkit_nbd::client::{Client, ClientError, ClientOptions, ExportInfo, NbdUri, ZeroFlags};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,6 +119,11 @@ pub struct LinkStatus {
     pub last_latency_us: u64,
     /// The connection is encrypted (TLS).
     pub tls: bool,
+    /// The server offers FLUSH. Without it (as Linux's nbd driver does) it is taken to
+    /// write through: a write it acknowledged counts as durable, and an array flush asks
+    /// nothing of it — true only if the server really does (nbd-server without
+    /// `flush = true` does not).
+    pub flush: bool,
 }
 
 struct Link {
@@ -133,6 +138,8 @@ struct Link {
     connects: u64,
     failed_attempts: u64,
     tls: bool,
+    /// The server offers FLUSH.
+    flush: bool,
 }
 
 /// Request counters shared with the completions.
@@ -167,6 +174,8 @@ pub struct NbdDev {
     writable: bool,
     size: u64,
     lbs: u32,
+    /// The server's minimum block size: requests are whole blocks of it.
+    min_block: u32,
     link: Mutex<Link>,
     counters: Arc<Counters>,
 }
@@ -177,17 +186,44 @@ impl std::fmt::Debug for NbdDev {
     }
 }
 
-/// The io::Error of a client error: a lost connection or a missed deadline is
-/// `NotConnected` / `TimedOut` (the whole member is gone, see [`mio::is_gone`]); a server's
-/// error reply keeps its errno (a bad sector is a bad sector).
+/// The smallest largest-request an export may have to be a member: a member IO of a
+/// page or more is then a handful of requests, not thousands (each one a table entry, a
+/// buffer and a system call, all in flight at once).
+pub const MIN_MAX_BLOCK: u32 = 4096;
+
+/// Refuse an export whose block sizes a member cannot live with: a minimum block larger
+/// than MD's largest sector (4096), or a largest request below [`MIN_MAX_BLOCK`].
+fn check_block_sizes(spec: &str, info: &ExportInfo) -> io::Result<()> {
+    if info.min_block > 4096 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{spec}: the export's minimum block size is {} bytes; MD members need 512 or 4096",
+                info.min_block
+            ),
+        ));
+    }
+    if info.max_block < MIN_MAX_BLOCK {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{spec}: the export takes at most {} bytes per request; a member needs at least {MIN_MAX_BLOCK} (serve it with a larger maximum block size)",
+                info.max_block
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The io::Error of a client error: a lost connection, a missed deadline, or a server
+/// going away (`ESHUTDOWN`: a restart, not a bad sector) is `NotConnected` / `TimedOut`
+/// (the whole member is gone, see [`mio::is_gone`]: failed, then reconnected and caught
+/// up); a server's other error replies keep their errno (a bad sector is a bad sector).
 fn to_io(name: &str, e: &ClientError) -> io::Error {
     let kind = match e {
         ClientError::Timeout { .. } => io::ErrorKind::TimedOut,
-        ClientError::Disconnected(_)
-        | ClientError::Protocol(_)
-        | ClientError::Connect { .. }
-        | ClientError::Tls(_)
-        | ClientError::Refused { .. } => io::ErrorKind::NotConnected,
+        ClientError::Refused { .. } => io::ErrorKind::NotConnected,
+        e if e.is_fatal() => io::ErrorKind::NotConnected,
         _ => return io::Error::new(e.to_io().kind(), format!("{name}: {e}")),
     };
     io::Error::new(kind, format!("{name}: {e}"))
@@ -216,21 +252,14 @@ impl NbdDev {
                 format!("{spec}: the export is read-only; serve it writable to use it as a member"),
             ));
         }
-        if info.min_block > 4096 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{spec}: the export's minimum block size is {} bytes; MD members need 512 or 4096",
-                    info.min_block
-                ),
-            ));
-        }
+        check_block_sizes(spec, &info)?;
         Ok(NbdDev {
             name: spec.to_string(),
             opts,
             writable: write,
             size: info.size,
             lbs: info.min_block.max(512),
+            min_block: info.min_block.max(1),
             link: Mutex::new(Link {
                 client: Some(Arc::new(client)),
                 lost: Vec::new(),
@@ -240,6 +269,7 @@ impl NbdDev {
                 connects: 1,
                 failed_attempts: 0,
                 tls: info.tls,
+                flush: info.can_flush(),
             }),
             counters: Arc::new(Counters::default()),
             uri,
@@ -293,6 +323,7 @@ impl NbdDev {
             latency_us: c.ewma_ns.load(Ordering::Relaxed) / 1000,
             last_latency_us: c.last_ns.load(Ordering::Relaxed) / 1000,
             tls: link.tls,
+            flush: link.flush,
         }
     }
 
@@ -329,6 +360,7 @@ impl NbdDev {
         match r {
             Ok(c) => {
                 link.tls = c.info().tls;
+                link.flush = c.info().can_flush();
                 link.client = Some(Arc::new(c));
                 link.state = LinkState::Connected;
                 link.since = unix_now();
@@ -368,6 +400,7 @@ impl NbdDev {
 
     fn check_same_export(&self, c: Client) -> io::Result<Client> {
         let info = c.info();
+        check_block_sizes(&self.name, info)?;
         if info.size != self.size {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -520,7 +553,21 @@ impl AsyncDev for NbdDev {
 
 impl BlockDev for NbdDev {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        mio::run_one(self, offset, mio::IoOp::Read(buf))
+        let align = u64::from(self.min_block);
+        let end = offset.saturating_add(buf.len() as u64);
+        if offset.is_multiple_of(align) && (end.is_multiple_of(align) || end == self.size) {
+            return mio::run_one(self, offset, mio::IoOp::Read(buf));
+        }
+        // A server with a minimum block size may refuse anything else (EINVAL): a small
+        // read (a probe for an old superblock's magic) reads the whole blocks around it.
+        crate::dev::check_bounds("read", offset, buf.len(), self.size)?;
+        let start = offset / align * align;
+        let stop = end.div_ceil(align).saturating_mul(align).min(self.size);
+        let mut whole = vec![0u8; (stop - start) as usize];
+        mio::run_one(self, start, mio::IoOp::Read(&mut whole))?;
+        let at = (offset - start) as usize;
+        buf.copy_from_slice(&whole[at..at + buf.len()]);
+        Ok(())
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         mio::run_one(self, offset, mio::IoOp::Write(buf))

@@ -507,11 +507,32 @@ impl Array {
             ));
         }
         let (sb, role) = self.returning_member(dev.as_ref(), discard_its_changes)?;
+        // The only copy of its data (the last leg of a mirror whose connection dropped, say):
+        // there is nothing to catch up from, and copying "from" the missing members would
+        // mark all it holds lost. It comes back as it is.
+        let only_copy = self.only_copy_of_its_data(role);
+        if only_copy && discard_its_changes {
+            return Err(EngineError::Invalid(format!(
+                "{} holds the only copy of its data in this array: rebuilding it would destroy that data; re-add it keeping its changes",
+                dev.name()
+            )));
+        }
+        if only_copy && self.bm().is_some() && !self.guided_catch_up(&sb, false) {
+            // Older than the bitmap's record (a disk restored from a snapshot, say): taken
+            // back as it is, it would serve data older than what was acknowledged.
+            return Err(EngineError::Invalid(format!(
+                "{} holds the only copy of its data in this array but is older than the array's write-intent bitmap records (events {}): it would serve old data. Nothing was written; stop the array and decide which copy to keep",
+                dev.name(),
+                sb.events()
+            )));
+        }
         // Writes still queued behind for the member it was (failed since) are done or
         // dropped first: none lands on the device after its catch-up copied the region.
         self.drain_write_behind();
         // Which regions did it miss? (None: all of them.)
-        let guided = if self.guided_catch_up(&sb, discard_its_changes) {
+        let guided = if only_copy {
+            Some(Vec::new())
+        } else if self.guided_catch_up(&sb, discard_its_changes) {
             self.bm().as_ref().map(|bm| lock(bm).dirty())
         } else {
             None

@@ -18,6 +18,7 @@ use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
 use crate::locks::lock;
 use crate::sb::{Role, Super};
+use raidkit_layout::Level;
 
 impl Array {
     /// The superblock and role of `dev`, a member coming back, checked as a re-add checks
@@ -49,6 +50,39 @@ impl Array {
             self.check_returning(name, &sb)?;
         }
         Ok((sb, role))
+    }
+
+    /// Is the returning member in `role` the only copy of everything it holds — no other
+    /// member working and in sync holds, or can rebuild, any of it? (It was the last leg of
+    /// a mirror, or a parity array is missing more members than it has parity without it.)
+    /// Then a catch-up has nothing to copy from, and nothing could be written there while
+    /// it was away (every such write had no member to land on): its data is the array's.
+    pub(crate) fn only_copy_of_its_data(&self, role: usize) -> bool {
+        let g = &self.geo;
+        let in_sync =
+            |r: usize| r != role && self.member(r).is_some_and(|m| m.recovery().is_none());
+        match g.level {
+            Level::Raid1 => !(0..g.raid_disks).any(in_sync),
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => !self.survives_without(role),
+            Level::Raid10 => {
+                // Every member sharing a copy with `role` anywhere in the layout (its
+                // pattern repeats well within this many chunks) is missing.
+                let period = (2 * g.raid_disks * g.raid_disks) as u64 * g.chunk_sectors;
+                let end = g.array_sectors().min(period);
+                let mut s = 0;
+                while s < end {
+                    let Some(p) = g.locate(s) else { break };
+                    let holds = p.copies.iter().any(|&(r, _)| r == role);
+                    if holds && p.copies.iter().any(|&(r, _)| in_sync(r)) {
+                        return false;
+                    }
+                    s += p.run.max(1);
+                }
+                true
+            }
+            // No redundancy: a member of linear/RAID0 is never re-added.
+            _ => false,
+        }
     }
 
     /// Does the write-intent bitmap cover every write the returning member (superblock

@@ -24,6 +24,9 @@ pub(crate) enum Death {
     Closed(String),
     /// The server broke the protocol.
     Protocol(String),
+    /// The server answered `ESHUTDOWN`: it is going away, and the protocol has the
+    /// client disconnect.
+    Shutdown,
     /// The client closed it.
     ByUser,
 }
@@ -37,6 +40,10 @@ impl Death {
             )),
             Death::Closed(m) => ClientError::Disconnected(m.clone()),
             Death::Protocol(m) => ClientError::Protocol(m.clone()),
+            Death::Shutdown => ClientError::Disconnected(
+                "the server is shutting down (it answered ESHUTDOWN); connect again once it is back"
+                    .into(),
+            ),
             Death::ByUser => ClientError::Disconnected("closed by this client".into()),
         }
     }
@@ -467,11 +474,21 @@ impl Inner {
             return Err(why);
         }
         if r.errno != 0 {
+            let shutdown = r.errno == proto::errno::ESHUTDOWN;
+            if shutdown {
+                // A server going away: the protocol has the client disconnect. Closed
+                // first, so the caller sees the connection broken when it wakes.
+                self.kill(Death::Shutdown);
+            }
             e.slot.set(Err(ClientError::Server {
                 errno: r.errno,
                 message: String::new(),
             }));
-            return Ok(());
+            return if shutdown {
+                Err(Death::Shutdown)
+            } else {
+                Ok(())
+            };
         }
         let mut buf = std::mem::take(&mut e.buf);
         self.read_for(&e, &mut buf)?;
@@ -584,6 +601,11 @@ impl Inner {
         self.read_for(e, &mut p)?;
         bump(&self.counters.errors);
         let ec = proto::parse_error_chunk(h.typ, &p).map_err(|m| Death::Protocol(m.into()))?;
+        if ec.errno == proto::errno::ESHUTDOWN {
+            // A server going away: the protocol has the client disconnect (this request
+            // and every other in flight fail, as on any lost connection).
+            return Err(Death::Shutdown);
+        }
         if let Some(off) = ec.offset {
             if !proto::within(e.req.offset, e.req.len, off, 0)
                 || off == e.req.offset + u64::from(e.req.len)

@@ -79,7 +79,8 @@ impl ClientError {
     pub fn is_timeout(&self) -> bool {
         matches!(self, ClientError::Timeout { .. })
     }
-    /// True if the connection cannot be used any more (reconnect to go on).
+    /// True if the connection cannot be used any more (reconnect to go on). A server's
+    /// `ESHUTDOWN` is one: it is going away, and the connection is closed.
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
@@ -88,6 +89,10 @@ impl ClientError {
                 | ClientError::Protocol(_)
                 | ClientError::Connect { .. }
                 | ClientError::Tls(_)
+                | ClientError::Server {
+                    errno: errno::ESHUTDOWN,
+                    ..
+                }
         )
     }
     /// An `io::Error` for callers that speak io (errno values map to OS errors).

@@ -56,9 +56,14 @@ fn link_line(device: &str, l: &wire::Link) -> String {
         .map_or(0, |d| d.as_secs());
     let ago = now.saturating_sub(l.since);
     let tls = if l.tls { ", TLS" } else { "" };
+    let flush = if l.flush == Some(false) {
+        ", no FLUSH (its acknowledged writes count as durable)"
+    } else {
+        ""
+    };
     match l.state.as_str() {
         "connected" => format!(
-            "{device}: connected for {ago} s{tls}, latency {:.1} ms",
+            "{device}: connected for {ago} s{tls}, latency {:.1} ms{flush}",
             l.latency_us as f64 / 1000.0
         ),
         state => format!(

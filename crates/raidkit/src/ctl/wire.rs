@@ -93,6 +93,9 @@ pub struct Link {
     pub failed_attempts: u64,
     pub latency_us: u64,
     pub tls: bool,
+    /// The server offers FLUSH (absent from older servers: taken as yes).
+    #[serde(default)]
+    pub flush: Option<bool>,
 }
 
 /// The current background job.
