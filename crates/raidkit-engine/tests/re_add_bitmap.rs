@@ -167,3 +167,66 @@ fn re_add_cut_short_is_not_trusted() {
         }
     }
 }
+
+/// 0.90, a re-add stopped before its catch-up copied anything, the re-added member
+/// listed first: its own superblock (which the kernel judges it by, and which raidkit
+/// reads first at equal events) says it is active but not in sync, so it is not trusted.
+#[test]
+fn re_add_cut_short_090_own_superblock_says_not_in_sync() {
+    use raidkit_engine::sb::Super;
+    use raidkit_format::v090::disk_state;
+    use std::sync::atomic::AtomicBool;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(4 << 20);
+    o.metadata = raidkit_engine::sb::Metadata::parse("0.90").unwrap();
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(64 * 1024);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(1, "test").unwrap();
+    arr.remove_member(&ps[1].display().to_string()).unwrap();
+    for k in 0..8u64 {
+        arr.write(k * (256 << 10), &[4; 4096]).unwrap();
+    }
+    let opts = RebuildOptions {
+        stop: Some(Arc::new(AtomicBool::new(true))),
+        ..Default::default()
+    };
+    let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[1], true).unwrap());
+    let _ = arr.re_add(dev, &opts, &mut |_, _| {});
+    drop(arr);
+    let d = FileDev::open(&ps[1], false).unwrap();
+    let Super::V090(s) = &raidkit_engine::sb::probe(&d).unwrap().found[0].0 else {
+        panic!("not 0.90");
+    };
+    assert_eq!(s.this_disk.raid_disk, 1);
+    assert_eq!(
+        s.this_disk.state & (disk_state::ACTIVE | disk_state::SYNC),
+        disk_state::ACTIVE,
+        "its own descriptor: {:?}",
+        s.this_disk
+    );
+    assert_eq!(s.disks[1], s.this_disk);
+    assert_ne!(s.state & raidkit_format::v090::sb_state::BITMAP_PRESENT, 0);
+    drop(d);
+    let order = [ps[1].clone(), ps[0].clone()];
+    let arr = match assemble_paths(&order, &ro()) {
+        Ok(arr) => arr,
+        Err(raidkit_engine::EngineError::BadMember { device, .. }) => {
+            assert!(device.ends_with("m1.img"), "{device}");
+            assemble_paths(&ps[..1], &ro()).unwrap()
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert!(
+        arr.is_degraded(),
+        "the member not caught up counts as in sync"
+    );
+    for k in 0..8u64 {
+        let mut b = vec![0u8; 4096];
+        arr.read(k * (256 << 10), &mut b).unwrap();
+        assert_eq!(b, vec![4; 4096], "at {k}");
+    }
+}

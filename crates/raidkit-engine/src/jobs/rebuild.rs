@@ -399,6 +399,20 @@ fn rebuild_pages(
     Ok(())
 }
 
+/// Record device number `devnum` in 0.90 superblock `s` as active in `role` and not in
+/// sync (being caught up), keeping its write-mostly flag; the device's own superblock
+/// says the same of itself.
+fn catching_up_090(s: &mut v090::SuperblockV090, devnum: usize, role: usize) {
+    if let Some(d) = s.disks.get_mut(devnum) {
+        d.number = devnum as u32;
+        d.raid_disk = role as u32;
+        d.state = disk_state::ACTIVE | (d.state & disk_state::WRITEMOSTLY);
+        if s.this_disk.number as usize == devnum {
+            s.this_disk = *d;
+        }
+    }
+}
+
 /// The array sector ranges `[start, end)` whose copy on `role` lies in its data sectors
 /// `[x, x + n)` (adjacent ones merged).
 pub(crate) fn array_ranges(arr: &Array, role: usize, x: u64, n: u64) -> Vec<(u64, u64)> {
@@ -546,6 +560,13 @@ impl Array {
                 s.dev_roles.clone_from(&meta.roles);
             }
             meta.sbs.push(sb);
+            // 0.90: every superblock, its own too, says it is active in its role and not
+            // in sync until the catch-up ends (the kernel reads each device's own).
+            for s in meta.sbs.iter_mut() {
+                if let Super::V090(s) = s {
+                    catching_up_090(s, devnum, role);
+                }
+            }
             if devnum >= meta.roles.len() {
                 meta.roles.resize(devnum + 1, v1::role::SPARE);
             }
