@@ -230,3 +230,113 @@ fn re_add_cut_short_090_own_superblock_says_not_in_sync() {
         assert_eq!(b, vec![4; 4096], "at {k}");
     }
 }
+
+/// Client writes go on while members are re-added (each into a region never written
+/// before, so its bit is new): every one reaches the re-added member — its bit was in
+/// the catch-up's list, or the write found the member in its slot. Then the other
+/// mirror fails and everything reads back from the re-added one.
+#[test]
+fn writes_during_re_add_reach_the_member() {
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::Mutex;
+    const CHUNK: u64 = 64 << 10;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(64 << 20);
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(CHUNK);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = Arc::new(assemble_paths(&ps, &rw()).unwrap());
+    let next = Arc::new(AtomicU64::new(0));
+    let written: Arc<Mutex<Vec<(u64, u8)>>> = Arc::default();
+    let chunks = (64 << 20) / CHUNK;
+    for round in 0..12 {
+        arr.fail_member(1, "test").unwrap();
+        arr.remove_member(&ps[1].display().to_string()).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (arr, next, written, stop) =
+                (arr.clone(), next.clone(), written.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if k >= chunks {
+                        break;
+                    }
+                    let byte = (k % 251) as u8 + 1;
+                    arr.write(k * CHUNK, &[byte; 4096]).unwrap();
+                    written.lock().unwrap().push((k * CHUNK, byte));
+                }
+            })
+        };
+        // Let the writer get going, so its writes run across the whole re-add.
+        while next.load(std::sync::atomic::Ordering::Relaxed) < round * 60 + 5 {
+            std::thread::yield_now();
+        }
+        let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[1], true).unwrap());
+        arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+            .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(!arr.is_degraded(), "round {round}");
+    }
+    arr.fail_member(0, "test").unwrap();
+    for &(off, byte) in written.lock().unwrap().iter() {
+        let mut b = vec![0u8; 4096];
+        arr.read(off, &mut b).unwrap();
+        assert!(
+            b == vec![byte; 4096],
+            "the write at {off} is missing on the re-added member"
+        );
+    }
+}
+
+/// A returning member whose superblock leaves less room for the bitmap than the array's
+/// bitmap takes (here its bad-block log starts one sector after the bitmap) is refused
+/// by name before anything is written: the bitmap would overwrite what follows it.
+#[test]
+fn re_add_without_room_for_the_bitmap_is_refused() {
+    use raidkit_engine::sb::Super;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(64 << 20);
+    o.bitmap = true;
+    // 16384 bits: 2 KiB of bits after the 256-byte bitmap superblock.
+    o.bitmap_chunk_bytes = Some(4096);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(1, "test").unwrap();
+    arr.remove_member(&ps[1].display().to_string()).unwrap();
+    arr.write(R1, &[5; 4096]).unwrap();
+    let d = FileDev::open(&ps[1], true).unwrap();
+    let Super::V1(mut s) = raidkit_engine::sb::probe(&d).unwrap().found[0].0.clone() else {
+        panic!("not 1.x");
+    };
+    s.bblog_offset = s.bitmap_offset + 1;
+    s.bblog_size = 1;
+    d.write_at(&s.encode(), s.super_offset * 512).unwrap();
+    let log_at = (s.super_offset as i64 + i64::from(s.bblog_offset)) as u64 * 512;
+    d.write_at(&[0xff; 512], log_at).unwrap();
+    d.flush().unwrap();
+    let dev: Arc<dyn BlockDev> = Arc::new(d);
+    match arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {}) {
+        Err(raidkit_engine::EngineError::BadMember { device, why }) => {
+            assert!(device.ends_with("m1.img"), "{device}");
+            assert!(why.contains("room"), "{why}");
+        }
+        other => panic!("taken back: {:?}", other.map(|r| r.sectors)),
+    }
+    assert!(arr.is_degraded());
+    let mut after = vec![0u8; 512];
+    FileDev::open(&ps[1], false)
+        .unwrap()
+        .read_at(&mut after, log_at)
+        .unwrap();
+    assert_eq!(
+        after,
+        vec![0xff; 512],
+        "the sector after its bitmap was written"
+    );
+}
