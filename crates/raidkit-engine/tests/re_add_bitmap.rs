@@ -243,14 +243,14 @@ fn writes_during_re_add_reach_the_member() {
     let dir = TempDir::new("rk-engine").unwrap();
     let ps = member_files(dir.path(), 2);
     let mut o = create_options(Level::Raid1, &ps);
-    o.create_size = Some(64 << 20);
+    o.create_size = Some(128 << 20);
     o.bitmap = true;
     o.bitmap_chunk_bytes = Some(CHUNK);
     create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
     let arr = Arc::new(assemble_paths(&ps, &rw()).unwrap());
     let next = Arc::new(AtomicU64::new(0));
     let written: Arc<Mutex<Vec<(u64, u8)>>> = Arc::default();
-    let chunks = (64 << 20) / CHUNK;
+    let chunks = arr.geometry().array_sectors() * 512 / CHUNK;
     for round in 0..12 {
         arr.fail_member(1, "test").unwrap();
         arr.remove_member(&ps[1].display().to_string()).unwrap();
@@ -301,7 +301,7 @@ fn re_add_without_room_for_the_bitmap_is_refused() {
     let dir = TempDir::new("rk-engine").unwrap();
     let ps = member_files(dir.path(), 2);
     let mut o = create_options(Level::Raid1, &ps);
-    o.create_size = Some(64 << 20);
+    o.create_size = Some(128 << 20);
     o.bitmap = true;
     // 16384 bits: 2 KiB of bits after the 256-byte bitmap superblock.
     o.bitmap_chunk_bytes = Some(4096);
@@ -339,4 +339,138 @@ fn re_add_without_room_for_the_bitmap_is_refused() {
         vec![0xff; 512],
         "the sector after its bitmap was written"
     );
+}
+
+/// Writes to the device fail (it came back broken).
+struct WritesFail;
+
+impl raidkit_testkit::hooked::Hooks for WritesFail {
+    fn write(&self, _: &dyn BlockDev, _: &[u8], _: u64) -> std::io::Result<()> {
+        Err(std::io::Error::from_raw_os_error(5))
+    }
+}
+
+/// A re-add whose first write to the returning member fails (its bitmap) leaves the
+/// array as it was: no superblock written afterwards records the member in its role,
+/// and the member can be re-added again once it works.
+#[test]
+fn failed_re_add_leaves_nothing_behind() {
+    use raidkit_engine::sb::Role;
+    use raidkit_testkit::hooked::Hooked;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(4 << 20);
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(64 * 1024);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(1, "test").unwrap();
+    arr.remove_member(&ps[1].display().to_string()).unwrap();
+    arr.write(R1, &[6; 4096]).unwrap();
+    let broken: Arc<dyn BlockDev> = Arc::new(Hooked::new(
+        FileDev::open(&ps[1], true).unwrap(),
+        WritesFail,
+    ));
+    assert!(arr
+        .re_add(broken, &RebuildOptions::default(), &mut |_, _| {})
+        .is_err());
+    assert!(arr.is_degraded());
+    // Superblocks written after it (a clean mark) do not record it in its role.
+    arr.mark_clean().unwrap();
+    let d = FileDev::open(&ps[1], false).unwrap();
+    let devnum = raidkit_engine::sb::probe(&d).unwrap().found[0]
+        .0
+        .dev_number();
+    drop(d);
+    let d = FileDev::open(&ps[0], false).unwrap();
+    let sb0 = &raidkit_engine::sb::probe(&d).unwrap().found[0].0;
+    assert!(
+        !matches!(sb0.role_of(devnum), Role::Active(_)),
+        "the surviving member records the failed re-add's member active"
+    );
+    let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[1], true).unwrap());
+    arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+        .unwrap();
+    assert!(!arr.is_degraded());
+    arr.stop().unwrap();
+    let arr = assemble_paths(&ps[1..], &ro()).unwrap();
+    let mut b = vec![0u8; 4096];
+    arr.read(R1, &mut b).unwrap();
+    assert_eq!(b, vec![6; 4096]);
+}
+
+/// A member is not re-added while a reshape is recorded (the superblocks hold two
+/// shapes then): refused, saying to wait for the reshape.
+#[test]
+fn re_add_during_a_reshape_is_refused() {
+    use raidkit_engine::jobs::reshape::{reshape, ReshapeOptions, ReshapeRequest};
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 4);
+    let mut o = create_options(Level::Raid5, &ps);
+    o.create_size = Some(8 << 20);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = Arc::new(assemble_paths(&ps, &rw()).unwrap());
+    arr.fail_member(3, "test").unwrap();
+    arr.remove_member(&ps[3].display().to_string()).unwrap();
+    let req = ReshapeRequest {
+        chunk_sectors: Some(256),
+        force: true,
+        ..Default::default()
+    };
+    let opts = ReshapeOptions {
+        buffer_sectors: Some(1024),
+        stop_at: Some(4608),
+        ..Default::default()
+    };
+    let (arr, _) = reshape(&arr, &req, &opts, &mut |_| {}).unwrap();
+    assert!(arr.reshape_status().is_some(), "no reshape recorded");
+    let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[3], true).unwrap());
+    match arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {}) {
+        Err(raidkit_engine::EngineError::Invalid(why)) => {
+            assert!(why.contains("reshape"), "{why}")
+        }
+        other => panic!("re-added during a reshape: {:?}", other.map(|r| r.roles)),
+    }
+    assert!(arr.is_degraded());
+}
+
+/// The role table's length (`max_dev`) is the array's: a returning member whose own
+/// superblock has a shorter table gets the array's whole table.
+#[test]
+fn re_add_takes_the_arrays_role_table_length() {
+    use raidkit_engine::sb::Super;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(4 << 20);
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(64 * 1024);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(1, "test").unwrap();
+    arr.remove_member(&ps[1].display().to_string()).unwrap();
+    let d = FileDev::open(&ps[1], true).unwrap();
+    let Super::V1(mut s) = raidkit_engine::sb::probe(&d).unwrap().found[0].0.clone() else {
+        panic!("not 1.x");
+    };
+    s.max_dev = 2;
+    s.dev_roles.truncate(2);
+    d.write_at(&s.encode(), s.super_offset * 512).unwrap();
+    d.flush().unwrap();
+    let dev: Arc<dyn BlockDev> = Arc::new(d);
+    arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+        .unwrap();
+    arr.stop().unwrap();
+    let sb = |p: &std::path::Path| {
+        let d = FileDev::open(p, false).unwrap();
+        match raidkit_engine::sb::probe(&d).unwrap().found[0].0.clone() {
+            Super::V1(s) => s,
+            Super::V090(_) => panic!("not 1.x"),
+        }
+    };
+    let (s0, s1) = (sb(&ps[0]), sb(&ps[1]));
+    assert!(s0.max_dev > 2, "{}", s0.max_dev);
+    assert_eq!(s1.max_dev, s0.max_dev);
+    assert_eq!(s1.dev_roles, s0.dev_roles);
 }
