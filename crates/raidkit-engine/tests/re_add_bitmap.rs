@@ -474,3 +474,41 @@ fn re_add_takes_the_arrays_role_table_length() {
     assert_eq!(s1.max_dev, s0.max_dev);
     assert_eq!(s1.dev_roles, s0.dev_roles);
 }
+
+/// An array forced to run clean while its members say active (dirty and degraded,
+/// assembled with force): the re-added member says what the others say (active), not
+/// the clean state held in memory.
+#[test]
+fn re_add_into_a_forced_clean_array_says_what_the_members_say() {
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 3);
+    let mut o = create_options(Level::Raid5, &ps);
+    o.create_size = Some(4 << 20);
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(64 * 1024);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(2, "test").unwrap();
+    arr.remove_member(&ps[2].display().to_string()).unwrap();
+    arr.write(R1, &[7; 4096]).unwrap();
+    // The machine dies: the members say active, and the array is degraded.
+    drop(arr);
+    let forced = raidkit_engine::AssembleOptions {
+        writable: true,
+        force: true,
+        ..Default::default()
+    };
+    let arr = assemble_paths(&ps[..2], &forced).unwrap();
+    let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[2], true).unwrap());
+    arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+        .unwrap();
+    drop(arr);
+    let offset = |p: &std::path::Path| {
+        let d = FileDev::open(p, false).unwrap();
+        raidkit_engine::sb::probe(&d).unwrap().found[0]
+            .0
+            .resync_offset()
+    };
+    assert_ne!(offset(&ps[0]), u64::MAX, "the members say clean");
+    assert_eq!(offset(&ps[2]), offset(&ps[0]));
+}
