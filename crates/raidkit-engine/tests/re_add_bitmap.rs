@@ -116,7 +116,8 @@ fn re_add_after_the_bitmap_was_removed() {
 
 /// A re-add stopped half-way (the process dies before the catch-up ends): at the next
 /// assembly the member is still being caught up, never read as if it held the writes
-/// it missed (1.x: its recovery offset; 0.90 has none and keeps it recorded faulty).
+/// it missed (1.x: its recovery offset; 0.90 has none: every descriptor of it, its own too,
+/// says active and not in sync until the catch-up ends).
 #[test]
 fn re_add_cut_short_is_not_trusted() {
     use std::sync::atomic::AtomicBool;
@@ -146,7 +147,7 @@ fn re_add_cut_short_is_not_trusted() {
         drop(arr);
         let arr = match assemble_paths(&ps, &ro()) {
             Ok(arr) => arr,
-            // 0.90 keeps it recorded faulty until the catch-up ends: refused by name.
+            // 0.90 records it not in sync until the catch-up ends: refused by name.
             Err(raidkit_engine::EngineError::BadMember { device, why }) if meta == "0.90" => {
                 assert!(
                     device.ends_with("m1.img") && why.contains("faulty"),
