@@ -116,7 +116,8 @@ fn re_add_after_the_bitmap_was_removed() {
 
 /// A re-add stopped half-way (the process dies before the catch-up ends): at the next
 /// assembly the member is still being caught up, never read as if it held the writes
-/// it missed (1.x: its recovery offset; 0.90 has none and keeps it recorded faulty).
+/// it missed (1.x: its recovery offset; 0.90 has none: every descriptor of it, its own too,
+/// says active and not in sync until the catch-up ends).
 #[test]
 fn re_add_cut_short_is_not_trusted() {
     use std::sync::atomic::AtomicBool;
@@ -146,7 +147,7 @@ fn re_add_cut_short_is_not_trusted() {
         drop(arr);
         let arr = match assemble_paths(&ps, &ro()) {
             Ok(arr) => arr,
-            // 0.90 keeps it recorded faulty until the catch-up ends: refused by name.
+            // 0.90 records it not in sync until the catch-up ends: refused by name.
             Err(raidkit_engine::EngineError::BadMember { device, why }) if meta == "0.90" => {
                 assert!(
                     device.ends_with("m1.img") && why.contains("faulty"),
@@ -166,4 +167,349 @@ fn re_add_cut_short_is_not_trusted() {
             assert_eq!(b, vec![4; 4096], "{meta} at {k}");
         }
     }
+}
+
+/// 0.90, a re-add stopped before its catch-up copied anything, the re-added member
+/// listed first: its own superblock (which the kernel judges it by, and which raidkit
+/// reads first at equal events) says it is active but not in sync, so it is not trusted.
+#[test]
+fn re_add_cut_short_090_own_superblock_says_not_in_sync() {
+    use raidkit_engine::sb::Super;
+    use raidkit_format::v090::disk_state;
+    use std::sync::atomic::AtomicBool;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(4 << 20);
+    o.metadata = raidkit_engine::sb::Metadata::parse("0.90").unwrap();
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(64 * 1024);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(1, "test").unwrap();
+    arr.remove_member(&ps[1].display().to_string()).unwrap();
+    for k in 0..8u64 {
+        arr.write(k * (256 << 10), &[4; 4096]).unwrap();
+    }
+    let opts = RebuildOptions {
+        stop: Some(Arc::new(AtomicBool::new(true))),
+        ..Default::default()
+    };
+    let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[1], true).unwrap());
+    let _ = arr.re_add(dev, &opts, &mut |_, _| {});
+    drop(arr);
+    let d = FileDev::open(&ps[1], false).unwrap();
+    let Super::V090(s) = &raidkit_engine::sb::probe(&d).unwrap().found[0].0 else {
+        panic!("not 0.90");
+    };
+    assert_eq!(s.this_disk.raid_disk, 1);
+    assert_eq!(
+        s.this_disk.state & (disk_state::ACTIVE | disk_state::SYNC),
+        disk_state::ACTIVE,
+        "its own descriptor: {:?}",
+        s.this_disk
+    );
+    assert_eq!(s.disks[1], s.this_disk);
+    assert_ne!(s.state & raidkit_format::v090::sb_state::BITMAP_PRESENT, 0);
+    drop(d);
+    let order = [ps[1].clone(), ps[0].clone()];
+    let arr = match assemble_paths(&order, &ro()) {
+        Ok(arr) => arr,
+        Err(raidkit_engine::EngineError::BadMember { device, .. }) => {
+            assert!(device.ends_with("m1.img"), "{device}");
+            assemble_paths(&ps[..1], &ro()).unwrap()
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert!(
+        arr.is_degraded(),
+        "the member not caught up counts as in sync"
+    );
+    for k in 0..8u64 {
+        let mut b = vec![0u8; 4096];
+        arr.read(k * (256 << 10), &mut b).unwrap();
+        assert_eq!(b, vec![4; 4096], "at {k}");
+    }
+}
+
+/// Client writes go on while members are re-added (each into a region never written
+/// before, so its bit is new): every one reaches the re-added member — its bit was in
+/// the catch-up's list, or the write found the member in its slot. Then the other
+/// mirror fails and everything reads back from the re-added one.
+#[test]
+fn writes_during_re_add_reach_the_member() {
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::Mutex;
+    const CHUNK: u64 = 64 << 10;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(128 << 20);
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(CHUNK);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = Arc::new(assemble_paths(&ps, &rw()).unwrap());
+    let next = Arc::new(AtomicU64::new(0));
+    let written: Arc<Mutex<Vec<(u64, u8)>>> = Arc::default();
+    let chunks = arr.geometry().array_sectors() * 512 / CHUNK;
+    for round in 0..12 {
+        arr.fail_member(1, "test").unwrap();
+        arr.remove_member(&ps[1].display().to_string()).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (arr, next, written, stop) =
+                (arr.clone(), next.clone(), written.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if k >= chunks {
+                        break;
+                    }
+                    let byte = (k % 251) as u8 + 1;
+                    arr.write(k * CHUNK, &[byte; 4096]).unwrap();
+                    written.lock().unwrap().push((k * CHUNK, byte));
+                }
+            })
+        };
+        // Let the writer get going, so its writes run across the whole re-add.
+        while next.load(std::sync::atomic::Ordering::Relaxed) < round * 60 + 5 {
+            std::thread::yield_now();
+        }
+        let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[1], true).unwrap());
+        arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+            .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(!arr.is_degraded(), "round {round}");
+    }
+    arr.fail_member(0, "test").unwrap();
+    for &(off, byte) in written.lock().unwrap().iter() {
+        let mut b = vec![0u8; 4096];
+        arr.read(off, &mut b).unwrap();
+        assert!(
+            b == vec![byte; 4096],
+            "the write at {off} is missing on the re-added member"
+        );
+    }
+}
+
+/// A returning member whose superblock leaves less room for the bitmap than the array's
+/// bitmap takes (here its bad-block log starts one sector after the bitmap) is refused
+/// by name before anything is written: the bitmap would overwrite what follows it.
+#[test]
+fn re_add_without_room_for_the_bitmap_is_refused() {
+    use raidkit_engine::sb::Super;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(128 << 20);
+    o.bitmap = true;
+    // 16384 bits: 2 KiB of bits after the 256-byte bitmap superblock.
+    o.bitmap_chunk_bytes = Some(4096);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(1, "test").unwrap();
+    arr.remove_member(&ps[1].display().to_string()).unwrap();
+    arr.write(R1, &[5; 4096]).unwrap();
+    let d = FileDev::open(&ps[1], true).unwrap();
+    let Super::V1(mut s) = raidkit_engine::sb::probe(&d).unwrap().found[0].0.clone() else {
+        panic!("not 1.x");
+    };
+    s.bblog_offset = s.bitmap_offset + 1;
+    s.bblog_size = 1;
+    d.write_at(&s.encode(), s.super_offset * 512).unwrap();
+    let log_at = (s.super_offset as i64 + i64::from(s.bblog_offset)) as u64 * 512;
+    d.write_at(&[0xff; 512], log_at).unwrap();
+    d.flush().unwrap();
+    let dev: Arc<dyn BlockDev> = Arc::new(d);
+    match arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {}) {
+        Err(raidkit_engine::EngineError::BadMember { device, why }) => {
+            assert!(device.ends_with("m1.img"), "{device}");
+            assert!(why.contains("room"), "{why}");
+        }
+        other => panic!("taken back: {:?}", other.map(|r| r.sectors)),
+    }
+    assert!(arr.is_degraded());
+    let mut after = vec![0u8; 512];
+    FileDev::open(&ps[1], false)
+        .unwrap()
+        .read_at(&mut after, log_at)
+        .unwrap();
+    assert_eq!(
+        after,
+        vec![0xff; 512],
+        "the sector after its bitmap was written"
+    );
+}
+
+/// Writes to the device fail (it came back broken).
+struct WritesFail;
+
+impl raidkit_testkit::hooked::Hooks for WritesFail {
+    fn write(&self, _: &dyn BlockDev, _: &[u8], _: u64) -> std::io::Result<()> {
+        Err(std::io::Error::from_raw_os_error(5))
+    }
+}
+
+/// A re-add whose first write to the returning member fails (its bitmap) leaves the
+/// array as it was: no superblock written afterwards records the member in its role,
+/// and the member can be re-added again once it works.
+#[test]
+fn failed_re_add_leaves_nothing_behind() {
+    use raidkit_engine::sb::Role;
+    use raidkit_testkit::hooked::Hooked;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(4 << 20);
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(64 * 1024);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(1, "test").unwrap();
+    arr.remove_member(&ps[1].display().to_string()).unwrap();
+    arr.write(R1, &[6; 4096]).unwrap();
+    let broken: Arc<dyn BlockDev> = Arc::new(Hooked::new(
+        FileDev::open(&ps[1], true).unwrap(),
+        WritesFail,
+    ));
+    assert!(arr
+        .re_add(broken, &RebuildOptions::default(), &mut |_, _| {})
+        .is_err());
+    assert!(arr.is_degraded());
+    // Superblocks written after it (a clean mark) do not record it in its role.
+    arr.mark_clean().unwrap();
+    let d = FileDev::open(&ps[1], false).unwrap();
+    let devnum = raidkit_engine::sb::probe(&d).unwrap().found[0]
+        .0
+        .dev_number();
+    drop(d);
+    let d = FileDev::open(&ps[0], false).unwrap();
+    let sb0 = &raidkit_engine::sb::probe(&d).unwrap().found[0].0;
+    assert!(
+        !matches!(sb0.role_of(devnum), Role::Active(_)),
+        "the surviving member records the failed re-add's member active"
+    );
+    let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[1], true).unwrap());
+    arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+        .unwrap();
+    assert!(!arr.is_degraded());
+    arr.stop().unwrap();
+    let arr = assemble_paths(&ps[1..], &ro()).unwrap();
+    let mut b = vec![0u8; 4096];
+    arr.read(R1, &mut b).unwrap();
+    assert_eq!(b, vec![6; 4096]);
+}
+
+/// A member is not re-added while a reshape is recorded (the superblocks hold two
+/// shapes then): refused, saying to wait for the reshape.
+#[test]
+fn re_add_during_a_reshape_is_refused() {
+    use raidkit_engine::jobs::reshape::{reshape, ReshapeOptions, ReshapeRequest};
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 4);
+    let mut o = create_options(Level::Raid5, &ps);
+    o.create_size = Some(8 << 20);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = Arc::new(assemble_paths(&ps, &rw()).unwrap());
+    arr.fail_member(3, "test").unwrap();
+    arr.remove_member(&ps[3].display().to_string()).unwrap();
+    let req = ReshapeRequest {
+        chunk_sectors: Some(256),
+        force: true,
+        ..Default::default()
+    };
+    let opts = ReshapeOptions {
+        buffer_sectors: Some(1024),
+        stop_at: Some(4608),
+        ..Default::default()
+    };
+    let (arr, _) = reshape(&arr, &req, &opts, &mut |_| {}).unwrap();
+    assert!(arr.reshape_status().is_some(), "no reshape recorded");
+    let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[3], true).unwrap());
+    match arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {}) {
+        Err(raidkit_engine::EngineError::Invalid(why)) => {
+            assert!(why.contains("reshape"), "{why}")
+        }
+        other => panic!("re-added during a reshape: {:?}", other.map(|r| r.roles)),
+    }
+    assert!(arr.is_degraded());
+}
+
+/// The role table's length (`max_dev`) is the array's: a returning member whose own
+/// superblock has a shorter table gets the array's whole table.
+#[test]
+fn re_add_takes_the_arrays_role_table_length() {
+    use raidkit_engine::sb::Super;
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 2);
+    let mut o = create_options(Level::Raid1, &ps);
+    o.create_size = Some(4 << 20);
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(64 * 1024);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(1, "test").unwrap();
+    arr.remove_member(&ps[1].display().to_string()).unwrap();
+    let d = FileDev::open(&ps[1], true).unwrap();
+    let Super::V1(mut s) = raidkit_engine::sb::probe(&d).unwrap().found[0].0.clone() else {
+        panic!("not 1.x");
+    };
+    s.max_dev = 2;
+    s.dev_roles.truncate(2);
+    d.write_at(&s.encode(), s.super_offset * 512).unwrap();
+    d.flush().unwrap();
+    let dev: Arc<dyn BlockDev> = Arc::new(d);
+    arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+        .unwrap();
+    arr.stop().unwrap();
+    let sb = |p: &std::path::Path| {
+        let d = FileDev::open(p, false).unwrap();
+        match raidkit_engine::sb::probe(&d).unwrap().found[0].0.clone() {
+            Super::V1(s) => s,
+            Super::V090(_) => panic!("not 1.x"),
+        }
+    };
+    let (s0, s1) = (sb(&ps[0]), sb(&ps[1]));
+    assert!(s0.max_dev > 2, "{}", s0.max_dev);
+    assert_eq!(s1.max_dev, s0.max_dev);
+    assert_eq!(s1.dev_roles, s0.dev_roles);
+}
+
+/// An array forced to run clean while its members say active (dirty and degraded,
+/// assembled with force): the re-added member says what the others say (active), not
+/// the clean state held in memory.
+#[test]
+fn re_add_into_a_forced_clean_array_says_what_the_members_say() {
+    let dir = TempDir::new("rk-engine").unwrap();
+    let ps = member_files(dir.path(), 3);
+    let mut o = create_options(Level::Raid5, &ps);
+    o.create_size = Some(4 << 20);
+    o.bitmap = true;
+    o.bitmap_chunk_bytes = Some(64 * 1024);
+    create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    arr.fail_member(2, "test").unwrap();
+    arr.remove_member(&ps[2].display().to_string()).unwrap();
+    arr.write(R1, &[7; 4096]).unwrap();
+    // The machine dies: the members say active, and the array is degraded.
+    drop(arr);
+    let forced = raidkit_engine::AssembleOptions {
+        writable: true,
+        force: true,
+        ..Default::default()
+    };
+    let arr = assemble_paths(&ps[..2], &forced).unwrap();
+    let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[2], true).unwrap());
+    arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+        .unwrap();
+    drop(arr);
+    let offset = |p: &std::path::Path| {
+        let d = FileDev::open(p, false).unwrap();
+        raidkit_engine::sb::probe(&d).unwrap().found[0]
+            .0
+            .resync_offset()
+    };
+    assert_ne!(offset(&ps[0]), u64::MAX, "the members say clean");
+    assert_eq!(offset(&ps[2]), offset(&ps[0]));
 }

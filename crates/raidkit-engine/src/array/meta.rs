@@ -576,17 +576,21 @@ impl Array {
                     .collect();
                 (image, targets)
             };
-            write_bitmap_images(&image, &targets)
+            let failed = write_bitmap_images(&image, &targets);
+            if failed.is_empty() {
+                // Still in the IO turn: whoever copies the bits next (a member taken
+                // back, say) copies these too.
+                set_bits(&mut lock(bm), bits);
+            }
+            failed
         };
         if !failed.is_empty() {
             // Outside the bitmap's locks: failing a member writes the superblocks and the
             // bitmap header. The devices that stay have the bits already.
             self.metadata_write_failed(failed)?;
-        }
-        if let Some(bm) = self.bm().as_ref() {
-            let mut b = lock(bm);
-            for &i in bits {
-                raidkit_format::bitmap::set_bit(&mut b.bits, i, true);
+            if let Some(bm) = self.bm().as_ref() {
+                let _io_turn = lock(&self.meta.bitmap_io);
+                set_bits(&mut lock(bm), bits);
             }
         }
         Ok(())
@@ -653,6 +657,13 @@ impl Drop for RoundEnd<'_> {
         st.done_round = self.round;
         st.rounds += 1;
         self.gc.done.notify_all();
+    }
+}
+
+/// Set `bits` in the in-memory bitmap.
+fn set_bits(b: &mut RunBitmap, bits: &[u64]) {
+    for &i in bits {
+        raidkit_format::bitmap::set_bit(&mut b.bits, i, true);
     }
 }
 

@@ -7,6 +7,7 @@ pub mod grow;
 pub mod members;
 pub mod pieces;
 pub(crate) mod pipeline;
+pub(crate) mod re_add;
 pub mod rebuild;
 pub mod replace;
 pub mod reshape;

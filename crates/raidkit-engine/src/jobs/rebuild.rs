@@ -6,7 +6,6 @@ use crate::array::member::Member;
 use crate::array::parity_write::stripe_members;
 use crate::array::scratch::{scratch_take, ScratchBufs};
 use crate::array::Array;
-use crate::dev::BlockDev;
 use crate::error::EngineError;
 use crate::error::Result;
 use crate::jobs::copy::{copy_sectors, CopyEnd, CopyLoop, MIRROR_STEP_SECTORS};
@@ -17,7 +16,7 @@ use crate::locks::lock;
 use crate::meta::sb::Super;
 use crate::ranges::coalesce_pairs;
 use raidkit_format::v090::{self, disk_state};
-use raidkit_format::v1::{self, feature};
+use raidkit_format::v1::feature;
 use raidkit_layout::Level;
 use raidkit_layout::{StripeLayout, SECTOR};
 use std::sync::atomic::Ordering;
@@ -477,131 +476,6 @@ fn copy_mirrored(
 }
 
 impl Array {
-    /// Re-add a member that left the array (md's `--re-add`). If the write-intent bitmap
-    /// still covers every write it missed (its events ≥ the bitmap's `events_cleared`),
-    /// only the dirty regions are resynced; otherwise it is rebuilt in full.
-    /// A member that changed while it was away (split brain, or newer than us) is refused
-    /// ([`EngineError::Diverged`]); see [`Array::re_add_with`].
-    pub fn re_add(
-        &self,
-        dev: Arc<dyn BlockDev>,
-        opts: &RebuildOptions,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<RebuildReport> {
-        self.re_add_with(dev, false, opts, progress)
-    }
-
-    /// [`Array::re_add`]; with `discard_its_changes` a member that changed while it was
-    /// away is taken back anyway, rebuilt in full from this array (whatever it wrote on
-    /// its own is lost: the admin chose this side).
-    pub fn re_add_with(
-        &self,
-        dev: Arc<dyn BlockDev>,
-        discard_its_changes: bool,
-        opts: &RebuildOptions,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<RebuildReport> {
-        if !self.writable {
-            return Err(EngineError::Invalid(
-                "the array was assembled read-only".into(),
-            ));
-        }
-        let (sb, role) = self.returning_member(dev.as_ref(), discard_its_changes)?;
-        // The only copy of its data (the last leg of a mirror whose connection dropped, say):
-        // there is nothing to catch up from, and copying "from" the missing members would
-        // mark all it holds lost. It comes back as it is.
-        let only_copy = self.only_copy_of_its_data(role);
-        if only_copy && discard_its_changes {
-            return Err(EngineError::Invalid(format!(
-                "{} holds the only copy of its data in this array: rebuilding it would destroy that data; re-add it keeping its changes",
-                dev.name()
-            )));
-        }
-        if only_copy && self.bm().is_some() && !self.guided_catch_up(&sb, false) {
-            // Older than the bitmap's record (a disk restored from a snapshot, say): taken
-            // back as it is, it would serve data older than what was acknowledged.
-            return Err(EngineError::Invalid(format!(
-                "{} holds the only copy of its data in this array but is older than the array's write-intent bitmap records (events {}): it would serve old data. Nothing was written; stop the array and decide which copy to keep",
-                dev.name(),
-                sb.events()
-            )));
-        }
-        // Writes still queued behind for the member it was (failed since) are done or
-        // dropped first: none lands on the device after its catch-up copied the region.
-        self.drain_write_behind();
-        // Which regions did it miss? (None: all of them.)
-        let guided = if only_copy {
-            Some(Vec::new())
-        } else if self.guided_catch_up(&sb, discard_its_changes) {
-            self.bm().as_ref().map(|bm| lock(bm).dirty())
-        } else {
-            None
-        };
-        // It says what the array was when it left: shape, size, bitmap and state are
-        // the array's now (a working member's), only its own fields stay.
-        let mut sb = sb;
-        {
-            let meta = lock(&self.meta.sb);
-            if let Some(&i) = self.live_devices().first() {
-                sb.take_array_fields(&meta.sbs[i]);
-            }
-        }
-        // Nothing it says is used before it is checked against the device.
-        let areas = crate::assemble::checked_areas(dev.as_ref(), &sb)?;
-        // Register it in its old role, unreadable until resynced.
-        let idx = self.add_device(dev.clone());
-        let m = {
-            let mut meta = lock(&self.meta.sb);
-            let devnum = sb.dev_number();
-            let mut sb = sb;
-            // Its superblock said what the array was when it left (clean, perhaps): from
-            // now on it says what the array is, or a crash while the array is active
-            // would find a member that calls it clean and resync nothing.
-            sb.set_resync_offset(if meta.dirty { 0 } else { meta.resync_from });
-            if let Super::V1(s) = &mut sb {
-                s.feature_map |= feature::RECOVERY_OFFSET;
-                if guided.is_some() {
-                    s.feature_map |= feature::RECOVERY_BITMAP;
-                }
-                s.recovery_offset = 0;
-                s.dev_roles.clone_from(&meta.roles);
-            }
-            meta.sbs.push(sb);
-            if devnum >= meta.roles.len() {
-                meta.roles.resize(devnum + 1, v1::role::SPARE);
-            }
-            meta.roles[devnum] = role as u16;
-            if let Some(bm) = self.bm().as_ref() {
-                // Its own bits are those of when it left: it gets the array's now (in
-                // the bitmap's IO turn, so no round setting bits is in flight), or the
-                // next assembly could read its copy and miss bits set meanwhile that
-                // later writes found already set.
-                let _io = lock(&self.meta.bitmap_io);
-                let mut b = lock(bm);
-                if b.locs.len() <= idx {
-                    b.locs.resize(idx + 1, None);
-                }
-                b.locs[idx] = areas.bitmap_start;
-                b.write_bits_to(dev.as_ref(), idx)?;
-            }
-            let data_offset = meta.sbs[idx].data_offset();
-            // The member's own bad-block log stays with it (those sectors still hold no
-            // valid data); nothing is copied from the other members.
-            let bad = crate::assemble::load_bbl(dev.as_ref(), &meta.sbs[idx], areas.bblog)?;
-            let m = Arc::new(Member::new(dev.clone(), idx, data_offset, Some(0), bad));
-            m.write_mostly
-                .store(meta.sbs[idx].write_mostly(), Ordering::Relaxed);
-            self.set_slot(role, Some(m.clone()));
-            self.write_superblocks(&mut meta, |_| {})?;
-            m
-        };
-        let ranges = guided.map(|chunks| self.bitmap_ranges_for_role(role, &chunks));
-        let mut rep = RebuildReport::default();
-        rebuild_role(self, role, &m, opts, progress, &mut rep, ranges)?;
-        rep.roles.push(role);
-        Ok(rep)
-    }
-
     /// Data-sector ranges of `role` covered by the given bitmap chunks.
     pub(crate) fn bitmap_ranges_for_role(&self, role: usize, chunks: &[u64]) -> Vec<(u64, u64)> {
         let bmg = self.bm();

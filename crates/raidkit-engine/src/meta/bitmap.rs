@@ -217,12 +217,17 @@ impl RunBitmap {
     /// Write superblock and bits to one device (index `i`) and flush it.
     pub fn write_bits_to(&self, d: &dyn BlockDev, i: usize) -> Result<()> {
         if let Some(Some(loc)) = self.locs.get(i) {
-            let mut buf = self.sb.encode();
-            buf.extend_from_slice(&self.bits);
-            write_region(d, loc * 512, &buf)?;
-            d.flush()
-                .map_err(|e| EngineError::io(d.name(), "flushing the bitmap", e))?;
+            self.write_image_at(d, *loc)?;
         }
         Ok(())
+    }
+
+    /// Write superblock and bits to `d` at sector `loc` (checked to fit there) and flush it.
+    pub fn write_image_at(&self, d: &dyn BlockDev, loc: u64) -> Result<()> {
+        let mut buf = self.sb.encode();
+        buf.extend_from_slice(&self.bits);
+        write_region(d, loc * 512, &buf)?;
+        d.flush()
+            .map_err(|e| EngineError::io(d.name(), "flushing the bitmap", e))
     }
 }

@@ -441,37 +441,16 @@ impl Super {
     /// Take the array-wide fields of `array` (a working member's superblock), keeping this
     /// device's own (its number, offsets, sizes, flags, bad-block log, recovery state):
     /// a member coming back has the superblock of the array as it was when it left
-    /// (shape, size, bitmap, state), and md rewrites it whole from the array's. 1.x only
-    /// (0.90 superblocks are rewritten from the descriptor table on every write).
+    /// (shape, size, bitmap, state), and md rewrites it whole from the array's. For 0.90
+    /// that includes the descriptor table (the kernel judges a device by its own
+    /// superblock's descriptor of it): its own descriptor then says what the array's
+    /// table says of it, with its own write-mostly flag.
     pub fn take_array_fields(&mut self, array: &Super) {
-        let (Super::V1(me), Super::V1(a)) = (self, array) else {
-            return;
-        };
-        const ARRAY_WIDE: u32 = feature::BITMAP_OFFSET
-            | feature::RESHAPE_ACTIVE
-            | feature::RESHAPE_BACKWARDS
-            | feature::CLUSTERED
-            | feature::JOURNAL
-            | feature::PPL
-            | feature::MULTIPLE_PPLS
-            | feature::RAID0_LAYOUT;
-        me.feature_map = (me.feature_map & !ARRAY_WIDE) | (a.feature_map & ARRAY_WIDE);
-        me.set_name = a.set_name;
-        me.ctime = a.ctime;
-        me.level = a.level;
-        me.layout = a.layout;
-        me.size = a.size;
-        me.chunksize = a.chunksize;
-        me.raid_disks = a.raid_disks;
-        me.bitmap_offset = a.bitmap_offset;
-        me.new_level = a.new_level;
-        me.reshape_position = a.reshape_position;
-        me.delta_disks = a.delta_disks;
-        me.new_layout = a.new_layout;
-        me.new_chunk = a.new_chunk;
-        me.events = a.events;
-        me.utime = a.utime;
-        me.resync_offset = a.resync_offset;
+        match (self, array) {
+            (Super::V1(me), Super::V1(a)) => take_array_fields_v1(me, a),
+            (Super::V090(me), Super::V090(a)) => take_array_fields_v090(me, a),
+            _ => {}
+        }
     }
     /// Set the component size (`size`, sectors; 0.90 stores KiB).
     pub fn set_size_sectors(&mut self, sectors: u64) {
@@ -593,4 +572,66 @@ pub fn write_super(dev: &dyn BlockDev, sb: &Super) -> Result<()> {
     }
     dev.write_at(&bytes, off)
         .map_err(|e| EngineError::io(dev.name(), "writing the superblock", e))
+}
+
+/// [`Super::take_array_fields`] for 1.x.
+fn take_array_fields_v1(me: &mut SuperblockV1, a: &SuperblockV1) {
+    const ARRAY_WIDE: u32 = feature::BITMAP_OFFSET
+        | feature::RESHAPE_ACTIVE
+        | feature::RESHAPE_BACKWARDS
+        | feature::CLUSTERED
+        | feature::JOURNAL
+        | feature::PPL
+        | feature::MULTIPLE_PPLS
+        | feature::RAID0_LAYOUT;
+    me.feature_map = (me.feature_map & !ARRAY_WIDE) | (a.feature_map & ARRAY_WIDE);
+    me.set_name = a.set_name;
+    me.ctime = a.ctime;
+    me.level = a.level;
+    me.layout = a.layout;
+    me.size = a.size;
+    me.chunksize = a.chunksize;
+    me.raid_disks = a.raid_disks;
+    me.bitmap_offset = a.bitmap_offset;
+    me.new_level = a.new_level;
+    me.reshape_position = a.reshape_position;
+    me.delta_disks = a.delta_disks;
+    me.new_layout = a.new_layout;
+    me.new_chunk = a.new_chunk;
+    me.events = a.events;
+    me.utime = a.utime;
+    me.resync_offset = a.resync_offset;
+    me.max_dev = a.max_dev;
+}
+
+/// [`Super::take_array_fields`] for 0.90.
+fn take_array_fields_v090(me: &mut SuperblockV090, a: &SuperblockV090) {
+    let own = me.this_disk;
+    me.minor_version = a.minor_version;
+    me.ctime = a.ctime;
+    me.level = a.level;
+    me.size_kib = a.size_kib;
+    me.nr_disks = a.nr_disks;
+    me.raid_disks = a.raid_disks;
+    me.utime = a.utime;
+    me.state = a.state;
+    me.active_disks = a.active_disks;
+    me.working_disks = a.working_disks;
+    me.failed_disks = a.failed_disks;
+    me.spare_disks = a.spare_disks;
+    me.events = a.events;
+    me.cp_events = a.cp_events;
+    me.recovery_cp = a.recovery_cp;
+    me.reshape_position = a.reshape_position;
+    me.new_level = a.new_level;
+    me.delta_disks = a.delta_disks;
+    me.new_layout = a.new_layout;
+    me.new_chunk = a.new_chunk;
+    me.layout = a.layout;
+    me.chunk_size = a.chunk_size;
+    me.disks = a.disks;
+    if let Some(d) = me.disks.get_mut(own.number as usize) {
+        d.state = (d.state & !disk_state::WRITEMOSTLY) | (own.state & disk_state::WRITEMOSTLY);
+        me.this_disk = *d;
+    }
 }
