@@ -139,14 +139,37 @@ impl Geometry {
         if self.level != Level::Raid10 {
             return None;
         }
+        self.raid10_probe()
+            .find_map(|copies| copies.iter().all(|r| missing.contains(r)).then_some(copies))
+    }
+
+    /// The roles that hold a copy of something `role` holds (RAID1: every other member;
+    /// RAID10: the members sharing a chunk with it, in the chunks
+    /// [`Geometry::survives_without`] looks at). Empty for the other levels.
+    pub fn copy_partners(&self, role: usize) -> Vec<usize> {
+        let mut partners: Vec<usize> = match self.level {
+            Level::Raid1 => (0..self.raid_disks).collect(),
+            Level::Raid10 => self
+                .raid10_probe()
+                .filter(|copies| copies.contains(&role))
+                .flatten()
+                .collect(),
+            _ => Vec::new(),
+        };
+        partners.retain(|&r| r != role);
+        partners.sort_unstable();
+        partners.dedup();
+        partners
+    }
+
+    /// RAID10: the roles holding the copies of each of the first chunks (at least four
+    /// rotations of the layout, where every pattern of its rows occurs).
+    fn raid10_probe(&self) -> impl Iterator<Item = Vec<usize>> + '_ {
         let chunk = self.chunk_sectors.max(1);
         let probe = (self.array_sectors() / chunk).min(self.raid_disks as u64 * 4 + 8);
-        (0..probe).find_map(|i| {
+        (0..probe).filter_map(move |i| {
             let p = self.locate(i * chunk)?;
-            p.copies
-                .iter()
-                .all(|(r, _)| missing.contains(r))
-                .then(|| p.copies.iter().map(|c| c.0).collect())
+            Some(p.copies.iter().map(|c| c.0).collect())
         })
     }
 }
@@ -163,6 +186,21 @@ mod tests {
             Vec::new()
         };
         Geometry::new(level, layout, chunk, n, chunk.max(8) * 64, members).unwrap()
+    }
+
+    #[test]
+    fn copy_partners_of_mirrors() {
+        assert_eq!(
+            geo(Level::Raid1, "default", 3, 0).copy_partners(1),
+            vec![0, 2]
+        );
+        // n2 over 4: roles 0+1 and 2+3 hold the same chunks.
+        assert_eq!(geo(Level::Raid10, "n2", 4, 16).copy_partners(2), vec![3]);
+        // n2 over 3: each chunk's copies rotate, so every member shares with both others.
+        assert_eq!(geo(Level::Raid10, "n2", 3, 16).copy_partners(0), vec![1, 2]);
+        // f2 over 4: the far copy of role 0's chunks is on role 1.
+        assert_eq!(geo(Level::Raid10, "f2", 4, 16).copy_partners(0), vec![1, 3]);
+        assert!(geo(Level::Raid5, "ls", 4, 16).copy_partners(0).is_empty());
     }
 
     #[test]

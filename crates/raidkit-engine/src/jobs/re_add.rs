@@ -153,22 +153,23 @@ impl Array {
         }
         // Nothing it says is used before it is checked against the device.
         let areas = crate::assemble::checked_areas(dev.as_ref(), &sb)?;
-        if let Some(bm) = self.bm().as_ref() {
-            bitmap_room(&name, &areas, &sb, &lock(bm).sb)?;
-        }
+        // Where the array's bitmap goes on it (its shape cannot change: set_bitmap waits
+        // for the write gate held here).
+        let bitmap_at = match self.bm().as_ref() {
+            Some(bm) => Some(bitmap_room(&name, &areas, &sb, &lock(bm).sb)?),
+            None => None,
+        };
         // The member's own bad-block log stays with it (those sectors still hold no
         // valid data); nothing is copied from the other members.
         let bad = crate::assemble::load_bbl(dev.as_ref(), &sb, areas.bblog)?;
-        let idx = match self.bm().as_ref() {
-            None => self.add_device(dev.clone()),
-            Some(bm) => {
+        let idx = match (self.bm().as_ref(), bitmap_at) {
+            (Some(bm), Some(loc)) => {
                 // Its own bits are those of when it left: it gets the array's now (in
                 // the bitmap's IO turn, so no round setting bits is in flight), or the
                 // next assembly could read its copy and miss bits set meanwhile that
                 // later writes found already set.
                 let _io = lock(&self.meta.bitmap_io);
                 let mut b = lock(bm);
-                let loc = bitmap_room(&name, &areas, &sb, &b.sb)?;
                 b.write_image_at(dev.as_ref(), loc)?;
                 let idx = self.add_device(dev.clone());
                 if b.locs.len() <= idx {
@@ -177,6 +178,7 @@ impl Array {
                 b.locs[idx] = Some(loc);
                 idx
             }
+            _ => self.add_device(dev.clone()),
         };
         let m = self.register(meta, sb, idx, role, roles, bad)?;
         Ok((m, guided))

@@ -62,24 +62,8 @@ impl Array {
         let in_sync =
             |r: usize| r != role && self.member(r).is_some_and(|m| m.recovery().is_none());
         match g.level {
-            Level::Raid1 => !(0..g.raid_disks).any(in_sync),
+            Level::Raid1 | Level::Raid10 => !g.copy_partners(role).into_iter().any(in_sync),
             Level::Raid4 | Level::Raid5 | Level::Raid6 => !self.survives_without(role),
-            Level::Raid10 => {
-                // Every member sharing a copy with `role` anywhere in the layout (its
-                // pattern repeats well within this many chunks) is missing.
-                let period = (2 * g.raid_disks * g.raid_disks) as u64 * g.chunk_sectors;
-                let end = g.array_sectors().min(period);
-                let mut s = 0;
-                while s < end {
-                    let Some(p) = g.locate(s) else { break };
-                    let holds = p.copies.iter().any(|&(r, _)| r == role);
-                    if holds && p.copies.iter().any(|&(r, _)| in_sync(r)) {
-                        return false;
-                    }
-                    s += p.run.max(1);
-                }
-                true
-            }
             // No redundancy: a member of linear/RAID0 is never re-added.
             _ => false,
         }
