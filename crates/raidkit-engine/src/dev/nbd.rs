@@ -173,9 +173,8 @@ pub struct NbdDev {
     opts: ClientOptions,
     writable: bool,
     size: u64,
+    /// The server's minimum block size, at least 512: requests are whole blocks of it.
     lbs: u32,
-    /// The server's minimum block size: requests are whole blocks of it.
-    min_block: u32,
     link: Mutex<Link>,
     counters: Arc<Counters>,
 }
@@ -259,7 +258,6 @@ impl NbdDev {
             writable: write,
             size: info.size,
             lbs: info.min_block.max(512),
-            min_block: info.min_block.max(1),
             link: Mutex::new(Link {
                 client: Some(Arc::new(client)),
                 lost: Vec::new(),
@@ -553,7 +551,7 @@ impl AsyncDev for NbdDev {
 
 impl BlockDev for NbdDev {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let align = u64::from(self.min_block);
+        let align = u64::from(self.lbs);
         let end = offset.saturating_add(buf.len() as u64);
         if offset.is_multiple_of(align) && (end.is_multiple_of(align) || end == self.size) {
             return mio::run_one(self, offset, mio::IoOp::Read(buf));

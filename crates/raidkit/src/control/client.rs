@@ -138,27 +138,40 @@ pub fn request(sock: &Path, req: &Request) -> Result<Value> {
     Ok(exchange(s, sock, req)?.0)
 }
 
-/// Status of every array served on this machine that this user may see, as the servers
-/// sent it, with the serving process's pid and control socket added; and a sentence per
-/// server this user may not ask.
-pub fn all_status() -> Result<(Vec<Value>, Vec<String>)> {
+/// Replies (control socket, reply) and sentences for the servers this user may not ask.
+pub type Asked = (Vec<(PathBuf, Value)>, Vec<String>);
+
+/// `req` asked of every server on this machine: the replies of those that answered,
+/// with their control sockets, and a sentence per server this user may not ask (servers
+/// gone meanwhile are skipped).
+pub fn ask_all(req: &Request) -> Result<Asked> {
     let scan = scan()?;
-    let mut out = Vec::new();
+    let mut replies = Vec::new();
     let mut denied = scan.denied;
     for s in scan.live {
-        match request(&s, &Request::Status) {
-            Ok(v) => {
-                for a in v["arrays"].as_array().cloned().unwrap_or_default() {
-                    let mut a = a;
-                    a["pid"] = v["pid"].clone();
-                    a["control_socket"] = json!(s.display().to_string());
-                    out.push(a);
-                }
-            }
+        match request(&s, req) {
+            Ok(v) => replies.push((s, v)),
             Err(e) if e.to_string().starts_with("permission denied") => {
                 denied.push(denied_text(&s, &e.to_string()))
             }
             Err(_) => {}
+        }
+    }
+    Ok((replies, denied))
+}
+
+/// Status of every array served on this machine that this user may see, as the servers
+/// sent it, with the serving process's pid and control socket added; and a sentence per
+/// server this user may not ask.
+pub fn all_status() -> Result<(Vec<Value>, Vec<String>)> {
+    let (replies, denied) = ask_all(&Request::Status)?;
+    let mut out = Vec::new();
+    for (s, v) in replies {
+        for a in v["arrays"].as_array().cloned().unwrap_or_default() {
+            let mut a = a;
+            a["pid"] = v["pid"].clone();
+            a["control_socket"] = json!(s.display().to_string());
+            out.push(a);
         }
     }
     Ok((out, denied))

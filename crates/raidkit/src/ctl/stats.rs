@@ -2,7 +2,7 @@
 //! [`super::prometheus`]).
 
 use super::wire;
-use crate::control::client::{denied_text, request, scan};
+use crate::control::client::ask_all;
 use crate::control::protocol::Request;
 use crate::units::human;
 use anyhow::{bail, Result};
@@ -34,16 +34,9 @@ pub fn stats_now(name: Option<&str>) -> Result<(Vec<Value>, Vec<String>)> {
     let req = Request::Stats {
         array: name.unwrap_or("").to_string(),
     };
-    let scan = scan()?;
-    let mut denied = scan.denied;
-    for s in scan.live {
-        match request(&s, &req) {
-            Ok(r) => v.extend(r["arrays"].as_array().cloned().unwrap_or_default()),
-            Err(e) if e.to_string().starts_with("permission denied") => {
-                denied.push(denied_text(&s, &e.to_string()))
-            }
-            Err(_) => {}
-        }
+    let (replies, denied) = ask_all(&req)?;
+    for (_, r) in replies {
+        v.extend(r["arrays"].as_array().cloned().unwrap_or_default());
     }
     if let Some(n) = name {
         if v.is_empty() {
