@@ -15,7 +15,7 @@ pub enum FuseError {
         /// Why.
         why: &'static str,
     },
-    /// The mount point is missing or not a directory.
+    /// The mount point is missing, not a directory, or already holds a raidkit mount.
     #[error("mount point {}: {why}", path.display())]
     BadMountpoint {
         /// The mount point.

@@ -38,6 +38,7 @@
 
 mod error;
 mod fs;
+mod mounts;
 pub mod signals;
 mod state;
 
@@ -151,7 +152,17 @@ pub fn check_mountpoint(mountpoint: &Path) -> Result<PathBuf, FuseError> {
     if !md.is_dir() {
         return Err(bad("not a directory".into()));
     }
-    mountpoint.canonicalize().map_err(|e| bad(e.to_string()))
+    let dir = mountpoint.canonicalize().map_err(|e| bad(e.to_string()))?;
+    // Unreadable mountinfo (no /proc) leaves this check to the kernel's own.
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    if let Some(source) = mounts::raidkit_mount_on(&info, &dir) {
+        return Err(bad(format!(
+            "another raidkit mount ({source}) is already on it, and a second one would hide \
+             it; stop that one first (`umount {}`) or choose another directory",
+            dir.display()
+        )));
+    }
+    Ok(dir)
 }
 
 /// A mounted array, not yet serving: call [`Mounted::run`].
@@ -390,7 +401,7 @@ fn mount_pinned(dir: &OwnedFd, uuid: &str, read_only: bool) -> std::io::Result<O
         libc::mount(
             source.as_ptr(),
             target.as_ptr(),
-            c"fuse.raidkit".as_ptr(),
+            mounts::FS_TYPE.as_ptr(),
             flags,
             data.as_ptr().cast(),
         )

@@ -7,7 +7,7 @@ use raidkit_engine::create::{create, CreateOptions, MemberSpec};
 use raidkit_engine::dev::FileDev;
 use raidkit_engine::sb::probe;
 use raidkit_engine::Array;
-use raidkit_fuse::{MountConfig, Stats, StopHandle};
+use raidkit_fuse::{FuseError, MountConfig, Stats, StopHandle};
 use raidkit_layout::Level;
 use raidkit_testkit::pattern::fill_mdref;
 use raidkit_testkit::tempdir::TempDir;
@@ -563,4 +563,47 @@ fn a_direct_write_across_the_end_says_no_space_not_io_error() {
         let stats = served.finish();
         assert_eq!(stats.io_errors, 0);
     }
+}
+
+/// A second mount on a directory that already holds a raidkit mount is refused, naming
+/// the one there: stacked on top, it hid the first array's file while that array kept
+/// running. The first mount keeps serving.
+#[test]
+fn a_second_mount_on_the_same_directory_is_refused() {
+    if let Some(why) = skip_reason() {
+        println!("skip: {why}");
+        return;
+    }
+    let tmp = TempDir::new("rk-fuse-twice").expect("tempdir");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&a).expect("mkdir a");
+    std::fs::create_dir_all(&b).expect("mkdir b");
+    let (first, _) = make_raid5(&a);
+    let (second, _) = make_raid5(&b);
+    let mnt = tmp.path().join("mnt");
+    let first_arr = assemble(&first, true);
+    let uuid = first_arr.uuid_text();
+    let served = Served::start(first_arr, &mnt, &MountConfig::new("first"));
+
+    let e = raidkit_fuse::check_mountpoint(&mnt).expect_err("checked twice");
+    let text = e.to_string();
+    assert!(text.contains(&format!("raidkit:{uuid}")), "{text}");
+    assert!(text.contains("already on it"), "{text}");
+    let Err(e) = raidkit_fuse::mount(
+        Arc::new(assemble(&second, true)),
+        &mnt,
+        &MountConfig::new("second"),
+    ) else {
+        panic!("a second mount on {} was allowed", mnt.display());
+    };
+    assert!(matches!(e, FuseError::BadMountpoint { .. }), "{e}");
+    // The first one is still what the directory shows.
+    assert!(served.file.ends_with("first"), "{}", served.file.display());
+    assert!(
+        std::fs::metadata(&served.file).is_ok(),
+        "first mount's file gone"
+    );
+    served.finish();
+    // Once it is unmounted the directory can be used again.
+    raidkit_fuse::check_mountpoint(&mnt).expect("free again");
 }
