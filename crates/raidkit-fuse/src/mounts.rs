@@ -17,9 +17,9 @@ pub(crate) fn raidkit_mount_on(mountinfo: &str, dir: &Path) -> Option<String> {
     // Later lines are mounted later (on top): the last mount at `dir` is the visible one.
     let top = mountinfo
         .lines()
+        .rev()
         .filter_map(parse_line)
-        .filter(|m| m.mount_point == want)
-        .last()?;
+        .find(|m| m.mount_point == want)?;
     (top.fs_type.as_bytes() == FS_TYPE.to_bytes()).then_some(top.source)
 }
 
