@@ -134,6 +134,73 @@ fn a_device_the_array_uses_is_refused_as_a_new_spare() {
     assert!(read_all(&survivors, &ro()).unwrap() == model);
 }
 
+/// A device reached under another name with no identity to compare (an NBD export under
+/// a second address): it reads exactly as the member it is.
+struct Alias {
+    inner: Arc<dyn raidkit_engine::BlockDev>,
+    name: String,
+}
+
+impl raidkit_engine::BlockDev for Alias {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn alias(p: &Path) -> Arc<dyn raidkit_engine::BlockDev> {
+    Arc::new(Alias {
+        inner: open(p),
+        name: format!("nbd://other-address/{}", p.display()),
+    })
+}
+
+/// A second name for a device the array uses, with no identity to compare, is told by the
+/// superblock on it: the array's own last superblock of that place (1.x: its device UUID;
+/// 0.90: its device number and event count). Added as a spare, its superblock was
+/// overwritten with a spare's, and a rebuild onto it would have written one role's data
+/// over another's.
+#[test]
+fn a_second_name_for_a_member_is_refused_by_the_superblock_it_carries() {
+    for meta in ["1.2", "0.90"] {
+        let dir = TempDir::new("rk-names").unwrap();
+        let mut case = Case::v12(Level::Raid5, "left-symmetric", 4, 64, 2);
+        case.meta = meta;
+        let (ps, model) = make(&case, &dir);
+        let arr = assemble_paths(&ps, &rw()).unwrap();
+        arr.write(0, &model[..4096]).unwrap();
+        let e = arr.add_spare(alias(&ps[1]), true).unwrap_err().to_string();
+        assert!(
+            e.contains("carries the superblock of") && e.contains("the member of role 1"),
+            "{meta}: {e}"
+        );
+        arr.fail_member(2, "test").unwrap();
+        let e = arr.add_spare(alias(&ps[2]), false).unwrap_err().to_string();
+        assert!(
+            e.contains("the failed member of role 2; remove it from the array first"),
+            "{meta}: {e}"
+        );
+        // Removed, it has left the array: it may come back as a spare under any name.
+        arr.remove_member(&ps[2].display().to_string()).unwrap();
+        arr.add_spare(alias(&ps[2]), false).unwrap();
+        assert_eq!(arr.spare_count(), 1, "{meta}");
+        arr.stop().unwrap();
+        let survivors = vec![ps[0].clone(), ps[1].clone(), ps[3].clone()];
+        assert!(read_all(&survivors, &ro()).unwrap() == model, "{meta}");
+    }
+}
+
 /// The duplicate check compares what the open descriptors have open, not paths: a
 /// member whose file was renamed since assembly is refused under its new name, and a new
 /// file put at a member's old path is another device (it is added as a spare).

@@ -378,39 +378,37 @@ impl Array {
     pub fn device_named(&self, given: &str) -> Option<String> {
         self.places()
             .iter()
-            .find(|(d, _)| crate::dev::names_device(d.as_ref(), given))
-            .map(|(d, _)| d.name().to_string())
+            .find(|(_, d, _)| crate::dev::names_device(d.as_ref(), given))
+            .map(|(_, d, _)| d.name().to_string())
     }
 
-    /// Every device the array knows, with its place: members by role (failed or not),
-    /// replacements by role, spares, then the devices that hold no place now (a failed
-    /// member whose role was taken over). Each lock in turn, never two at once.
-    pub(crate) fn places(&self) -> Vec<(Arc<dyn BlockDev>, Place)> {
-        let mut out: Vec<(Arc<dyn BlockDev>, Place)> = Vec::new();
-        let mut held: Vec<usize> = Vec::new();
+    /// Every device the array knows, with its index (into the devices and superblocks) and
+    /// its place: members by role (failed or not), replacements by role, spares, then the
+    /// devices that hold no place now (a failed member whose role was taken over). Each
+    /// lock in turn, never two at once.
+    pub(crate) fn places(&self) -> Vec<(usize, Arc<dyn BlockDev>, Place)> {
+        let mut out: Vec<(usize, Arc<dyn BlockDev>, Place)> = Vec::new();
         for (role, m) in self.slots().iter().enumerate() {
             if let Some(m) = m {
                 let failed = m.is_failed();
-                out.push((m.dev.clone(), Place::Member { role, failed }));
-                held.push(m.index);
+                out.push((m.index, m.dev.clone(), Place::Member { role, failed }));
             }
         }
         for (role, m) in self.replacements().iter().enumerate() {
             if let Some(m) = m {
-                out.push((m.dev.clone(), Place::Replacement { role }));
-                held.push(m.index);
+                out.push((m.index, m.dev.clone(), Place::Replacement { role }));
             }
         }
         let spares = self.spares().clone();
         let devs = self.devs().clone();
         for &i in &spares {
             if let Some(d) = devs.get(i) {
-                out.push((d.clone(), Place::Spare));
-                held.push(i);
+                out.push((i, d.clone(), Place::Spare));
             }
         }
+        let held: Vec<usize> = out.iter().map(|(i, _, _)| *i).collect();
         let departed = devs.iter().enumerate().filter(|(i, _)| !held.contains(i));
-        out.extend(departed.map(|(_, d)| (d.clone(), Place::Departed)));
+        out.extend(departed.map(|(i, d)| (i, d.clone(), Place::Departed)));
         out
     }
 

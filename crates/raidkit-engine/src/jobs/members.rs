@@ -31,15 +31,27 @@ impl Array {
                 dev.name()
             )));
         }
+        // Under the superblock lock: the superblocks of the array's devices cannot change
+        // while the newcomer's are compared with them.
+        let mut meta = lock(&self.meta.sb);
         // A returning member of this very array is fine; anything else must be blank.
-        let ours = crate::sb::probe(dev.as_ref())?
+        let found: Vec<Super> = crate::sb::probe(dev.as_ref())?
             .found
-            .iter()
-            .any(|(s, _)| s.uuid() == self.uuid);
-        if !ours {
+            .into_iter()
+            .map(|(s, _)| s)
+            .filter(|s| s.uuid() == self.uuid)
+            .collect();
+        if found.is_empty() {
             crate::create::check_blank(dev.as_ref(), force)?;
         }
-        let mut meta = lock(&self.meta.sb);
+        if let Some(place) = found.iter().find_map(|s| self.place_carrying(s, &meta)) {
+            return Err(EngineError::Invalid(format!(
+                "{} carries the superblock of {place}: it is that device under another name \
+                 (another address of the same export, or another path to the same disk); a \
+                 device holds one place only (a copy of that device: wipe its metadata first)",
+                dev.name()
+            )));
+        }
         let live = self.live_devices();
         let proto = live
             .first()
@@ -82,18 +94,30 @@ impl Array {
     /// have left the array do not count.
     fn place_of(&self, dev: &dyn BlockDev) -> Option<String> {
         let places = self.places();
-        let (d, place) = places
+        let (_, d, place) = places
             .iter()
-            .find(|(d, p)| *p != Place::Departed && crate::dev::same_device(d.as_ref(), dev))?;
-        let name = d.name();
-        Some(match *place {
-            Place::Member { role, failed: true } => format!(
-                "{name}, the failed member of role {role}; remove it from the array first, then add it"
-            ),
-            Place::Member { role, .. } => format!("{name}, the member of role {role}"),
-            Place::Replacement { role } => format!("{name}, the replacement of role {role}"),
-            Place::Spare | Place::Departed => format!("{name}, a spare"),
-        })
+            .find(|(_, d, p)| *p != Place::Departed && crate::dev::same_device(d.as_ref(), dev))?;
+        Some(describe_place(d.name(), *place))
+    }
+
+    /// The place whose superblock `found` (read from a device being added) is, said for a
+    /// refusal: a device that two names reach (an NBD export under two addresses has no
+    /// identity to compare) shows the superblock the array last wrote to that place. 1.x
+    /// superblocks are told apart by their device UUID; 0.90 ones by device number and
+    /// event count. Devices that have left the array do not count.
+    fn place_carrying(&self, found: &Super, meta: &Meta) -> Option<String> {
+        let same = |held: &Super| match (found, held) {
+            (Super::V1(f), Super::V1(h)) => f.device_uuid == h.device_uuid,
+            (Super::V090(f), Super::V090(h)) => {
+                f.this_disk.number == h.this_disk.number && found.events() == held.events()
+            }
+            _ => false,
+        };
+        self.places()
+            .iter()
+            .filter(|(_, _, p)| *p != Place::Departed)
+            .find(|(i, _, _)| meta.sbs.get(*i).is_some_and(same))
+            .map(|(_, d, p)| describe_place(d.name(), *p))
     }
 
     /// Remove a failed member or a spare (md's `--remove`). An active member must be
@@ -147,6 +171,18 @@ impl Array {
         Err(EngineError::Invalid(format!(
             "{device} is not a member or spare of this array"
         )))
+    }
+}
+
+/// A place said for a refusal: "NAME, the member of role R" and the like.
+fn describe_place(name: &str, place: Place) -> String {
+    match place {
+        Place::Member { role, failed: true } => format!(
+            "{name}, the failed member of role {role}; remove it from the array first, then add it"
+        ),
+        Place::Member { role, .. } => format!("{name}, the member of role {role}"),
+        Place::Replacement { role } => format!("{name}, the replacement of role {role}"),
+        Place::Spare | Place::Departed => format!("{name}, a spare"),
     }
 }
 
