@@ -173,6 +173,8 @@ pub struct Mounted {
     /// The idle-clean delay of the mount's own timer; None when the caller runs one.
     own_idle_clean: Option<Duration>,
     stop: StopHandle,
+    /// Detaches a pinned mount if the session ends other than by an unmount.
+    unmount_guard: DetachOnDrop,
 }
 
 /// Ends a mount from another thread (a signal handler thread, a test).
@@ -183,7 +185,9 @@ pub struct StopHandle {
     /// else the canonical path.
     c_target: Arc<CString>,
     /// Keeps the pinned mount point open while any handle exists.
-    _pin: Option<Arc<OwnedFd>>,
+    pin: Option<Arc<OwnedFd>>,
+    /// The mount's source as mountinfo shows it (`raidkit:UUID`).
+    source: Arc<str>,
 }
 
 impl StopHandle {
@@ -192,6 +196,10 @@ impl StopHandle {
     /// loop device: nothing is changed then, and the mount keeps serving. Succeeds if the
     /// mount is already gone.
     pub fn request_stop(&self) -> Result<(), FuseError> {
+        if !self.still_mounted() {
+            // Gone already: `umount2` would take whatever is mounted there now.
+            return Ok(());
+        }
         // SAFETY: c_target is a valid NUL-terminated path that outlives the call.
         let rc = unsafe { libc::umount2(self.c_target.as_ptr(), 0) };
         if rc == 0 {
@@ -240,6 +248,31 @@ impl StopHandle {
     /// The mount point (canonical path).
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
+    }
+
+    /// Is this mount still the one on top of its directory? Only known for a pinned
+    /// mount point (root): the pinned directory's current path, looked up in mountinfo,
+    /// must show this mount's source on top. Without a pin, `fusermount3` checks for
+    /// itself (true).
+    fn still_mounted(&self) -> bool {
+        let Some(pin) = &self.pin else {
+            return true;
+        };
+        let Ok(dir) = std::fs::read_link(format!("/proc/self/fd/{}", pin.as_raw_fd())) else {
+            return false;
+        };
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        mounts::raidkit_mount_on(&info, &dir).as_deref() == Some(&*self.source)
+    }
+
+    /// Detach this mount if it is still there, busy or not (`MNT_DETACH`): for a pinned
+    /// mount whose server is ending without having been unmounted, which would leave a
+    /// dead mount ("Transport endpoint is not connected") behind.
+    fn detach(&self) {
+        if self.pin.is_some() && self.still_mounted() {
+            // SAFETY: c_target is a valid NUL-terminated path; MNT_DETACH never blocks.
+            unsafe { libc::umount2(self.c_target.as_ptr(), libc::MNT_DETACH) };
+        }
     }
 
     /// Unmount with `fusermount3 -u` (for a mount made without root).
@@ -307,9 +340,10 @@ pub fn mount(
         cfg.direct_io,
         cfg.activity.clone().unwrap_or_default(),
     ));
+    // "raidkit:<uuid>" in /proc/mounts; the UUID text has no commas.
+    let source = format!("raidkit:{}", array.uuid_text());
     let mut options = vec![
-        // "raidkit:<uuid>" in /proc/mounts; the UUID text has no commas.
-        MountOption::FSName(format!("raidkit:{}", array.uuid_text())),
+        MountOption::FSName(source.clone()),
         MountOption::Subtype("raidkit".into()),
         MountOption::NoDev,
         MountOption::NoSuid,
@@ -328,13 +362,23 @@ pub fn mount(
     let fs = ArrayFs {
         shared: shared.clone(),
     };
+    let stop = StopHandle {
+        mountpoint: canonical.clone(),
+        c_target: Arc::new(c_target),
+        pin: pin.clone(),
+        source: Arc::from(source.as_str()),
+    };
     let session = match &pin {
         // fuser's own mount would mount, and unmount again when the session ends, by the
         // canonical path, which a swapped directory can point elsewhere by then.
         Some(dir) => {
-            let dev = mount_pinned(dir, &array.uuid_text(), read_only)
-                .map_err(|e| mount_error(&canonical, e))?;
-            Session::from_fd(fs, dev, config.acl, config)
+            let dev =
+                mount_pinned(dir, &source, read_only).map_err(|e| mount_error(&canonical, e))?;
+            // From here on the mount exists: any way out without a session undoes it.
+            let guard = DetachOnDrop(Some(stop.clone()));
+            let session = Session::from_fd(fs, dev, config.acl, config);
+            guard.disarm_if(session.is_ok());
+            session
         }
         None => Session::new(fs, &target, &config),
     }
@@ -342,14 +386,33 @@ pub fn mount(
     Ok(Mounted {
         session,
         shared,
-        stop: StopHandle {
-            mountpoint: canonical.clone(),
-            c_target: Arc::new(c_target),
-            _pin: pin,
-        },
+        unmount_guard: DetachOnDrop(pin.is_some().then(|| stop.clone())),
+        stop,
         mountpoint: canonical,
         own_idle_clean: cfg.activity.is_none().then_some(cfg.idle_clean),
     })
+}
+
+/// Detaches a pinned mount when dropped, unless disarmed: a server that ends in any way
+/// other than an unmount (an error, a panic, a caller that never runs it) leaves no dead
+/// mount behind.
+struct DetachOnDrop(Option<StopHandle>);
+
+impl DetachOnDrop {
+    /// Drop without detaching when `done` (the mount is in good hands, or gone).
+    fn disarm_if(mut self, done: bool) {
+        if done {
+            self.0 = None;
+        }
+    }
+}
+
+impl Drop for DetachOnDrop {
+    fn drop(&mut self) {
+        if let Some(stop) = self.0.take() {
+            stop.detach();
+        }
+    }
 }
 
 /// As root, open the mount point (`O_PATH`) so that `mount(2)` and `umount2(2)` are given
@@ -377,7 +440,7 @@ fn pin_mountpoint(canonical: &Path) -> Result<Option<OwnedFd>, FuseError> {
 /// As root, mount FUSE on the pinned directory `dir` (through its `/proc/self/fd` path)
 /// and return the `/dev/fuse` descriptor serving it: the mount is then neither made nor,
 /// at the end, unmounted by a path.
-fn mount_pinned(dir: &OwnedFd, uuid: &str, read_only: bool) -> std::io::Result<OwnedFd> {
+fn mount_pinned(dir: &OwnedFd, source: &str, read_only: bool) -> std::io::Result<OwnedFd> {
     let dev = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -385,7 +448,7 @@ fn mount_pinned(dir: &OwnedFd, uuid: &str, read_only: bool) -> std::io::Result<O
     // SAFETY: geteuid/getegid have no preconditions and cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let cstr = |t: String| CString::new(t).map_err(std::io::Error::other);
-    let source = cstr(format!("raidkit:{uuid}"))?;
+    let source = cstr(source.to_string())?;
     let target = cstr(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
     let root_mode = if read_only { 0o40500 } else { 0o40700 };
     let data = cstr(format!(
@@ -460,6 +523,7 @@ impl Mounted {
             session,
             shared,
             own_idle_clean,
+            unmount_guard,
             ..
         } = self;
         let mut cleaner = match own_idle_clean.filter(|_| !shared.read_only) {
@@ -477,6 +541,9 @@ impl Mounted {
             ),
         };
         let served = session_outcome(session.run());
+        let detaches = unmount_guard.0.is_some();
+        // Unmounted: nothing to undo. Aborted or failed: the guard detaches what is left.
+        unmount_guard.disarm_if(matches!(served, Ok(SessionEnd::Unmounted)));
         if let Some(c) = cleaner.as_mut() {
             c.stop();
         }
@@ -487,6 +554,10 @@ impl Mounted {
         }
         match served.map_err(FuseError::Session)? {
             SessionEnd::Unmounted => {}
+            SessionEnd::Aborted if detaches => state::note(format_args!(
+                "the kernel aborted the FUSE connection; the mount was detached, and the \
+                 array flushed and marked clean"
+            )),
             SessionEnd::Aborted => state::note(format_args!(
                 "the kernel aborted the FUSE connection; the array was flushed and marked \
                  clean. If the mount point now says 'Transport endpoint is not connected', \

@@ -607,3 +607,63 @@ fn a_second_mount_on_the_same_directory_is_refused() {
     // Once it is unmounted the directory can be used again.
     raidkit_fuse::check_mountpoint(&mnt).expect("free again");
 }
+
+/// A mount whose server ends without being unmounted (the caller fails before `run`, or
+/// drops it) is detached, not left behind as a dead mount point ("Transport endpoint is
+/// not connected"). And a stop asked for once the mount is gone unmounts nothing else,
+/// even when the mount point is itself the root of another file system.
+#[test]
+fn a_mount_never_run_is_detached_and_a_late_stop_unmounts_nothing_else() {
+    if let Some(why) = skip_reason() {
+        println!("skip: {why}");
+        return;
+    }
+    let tmp = TempDir::new("rk-fuse-detach").expect("tempdir");
+    let (paths, _) = make_raid5(tmp.path());
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir_all(&mnt).expect("mkdir");
+    let m = raidkit_fuse::mount(
+        Arc::new(assemble(&paths, true)),
+        &mnt,
+        &MountConfig::new("r"),
+    )
+    .expect("mount");
+    let canonical = m.mountpoint().to_path_buf();
+    assert!(mounted_at(&canonical));
+    drop(m);
+    assert!(!mounted_at(&canonical), "a dropped mount stayed mounted");
+    std::fs::metadata(&canonical).expect("the mount point answers again");
+
+    // The mount point is a tmpfs's root; raidkit mounts over it, is unmounted from
+    // outside, and is then asked to stop.
+    let src = c_path(Path::new("tmpfs"));
+    let target = c_path(&canonical);
+    // SAFETY: valid NUL-terminated strings; a plain tmpfs mount with no data.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            src.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "tmpfs mount: {}", std::io::Error::last_os_error());
+    let served = Served::start(assemble(&paths, true), &canonical, &MountConfig::new("r"));
+    let stop = served.stop.clone();
+    // SAFETY: valid NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::umount2(target.as_ptr(), 0) },
+        0,
+        "umount raidkit"
+    );
+    served.finish();
+    stop.request_stop().expect("a late stop");
+    let still_tmpfs = mounted_at(&canonical);
+    // SAFETY: valid NUL-terminated path.
+    unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    assert!(
+        still_tmpfs,
+        "the late stop unmounted the tmpfs under the mount"
+    );
+}
