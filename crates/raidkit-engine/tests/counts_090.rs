@@ -70,8 +70,13 @@ fn degraded_with_spare(dir: &TempDir) -> (Vec<PathBuf>, Array) {
         assert_eq!(table(&s, 4), [(0, 0, 6), (1, 1, 6), (2, 2, 6), (3, 3, 0)]);
     }
     arr.fail_member(2, "test").unwrap();
-    arr.remove_member(&ps[2].display().to_string()).unwrap();
     arr.write(0, &[7; 1 << 16]).unwrap();
+    // Failed, not removed: md still counts the device.
+    for p in [&ps[0], &ps[3]] {
+        let s = sb090(p);
+        assert_eq!(counts(&s), [4, 2, 3, 1, 1], "failed: {}", p.display());
+    }
+    arr.remove_member(&ps[2].display().to_string()).unwrap();
     for p in [&ps[0], &ps[3]] {
         let s = sb090(p);
         assert_eq!(counts(&s), [3, 2, 3, 1, 1], "degraded: {}", p.display());

@@ -219,7 +219,7 @@ impl Array {
         let live = self.live_devices();
         let roles = meta.roles.clone();
         let missing: Vec<usize> = self.missing_roles();
-        let (active, spare) = self.counts_090(&live);
+        let (active, spare, faulty) = self.counts_090(&live);
         for &i in &live {
             let sb = &mut meta.sbs[i];
             f(sb);
@@ -233,7 +233,7 @@ impl Array {
                         }
                     }
                 }
-                Super::V090(s) => update_090_counts(s, &missing, active, spare),
+                Super::V090(s) => update_090_counts(s, &missing, [active, spare, faulty]),
             }
         }
         let devs = self.devs();
@@ -331,18 +331,20 @@ impl Array {
     }
 
     /// Devices that get superblock writes: working members and spares.
-    /// The (active, spare) device counts 0.90 superblocks record, of the `live` devices:
-    /// active are the members in sync; every other live device (a spare, a member being
-    /// rebuilt or caught up, a replacement being built) counts as a spare, as md writes it.
-    fn counts_090(&self, live: &[usize]) -> (u32, u32) {
-        let active = self
-            .slots()
-            .iter()
-            .flatten()
+    /// The (active, spare, faulty) device counts 0.90 superblocks record: active are the
+    /// members in sync; every other `live` device (a spare, a member being rebuilt or
+    /// caught up, a replacement being built) counts as a spare, as md writes it; faulty
+    /// are failed members not removed yet.
+    fn counts_090(&self, live: &[usize]) -> (u32, u32, u32) {
+        let slots = self.slots();
+        let members = slots.iter().flatten();
+        let active = members
+            .clone()
             .filter(|m| !m.is_failed() && m.recovery().is_none())
-            .count();
-        let active = active.min(live.len());
-        (active as u32, (live.len() - active) as u32)
+            .count()
+            .min(live.len());
+        let faulty = members.filter(|m| m.is_failed()).count();
+        (active as u32, (live.len() - active) as u32, faulty as u32)
     }
 
     pub(crate) fn live_devices(&self) -> Vec<usize> {
@@ -765,13 +767,12 @@ fn write_bitmap_images(
 }
 
 /// Mark the 0.90 descriptors of the `missing` roles failed and removed, and set the
-/// counts from the `active` (in sync) and `spare` (spares, members being rebuilt or caught
-/// up) devices, as md recounts them on every write.
+/// counts from the `active` (in sync), `spare` (spares, members being rebuilt or caught
+/// up) and `faulty` (failed, not removed) devices, as md recounts them on every write.
 pub(crate) fn update_090_counts(
     s: &mut v090::SuperblockV090,
     missing: &[usize],
-    active: u32,
-    spare: u32,
+    [active, spare, faulty]: [u32; 3],
 ) {
     use v090::disk_state::*;
     let raid = s.raid_disks as usize;
@@ -781,7 +782,7 @@ pub(crate) fn update_090_counts(
             d.state = FAULTY | REMOVED;
         }
     }
-    s.set_counts(active, spare);
+    s.set_counts(active, spare, faulty);
     if let Some(d) = s.disks.get(s.this_disk.number as usize) {
         s.this_disk = *d;
     }

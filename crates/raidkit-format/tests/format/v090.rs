@@ -229,7 +229,7 @@ fn write_mostly_bit_round_trips() {
 }
 
 /// md's counts (read back with `mdadm -E` from kernel 6.1): a 3-member RAID5 with a spare
-/// (4 3 4 0 1), one member out (3 2 3 1 1), re-added and being caught up, which md
+/// (4 3 4 0 1), one member failed (4 2 3 1 1) and removed (3 2 3 1 1), re-added and being caught up, which md
 /// writes as a spare (4 2 4 1 2).
 #[test]
 fn counts_as_md_writes_them() {
@@ -244,12 +244,14 @@ fn counts_as_md_writes_them() {
             s.spare_disks,
         ]
     };
-    sb.set_counts(3, 1);
+    sb.set_counts(3, 1, 0);
     assert_eq!(c(&sb), [4, 3, 4, 0, 1]);
-    sb.set_counts(2, 1);
+    sb.set_counts(2, 1, 1);
+    assert_eq!(c(&sb), [4, 2, 3, 1, 1]);
+    sb.set_counts(2, 1, 0);
     assert_eq!(c(&sb), [3, 2, 3, 1, 1]);
-    sb.set_counts(2, 2);
+    sb.set_counts(2, 2, 0);
     assert_eq!(c(&sb), [4, 2, 4, 1, 2]);
-    sb.set_counts(0, 0);
+    sb.set_counts(0, 0, 0);
     assert_eq!(c(&sb), [0, 0, 0, 3, 0]);
 }
