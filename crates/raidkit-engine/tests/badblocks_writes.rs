@@ -265,6 +265,18 @@ fn uncorrectable_read_error_becomes_a_bad_block_with_a_log() {
 /// Fill member `p`'s (1.2, log at +16) bad-block log with 512 one-sector entries below
 /// the data area, so that no further entry fits.
 fn fill_log(p: &Path) {
+    let ranges: Vec<badblocks::BadRange> = (0..512)
+        .map(|i| badblocks::BadRange {
+            start: 100 + 2 * i,
+            len: 1,
+        })
+        .collect();
+    write_log(p, &ranges);
+}
+
+/// Write `ranges` as they are (in this order, overlaps included) into member `p`'s (1.2,
+/// log at +16) bad-block log, as a buggy or hostile writer could.
+fn write_log(p: &Path, ranges: &[badblocks::BadRange]) {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -273,13 +285,7 @@ fn fill_log(p: &Path) {
     let mut b = vec![0u8; 4096];
     f.read_exact_at(&mut b, 8 * 512).unwrap();
     let mut sb = SuperblockV1::parse(&b).unwrap();
-    let ranges: Vec<badblocks::BadRange> = (0..512)
-        .map(|i| badblocks::BadRange {
-            start: 100 + 2 * i,
-            len: 1,
-        })
-        .collect();
-    f.write_all_at(&badblocks::encode(&ranges, 0, 4096).unwrap(), 24 * 512)
+    f.write_all_at(&badblocks::encode(ranges, 0, 4096).unwrap(), 24 * 512)
         .unwrap();
     sb.feature_map |= feature::BAD_BLOCKS;
     f.write_all_at(&sb.encode()[..sb.write_len()], 8 * 512)
@@ -349,6 +355,37 @@ fn full_log_fails_the_member_only_if_the_array_survives() {
     assert!(arr.read(20480, &mut b).is_err());
     arr.read(0, &mut b).unwrap();
     assert!(b == model[..4096]);
+}
+
+/// A log whose entries overlap and are unsorted (md merges them when it loads the log):
+/// a write error on that member still lands in the on-disk log (were the overlaps counted
+/// twice, a new range as long as the overlap looked already known and was kept in memory
+/// only: after a restart its stale sectors would be read).
+#[test]
+fn a_new_bad_block_reaches_a_log_whose_entries_overlap() {
+    let dir = TempDir::new("rk-bbl").unwrap();
+    let (ps, model) = make_raid5(&dir, 2, true);
+    let r = |start: u64, len: u64| badblocks::BadRange { start, len };
+    write_log(&ps[1], &[r(3008, 4), r(3000, 8), r(3000, 8)]);
+    let spec = PathBuf::from(format!("fault:weio@2060-2061:{}", ps[1].display()));
+    let arr = assemble_paths(&[ps[0].clone(), spec, ps[2].clone()], &rw()).unwrap();
+    let rx = arr.subscribe();
+    arr.write(20480, &[3u8; 4096]).unwrap();
+    let ev = drain(&rx);
+    assert_eq!(recorded(&ev), vec![(1, 2056, 8)], "{ev:?}");
+    assert_eq!(arr.missing_roles(), Vec::<usize>::new());
+    arr.stop().unwrap();
+    assert_eq!(
+        sb_and_log(&ps[1]).1,
+        Some(vec![(2056, 8), (3000, 12)]),
+        "the new range is on disk, the old ones merged"
+    );
+    let arr = assemble_paths(&ps, &rw()).unwrap();
+    let mut b = vec![0u8; 4096];
+    arr.read(20480, &mut b).unwrap();
+    assert!(b == [3u8; 4096]);
+    arr.read(16384, &mut b).unwrap();
+    assert!(b == model[16384..20480]);
 }
 
 /// `--update no-bbl` refused because data is lost: a failure to write the shrunk logs is

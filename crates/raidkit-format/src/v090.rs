@@ -377,6 +377,19 @@ impl SuperblockV090 {
         }
     }
 
+    /// Set the device counts as md writes them (it recounts its devices on every
+    /// superblock write): `active` devices in sync in a role, `spare` working devices
+    /// that are not (spares, and members still being rebuilt or caught up, which md
+    /// records as spares), `faulty` failed devices not removed yet (counted in
+    /// `nr_disks` only); every role without an in-sync device counts as failed.
+    pub fn set_counts(&mut self, active: u32, spare: u32, faulty: u32) {
+        self.nr_disks = active + spare + faulty;
+        self.active_disks = active;
+        self.working_disks = active + spare;
+        self.failed_disks = self.raid_disks.saturating_sub(active);
+        self.spare_disks = spare;
+    }
+
     /// Resync offset as a v1-style value: MAX_SECTOR if CLEAN, `recovery_cp` if
     /// `cp_events == events`, else 0.
     pub fn resync_offset(&self) -> u64 {

@@ -137,6 +137,10 @@ fn json_keys_and_round_trip() {
         assert_eq!(m["checksum_ok"], true);
         assert_eq!(m["data_offset"], 2048);
         assert_eq!(m["super_offset"], 8);
+        assert_eq!(m["data_offset_sectors"], 2048);
+        assert_eq!(m["super_offset_sectors"], 8);
+        assert_eq!(m["data_size_sectors"], m["data_size"]);
+        assert_eq!(m["resync_offset_sectors"], serde_json::Value::Null);
         assert_eq!(m["state"], "clean");
         // 8 MiB members, 1 MiB data offset, 64K chunks: 7 MiB per member, 2 data members.
         assert_eq!(m["array_bytes"], 14 * 1024 * 1024);

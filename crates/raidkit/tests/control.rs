@@ -115,6 +115,16 @@ fn status_manage_sync_action_monitor() {
     ok(&run, d, &["manage", "ctl", "--fail", &b]);
     wait_for("degraded", 10, || status(&run, d)[0]["degraded"] == true);
     ok(&run, d, &["manage", "ctl", "--remove", &b]);
+    // A path that is not there: refused before the server is asked, saying which path
+    // and what to do (not a bare "No such file or directory").
+    let o = rk(&run, d, &["manage", "ctl", "--add", "no-such-spare"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("--add no-such-spare: no such device or file")
+            && err.contains("nothing was changed"),
+        "{err}"
+    );
     ok(&run, d, &["manage", "ctl", "--add", "spare"]);
     wait_for("recovery onto the spare", 60, || {
         let s = &status(&run, d)[0];

@@ -277,6 +277,7 @@ fn windowed_check_reports_only_inside_the_window() {
     flip(d, "b", off + 5 * M);
     let (v, _) = check_json(d, &["--from", "4M", "--to", "6M", "a", "b"]);
     assert_eq!(v["covered"], json!({"offset": 4 * M, "end": 6 * M}));
+    assert_eq!(v["covered_bytes"], json!({"start": 4 * M, "end": 6 * M}));
     assert_eq!(
         v["mismatch_ranges"],
         json!([{"offset": 5 * M, "len": 4096}])

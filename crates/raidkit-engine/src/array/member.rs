@@ -251,6 +251,9 @@ impl Member {
     /// Like [`Member::add_bad`], in absolute device sectors.
     pub(crate) fn add_bad_dev(&self, start: u64, n: u64) -> bool {
         let mut bad = crate::locks::write(&self.bad);
+        // Coalesced before counting: a log read from disk may hold overlapping entries,
+        // which would count twice and hide a new range as long as the overlap.
+        crate::ranges::coalesce(&mut bad);
         let before = crate::ranges::covered(&bad);
         bad.push(BadRange { start, len: n });
         crate::ranges::coalesce(&mut bad);

@@ -219,6 +219,7 @@ impl Array {
         let live = self.live_devices();
         let roles = meta.roles.clone();
         let missing: Vec<usize> = self.missing_roles();
+        let (active, spare, faulty) = self.counts_090(&live);
         for &i in &live {
             let sb = &mut meta.sbs[i];
             f(sb);
@@ -232,7 +233,7 @@ impl Array {
                         }
                     }
                 }
-                Super::V090(s) => update_090_counts(s, &missing),
+                Super::V090(s) => update_090_counts(s, &missing, [active, spare, faulty]),
             }
         }
         let devs = self.devs();
@@ -330,6 +331,22 @@ impl Array {
     }
 
     /// Devices that get superblock writes: working members and spares.
+    /// The (active, spare, faulty) device counts 0.90 superblocks record: active are the
+    /// members in sync; every other `live` device (a spare, a member being rebuilt or
+    /// caught up, a replacement being built) counts as a spare, as md writes it; faulty
+    /// are failed members not removed yet.
+    fn counts_090(&self, live: &[usize]) -> (u32, u32, u32) {
+        let slots = self.slots();
+        let members = slots.iter().flatten();
+        let active = members
+            .clone()
+            .filter(|m| !m.is_failed() && m.recovery().is_none())
+            .count()
+            .min(live.len());
+        let faulty = members.filter(|m| m.is_failed()).count();
+        (active as u32, (live.len() - active) as u32, faulty as u32)
+    }
+
     pub(crate) fn live_devices(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self
             .slots()
@@ -749,7 +766,14 @@ fn write_bitmap_images(
     failed.into_iter().map(|(k, e)| (targets[k].0, e)).collect()
 }
 
-pub(crate) fn update_090_counts(s: &mut v090::SuperblockV090, missing: &[usize]) {
+/// Mark the 0.90 descriptors of the `missing` roles failed and removed, and set the
+/// counts from the `active` (in sync), `spare` (spares, members being rebuilt or caught
+/// up) and `faulty` (failed, not removed) devices, as md recounts them on every write.
+pub(crate) fn update_090_counts(
+    s: &mut v090::SuperblockV090,
+    missing: &[usize],
+    [active, spare, faulty]: [u32; 3],
+) {
     use v090::disk_state::*;
     let raid = s.raid_disks as usize;
     for d in s.disks.iter_mut() {
@@ -758,10 +782,7 @@ pub(crate) fn update_090_counts(s: &mut v090::SuperblockV090, missing: &[usize])
             d.state = FAULTY | REMOVED;
         }
     }
-    let active = raid - missing.len().min(raid);
-    s.active_disks = active as u32;
-    s.working_disks = active as u32 + s.spare_disks;
-    s.failed_disks = missing.len() as u32;
+    s.set_counts(active, spare, faulty);
     if let Some(d) = s.disks.get(s.this_disk.number as usize) {
         s.this_disk = *d;
     }

@@ -151,8 +151,17 @@ impl Array {
         let devs = self.devs().clone();
         let mut spares = self.spares();
         if let Some(pos) = spares.iter().position(|&i| devs[i].name() == device) {
-            spares.remove(pos);
+            let i = spares.remove(pos);
             drop(spares);
+            // 0.90: its descriptor leaves every table (md lists the devices it has).
+            let devnum = meta.sbs[i].dev_number();
+            for sb in meta.sbs.iter_mut() {
+                if let Super::V090(s) = sb {
+                    if devnum >= s.raid_disks as usize && devnum < s.disks.len() {
+                        s.disks[devnum] = v090::DiskDescriptor::default();
+                    }
+                }
+            }
             return self.write_superblocks(&mut meta, |_| {});
         }
         drop(spares);

@@ -147,10 +147,6 @@ pub(crate) fn checkpoint(arr: &Array, m: &Member, at: Option<u64>) -> Result<()>
                                 | disk_state::SYNC
                                 | (d.state & disk_state::WRITEMOSTLY);
                         }
-                        if s.spare_disks > 0 {
-                            s.spare_disks -= 1;
-                        }
-                        s.active_disks = (s.active_disks + 1).min(s.raid_disks);
                     }
                 }
                 let copy = meta.sbs[idx].clone();

@@ -227,3 +227,31 @@ fn write_mostly_bit_round_trips() {
     assert_eq!(back.disks[0].state & disk_state::WRITEMOSTLY, 0);
     assert_eq!(back, s);
 }
+
+/// md's counts (read back with `mdadm -E` from kernel 6.1): a 3-member RAID5 with a spare
+/// (4 3 4 0 1), one member failed (4 2 3 1 1) and removed (3 2 3 1 1), re-added and being caught up, which md
+/// writes as a spare (4 2 4 1 2).
+#[test]
+fn counts_as_md_writes_them() {
+    let mut sb = sample();
+    sb.raid_disks = 3;
+    let c = |s: &SuperblockV090| {
+        [
+            s.nr_disks,
+            s.active_disks,
+            s.working_disks,
+            s.failed_disks,
+            s.spare_disks,
+        ]
+    };
+    sb.set_counts(3, 1, 0);
+    assert_eq!(c(&sb), [4, 3, 4, 0, 1]);
+    sb.set_counts(2, 1, 1);
+    assert_eq!(c(&sb), [4, 2, 3, 1, 1]);
+    sb.set_counts(2, 1, 0);
+    assert_eq!(c(&sb), [3, 2, 3, 1, 1]);
+    sb.set_counts(2, 2, 0);
+    assert_eq!(c(&sb), [4, 2, 4, 1, 2]);
+    sb.set_counts(0, 0, 0);
+    assert_eq!(c(&sb), [0, 0, 0, 3, 0]);
+}

@@ -236,6 +236,17 @@ fn examine_json(e: &Examined, array_bytes: Option<u64>) -> Value {
         "checksum_ok": e.ok,
         "array_bytes": array_bytes,
     });
+    // The same numbers under names that say their unit (the project's convention); the
+    // unitless names above stay for the scripts and tests that read them.
+    for key in [
+        "data_offset",
+        "data_size",
+        "super_offset",
+        "resync_offset",
+        "recovery_offset",
+    ] {
+        v[format!("{key}_sectors")] = v[key].clone();
+    }
     if let Super::V1(s) = sb {
         v["device_uuid"] = json!(uuid::format(&s.device_uuid));
     }
@@ -259,6 +270,9 @@ fn reshape_json(sb: &Super) -> Value {
         return Value::Null;
     };
     let (level, layout) = new_shape_text(&r);
+    let new_offset = r
+        .new_offset
+        .and_then(|o| offset_sectors(sb.data_offset(), o));
     json!({
         "position_sectors": r.position,
         "delta_devices": r.delta_disks,
@@ -268,7 +282,8 @@ fn reshape_json(sb: &Super) -> Value {
         "new_layout_value": r.new_layout,
         "new_chunk_bytes": r.new_chunk_sectors * 512,
         "direction": if r.backwards { "backwards" } else { "forwards" },
-        "new_offset": r.new_offset.and_then(|o| offset_sectors(sb.data_offset(), o)),
+        "new_offset": new_offset,
+        "new_offset_sectors": new_offset,
     })
 }
 

@@ -184,6 +184,7 @@ fn print_json(arr: &Array, rep: &SyncReport, name: &str, with_sidecar: bool) -> 
         "uuid": arr.uuid_text(),
         "action": name,
         "covered": {"offset": rep.covered.0, "end": rep.covered.1},
+        "covered_bytes": {"start": rep.covered.0, "end": rep.covered.1},
         "checksums": with_sidecar,
         "mismatch_ranges": rep.mismatches.iter().map(|(o, l)| json!({"offset": o, "len": l})).collect::<Vec<_>>(),
         "mismatch_bytes": mismatch_bytes,

@@ -117,6 +117,24 @@ pub struct SyncActionArgs {
     pub resume: bool,
 }
 
+/// The device or image file `p` that `option` brings into the array, resolved as the
+/// server will open it; refused here, saying which path and what to do, when there is
+/// nothing there (the server's answer would be a bare "No such file or directory").
+fn existing(p: &std::path::Path, option: &str) -> Result<PathBuf> {
+    let r = resolved(p);
+    let plain = r
+        .to_str()
+        .is_none_or(|s| !s.starts_with("fault:") && !raidkit_engine::dev::nbd::is_nbd_uri(s));
+    if plain && std::fs::symlink_metadata(&r).is_err() {
+        bail!(
+            "{option} {}: no such device or file ({}); nothing was changed. Give the path of the disk, partition or image file to use (create an image first with `truncate -s SIZE FILE`)",
+            p.display(),
+            r.display()
+        );
+    }
+    Ok(r)
+}
+
 /// What `manage` asks for, from the options.
 fn manage_op(a: &ManageArgs) -> Result<ManageOp> {
     if let (Some(wm), Some(add)) = (&a.write_mostly, &a.add) {
@@ -124,7 +142,7 @@ fn manage_op(a: &ManageArgs) -> Result<ManageOp> {
             bail!("--add with --write-mostly: the added device is marked; give --write-mostly without a MEMBER");
         }
         return Ok(ManageOp::Add {
-            member: resolved(add),
+            member: existing(add, "--add")?,
             write_mostly: true,
         });
     }
@@ -168,18 +186,22 @@ fn manage_op(a: &ManageArgs) -> Result<ManageOp> {
         }
     } else if let Some(m) = &a.add {
         ManageOp::Add {
-            member: resolved(m),
+            member: existing(m, "--add")?,
             write_mostly: false,
         }
     } else if let Some(m) = &a.re_add {
         ManageOp::ReAdd {
-            member: resolved(m),
+            member: existing(m, "--re-add")?,
             discard_its_changes: a.discard_its_changes,
         }
     } else if let Some(m) = &a.replace {
         ManageOp::Replace {
             member: resolved(m),
-            with: a.with.as_deref().map(resolved),
+            with: a
+                .with
+                .as_deref()
+                .map(|w| existing(w, "--with"))
+                .transpose()?,
         }
     } else {
         bail!("say what to do: --fail, --remove, --add, --re-add, --replace, --write-mostly or --readwrite MEMBER, --write-behind N, or --update no-bbl");
