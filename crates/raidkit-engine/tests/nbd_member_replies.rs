@@ -192,3 +192,37 @@ fn small_reads_are_whole_blocks_of_the_servers_minimum() {
     assert!(b == [0u8; 100]);
     assert_eq!(dev.link_state(), LinkState::Connected);
 }
+
+/// The array's logical block size is its largest member's, an NBD member's too (its
+/// server's minimum block size): frontends advertise it, so clients do not send IO the
+/// server would refuse.
+#[test]
+fn an_arrays_block_size_is_its_largest_members_nbd_members_included() {
+    use raidkit_engine::create::{create, CreateOptions, MemberSpec};
+    let (d, uri, _) = fake(Export {
+        block_size: (4096, 4096, 32 << 20),
+    });
+    let local = d.path().join("local.img");
+    std::fs::File::create(&local)
+        .unwrap()
+        .set_len(SIZE)
+        .unwrap();
+    let mk = |members: Vec<PathBuf>| {
+        let mut o = CreateOptions::new(
+            raidkit_layout::Level::Raid1,
+            members.into_iter().map(MemberSpec::Path).collect(),
+        );
+        o.create_size = Some(2 << 20);
+        create(&o, &mut |_, _| {}).unwrap()
+    };
+    let arr = mk(vec![local, PathBuf::from(&uri)]);
+    assert_eq!(arr.logical_block_size(), 4096);
+    arr.stop().unwrap();
+    let files: Vec<PathBuf> = ["a.img", "b.img"].map(|n| d.path().join(n)).into();
+    for f in &files {
+        std::fs::File::create(f).unwrap().set_len(SIZE).unwrap();
+    }
+    let arr = mk(files);
+    assert_eq!(arr.logical_block_size(), 512);
+    arr.stop().unwrap();
+}

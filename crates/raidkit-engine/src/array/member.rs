@@ -374,6 +374,18 @@ impl Array {
         self.devs().iter().map(|d| d.name().to_string()).collect()
     }
 
+    /// The array's logical block size in bytes: the largest of its devices' (512 or
+    /// 4096), as md gives the array device. IO smaller than that may be refused by a
+    /// member (an NBD server with a minimum block size), so frontends advertise it.
+    pub fn logical_block_size(&self) -> u32 {
+        self.devs()
+            .iter()
+            .map(|d| d.logical_block_size())
+            .max()
+            .unwrap_or(512)
+            .clamp(512, 4096)
+    }
+
     /// The name of the device `given` names ([`crate::dev::names_device`]: its name, its
     /// path in any spelling, or a fault spec around it), looked up in [`Array::places`]
     /// order, so a name that a current device and a departed one share is the current

@@ -399,6 +399,19 @@ impl NbdDev {
     fn check_same_export(&self, c: Client) -> io::Result<Client> {
         let info = c.info();
         check_block_sizes(&self.name, info)?;
+        if info.min_block > self.lbs {
+            // The array and its clients were told the smaller size: IO of that size would
+            // now be refused by the server.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: the export now needs requests in blocks of {} bytes, it took {} when \
+                     the array was assembled; restore the server's setting, or stop the array \
+                     and assemble it again",
+                    self.name, info.min_block, self.lbs
+                ),
+            ));
+        }
         if info.size != self.size {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,

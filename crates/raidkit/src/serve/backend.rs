@@ -7,15 +7,15 @@
 //! range reads as zeros from every copy and parity stays consistent (never "fast": the
 //! write path decides per member). Preferred block size: the full
 //! stripe (chunk × data disks) when that is a power of two, else the largest power of
-//! two dividing it; minimum 512, or 4096 when a member has 4 KiB logical blocks.
+//! two dividing it; minimum 512, or 4096 when a member has 4 KiB logical blocks (an NBD
+//! member's: its server's minimum block size).
 
 use raidkit_engine::array::SharedBuf;
 use raidkit_engine::supervisor::WriteActivity;
-use raidkit_engine::{Array, BlockDev, EngineError, FileDev};
+use raidkit_engine::{Array, EngineError};
 use raidkit_layout::Level;
 use raidkit_nbd::{Backend, PoolBuf};
 use std::io;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// An assembled array as an NBD backend.
@@ -38,15 +38,9 @@ fn io_err(e: EngineError) -> io::Error {
 }
 
 /// The NBD block sizes (minimum, preferred, maximum) of an array: see the module docs.
-fn block_sizes(arr: &Array, members: &[PathBuf]) -> (u32, u32, u32) {
-    let min = members
-        .iter()
-        .filter(|p| !raidkit_engine::dev::nbd::is_nbd_uri(&p.to_string_lossy()))
-        .filter_map(|p| FileDev::open(p, false).ok())
-        .map(|d| d.logical_block_size())
-        .max()
-        .unwrap_or(512)
-        .clamp(512, 4096);
+fn block_sizes(arr: &Array) -> (u32, u32, u32) {
+    // Every member's, NBD members' too (a server's minimum block size).
+    let min = arr.logical_block_size();
     let g = arr.geometry();
     let data_disks = match g.level {
         Level::Raid0 => g.raid_disks,
@@ -73,13 +67,8 @@ fn block_sizes(arr: &Array, members: &[PathBuf]) -> (u32, u32, u32) {
 }
 
 impl ArrayBackend {
-    /// Serve `arr` (assembled from `members`), recording writes in `activity`.
-    pub fn new(
-        arr: Arc<Array>,
-        members: &[PathBuf],
-        read_only: bool,
-        activity: Arc<WriteActivity>,
-    ) -> ArrayBackend {
+    /// Serve `arr`, recording writes in `activity`.
+    pub fn new(arr: Arc<Array>, read_only: bool, activity: Arc<WriteActivity>) -> ArrayBackend {
         let description = format!(
             "raidkit {} array {} ({}, {} members)",
             arr.level(),
@@ -88,7 +77,7 @@ impl ArrayBackend {
             arr.geometry().raid_disks
         );
         ArrayBackend {
-            sizes: block_sizes(&arr, members),
+            sizes: block_sizes(&arr),
             arr,
             read_only,
             activity,

@@ -274,7 +274,6 @@ fn open_export(a: &ServeArgs, e: &ArrayEntry) -> Result<(Served, Export)> {
     let served = Served::new(name.clone(), arr);
     let backend = ArrayBackend::new(
         Arc::clone(&served.array),
-        &e.members,
         e.read_only,
         Arc::clone(&served.activity),
     );
