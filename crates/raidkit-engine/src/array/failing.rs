@@ -11,8 +11,10 @@
 //! * A flush error, or an error writing the write-intent bitmap, fails the member when
 //!   the array serves all of its data without it; otherwise the member is kept and the
 //!   flush (or the write the bitmap was for) fails.
-//! * A member that does not answer within its deadline, or whose connection is lost, is
-//!   failed when the array serves all of its data without it. Otherwise it is kept (md
+//! * A local member that does not answer within its deadline is failed whatever it holds
+//!   ([`crate::dev::io`]): waiting for it would hang the array. A network member that
+//!   does not answer, or whose connection is lost, is failed when the array serves all
+//!   of its data without it. Otherwise it is kept (md
 //!   never fails the last leg of a mirror, nor the member a RAID5/6 cannot lose): the IO
 //!   fails with an error, a network member's link is brought back by the reconnector,
 //!   and IO resumes. Nothing it holds is marked lost: a write it missed left its old data
@@ -22,6 +24,7 @@
 //! * An administrator's request to fail a member the array cannot do without is refused
 //!   (md answers EBUSY for the last device of a mirror).
 
+use crate::array::member::Member;
 use crate::array::Array;
 use crate::dev::nbd::LinkState;
 use crate::error::{EngineError, Result};
@@ -38,6 +41,19 @@ impl Array {
         }
         self.fail_member(role, why)?;
         Ok(true)
+    }
+
+    /// The member `m` in `role` is gone (no answer in time, or its connection lost): fail
+    /// it, unless it is a network member the array cannot run without — then it is kept
+    /// (false) and its link is brought back by the reconnector. A local member is failed
+    /// whatever it holds: nothing makes its later IO fail at once, so each would wait for
+    /// the whole deadline.
+    pub(crate) fn fail_gone(&self, role: usize, m: &Member, why: &str) -> Result<bool> {
+        if m.dev.network().is_none() {
+            self.fail_member(role, why)?;
+            return Ok(true);
+        }
+        self.fail_unless_last(role, why)
     }
 
     /// A member's write failed (and no bad block could take the error): fail it as md's

@@ -280,7 +280,7 @@ impl Array {
                 if io::is_gone(&e) {
                     // Kept if the array cannot run without it: the read fails, and its
                     // link comes back through the reconnector.
-                    let _ = self.fail_unless_last(role, &format!("read: {e}"));
+                    let _ = self.fail_gone(role, m, &format!("read: {e}"));
                 }
                 Err(EngineError::io(m.dev.name(), "reading member data", e))
             }
@@ -313,7 +313,7 @@ impl Array {
             // bad block: the whole member is gone, not a sector) — unless the array cannot
             // run without it: then it is kept and the write fails (see `failing`).
             Err(e) if io::is_gone(&e) => {
-                if self.fail_unless_last(role, &format!("write: {e}"))? {
+                if self.fail_gone(role, m, &format!("write: {e}"))? {
                     return Ok(false);
                 }
                 self.kept_write_failed(role, dsec, n);

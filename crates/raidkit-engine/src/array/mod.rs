@@ -318,8 +318,8 @@ impl Array {
             .collect();
         let devs: Vec<&dyn BlockDev> = live.iter().map(|(_, m)| m.dev.as_ref()).collect();
         let results = io::flush_each(&devs, &mut |i| {
-            let _ =
-                self.fail_unless_last(live[i].0, "no answer to a flush within the member timeout");
+            let (role, m) = &live[i];
+            let _ = self.fail_gone(*role, m, "no answer to a flush within the member timeout");
         });
         // A member whose flush fails is failed as md does, unless it holds the last copy
         // of some data: then the flush fails (after every member's outcome is handled).
@@ -327,6 +327,10 @@ impl Array {
         for ((role, m), r) in live.iter().zip(results) {
             match r {
                 Ok(()) => {}
+                // A local member gone is failed whatever it holds (see `failing`).
+                Err(e) if io::is_gone(&e) && m.dev.network().is_none() => {
+                    self.fail_member(*role, &format!("flush: {e}"))?
+                }
                 Err(e) => {
                     let r = self.flush_failed(*role, m.dev.name(), e);
                     if kept.is_ok() {
