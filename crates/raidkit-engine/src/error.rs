@@ -49,6 +49,15 @@ pub enum EngineError {
         /// Which roles are missing and what to do.
         why: String,
     },
+    /// Network members could not be reached at assembly, and the array cannot run
+    /// without them (or none of its members could be reached).
+    #[error("could not reach {unreached}: {why}")]
+    Unreachable {
+        /// Each member not reached, with its connection error.
+        unreached: String,
+        /// Why the array cannot run without them, and what to do.
+        why: String,
+    },
     /// Array was not shut down cleanly and is degraded (the RAID write hole).
     #[error("array {uuid} is degraded and was not stopped cleanly (resync_offset {resync}): parity may be wrong for stripes written at the crash, so data reconstructed from it could be silently wrong. Add the missing member(s) if you have them; otherwise start it anyway by force (the array is then marked clean as md does)")]
     DirtyDegraded {
@@ -280,6 +289,12 @@ fn unsaved_logs(unsaved: &[String]) -> String {
 }
 
 impl EngineError {
+    /// Is this the IO error of a member that is gone (no answer in time, or its
+    /// connection lost; see [`crate::dev::io::is_gone`]), not of a bad sector?
+    pub fn is_member_gone(&self) -> bool {
+        matches!(self, EngineError::Io { source, .. } if crate::dev::io::is_gone(source))
+    }
+
     /// The remedy that applies, if the error has one an administrator can apply.
     pub fn remedy(&self) -> Option<Remedy> {
         match self {

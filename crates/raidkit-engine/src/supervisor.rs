@@ -149,6 +149,11 @@ impl Supervisor {
         });
         sup.watch_events(&sup.array);
         sup.start_needed_job();
+        // Network members away from the start (not reached at assembly), or whose link
+        // may go down while the array cannot do without them, are brought back by it.
+        if sup.array.has_network_members() {
+            sup.start_reconnector();
+        }
         sup
     }
 

@@ -114,7 +114,10 @@ fn a_damaged_bitmap_is_ignored_and_a_dirty_array_resyncs_in_full() {
         device,
         why,
         full_resync,
-    } = &notes[0];
+    } = &notes[0]
+    else {
+        panic!("{notes:?}");
+    };
     assert_eq!(device, &ps[0].display().to_string());
     assert!(why.starts_with("bitmap sync_size 5601352036"), "{why}");
     assert!(why.contains("needs 3418793967874 bytes on disk"), "{why}");
@@ -157,7 +160,10 @@ fn a_bitmap_of_another_array_is_ignored_not_fatal() {
     assert!(!arr.has_bitmap());
     let AssemblyNote::BitmapIgnored {
         why, full_resync, ..
-    } = &arr.assembly_notes()[0];
+    } = &arr.assembly_notes()[0]
+    else {
+        panic!("{:?}", arr.assembly_notes());
+    };
     assert_eq!(why, "it belongs to another array (its UUID differs)");
     assert!(!full_resync);
 }

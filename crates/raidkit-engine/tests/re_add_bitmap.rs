@@ -513,3 +513,96 @@ fn re_add_into_a_forced_clean_array_says_what_the_members_say() {
     assert_ne!(offset(&ps[0]), u64::MAX, "the members say clean");
     assert_eq!(offset(&ps[2]), offset(&ps[0]));
 }
+
+/// A RAID10 (n2 over 3: each chunk's two copies rotate over the members) whose role 0
+/// comes back while role 1 is gone: role 0 holds the only copy of the chunks it shares
+/// with role 1, and one of two copies of those it shares with role 2. The catch-up (one
+/// dirty bitmap chunk covering both kinds) copies from role 2 what role 0 missed, and
+/// takes role 0's own data as it is where no other copy is valid — role 1 left before it
+/// did, so nothing could be written there since: nothing is marked lost. Had role 1 left
+/// after it (its own superblock still called role 1 active), role 1 may have taken
+/// writes role 0 never saw: those chunks are lost, never served from role 0's old copy.
+#[test]
+fn raid10_returning_member_keeps_only_its_sole_copies() {
+    const CHUNK: u64 = 64 << 10;
+    for role1_left_first in [true, false] {
+        let dir = TempDir::new("rk-engine").unwrap();
+        let ps = member_files(dir.path(), 3);
+        let mut o = create_options(Level::Raid10, &ps);
+        o.create_size = Some(4 << 20);
+        o.chunk_bytes = Some(CHUNK);
+        o.layout = Some(0x102); // n2
+        o.bitmap = true;
+        o.bitmap_chunk_bytes = Some(1 << 20);
+        create(&o, &mut |_, _| {}).unwrap().stop().unwrap();
+        let arr = assemble_paths(&ps, &rw()).unwrap();
+        let g = arr.geometry().clone();
+        let roles_of = |off: u64| -> Vec<usize> {
+            let mut r: Vec<usize> = g
+                .locate(off / 512)
+                .unwrap()
+                .copies
+                .iter()
+                .map(|c| c.0)
+                .collect();
+            r.sort_unstable();
+            r
+        };
+        // Chunk 0 is on roles 0+1, chunk 1 on roles 0+2 (n2's rotation).
+        assert_eq!(roles_of(0), vec![0, 1]);
+        assert_eq!(roles_of(CHUNK), vec![0, 2]);
+        let mut model: Vec<u8> = (0..(1u64 << 20)).map(|i| (i * 7 % 251) as u8).collect();
+        arr.write(0, &model).unwrap();
+        let leave = |r: usize| {
+            arr.fail_member(r, "test").unwrap();
+            arr.remove_member(&ps[r].display().to_string()).unwrap();
+        };
+        if role1_left_first {
+            leave(1);
+            leave(0);
+        } else {
+            leave(0);
+            // Role 1 takes a write into chunk 0 that role 0 never sees, then goes too.
+            arr.write(0, &[8; 4096]).unwrap();
+            model[..4096].fill(8);
+            leave(1);
+        }
+        // Role 0 misses a write into chunk 1 (taken by role 2): in the same dirty bit.
+        arr.write(CHUNK, &[9; 4096]).unwrap();
+        model[CHUNK as usize..CHUNK as usize + 4096].fill(9);
+        let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(&ps[0], true).unwrap());
+        let rep = arr
+            .re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
+            .unwrap();
+        // Role 0's copy of chunk 1 was caught up from role 2.
+        let c1 = g.locate(CHUNK / 512).unwrap().copies;
+        let (_, d0) = c1.iter().find(|c| c.0 == 0).copied().unwrap();
+        let on0 = std::fs::File::open(&ps[0]).unwrap();
+        let mut b = vec![0u8; 4096];
+        on0.read_exact_at(&mut b, data_offset_bytes(&ps[0]) + d0 * 512)
+            .unwrap();
+        assert_eq!(
+            b,
+            vec![9; 4096],
+            "role 0 not caught up where role 2 holds a copy"
+        );
+        let mut got = vec![0u8; model.len()];
+        if role1_left_first {
+            assert_eq!(rep.lost, vec![], "role 0's sole copies were marked lost");
+            assert_eq!(arr.lost_ranges(), vec![]);
+            assert!(arr.bad_blocks().is_empty(), "{:?}", arr.bad_blocks());
+            arr.read(0, &mut got).unwrap();
+            assert!(got == model, "the array reads back differently");
+        } else {
+            // Chunk 0's latest data went with role 1: lost, not role 0's old copy.
+            assert!(
+                rep.lost.iter().any(|&(o, _)| o == 0),
+                "chunk 0 not lost: {:?}",
+                rep.lost
+            );
+            assert!(arr.read(0, &mut got[..4096]).is_err(), "stale data served");
+            arr.read(CHUNK, &mut got[..CHUNK as usize]).unwrap();
+            assert!(got[..CHUNK as usize] == model[CHUNK as usize..2 * CHUNK as usize]);
+        }
+    }
+}

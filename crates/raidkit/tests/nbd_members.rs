@@ -206,12 +206,13 @@ fn remote_that_ran_on_its_own_is_refused_until_its_changes_are_discarded() {
 }
 
 /// The remote is the mirror's last leg (the local member was failed) and its server dies:
-/// client IO fails (no member holds the data), and the member is failed. When the server is
-/// back, the member is taken back as it is — it is the only copy of the data, so there is
-/// nothing to catch up from — and every byte written before reads back exactly: nothing
-/// is marked lost, no bad block is recorded on it.
+/// client IO fails (no member holds the data), but the member is not failed (md never
+/// fails the last leg of a mirror): it stays in its slot, in sync, reported disconnected.
+/// When the server is back the reconnector connects it again and IO resumes — no re-add,
+/// nothing to catch up — and every byte written before reads back exactly: nothing is
+/// marked lost, no bad block is recorded on it.
 #[test]
-fn last_leg_remote_that_returns_is_taken_back_as_it_is() {
+fn last_leg_remote_is_kept_and_serves_again_when_it_returns() {
     let Some((td, mut remote, uri)) = setup("lastleg") else {
         return;
     };
@@ -229,18 +230,33 @@ fn last_leg_remote_that_returns_is_taken_back_as_it_is() {
     let t = Duration::from_secs(30);
     let lost = c.write(8 * MIB, &b, false, t).and_then(|()| c.flush(t));
     assert!(lost.is_err(), "a write with no member left succeeded");
-    wait_event(d, "member_disconnected", 10);
+    let mut back = vec![0u8; 4096];
+    assert!(
+        c.read(0, &mut back, t).is_err(),
+        "a read with no member left succeeded"
+    );
+    let ev = wait_event(d, "member_disconnected", 10);
+    assert_eq!(ev["role"], 1, "{ev}");
+    let st = member(d, 1);
+    assert_eq!(st["state"], "in_sync", "the last leg was failed: {st}");
+    assert_eq!(st["link"]["state"], "disconnected", "{st}");
+    assert_eq!(
+        events(d, "member_failed").len(),
+        1,
+        "only local.img was failed"
+    );
 
     remote.start();
     let ev = wait_event(d, "member_reconnected", 60);
     assert_eq!(ev["role"], 1, "{ev}");
-    let ev = wait_event(d, "resync_finished", 60);
-    assert_eq!(ev["error"], Value::Null, "{ev}");
-    assert_eq!(ev["bytes_copied"], 0, "{ev}");
-    proc::wait_for("the member in sync", 30, || {
-        member(d, 1)["state"] == "in_sync"
+    proc::wait_for("the link up", 30, || {
+        member(d, 1)["link"]["state"] == "connected"
     });
+    assert_eq!(member(d, 1)["state"], "in_sync");
+    assert_eq!(events(d, "resync_started"), Vec::<Value>::new());
     assert_eq!(events(d, "bad_block_recorded"), Vec::<Value>::new());
+    let st = status(d).expect("status");
+    assert_eq!(st["lost_ranges"], serde_json::json!([]), "{st}");
     assert!(
         read(&c, 0, a.len()) == a,
         "the first write reads back differently"
@@ -253,6 +269,123 @@ fn last_leg_remote_that_returns_is_taken_back_as_it_is() {
     let more = proc::xorshift_bytes(MIB as usize, 33);
     write_flush(&c, 12 * MIB, &more);
     assert!(read(&c, 12 * MIB, more.len()) == more);
+}
+
+/// The member of `status --json` whose device is `uri`.
+fn member_named(d: &std::path::Path, uri: &str) -> Value {
+    let st = status(d).expect("status");
+    st["members"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["device"] == uri).cloned())
+        .unwrap_or_else(|| panic!("no {uri} in {st}"))
+}
+
+/// The remote does not answer when `serve` starts: the array starts degraded without it
+/// (as md assembles a clean mirror with a member missing), which is listed as away,
+/// disconnected, with its connection error and the attempts so far. Writes go on; when
+/// its server starts, it is recognised by its superblock and re-added with a catch-up of
+/// only the bitmap's dirty regions.
+#[test]
+fn remote_unreachable_at_start_runs_degraded_then_is_re_added() {
+    let Some((td, mut remote, uri)) = setup("away") else {
+        return;
+    };
+    let d = td.path();
+    let a = proc::xorshift_bytes(MIB as usize, 41);
+    {
+        let mut server = serve(d, &["local.img", &uri]);
+        write_flush(&client(d), 0, &a);
+        server.stop("TERM", 30);
+    }
+    remote.kill();
+
+    let _server = serve(d, &["local.img", &uri]);
+    let st = status(d).expect("status");
+    assert_eq!(st["degraded"], true, "{st}");
+    assert_eq!(st["missing_roles"], serde_json::json!([1]), "{st}");
+    let away = member_named(d, &uri);
+    assert_eq!(away["state"], "away", "{away}");
+    assert_eq!(away["link"]["state"], "disconnected", "{away}");
+    assert!(away["link"]["error"].is_string(), "{away}");
+    assert!(
+        away["link"]["failed_attempts"].as_u64() >= Some(1),
+        "{away}"
+    );
+    let log = std::fs::read_to_string(d.join("serve.log")).unwrap_or_default();
+    assert!(log.contains("could not be reached"), "{log}");
+    let c = client(d);
+    let b = proc::xorshift_bytes(MIB as usize, 42);
+    write_flush(&c, 8 * MIB, &b);
+    proc::wait_for("a retry", 20, || {
+        member_named(d, &uri)["link"]["failed_attempts"].as_u64() >= Some(2)
+    });
+
+    remote.start();
+    let ev = wait_event(d, "member_reconnected", 60);
+    assert_eq!(ev["role"], 1, "{ev}");
+    let ev = wait_event(d, "resync_finished", 60);
+    assert_eq!(ev["error"], Value::Null, "{ev}");
+    assert_eq!(ev["bytes_copied"], MIB, "only the dirty region: {ev}");
+    assert_eq!(events(d, "resync_started")[0]["bitmap_guided"], true);
+    proc::wait_for("the member in sync", 30, || {
+        member(d, 1)["state"] == "in_sync"
+    });
+    assert_eq!(member(d, 1)["device"], uri.as_str());
+    let st = status(d).expect("status");
+    assert_eq!(st["degraded"], false, "{st}");
+    assert_eq!(logged_write_bytes(&remote.log(2), DATA_OFFSET), MIB);
+    drop(c);
+    assert!(data_area(&d.join("local.img")) == data_area(&remote.backing));
+}
+
+/// Unreachable members the array cannot run without: the error names each, with its
+/// connection error, and says what to do; so does one with no member reachable at all.
+#[test]
+fn unreachable_members_the_array_needs_are_named() {
+    let Some(bin) = Program::Nbdkit.available("nbd_members") else {
+        return;
+    };
+    let td = TempDir::new("rk-netmem-need").unwrap();
+    let d = td.path();
+    sparse(d, "local.img", MEMBER_BYTES);
+    let mut remote = Remote::new(Program::Nbdkit, bin, d, "r", MEMBER_BYTES);
+    remote.start();
+    let uri = remote.uri();
+    ok(
+        d,
+        &[
+            "create",
+            "--level",
+            "0",
+            "--raid-devices",
+            "2",
+            "--name",
+            "net",
+            "--homehost",
+            "none",
+            "local.img",
+            &uri,
+        ],
+    );
+    remote.kill();
+    for members in [vec!["local.img", uri.as_str()], vec![uri.as_str()]] {
+        let mut args = vec!["serve", "--socket", "a.sock", "--export", "net"];
+        args.extend(members.iter().copied());
+        let o = rk(d, &args);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(&format!("could not reach {uri} (")), "{err}");
+        assert!(err.to_lowercase().contains("start the server"), "{err}");
+        if members.len() == 2 {
+            assert!(err.contains("cannot start without it"), "{err}");
+            assert!(err.contains("role(s) 1 missing"), "{err}");
+        } else {
+            assert!(
+                err.contains("no member of the array could be reached"),
+                "{err}"
+            );
+        }
+    }
 }
 
 fn unix_now() -> u64 {

@@ -157,6 +157,14 @@ pub enum AssemblyNote {
         /// would have limited that to the regions it marked).
         full_resync: bool,
     },
+    /// A network member could not be reached: the array runs without it (degraded), and
+    /// it is re-added when it answers and is still the member it was.
+    MemberUnreachable {
+        /// The member's URI.
+        device: String,
+        /// The connection error.
+        why: String,
+    },
 }
 
 impl std::fmt::Display for AssemblyNote {
@@ -174,6 +182,10 @@ impl std::fmt::Display for AssemblyNote {
                 } else {
                     ""
                 }
+            ),
+            AssemblyNote::MemberUnreachable { device, why } => write!(
+                f,
+                "{device} could not be reached ({why}); the array runs without it (degraded) and keeps trying to connect: when it answers and is still this array's member, it is re-added and caught up"
             ),
         }
     }

@@ -310,7 +310,8 @@ pub struct MemberInfo {
     pub device: String,
     /// Role slot, or None for a spare.
     pub role: Option<usize>,
-    /// `in_sync`, `recovering`, `failed`, `replacement` (being built for the role), `spare`.
+    /// `in_sync`, `recovering`, `failed`, `replacement` (being built for the role), `spare`,
+    /// `away` (a network member not reached at assembly: its role is known when it answers).
     pub state: String,
     /// A network member's link: connected / connecting / disconnected since when, request
     /// latency (absent for local members).
@@ -323,6 +324,27 @@ pub struct MemberInfo {
 }
 
 impl Array {
+    /// Record the network members not reached at assembly (see
+    /// [`crate::assemble::assemble_paths`]): listed as away until taken back.
+    pub(crate) fn set_away(&self, devs: Vec<Arc<dyn BlockDev>>) {
+        *lock(&self.away) = devs;
+    }
+
+    /// The network members not reached at assembly and not yet taken back.
+    pub fn away_members(&self) -> Vec<Arc<dyn BlockDev>> {
+        lock(&self.away).clone()
+    }
+
+    /// Has the array a network member (one away included)?
+    pub(crate) fn has_network_members(&self) -> bool {
+        !lock(&self.away).is_empty() || self.devs().iter().any(|d| d.network().is_some())
+    }
+
+    /// `dev` (one of [`Array::away_members`]) was taken back: no longer away.
+    pub(crate) fn no_longer_away(&self, dev: &Arc<dyn BlockDev>) {
+        lock(&self.away).retain(|d| !Arc::ptr_eq(d, dev));
+    }
+
     /// Put `member` into role slot `role` (None: empty the slot). The caller holds the
     /// superblock lock and writes the superblocks after.
     pub(crate) fn set_slot(&self, role: usize, member: Option<Arc<Member>>) {
@@ -501,6 +523,17 @@ impl Array {
                 state: "spare".into(),
                 link: devs[i].network().map(|n| n.link_status()),
                 write_mostly: spare_wm.get(i).copied().unwrap_or(false),
+                write_behind_backlog: 0,
+            });
+        }
+        // Not reached at assembly: which role it held is known once it answers.
+        for d in lock(&self.away).iter() {
+            v.push(MemberInfo {
+                device: d.name().to_string(),
+                role: None,
+                state: "away".into(),
+                link: d.network().map(|n| n.link_status()),
+                write_mostly: false,
                 write_behind_backlog: 0,
             });
         }

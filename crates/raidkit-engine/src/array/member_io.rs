@@ -278,7 +278,9 @@ impl Array {
             }
             Err(e) => {
                 if io::is_gone(&e) {
-                    let _ = self.fail_member(role, &format!("read: {e}"));
+                    // Kept if the array cannot run without it: the read fails, and its
+                    // link comes back through the reconnector.
+                    let _ = self.fail_gone(role, m, &format!("read: {e}"));
                 }
                 Err(EngineError::io(m.dev.name(), "reading member data", e))
             }
@@ -308,10 +310,14 @@ impl Array {
                 Ok(true)
             }
             // A member that does not answer, or whose connection is lost, is failed (no
-            // bad block: the whole member is gone, not a sector).
+            // bad block: the whole member is gone, not a sector) — unless the array cannot
+            // run without it: then it is kept and the write fails (see `failing`).
             Err(e) if io::is_gone(&e) => {
-                self.fail_member(role, &format!("write: {e}"))?;
-                Ok(false)
+                if self.fail_gone(role, m, &format!("write: {e}"))? {
+                    return Ok(false);
+                }
+                self.kept_write_failed(role, dsec, n);
+                Err(EngineError::io(m.dev.name(), "writing member data", e))
             }
             Err(e) => {
                 // md records a bad block instead of failing the member when the member

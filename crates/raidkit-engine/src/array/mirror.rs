@@ -88,17 +88,34 @@ impl Array {
         let mut unwritten = Vec::new();
         for ((at, n, _), (now, behind)) in runs.into_iter().zip(counts) {
             let mut written = behind;
+            let mut failed = 0;
+            // Copies kept though gone (see `failing`): nothing of theirs is marked lost.
+            let mut kept = Vec::new();
             for op in ops.by_ref().take(now) {
+                let (role, dsec) = (op.role, op.dsec);
                 match op.write_result() {
                     Ok(true) => written += 1,
+                    // Kept though its write failed: it may hold anything there now.
+                    // (Missing and failed members are not written: they hold nothing.)
+                    Ok(false) if self.member(role).is_some() => failed += 1,
                     Ok(false) => {}
+                    Err(e) if e.is_member_gone() => kept.push((role, dsec, e)),
                     Err(e) => {
+                        failed += 1;
                         first_err.get_or_insert(e);
                     }
                 }
             }
-            if written == 0 {
+            if written > 0 {
+                // Another copy holds the write: the kept ones are distrusted there.
+                for (role, dsec, _) in kept {
+                    self.distrust_kept(role, dsec, n);
+                }
+            } else if failed > 0 || kept.is_empty() {
                 unwritten.push((at * SECTOR, n * SECTOR));
+            } else if let Some((_, _, e)) = kept.into_iter().next() {
+                // Only kept copies, none written: the write fails, their data stays.
+                first_err.get_or_insert(e);
             }
         }
         // No copy took these runs: the member kept (the last copy, see `failing`) may
@@ -191,7 +208,8 @@ impl Array {
                     return Ok(());
                 }
                 Err(e) => {
-                    if matches!(e, EngineError::Io { .. }) {
+                    // A bad sector is rewritten; a member that is gone is not.
+                    if matches!(e, EngineError::Io { .. }) && !e.is_member_gone() {
                         failed_copies.push((role, dsec));
                     }
                     errs.push(e.to_string())

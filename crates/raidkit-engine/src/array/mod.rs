@@ -116,6 +116,8 @@ pub struct Array {
     checksums: std::sync::OnceLock<Arc<crate::checksums::Checksums>>,
     /// What the assembly worked around ([`events::AssemblyNote`]).
     pub(crate) notes: Vec<crate::array::events::AssemblyNote>,
+    /// Network members not reached at assembly, not yet taken back ([`member`]).
+    pub(crate) away: Mutex<Vec<Arc<dyn BlockDev>>>,
     /// A reshape in progress: the route by position, or the successor ([`reshape`]).
     pub(crate) reshape: reshape::ReshapeSlot,
     /// Writes queued behind to write-mostly members ([`write_behind`]).
@@ -198,6 +200,7 @@ impl Array {
             cache,
             checksums: std::sync::OnceLock::new(),
             notes: Vec::new(),
+            away: Mutex::new(Vec::new()),
             reshape: reshape::ReshapeSlot::default(),
             wb,
         }
@@ -315,7 +318,8 @@ impl Array {
             .collect();
         let devs: Vec<&dyn BlockDev> = live.iter().map(|(_, m)| m.dev.as_ref()).collect();
         let results = io::flush_each(&devs, &mut |i| {
-            let _ = self.fail_member(live[i].0, "no answer to a flush within the member timeout");
+            let (role, m) = &live[i];
+            let _ = self.fail_gone(*role, m, "no answer to a flush within the member timeout");
         });
         // A member whose flush fails is failed as md does, unless it holds the last copy
         // of some data: then the flush fails (after every member's outcome is handled).
@@ -323,7 +327,10 @@ impl Array {
         for ((role, m), r) in live.iter().zip(results) {
             match r {
                 Ok(()) => {}
-                Err(e) if io::is_gone(&e) => self.fail_member(*role, &format!("flush: {e}"))?,
+                // A local member gone is failed whatever it holds (see `failing`).
+                Err(e) if io::is_gone(&e) && m.dev.network().is_none() => {
+                    self.fail_member(*role, &format!("flush: {e}"))?
+                }
                 Err(e) => {
                     let r = self.flush_failed(*role, m.dev.name(), e);
                     if kept.is_ok() {
@@ -572,6 +579,7 @@ impl Array {
         if let Some(r) = self.route() {
             return self.write_routed(&r, s, buf);
         }
+        self.refuse_while_kept_member_down()?;
         let _gate = self.write_gate();
         self.ensure_dirty()?;
         match self.checksums() {

@@ -24,7 +24,7 @@ use crate::locks::lock;
 use raidkit_nbd::client::{Client, ClientError, ClientOptions, ExportInfo, NbdUri, ZeroFlags};
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -172,9 +172,11 @@ pub struct NbdDev {
     name: String,
     opts: ClientOptions,
     writable: bool,
-    size: u64,
+    /// The export's size, bytes (0 until a member found unreachable at assembly first
+    /// connects, see [`NbdDev::unreached`]; never changes after that).
+    size: AtomicU64,
     /// The server's minimum block size, at least 512: requests are whole blocks of it.
-    lbs: u32,
+    lbs: AtomicU32,
     link: Mutex<Link>,
     counters: Arc<Counters>,
 }
@@ -256,8 +258,8 @@ impl NbdDev {
             name: spec.to_string(),
             opts,
             writable: write,
-            size: info.size,
-            lbs: info.min_block.max(512),
+            size: AtomicU64::new(info.size),
+            lbs: AtomicU32::new(info.min_block.max(512)),
             link: Mutex::new(Link {
                 client: Some(Arc::new(client)),
                 lost: Vec::new(),
@@ -272,6 +274,43 @@ impl NbdDev {
             counters: Arc::new(Counters::default()),
             uri,
         })
+    }
+
+    /// A member that could not be reached (`error`, the failed connection's) when the array
+    /// was assembled: not connected, its size unknown (0) until [`NbdDev::reconnect`]
+    /// first succeeds. Only a URI that parses is accepted.
+    pub fn unreached(spec: &str, write: bool, error: &io::Error) -> io::Result<NbdDev> {
+        let uri = NbdUri::parse(spec)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let uri = with_default_tls(uri);
+        Ok(NbdDev {
+            name: spec.to_string(),
+            opts: ClientOptions {
+                connect_timeout: CONNECT_TIMEOUT,
+                ..ClientOptions::default()
+            },
+            writable: write,
+            size: AtomicU64::new(0),
+            lbs: AtomicU32::new(512),
+            link: Mutex::new(Link {
+                client: None,
+                lost: Vec::new(),
+                state: LinkState::Disconnected,
+                since: unix_now(),
+                error: Some(error.to_string()),
+                connects: 0,
+                failed_attempts: 1,
+                tls: uri.tls,
+                flush: false,
+            }),
+            counters: Arc::new(Counters::default()),
+            uri,
+        })
+    }
+
+    /// The export's size, bytes (0 while never connected).
+    fn size(&self) -> u64 {
+        self.size.load(Ordering::Relaxed)
     }
 
     /// The connection, if there is a live one.
@@ -399,25 +438,31 @@ impl NbdDev {
     fn check_same_export(&self, c: Client) -> io::Result<Client> {
         let info = c.info();
         check_block_sizes(&self.name, info)?;
-        if info.min_block > self.lbs {
+        let size = self.size();
+        let lbs = self.lbs.load(Ordering::Relaxed);
+        if size == 0 {
+            // Its first connection (it could not be reached at assembly): what it is is
+            // checked by its superblock before it is taken into the array.
+            self.size.store(info.size, Ordering::Relaxed);
+            self.lbs.store(info.min_block.max(512), Ordering::Relaxed);
+        } else if info.min_block > lbs {
             // The array and its clients were told the smaller size: IO of that size would
             // now be refused by the server.
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "{}: the export now needs requests in blocks of {} bytes, it took {} when \
-                     the array was assembled; restore the server's setting, or stop the array \
-                     and assemble it again",
-                    self.name, info.min_block, self.lbs
+                    "{}: the export now needs requests in blocks of {} bytes, it took {lbs} \
+                     when the array was assembled; restore the server's setting, or stop the \
+                     array and assemble it again",
+                    self.name, info.min_block
                 ),
             ));
-        }
-        if info.size != self.size {
+        } else if info.size != size {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "{}: the export is now {} bytes, it was {} bytes: not the same device",
-                    self.name, info.size, self.size
+                    "{}: the export is now {} bytes, it was {size} bytes: not the same device",
+                    self.name, info.size
                 ),
             ));
         }
@@ -515,13 +560,13 @@ impl AsyncDev for NbdDev {
         let offset = io.offset;
         let sent = match io.kind {
             AsyncKind::Read(len) => {
-                if let Err(e) = crate::dev::check_bounds("read", offset, len, self.size) {
+                if let Err(e) = crate::dev::check_bounds("read", offset, len, self.size()) {
                     return Started::Done(Err(e), None);
                 }
                 c.start_read(offset, len, at, self.completion(io, t0))
             }
             AsyncKind::Write(len) => {
-                if let Err(e) = crate::dev::check_bounds("write", offset, len, self.size) {
+                if let Err(e) = crate::dev::check_bounds("write", offset, len, self.size()) {
                     return Started::Done(Err(e), None);
                 }
                 // Sent from the caller's memory, no copy (`start_write` sends it before
@@ -564,16 +609,17 @@ impl AsyncDev for NbdDev {
 
 impl BlockDev for NbdDev {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let align = u64::from(self.lbs);
+        let align = u64::from(self.lbs.load(Ordering::Relaxed));
+        let size = self.size();
         let end = offset.saturating_add(buf.len() as u64);
-        if offset.is_multiple_of(align) && (end.is_multiple_of(align) || end == self.size) {
+        if offset.is_multiple_of(align) && (end.is_multiple_of(align) || end == size) {
             return mio::run_one(self, offset, mio::IoOp::Read(buf));
         }
         // A server with a minimum block size may refuse anything else (EINVAL): a small
         // read (a probe for an old superblock's magic) reads the whole blocks around it.
-        crate::dev::check_bounds("read", offset, buf.len(), self.size)?;
+        crate::dev::check_bounds("read", offset, buf.len(), size)?;
         let start = offset / align * align;
-        let stop = end.div_ceil(align).saturating_mul(align).min(self.size);
+        let stop = end.div_ceil(align).saturating_mul(align).min(size);
         let mut whole = vec![0u8; (stop - start) as usize];
         mio::run_one(self, start, mio::IoOp::Read(&mut whole))?;
         let at = (offset - start) as usize;
@@ -587,10 +633,10 @@ impl BlockDev for NbdDev {
         mio::run_one(self, 0, mio::IoOp::Flush)
     }
     fn size_bytes(&self) -> u64 {
-        self.size
+        self.size()
     }
     fn logical_block_size(&self) -> u32 {
-        self.lbs
+        self.lbs.load(Ordering::Relaxed)
     }
     fn name(&self) -> &str {
         &self.name

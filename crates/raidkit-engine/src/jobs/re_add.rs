@@ -51,7 +51,9 @@ impl Array {
         // The only copy of its data (the last leg of a mirror whose connection dropped, say):
         // there is nothing to catch up from, and copying "from" the missing members would
         // mark all it holds lost. It comes back as it is.
-        let only_copy = self.only_copy_of_its_data(role);
+        // Where no other copy is valid, its own data is the array's (see `kept_roles`).
+        let kept = crate::jobs::returning::kept_roles(&sb, discard_its_changes);
+        let only_copy = self.only_copy_of_its_data(role, kept.as_deref());
         if only_copy && discard_its_changes {
             return Err(EngineError::Invalid(format!(
                 "{} holds the only copy of its data in this array: rebuilding it would destroy that data; re-add it keeping its changes",
@@ -73,7 +75,16 @@ impl Array {
         let (m, guided) = self.take_back(dev, sb, role, only_copy, discard_its_changes)?;
         let ranges = guided.map(|chunks| self.bitmap_ranges_for_role(role, &chunks));
         let mut rep = RebuildReport::default();
-        rebuild_role(self, role, &m, opts, progress, &mut rep, ranges)?;
+        rebuild_role(
+            self,
+            role,
+            &m,
+            opts,
+            progress,
+            &mut rep,
+            ranges,
+            kept.as_deref(),
+        )?;
         rep.roles.push(role);
         Ok(rep)
     }

@@ -20,6 +20,31 @@ use crate::locks::lock;
 use crate::sb::{Role, Super};
 use raidkit_layout::Level;
 
+/// The roles a returning member's data may be taken as it is against (its own, where no
+/// other copy is valid): the roles its superblock `sb` records as active when it last
+/// wrote (those members may have taken writes after it left). None when its data is not
+/// to be trusted anywhere: its changes are discarded, or it was itself only partly
+/// rebuilt when it left.
+pub(crate) fn kept_roles(sb: &Super, discard_its_changes: bool) -> Option<Vec<usize>> {
+    if discard_its_changes || sb.recovery_offset().is_some() {
+        return None;
+    }
+    let own = sb.dev_number();
+    let n = match sb {
+        Super::V090(s) => s.disks.len(),
+        Super::V1(s) => s.dev_roles.len(),
+    };
+    Some(
+        (0..n)
+            .filter(|&d| d != own)
+            .filter_map(|d| match sb.role_of(d) {
+                Role::Active(r) => Some(r),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
 impl Array {
     /// The superblock and role of `dev`, a member coming back, checked as a re-add checks
     /// it (ours, an active member, its role free, and — unless `discard_its_changes` —
@@ -57,12 +82,21 @@ impl Array {
     /// a mirror, or a parity array is missing more members than it has parity without it.)
     /// Then a catch-up has nothing to copy from, and nothing could be written there while
     /// it was away (every such write had no member to land on): its data is the array's.
-    pub(crate) fn only_copy_of_its_data(&self, role: usize) -> bool {
+    /// `kept`: see [`kept_roles`] (None: its data is never taken as it is). On a mirror,
+    /// a partner that was still active when it left may have taken writes after it did
+    /// (then failed): its data is not the array's there.
+    pub(crate) fn only_copy_of_its_data(&self, role: usize, kept: Option<&[usize]>) -> bool {
+        let Some(active_when_left) = kept else {
+            return false;
+        };
         let g = &self.geo;
         let in_sync =
             |r: usize| r != role && self.member(r).is_some_and(|m| m.recovery().is_none());
         match g.level {
-            Level::Raid1 | Level::Raid10 => !g.copy_partners(role).into_iter().any(in_sync),
+            Level::Raid1 | Level::Raid10 => !g
+                .copy_partners(role)
+                .into_iter()
+                .any(|r| in_sync(r) || active_when_left.contains(&r)),
             Level::Raid4 | Level::Raid5 | Level::Raid6 => !self.survives_without(role),
             // No redundancy: a member of linear/RAID0 is never re-added.
             _ => false,

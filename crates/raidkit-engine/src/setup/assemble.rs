@@ -49,22 +49,79 @@ pub fn assemble_paths(paths: &[PathBuf], opts: &AssembleOptions) -> Result<Array
         .collect::<Result<Vec<_>>>()?;
     crate::setup::identity::check_distinct(&ids)?;
     let mut devs: Vec<Arc<dyn BlockDev>> = Vec::new();
+    let mut unreached: Vec<Arc<crate::dev::nbd::NbdDev>> = Vec::new();
     for p in paths {
         let name = p.display().to_string();
-        let d = crate::dev::open_member(p, opts.writable).map_err(|e| {
-            EngineError::io(
-                &name,
-                if opts.writable {
-                    "opening the member for writing"
-                } else {
-                    "opening the member"
-                },
-                e,
-            )
-        })?;
-        devs.push(d);
+        match crate::dev::open_member(p, opts.writable) {
+            Ok(d) => devs.push(d),
+            // A network member that does not answer: the array runs without it if it can
+            // (the same rule as any missing member), and it is brought back when it does.
+            Err(e) if crate::dev::nbd::is_nbd_uri(&name) && crate::dev::io::is_gone(&e) => {
+                let dev = crate::dev::nbd::NbdDev::unreached(&name, opts.writable, &e)
+                    .map_err(|e| EngineError::io(&name, "opening the member", e))?;
+                unreached.push(Arc::new(dev));
+            }
+            Err(e) => {
+                return Err(EngineError::io(
+                    &name,
+                    if opts.writable {
+                        "opening the member for writing"
+                    } else {
+                        "opening the member"
+                    },
+                    e,
+                ))
+            }
+        }
     }
-    assemble(devs, opts)
+    if unreached.is_empty() {
+        return assemble(devs, opts);
+    }
+    let list = unreached_list(&unreached);
+    if devs.is_empty() {
+        return Err(EngineError::Unreachable {
+            unreached: list,
+            why: "no member of the array could be reached, so nothing says what it is; start the servers (or fix the network or the addresses) and assemble again".into(),
+        });
+    }
+    match assemble(devs, opts) {
+        Ok(mut arr) => {
+            for d in &unreached {
+                arr.notes.push(AssemblyNote::MemberUnreachable {
+                    device: d.name().to_string(),
+                    why: d.link_status().error.unwrap_or_default(),
+                });
+            }
+            arr.set_away(unreached.into_iter().map(|d| d as Arc<dyn BlockDev>).collect());
+            Ok(arr)
+        }
+        // Refused for what is missing: the unreachable members are what is missing.
+        Err(
+            e @ (EngineError::NotEnoughMembers { .. }
+            | EngineError::DirtyDegraded { .. }
+            | EngineError::BadMember { .. }
+            | EngineError::Unsupported { .. }),
+        ) => Err(EngineError::Unreachable {
+            unreached: list,
+            why: format!(
+                "the array cannot start without {}: {e}. Start the server(s) (or fix the network or the address) and assemble again",
+                if unreached.len() == 1 { "it" } else { "them" }
+            ),
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// "URI (its connection error)", for each member not reached.
+fn unreached_list(unreached: &[Arc<crate::dev::nbd::NbdDev>]) -> String {
+    unreached
+        .iter()
+        .map(|d| {
+            let why = d.link_status().error.unwrap_or_default();
+            format!("{} ({why})", d.name())
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The superblock this device is a member by, and where its metadata and data lie.

@@ -103,7 +103,9 @@ pub enum Event {
         /// Why it was failed.
         reason: String,
     },
-    /// A failed network member answers again (the same export); its re-add follows.
+    /// A network member answers again (the same export): a failed one's (or one not
+    /// reached at assembly) re-add follows; a kept one (the array cannot run without it)
+    /// serves IO again at once.
     MemberReconnected {
         /// Its role.
         role: usize,
@@ -115,8 +117,8 @@ pub enum Event {
     /// A member that came back was not re-added: it changed while it was away (split
     /// brain, or newer than this array). `why` says what happened and which side to keep.
     MemberRefused {
-        /// Its role.
-        role: usize,
+        /// Its role (None: not known, it is not a member of this array as it is).
+        role: Option<usize>,
         /// The member.
         device: String,
         /// What happened and what to do.

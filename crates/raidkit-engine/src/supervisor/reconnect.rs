@@ -111,27 +111,59 @@ impl Supervisor {
         }
     }
 
-    /// One look at every failed network member: drop its old connection, try to connect
-    /// when its back-off has passed, and re-add it once connected.
+    /// One look at every network member that is away: a failed one (drop its old
+    /// connection, try to connect when its back-off has passed, re-add it once
+    /// connected), one not reached at assembly (connect, then re-add it in the role its
+    /// superblock names), and one kept in its slot whose link is down (the array cannot
+    /// run without it: connect, and IO resumes).
     fn reconnect_pass(self: &Arc<Self>, away: &mut HashMap<usize, Away>) {
-        let failed: Vec<(usize, Arc<dyn BlockDev>)> = self
-            .cur()
-            .slots()
-            .iter()
-            .enumerate()
-            .filter_map(|(r, m)| m.as_ref().map(|m| (r, m)))
-            .filter(|(_, m)| m.is_failed() && m.dev.network().is_some())
-            .map(|(r, m)| (r, Arc::clone(&m.dev)))
-            .collect();
-        // Forget members no longer failed in their slot (re-added, removed).
-        away.retain(|k, _| failed.iter().any(|(_, d)| key(d) == *k));
-        for (role, dev) in failed {
-            let a = away.entry(key(&dev)).or_insert_with(Away::new);
-            self.bring_back(role, &dev, a);
+        let cur = self.cur();
+        let mut todo: Vec<(Option<usize>, Arc<dyn BlockDev>, Kind)> = Vec::new();
+        for (r, m) in cur.slots().iter().enumerate() {
+            let Some(m) = m else { continue };
+            let Some(net) = m.dev.network() else { continue };
+            if m.is_failed() {
+                todo.push((Some(r), Arc::clone(&m.dev), Kind::Failed));
+            } else if net.link_state() == crate::dev::nbd::LinkState::Disconnected {
+                todo.push((Some(r), Arc::clone(&m.dev), Kind::Kept));
+            }
+        }
+        for d in cur.away_members() {
+            todo.push((None, d, Kind::Unreached));
+        }
+        drop(cur);
+        // Forget members no longer away (re-added, removed, reconnected).
+        away.retain(|k, _| todo.iter().any(|(_, d, _)| key(d) == *k));
+        for (role, dev, kind) in todo {
+            let a = away.entry(key(&dev)).or_insert_with(|| {
+                let mut a = Away::new();
+                // Nothing to drop: never connected, or kept (its link is down already).
+                a.dropped = kind != Kind::Failed;
+                if let (Kind::Kept, Some(role)) = (kind, role) {
+                    self.emit(Event::MemberDisconnected {
+                        role,
+                        device: dev.name().to_string(),
+                        reason: format!(
+                            "the array cannot run without it, so it is kept: IO it is needed for fails until it reconnects ({})",
+                            dev.network()
+                                .and_then(|n| n.link_status().error)
+                                .unwrap_or_default()
+                        ),
+                    });
+                }
+                a
+            });
+            self.bring_back(role, &dev, kind, a);
         }
     }
 
-    fn bring_back(self: &Arc<Self>, role: usize, dev: &Arc<dyn BlockDev>, a: &mut Away) {
+    fn bring_back(
+        self: &Arc<Self>,
+        role: Option<usize>,
+        dev: &Arc<dyn BlockDev>,
+        kind: Kind,
+        a: &mut Away,
+    ) {
         let Some(net) = dev.network() else { return };
         if !a.dropped {
             net.disconnect("failed by the array; a new connection and a catch-up follow");
@@ -140,7 +172,7 @@ impl Supervisor {
         if a.refused || Instant::now() < a.next_try {
             return;
         }
-        if lock(&self.job).as_ref().is_some_and(|j| j.running()) {
+        if kind != Kind::Kept && lock(&self.job).as_ref().is_some_and(|j| j.running()) {
             // A job runs (another member's catch-up, a scrub): try again after it.
             return;
         }
@@ -149,30 +181,38 @@ impl Supervisor {
             a.retry_later();
             return;
         }
+        // Not reached at assembly: its role is the one its superblock names, if it is
+        // still this array's member (checked again by the re-add).
+        let role = match role {
+            Some(r) => r,
+            None => match self.cur().returning_member(dev.as_ref(), false) {
+                Ok((_, r)) => r,
+                Err(e @ (EngineError::Diverged { .. } | EngineError::Invalid(_))) => {
+                    return self.refuse(None, dev, a, e)
+                }
+                Err(_) => {
+                    // Its superblock could not be read: try again later.
+                    net.disconnect("its superblock could not be read");
+                    a.retry_later();
+                    return;
+                }
+            },
+        };
         self.emit(Event::MemberReconnected {
             role,
             device: dev.name().to_string(),
             attempts: a.attempts,
         });
+        if kind == Kind::Kept {
+            return;
+        }
         match self.re_add_dev(Arc::clone(dev), false) {
-            Ok(()) => {}
+            Ok(()) => self.cur().no_longer_away(dev),
             // Changed while away, or not this member any more (another array's disk, a
             // blank one, its role taken): the administrator decides; not retried.
             Err(super::SupervisorError::Engine(
                 e @ (EngineError::Diverged { .. } | EngineError::Invalid(_)),
-            )) => {
-                a.refused = true;
-                net.disconnect("not re-added");
-                let why = match e {
-                    EngineError::Diverged { why, .. } => why,
-                    other => other.to_string(),
-                };
-                self.emit(Event::MemberRefused {
-                    role,
-                    device: dev.name().to_string(),
-                    why,
-                });
-            }
+            )) => self.refuse(Some(role), dev, a, e),
             Err(_) => {
                 // Busy, stopping, or unreadable: drop the connection and try again later.
                 net.disconnect("the re-add did not start");
@@ -180,4 +220,33 @@ impl Supervisor {
             }
         }
     }
+
+    /// `dev` came back changed, or is not this array's member: left alone (disconnected)
+    /// until the administrator decides, with an event saying why.
+    fn refuse(&self, role: Option<usize>, dev: &Arc<dyn BlockDev>, a: &mut Away, e: EngineError) {
+        a.refused = true;
+        if let Some(net) = dev.network() {
+            net.disconnect("not re-added");
+        }
+        let why = match e {
+            EngineError::Diverged { why, .. } => why,
+            other => other.to_string(),
+        };
+        self.emit(Event::MemberRefused {
+            role,
+            device: dev.name().to_string(),
+            why,
+        });
+    }
+}
+
+/// Why a network member is away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Failed by the array: re-added once it answers.
+    Failed,
+    /// Not reached at assembly: re-added once it answers.
+    Unreached,
+    /// Kept in its slot (the array cannot run without it), its link down.
+    Kept,
 }

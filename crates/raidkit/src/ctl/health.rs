@@ -156,7 +156,9 @@ fn md_metrics(o: &mut Out, a: &Value, al: &str) {
     let count = |f: &dyn Fn(&Value) -> bool| members.iter().filter(|m| f(m)).count();
     let active = count(&|m| m["role"].is_u64() && m["state"] != "failed");
     let failed = count(&|m| m["state"] == "failed");
-    let spare = count(&|m| m["role"].is_null() && m["state"] != "failed");
+    // A network member away since assembly (role not known yet) is not a spare.
+    let spare =
+        count(&|m| m["role"].is_null() && !matches!(m["state"].as_str(), Some("failed" | "away")));
     for (s, n) in [("active", active), ("failed", failed), ("spare", spare)] {
         o.sample(
             "raidkit_md_disks",
