@@ -84,7 +84,7 @@ pub fn rebuild(
         })
         .collect();
     for (role, m) in targets {
-        rebuild_role(arr, role, &m, opts, progress, &mut rep, None)?;
+        rebuild_role(arr, role, &m, opts, progress, &mut rep, None, &[])?;
         rep.roles.push(role);
     }
     Ok(rep)
@@ -166,7 +166,10 @@ pub(crate) fn checkpoint(arr: &Array, m: &Member, at: Option<u64>) -> Result<()>
 }
 
 /// Rebuild one role from its checkpoint (or, bitmap-guided, only the `guided` data-sector
-/// ranges: the member then stays unreadable until all are done).
+/// ranges: the member then stays unreadable until all are done). Mirrors: where every
+/// other copy of a region is on a role of `keep` (members that left before it, none in
+/// sync), the member's own copy is the only one and is kept as it is.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn rebuild_role(
     arr: &Array,
     role: usize,
@@ -175,6 +178,7 @@ pub(crate) fn rebuild_role(
     progress: &mut dyn FnMut(u64, u64),
     rep: &mut RebuildReport,
     guided: Option<Vec<(u64, u64)>>,
+    keep: &[usize],
 ) -> Result<()> {
     let full = copy_sectors(&arr.geo, role);
     let start = m.recovery().unwrap_or(0);
@@ -244,7 +248,7 @@ pub(crate) fn rebuild_role(
             pipeline::depth_for(2 * MIRROR_STEP_SECTORS * SECTOR),
             progress,
             |x, n| arr.hold_ranges(&array_ranges(arr, role, x, n)),
-            |(x, n)| rebuild_mirrored(arr, role, x, n),
+            |(x, n)| rebuild_mirrored(arr, role, x, n, keep),
             |end, out| {
                 lost.extend(out?);
                 if advance {
@@ -417,12 +421,22 @@ pub(crate) fn array_ranges(arr: &Array, role: usize, x: u64, n: u64) -> Vec<(u64
 /// writes into them held by the job); a run no copy can read whole is done again 4 KiB
 /// at a time, so only the pages nobody can read are lost (as a parity rebuild and a
 /// replace do). Returns the array byte ranges found lost.
-fn rebuild_mirrored(arr: &Array, role: usize, x: u64, n: u64) -> Result<Vec<(u64, u64)>> {
+fn rebuild_mirrored(
+    arr: &Array,
+    role: usize,
+    x: u64,
+    n: u64,
+    keep: &[usize],
+) -> Result<Vec<(u64, u64)>> {
     let mut lost = Vec::new();
     // One reused buffer (not cleared: a read that succeeds fills it, and nothing else of
     // it is written); clearing a fresh one cost 5 % of a RAID1 rebuild's CPU time.
     let mut buf = ScratchBufs(vec![scratch_take()]);
     arr.mirror_runs(role, x, n, |data_sector, _, p, run| {
+        if !keep.is_empty() && p.copies.iter().all(|(r, _)| *r == role || keep.contains(r)) {
+            // Its copy is the only one (the others left before it): kept as it is.
+            return Ok(true);
+        }
         if copy_mirrored(arr, role, data_sector, p, run, &mut buf[0])?.is_ok() {
             return Ok(true);
         }

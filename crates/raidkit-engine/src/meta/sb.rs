@@ -269,6 +269,14 @@ impl Super {
             },
         }
     }
+    /// The device number this superblock's table makes active in `role`, if any.
+    pub fn holder_of(&self, role: usize) -> Option<usize> {
+        let n = match self {
+            Super::V090(s) => s.disks.len(),
+            Super::V1(s) => s.dev_roles.len(),
+        };
+        (0..n).find(|&d| self.role_of(d) == Role::Active(role))
+    }
     /// Is this device write-mostly (1.x `devflags` bit 0; 0.90 its descriptor's state
     /// bit 9)?
     pub fn write_mostly(&self) -> bool {
