@@ -20,9 +20,12 @@ impl Array {
     /// still covers every write it missed (its events ≥ the bitmap's `events_cleared`),
     /// only the dirty regions are resynced; otherwise it is rebuilt in full.
     /// A member that changed while it was away (split brain, or newer than us) is refused
-    /// ([`EngineError::Diverged`]); see [`Array::re_add_with`]. Refused while a reshape
-    /// is recorded, and (with [`EngineError::BadMember`]) when the member has no room for
-    /// the array's bitmap.
+    /// ([`EngineError::Diverged`]); see [`Array::re_add_with`]. A member holding the
+    /// only copy of its data (no member in sync holds it) is taken back as it is there,
+    /// only if it was the last of its holders to leave and still holds the array's last
+    /// superblock for it (else refused, naming the one to bring back first); a parity
+    /// array then owes a resync. Refused while a reshape is recorded, and (with
+    /// [`EngineError::BadMember`]) when the member has no room for the array's bitmap.
     pub fn re_add(
         &self,
         dev: Arc<dyn BlockDev>,
