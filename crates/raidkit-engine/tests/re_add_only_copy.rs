@@ -10,7 +10,7 @@ use raidkit_engine::{Array, BlockDev, FileDev};
 use raidkit_layout::{names, Level};
 use raidkit_testkit::arrays::{create_options, member_files};
 use raidkit_testkit::tempdir::TempDir;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod cases;
@@ -36,7 +36,7 @@ fn make(level: Level, layout: &str, n: usize, bitmap: bool) -> (TempDir, Vec<Pat
     (dir, ps, arr)
 }
 
-fn re_add(arr: &Array, p: &PathBuf) -> raidkit_engine::Result<RebuildReport> {
+fn re_add(arr: &Array, p: &Path) -> raidkit_engine::Result<RebuildReport> {
     let dev: Arc<dyn BlockDev> = Arc::new(FileDev::open(p, true).unwrap());
     arr.re_add(dev, &RebuildOptions::default(), &mut |_, _| {})
 }
