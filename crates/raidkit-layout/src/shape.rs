@@ -147,19 +147,33 @@ impl Geometry {
     /// RAID10: the members sharing a chunk with it, in the chunks
     /// [`Geometry::survives_without`] looks at). Empty for the other levels.
     pub fn copy_partners(&self, role: usize) -> Vec<usize> {
-        let mut partners: Vec<usize> = match self.level {
-            Level::Raid1 => (0..self.raid_disks).collect(),
-            Level::Raid10 => self
-                .raid10_probe()
-                .filter(|copies| copies.contains(&role))
-                .flatten()
-                .collect(),
-            _ => Vec::new(),
-        };
+        let mut partners: Vec<usize> = self.copy_sets(role).into_iter().flatten().collect();
         partners.retain(|&r| r != role);
         partners.sort_unstable();
         partners.dedup();
         partners
+    }
+
+    /// The distinct sets of roles (each sorted, `role` included) that hold the copies of
+    /// a chunk `role` holds (RAID1: all members, once; RAID10: one set per pattern of
+    /// the chunks [`Geometry::survives_without`] looks at). Empty for the other levels.
+    pub fn copy_sets(&self, role: usize) -> Vec<Vec<usize>> {
+        let mut sets: Vec<Vec<usize>> = match self.level {
+            Level::Raid1 => vec![(0..self.raid_disks).collect()],
+            Level::Raid10 => self
+                .raid10_probe()
+                .filter(|copies| copies.contains(&role))
+                .map(|mut copies| {
+                    copies.sort_unstable();
+                    copies.dedup();
+                    copies
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        sets.sort_unstable();
+        sets.dedup();
+        sets
     }
 
     /// RAID10: the roles holding the copies of each of the first chunks (at least four
@@ -201,6 +215,24 @@ mod tests {
         // f2 over 4: the far copy of role 0's chunks is on role 1.
         assert_eq!(geo(Level::Raid10, "f2", 4, 16).copy_partners(0), vec![1, 3]);
         assert!(geo(Level::Raid5, "ls", 4, 16).copy_partners(0).is_empty());
+    }
+
+    #[test]
+    fn copy_sets_of_mirrors() {
+        assert_eq!(
+            geo(Level::Raid1, "default", 3, 0).copy_sets(1),
+            vec![vec![0, 1, 2]]
+        );
+        assert_eq!(
+            geo(Level::Raid10, "n2", 4, 16).copy_sets(2),
+            vec![vec![2, 3]]
+        );
+        // n2 over 3: chunks of role 0 are shared with role 1 or with role 2, never both.
+        assert_eq!(
+            geo(Level::Raid10, "n2", 3, 16).copy_sets(0),
+            vec![vec![0, 1], vec![0, 2]]
+        );
+        assert!(geo(Level::Raid6, "ls", 4, 16).copy_sets(0).is_empty());
     }
 
     #[test]

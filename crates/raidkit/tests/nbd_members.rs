@@ -388,6 +388,53 @@ fn unreachable_members_the_array_needs_are_named() {
     }
 }
 
+/// The remote is the mirror's last leg, its server dies, and its disk comes back restored
+/// from a snapshot taken before the array last wrote to it: it would serve old data, so it
+/// is refused — once, with one event — and then left alone (not reconnected and refused
+/// again every tick); kept in its slot, IO that needs it keeps failing.
+#[test]
+fn last_leg_restored_from_a_snapshot_is_refused_once() {
+    let Some((td, mut remote, uri)) = setup("snapshot") else {
+        return;
+    };
+    let d = td.path();
+    let _server = serve(d, &["local.img", &uri]);
+    let c = client(d);
+    write_flush(&c, 0, &proc::xorshift_bytes(MIB as usize, 41));
+    let snap = d.join("snap.img");
+    std::fs::copy(&remote.backing, &snap).unwrap();
+    ok(d, &["manage", "net", "--fail", "local.img"]);
+    write_flush(&c, 4 * MIB, &proc::xorshift_bytes(MIB as usize, 42));
+
+    remote.kill();
+    let t = Duration::from_secs(30);
+    let b = proc::xorshift_bytes(MIB as usize, 43);
+    let lost = c.write(8 * MIB, &b, false, t).and_then(|()| c.flush(t));
+    assert!(lost.is_err(), "a write with no member left succeeded");
+    wait_event(d, "member_disconnected", 10);
+    std::fs::copy(&snap, &remote.backing).unwrap();
+
+    remote.start();
+    let ev = wait_event(d, "member_refused", 60);
+    let why = ev["why"].as_str().unwrap_or_default();
+    assert!(why.contains("not the last one this array wrote"), "{ev}");
+    assert!(!why.contains("discard"), "{ev}");
+    // Left alone: no reconnection, re-add or refusal after it (the reconnector looks
+    // every 200 ms).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(events(d, "member_refused").len(), 1);
+    assert_eq!(events(d, "member_reconnected").len(), 1);
+    assert_eq!(events(d, "resync_started"), Vec::<Value>::new());
+    // Kept in its slot (the array cannot run without it), its link down: the snapshot's
+    // old data is never served.
+    assert_eq!(member(d, 1)["link"]["state"], "disconnected");
+    let mut old = vec![0u8; MIB as usize];
+    assert!(
+        c.read(4 * MIB, &mut old, t).is_err(),
+        "the snapshot was served"
+    );
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

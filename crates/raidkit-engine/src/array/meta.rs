@@ -152,6 +152,9 @@ pub(crate) struct Meta {
     pub disk_active: bool,
     /// v1 role table (shared by all members).
     pub roles: Vec<u16>,
+    /// Devices (by index) whose last superblock write failed, with the events of the
+    /// last one known written: such a device holds that superblock or the one in `sbs`.
+    pub behind: std::collections::HashMap<usize, u64>,
 }
 
 impl Array {
@@ -220,6 +223,7 @@ impl Array {
         let roles = meta.roles.clone();
         let missing: Vec<usize> = self.missing_roles();
         let (active, spare, faulty) = self.counts_090(&live);
+        let before: Vec<(usize, u64)> = live.iter().map(|&i| (i, meta.sbs[i].events())).collect();
         for &i in &live {
             let sb = &mut meta.sbs[i];
             f(sb);
@@ -272,6 +276,13 @@ impl Array {
         for (&i, r) in written.iter().zip(io::flush_each(&targets, &mut |_| {})) {
             if let Err(e) = r {
                 failed.push((i, (devs[i].name().to_string(), e)));
+            }
+        }
+        for (i, was) in before {
+            if failed.iter().any(|(d, _)| *d == i) {
+                meta.behind.entry(i).or_insert(was);
+            } else {
+                meta.behind.remove(&i);
             }
         }
         if failed.is_empty() {

@@ -106,12 +106,10 @@ impl Array {
     /// superblocks are told apart by their device UUID; 0.90 ones by device number and
     /// event count. Devices that have left the array do not count.
     fn place_carrying(&self, found: &Super, meta: &Meta) -> Option<String> {
-        let same = |held: &Super| match (found, held) {
-            (Super::V1(f), Super::V1(h)) => f.device_uuid == h.device_uuid,
-            (Super::V090(f), Super::V090(h)) => {
-                f.this_disk.number == h.this_disk.number && found.events() == held.events()
-            }
-            _ => false,
+        // 0.90 device numbers are reused: the event count must match too.
+        let same = |held: &Super| {
+            found.same_device_as(held)
+                && (matches!(found, Super::V1(_)) || found.events() == held.events())
         };
         self.places()
             .iter()

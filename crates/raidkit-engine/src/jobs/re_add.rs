@@ -7,6 +7,7 @@ use crate::array::Array;
 use crate::dev::BlockDev;
 use crate::error::{EngineError, Result};
 use crate::jobs::rebuild::{rebuild_role, RebuildOptions, RebuildReport};
+use crate::jobs::returning::{CatchUp, Returning};
 use crate::locks::lock;
 use crate::meta::sb::Super;
 use raidkit_format::v090::{self, disk_state};
@@ -19,9 +20,12 @@ impl Array {
     /// still covers every write it missed (its events ≥ the bitmap's `events_cleared`),
     /// only the dirty regions are resynced; otherwise it is rebuilt in full.
     /// A member that changed while it was away (split brain, or newer than us) is refused
-    /// ([`EngineError::Diverged`]); see [`Array::re_add_with`]. Refused while a reshape
-    /// is recorded, and (with [`EngineError::BadMember`]) when the member has no room for
-    /// the array's bitmap.
+    /// ([`EngineError::Diverged`]); see [`Array::re_add_with`]. A member holding the
+    /// only copy of its data (no member in sync holds it) is taken back as it is there,
+    /// only if it was the last of its holders to leave and still holds the array's last
+    /// superblock for it (else refused, naming the one to bring back first); a parity
+    /// array then owes a resync. Refused while a reshape is recorded, and (with
+    /// [`EngineError::BadMember`]) when the member has no room for the array's bitmap.
     pub fn re_add(
         &self,
         dev: Arc<dyn BlockDev>,
@@ -47,44 +51,18 @@ impl Array {
             ));
         }
         self.refuse_during_reshape()?;
-        let (sb, role) = self.returning_member(dev.as_ref(), discard_its_changes)?;
-        // The only copy of its data (the last leg of a mirror whose connection dropped, say):
-        // there is nothing to catch up from, and copying "from" the missing members would
-        // mark all it holds lost. It comes back as it is.
-        // Where no other copy is valid, its own data is the array's (see `kept_roles`).
-        let kept = crate::jobs::returning::kept_roles(&sb, discard_its_changes);
-        let only_copy = self.only_copy_of_its_data(role, kept.as_deref());
-        if only_copy && discard_its_changes {
-            return Err(EngineError::Invalid(format!(
-                "{} holds the only copy of its data in this array: rebuilding it would destroy that data; re-add it keeping its changes",
-                dev.name()
-            )));
-        }
-        if only_copy && self.bm().is_some() && !self.guided_catch_up(&sb, false) {
-            // Older than the bitmap's record (a disk restored from a snapshot, say): taken
-            // back as it is, it would serve data older than what was acknowledged.
-            return Err(EngineError::Invalid(format!(
-                "{} holds the only copy of its data in this array but is older than the array's write-intent bitmap records (events {}): it would serve old data. Nothing was written; stop the array and decide which copy to keep",
-                dev.name(),
-                sb.events()
-            )));
-        }
+        // Every refusal (changed while away, not the last holder of its only copy,
+        // older than the array's record of it) comes from here, before anything is
+        // written.
+        let back = self.returning_member(dev.as_ref(), discard_its_changes)?;
+        let (role, keep) = (back.role, back.keep.clone());
         // Writes still queued behind for the member it was (failed since) are done or
         // dropped first: none lands on the device after its catch-up copied the region.
         self.drain_write_behind();
-        let (m, guided) = self.take_back(dev, sb, role, only_copy, discard_its_changes)?;
+        let (m, guided) = self.take_back(dev, back)?;
         let ranges = guided.map(|chunks| self.bitmap_ranges_for_role(role, &chunks));
         let mut rep = RebuildReport::default();
-        rebuild_role(
-            self,
-            role,
-            &m,
-            opts,
-            progress,
-            &mut rep,
-            ranges,
-            kept.as_deref(),
-        )?;
+        rebuild_role(self, role, &m, opts, progress, &mut rep, ranges, &keep)?;
         rep.roles.push(role);
         Ok(rep)
     }
@@ -99,9 +77,9 @@ impl Array {
         Ok(())
     }
 
-    /// Put the returning member (`dev`, its superblock `sb`) into `role`, unreadable
-    /// until caught up; returns it and the bitmap chunks to copy (None: all; none when it
-    /// holds the `only_copy` of its data). Client
+    /// Put the returning member `back` (device `dev`) into its role, unreadable until
+    /// caught up; returns it and the bitmap chunks to copy (None: all; none when it is
+    /// taken back as it is). Client
     /// writes are held from before the dirty regions are listed until it is in its slot
     /// with every superblock saying so, so each write either sets a bit in the list or
     /// reaches the member. Everything that can fail on the device (reading its bad-block
@@ -109,11 +87,14 @@ impl Array {
     fn take_back(
         &self,
         dev: Arc<dyn BlockDev>,
-        mut sb: Super,
-        role: usize,
-        only_copy: bool,
-        discard_its_changes: bool,
+        back: Returning,
     ) -> Result<(Arc<Member>, Option<Vec<u64>>)> {
+        let Returning {
+            mut sb,
+            role,
+            catch_up,
+            ..
+        } = back;
         let _gate = self.pause_writes();
         self.refuse_during_reshape()?;
         let name = dev.name().to_string();
@@ -124,13 +105,19 @@ impl Array {
         }
         let meta = lock(&self.meta.sb);
         // Which regions did it miss? (None: all of them; none to copy for the only copy.)
-        let guided = if only_copy {
-            Some(Vec::new())
-        } else if self.guided_catch_up(&sb, discard_its_changes) {
-            self.bm().as_ref().map(|bm| lock(bm).dirty())
-        } else {
-            None
+        let guided = match catch_up {
+            CatchUp::AsItIs => Some(Vec::new()),
+            CatchUp::Guided => self.bm().as_ref().map(|bm| lock(bm).dirty()),
+            CatchUp::Full => None,
         };
+        // A parity array's last member to go usually went at a deadline in the middle
+        // of stripe writes, parts of which reached the others: taken back as it is, its
+        // stripes may disagree with their parity (md's dirty degraded array). Whether a
+        // write was in flight then cannot be known for sure (writes tried after it went
+        // may have reached the others too), so a resync is always owed from 0, as after
+        // a crash; with a bitmap it covers the dirty regions (never cleared while
+        // degraded).
+        let owe_resync = catch_up == CatchUp::AsItIs && self.geo.level.has_parity();
         // It says what the array was when it left: shape, size, bitmap and state are
         // the array's now (a working member's), only its own fields stay.
         if let Some(&i) = self.live_devices().first() {
@@ -146,7 +133,7 @@ impl Array {
         // on it says what the array is, or a crash while the array is active would find
         // a member that calls it clean and resync nothing. (Active on disk while clean
         // in memory — forced clean at assembly — keeps what the members say.)
-        if meta.dirty {
+        if meta.dirty || owe_resync {
             sb.set_resync_offset(0);
         } else if !meta.disk_active {
             sb.set_resync_offset(meta.resync_from);
@@ -191,12 +178,14 @@ impl Array {
             }
             _ => self.add_device(dev.clone()),
         };
-        let m = self.register(meta, sb, idx, role, roles, bad)?;
+        let m = self.register(meta, sb, idx, role, roles, bad, owe_resync)?;
         Ok((m, guided))
     }
 
     /// The device at index `idx` (just added; its IO done) becomes the member in `role`
-    /// and every superblock says so; undone in memory if that cannot be written.
+    /// and every superblock says so (and, with `owe_resync`, that a resync is owed from
+    /// 0); undone in memory if that cannot be written.
+    #[allow(clippy::too_many_arguments)]
     fn register(
         &self,
         mut meta: std::sync::MutexGuard<'_, crate::array::meta::Meta>,
@@ -205,6 +194,7 @@ impl Array {
         role: usize,
         roles: Vec<u16>,
         bad: Vec<raidkit_format::badblocks::BadRange>,
+        owe_resync: bool,
     ) -> Result<Arc<Member>> {
         let devnum = sb.dev_number();
         let data_offset = sb.data_offset();
@@ -222,10 +212,21 @@ impl Array {
         let m = Arc::new(Member::new(dev, idx, data_offset, Some(0), bad));
         m.write_mostly.store(write_mostly, Ordering::Relaxed);
         self.set_slot(role, Some(m.clone()));
-        if let Err(e) = self.write_superblocks(&mut meta, |_| {}) {
+        let old_state = (meta.resync_from, meta.disk_active);
+        if owe_resync {
+            meta.resync_from = 0;
+            meta.disk_active = true;
+        }
+        let owed = |s: &mut Super| {
+            if owe_resync {
+                s.set_resync_offset(0);
+            }
+        };
+        if let Err(e) = self.write_superblocks(&mut meta, owed) {
             // Not taken back: it stays a known device that nothing reads or writes.
             self.set_slot(role, None);
             meta.roles = old_roles;
+            (meta.resync_from, meta.disk_active) = old_state;
             return Err(e);
         }
         Ok(m)

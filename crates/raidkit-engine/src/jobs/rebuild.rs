@@ -84,7 +84,7 @@ pub fn rebuild(
         })
         .collect();
     for (role, m) in targets {
-        rebuild_role(arr, role, &m, opts, progress, &mut rep, None, None)?;
+        rebuild_role(arr, role, &m, opts, progress, &mut rep, None, &[])?;
         rep.roles.push(role);
     }
     Ok(rep)
@@ -162,10 +162,9 @@ pub(crate) fn checkpoint(arr: &Array, m: &Member, at: Option<u64>) -> Result<()>
 }
 
 /// Rebuild one role from its checkpoint (or, bitmap-guided, only the `guided` data-sector
-/// ranges: the member then stays unreadable until all are done). `kept`: the member is
-/// a returning one whose own data stays where no other copy is valid and every other
-/// copy's role is absent from the list (see [`crate::jobs::returning::kept_roles`]);
-/// None: nothing of it is kept (a new member, or its changes discarded).
+/// ranges: the member then stays unreadable until all are done). Mirrors: where every
+/// other copy of a region is on a role of `keep` (members that left before it, none in
+/// sync), the member's own copy is the only one and is kept as it is.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rebuild_role(
     arr: &Array,
@@ -175,7 +174,7 @@ pub(crate) fn rebuild_role(
     progress: &mut dyn FnMut(u64, u64),
     rep: &mut RebuildReport,
     guided: Option<Vec<(u64, u64)>>,
-    kept: Option<&[usize]>,
+    keep: &[usize],
 ) -> Result<()> {
     let full = copy_sectors(&arr.geo, role);
     let start = m.recovery().unwrap_or(0);
@@ -245,7 +244,7 @@ pub(crate) fn rebuild_role(
             pipeline::depth_for(2 * MIRROR_STEP_SECTORS * SECTOR),
             progress,
             |x, n| arr.hold_ranges(&array_ranges(arr, role, x, n)),
-            |(x, n)| rebuild_mirrored(arr, role, x, n, kept),
+            |(x, n)| rebuild_mirrored(arr, role, x, n, keep),
             |end, out| {
                 lost.extend(out?);
                 if advance {
@@ -417,33 +416,21 @@ pub(crate) fn array_ranges(arr: &Array, role: usize, x: u64, n: u64) -> Vec<(u64
 /// `n` data sectors of a mirrored rebuild from data sector `x`, from other copies (client
 /// writes into them held by the job); a run no copy can read whole is done again 4 KiB
 /// at a time, so only the pages nobody can read are lost (as a parity rebuild and a
-/// replace do). Where `role` holds the only valid copy and `kept` allows it (a returning
-/// member, see [`rebuild_role`]), its own data stays. Returns the array byte ranges found
-/// lost.
+/// replace do). Returns the array byte ranges found lost.
 fn rebuild_mirrored(
     arr: &Array,
     role: usize,
     x: u64,
     n: u64,
-    kept: Option<&[usize]>,
+    keep: &[usize],
 ) -> Result<Vec<(u64, u64)>> {
-    // No other copy was valid when it left, nor is one now: nothing was written there
-    // since (no member to land on), so what it holds is the array's.
-    let sole = |p: &raidkit_layout::Placement| {
-        kept.is_some_and(|active_when_left| {
-            p.copies.iter().all(|&(r, _)| {
-                r == role
-                    || !(active_when_left.contains(&r)
-                        || arr.member(r).is_some_and(|m| m.recovery().is_none()))
-            })
-        })
-    };
     let mut lost = Vec::new();
     // One reused buffer (not cleared: a read that succeeds fills it, and nothing else of
     // it is written); clearing a fresh one cost 5 % of a RAID1 rebuild's CPU time.
     let mut buf = ScratchBufs(vec![scratch_take()]);
     arr.mirror_runs(role, x, n, |data_sector, _, p, run| {
-        if sole(p) {
+        if !keep.is_empty() && p.copies.iter().all(|(r, _)| *r == role || keep.contains(r)) {
+            // Its copy is the only one (the others left before it): kept as it is.
             return Ok(true);
         }
         if copy_mirrored(arr, role, data_sector, p, run, &mut buf[0])?.is_ok() {
@@ -453,9 +440,6 @@ fn rebuild_mirrored(
         while at < run {
             let page = 8u64.min(run - at);
             arr.mirror_runs(role, data_sector + at, page, |d, s, p, k| {
-                if sole(p) {
-                    return Ok(true);
-                }
                 if let Err(unreadable) = copy_mirrored(arr, role, d, p, k, &mut buf[0])? {
                     // Nobody holds it: the target's copy and the copies that could not
                     // be read are recorded as bad (md's rule).

@@ -12,6 +12,13 @@
 //!
 //! A member that merely stopped answering (killed, SIGSTOPped, network gone) never wrote
 //! its own superblock after it left, so it passes both checks.
+//!
+//! A member that holds the only copy of (some of) its data — no member in sync holds it
+//! — is taken back as it is there, with nothing to copy from, but only if it was the last
+//! of them to leave: the array's last superblock for it marks every other holder of that
+//! data not active (it saw them go), and the device still holds that superblock (not an
+//! older one: a snapshot, a disk that missed writes). Else the one that left last holds
+//! acknowledged writes it never got: that one must come back first.
 
 use crate::array::Array;
 use crate::dev::BlockDev;
@@ -20,40 +27,73 @@ use crate::locks::lock;
 use crate::sb::{Role, Super};
 use raidkit_layout::Level;
 
-/// The roles a returning member's data may be taken as it is against (its own, where no
-/// other copy is valid): the roles its superblock `sb` records as active when it last
-/// wrote (those members may have taken writes after it left). None when its data is not
-/// to be trusted anywhere: its changes are discarded, or it was itself only partly
-/// rebuilt when it left.
-pub(crate) fn kept_roles(sb: &Super, discard_its_changes: bool) -> Option<Vec<usize>> {
-    if discard_its_changes || sb.recovery_offset().is_some() {
-        return None;
-    }
-    let own = sb.dev_number();
-    let n = match sb {
-        Super::V090(s) => s.disks.len(),
-        Super::V1(s) => s.dev_roles.len(),
-    };
-    Some(
-        (0..n)
-            .filter(|&d| d != own)
-            .filter_map(|d| match sb.role_of(d) {
-                Role::Active(r) => Some(r),
-                _ => None,
-            })
-            .collect(),
-    )
+/// How a member coming back is caught up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CatchUp {
+    /// Rebuilt in full (no bitmap covers what it missed, or its changes are discarded).
+    Full,
+    /// Only the regions the write-intent bitmap marks dirty.
+    Guided,
+    /// Nothing copied: it holds the only copy of all its data, taken back as it is (a
+    /// parity array then owes a resync).
+    AsItIs,
+}
+
+/// A member coming back, checked: its superblock, its role and how it is caught up.
+#[derive(Clone, Debug)]
+pub struct Returning {
+    /// Its superblock, as read from it.
+    pub sb: Super,
+    /// Its role.
+    pub role: usize,
+    /// What its catch-up copies.
+    pub catch_up: CatchUp,
+    /// Roles that left before it: where every other copy of a region is on one of
+    /// them (RAID10 chunks no member in sync holds), its own copy is kept as it is.
+    pub keep: Vec<usize>,
 }
 
 impl Array {
-    /// The superblock and role of `dev`, a member coming back, checked as a re-add checks
-    /// it (ours, an active member, its role free, and — unless `discard_its_changes` —
-    /// not changed while it was away); nothing is written.
+    /// A member kept in `role` (the array cannot run without it) whose connection is back
+    /// after its link was lost: is `dev` still what the array last wrote to it — the same
+    /// device (device UUID; 0.90 device number), and the superblock this array last wrote
+    /// there, or the one before if that write failed? A disk restored from a snapshot, or
+    /// changed without this array, would serve data that is not the array's.
+    pub(crate) fn check_kept_member(&self, dev: &dyn BlockDev, role: usize) -> Result<()> {
+        let Some(m) = self.slots().get(role).cloned().flatten() else {
+            return Ok(());
+        };
+        let found = crate::sb::probe(dev)?;
+        let meta = lock(&self.meta.sb);
+        let Some(wrote) = meta.sbs.get(m.index) else {
+            return Ok(());
+        };
+        let known = meta.behind.get(&m.index).copied().unwrap_or(wrote.events());
+        let theirs = found
+            .found
+            .iter()
+            .find(|(s, ok)| *ok && s.uuid() == self.uuid && s.same_device_as(wrote))
+            .map(|(s, _)| s.events());
+        match theirs {
+            Some(e) if (known..=wrote.events()).contains(&e) => Ok(()),
+            seen => Err(EngineError::Invalid(format!(
+                "{} came back, but its superblock ({}) is not the last one this array wrote to it (events {}): restored from a snapshot or changed without this array, it would serve data that is not the array's. It is left disconnected, and IO that needs it keeps failing; stop the array and decide which copy to keep",
+                dev.name(),
+                seen.map_or_else(|| "none of this device".to_string(), |e| format!("events {e}")),
+                wrote.events()
+            ))),
+        }
+    }
+
+    /// `dev`, a member coming back, checked as a re-add checks it (ours, an active
+    /// member, its role free, — unless `discard_its_changes` — not changed while it was
+    /// away, and, where it holds the only copy of its data, the last of its holders to
+    /// leave), with how it is caught up; nothing is written.
     pub fn returning_member(
         &self,
         dev: &dyn BlockDev,
         discard_its_changes: bool,
-    ) -> Result<(Super, usize)> {
+    ) -> Result<Returning> {
         let name = dev.name();
         let found = crate::sb::probe(dev)?;
         let Some((sb, true)) = found.found.into_iter().find(|(s, _)| s.uuid() == self.uuid) else {
@@ -74,39 +114,131 @@ impl Array {
         if !discard_its_changes {
             self.check_returning(name, &sb)?;
         }
-        Ok((sb, role))
+        let (all, keep) = self.held_alone(role);
+        if all || !keep.is_empty() {
+            if discard_its_changes {
+                return Err(EngineError::Invalid(format!(
+                    "{name} holds the only copy of {} its data in this array: rebuilding it would destroy that data; re-add it keeping its changes",
+                    if all { "all" } else { "some of" }
+                )));
+            }
+            self.check_last_to_leave(name, &sb, role, &keep)?;
+        }
+        let catch_up = if all {
+            CatchUp::AsItIs
+        } else if self.guided_catch_up(&sb, discard_its_changes) {
+            CatchUp::Guided
+        } else {
+            CatchUp::Full
+        };
+        Ok(Returning {
+            sb,
+            role,
+            catch_up,
+            keep,
+        })
     }
 
-    /// Is the returning member in `role` the only copy of everything it holds — no other
-    /// member working and in sync holds, or can rebuild, any of it? (It was the last leg of
-    /// a mirror, or a parity array is missing more members than it has parity without it.)
-    /// Then a catch-up has nothing to copy from, and nothing could be written there while
-    /// it was away (every such write had no member to land on): its data is the array's.
-    /// `kept`: see [`kept_roles`] (None: its data is never taken as it is). On a mirror,
-    /// a partner that was still active when it left may have taken writes after it did
-    /// (then failed): its data is not the array's there.
-    pub(crate) fn only_copy_of_its_data(&self, role: usize, kept: Option<&[usize]>) -> bool {
-        let Some(active_when_left) = kept else {
-            return false;
-        };
+    /// Does the returning member in `role` hold data no member in sync holds (or can
+    /// rebuild)? (All of it: the last leg of a mirror, or a parity array missing more
+    /// members than it has parity without it; RAID10: the chunks whose other copies are
+    /// all on members not in sync.) Returns whether that is all of its data, and the
+    /// roles not in sync that hold the other copies of that data.
+    fn held_alone(&self, role: usize) -> (bool, Vec<usize>) {
         let g = &self.geo;
         let in_sync =
             |r: usize| r != role && self.member(r).is_some_and(|m| m.recovery().is_none());
-        match g.level {
-            Level::Raid1 | Level::Raid10 => !g
-                .copy_partners(role)
-                .into_iter()
-                .any(|r| in_sync(r) || active_when_left.contains(&r)),
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => !self.survives_without(role),
-            // No redundancy: a member of linear/RAID0 is never re-added.
-            _ => false,
+        let sets = match g.level {
+            Level::Raid1 | Level::Raid10 => g.copy_sets(role),
+            Level::Raid4 | Level::Raid5 | Level::Raid6 if !self.survives_without(role) => {
+                // Nothing can rebuild any of it: the members not in sync hold the rest.
+                let gone = (0..g.raid_disks).filter(|&r| r != role && !in_sync(r));
+                return (true, gone.collect());
+            }
+            // Linear/RAID0 members are never re-added; a parity array that runs without
+            // it rebuilds it.
+            _ => Vec::new(),
+        };
+        let alone: Vec<&Vec<usize>> = sets
+            .iter()
+            .filter(|set| !set.iter().any(|&r| in_sync(r)))
+            .collect();
+        let all = !sets.is_empty() && alone.len() == sets.len();
+        let mut keep: Vec<usize> = alone.into_iter().flatten().copied().collect();
+        keep.retain(|&r| r != role);
+        keep.sort_unstable();
+        keep.dedup();
+        (all, keep)
+    }
+
+    /// Refuse (nothing written) a returning member (`name`, superblock `sb`, in `role`)
+    /// that is not the last of the holders of its data to leave: the array's last
+    /// superblock for it must mark every role of `gone` (the other holders, none in
+    /// sync) not active, and the device must still hold that superblock.
+    fn check_last_to_leave(
+        &self,
+        name: &str,
+        sb: &Super,
+        role: usize,
+        gone: &[usize],
+    ) -> Result<()> {
+        let meta = lock(&self.meta.sb);
+        let devnum = sb.dev_number();
+        // The array's last superblock for it (it is never removed from the list).
+        let Some(idx) = (0..meta.sbs.len()).rev().find(|&i| {
+            meta.sbs[i].dev_number() == devnum && meta.sbs[i].own_role() == Role::Active(role)
+        }) else {
+            return Err(EngineError::Invalid(format!(
+                "{name} holds the only copy of its data in this array, but it has not been a member since the array was assembled: nothing records what it last held. Nothing was written; stop the array and assemble it from the members to keep"
+            )));
+        };
+        let last = &meta.sbs[idx];
+        let slots = self.slots().clone();
+        for &p in gone {
+            let Some(holder) = last.holder_of(p) else {
+                continue;
+            };
+            // A member being caught up there now holds no complete copy of anything.
+            if slots
+                .get(p)
+                .and_then(|m| m.as_ref())
+                .is_some_and(|m| !m.is_failed())
+            {
+                continue;
+            }
+            let devs = self.devs();
+            let who = (0..meta.sbs.len().min(devs.len()))
+                .rev()
+                .find(|&i| meta.sbs[i].dev_number() == holder)
+                .map_or_else(
+                    || format!("device number {holder}"),
+                    |i| devs[i].name().to_string(),
+                );
+            return Err(EngineError::Invalid(format!(
+                "{name} holds data no member in sync holds, but it is not the last of its holders to leave: role {p} ({who}) left after it and holds writes it never got. Nothing was written. Bring {who} back first (it is taken back as it is), then re-add {name}: it is caught up from it"
+            )));
         }
+        let theirs = sb.events();
+        let wrote = last.events();
+        // Its last superblock write failed: it holds that one or the one before.
+        let known = meta.behind.get(&idx).copied().unwrap_or(wrote);
+        if theirs < known || theirs > wrote {
+            let what = if theirs < known {
+                "older: restored from a snapshot or an old copy, it would serve data older than what was acknowledged"
+            } else {
+                "newer: it was changed without this array"
+            };
+            return Err(EngineError::Invalid(format!(
+                "{name} holds data no member in sync holds, but its superblock (events {theirs}) is not the last one this array wrote to it (events {wrote}); it is {what}. Nothing was written; stop the array and decide which copy to keep"
+            )));
+        }
+        Ok(())
     }
 
     /// Does the write-intent bitmap cover every write the returning member (superblock
     /// `sb`) missed, so that copying its dirty regions catches it up? (Its events are at
     /// least the bitmap's `events_cleared`; never when its own changes are discarded.)
-    pub fn guided_catch_up(&self, sb: &Super, discard_its_changes: bool) -> bool {
+    fn guided_catch_up(&self, sb: &Super, discard_its_changes: bool) -> bool {
         if discard_its_changes {
             return false;
         }

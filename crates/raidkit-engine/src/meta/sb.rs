@@ -269,6 +269,23 @@ impl Super {
             },
         }
     }
+    /// Do two superblocks of one array belong to the same device? 1.x: the same device
+    /// UUID; 0.90 (no device UUID): the same device number.
+    pub fn same_device_as(&self, other: &Super) -> bool {
+        match (self, other) {
+            (Super::V1(a), Super::V1(b)) => a.device_uuid == b.device_uuid,
+            (Super::V090(a), Super::V090(b)) => a.this_disk.number == b.this_disk.number,
+            _ => false,
+        }
+    }
+    /// The device number this superblock's table makes active in `role`, if any.
+    pub fn holder_of(&self, role: usize) -> Option<usize> {
+        let n = match self {
+            Super::V090(s) => s.disks.len(),
+            Super::V1(s) => s.dev_roles.len(),
+        };
+        (0..n).find(|&d| self.role_of(d) == Role::Active(role))
+    }
     /// Is this device write-mostly (1.x `devflags` bit 0; 0.90 its descriptor's state
     /// bit 9)?
     pub fn write_mostly(&self) -> bool {

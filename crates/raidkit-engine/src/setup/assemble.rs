@@ -253,6 +253,7 @@ pub(crate) fn assemble_with(
         resync_from: resync,
         disk_active: fresh.resync_offset() != MAX_SECTOR,
         roles: role_table,
+        behind: Default::default(),
     };
     let arr = Array::from_parts(
         geo,

@@ -4,6 +4,7 @@
 use super::{Event, JobResult, RebuildResult, Result, Supervisor, SupervisorError};
 use crate::array::lock;
 use crate::error::EngineError;
+use crate::jobs::returning::CatchUp;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -95,10 +96,13 @@ impl Supervisor {
         if self.shutting_down.load(Ordering::Acquire) {
             return Err(EngineError::Invalid("the array is stopping".into()).into());
         }
-        let (sb, role) = self
+        // Every refusal is decided here, before the job starts: a member refused is
+        // told so at once (the reconnector then leaves it alone), and the job decides
+        // again on the array as it is then.
+        let back = self
             .cur()
             .returning_member(dev.as_ref(), discard_its_changes)?;
-        let guided = self.cur().guided_catch_up(&sb, discard_its_changes);
+        let (role, guided) = (back.role, back.catch_up != CatchUp::Full);
         let device = dev.name().to_string();
         self.emit(Event::ResyncStarted {
             role,

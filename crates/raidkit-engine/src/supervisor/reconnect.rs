@@ -1,10 +1,12 @@
 //! Network members come back by themselves: a failed network member is reconnected with
 //! back-off, and when the same member (array UUID, role, and a history that did not move
 //! on without us) answers again, it is re-added with a catch-up of only the bitmap's dirty
-//! regions. A member that changed while it was away (split brain, or newer than us), or
-//! is not that member any more (a blank disk, another array's), is refused once, with an
-//! event saying what happened (and which side to keep); it is then left alone until the
-//! administrator re-adds or replaces it.
+//! regions. A member that changed while it was away (split brain, or newer than us), is
+//! not that member any more (a blank disk, another array's), or holds the only copy of
+//! its data without being the last to leave (or older than the array's record of it), is
+//! refused once, before any catch-up starts, with an event saying what happened (and
+//! which side to keep); it is then left alone until the administrator re-adds or
+//! replaces it.
 //!
 //! A failed member's old connection is always dropped first: writes it acknowledged but
 //! had not made durable may be gone, so only a new connection and a catch-up make it whole.
@@ -186,7 +188,7 @@ impl Supervisor {
         let role = match role {
             Some(r) => r,
             None => match self.cur().returning_member(dev.as_ref(), false) {
-                Ok((_, r)) => r,
+                Ok(back) => back.role,
                 Err(e @ (EngineError::Diverged { .. } | EngineError::Invalid(_))) => {
                     return self.refuse(None, dev, a, e)
                 }
@@ -204,6 +206,11 @@ impl Supervisor {
             attempts: a.attempts,
         });
         if kind == Kind::Kept {
+            // Its slot was kept: IO resumes on it only if it is still what the array
+            // last wrote to it.
+            if let Err(e) = self.cur().check_kept_member(dev.as_ref(), role) {
+                self.refuse(Some(role), dev, a, e);
+            }
             return;
         }
         match self.re_add_dev(Arc::clone(dev), false) {

@@ -31,6 +31,7 @@ impl Array {
             resync_from: MAX_SECTOR,
             disk_active: false,
             roles: Vec::new(),
+            behind: Default::default(),
         };
         let mut a = Array::from_parts(
             geo,
