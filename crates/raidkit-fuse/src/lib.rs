@@ -135,6 +135,12 @@ pub fn check_file_name(name: &str) -> Result<(), FuseError> {
 /// Check that `mountpoint` is an existing directory that can be mounted on, and return
 /// its canonical path. Explains a dead FUSE mount left by a killed server.
 pub fn check_mountpoint(mountpoint: &Path) -> Result<PathBuf, FuseError> {
+    checked_mountpoint(mountpoint).map(|(dir, _)| dir)
+}
+
+/// [`check_mountpoint`], with the `(st_dev, st_ino)` of the directory it checked.
+fn checked_mountpoint(mountpoint: &Path) -> Result<(PathBuf, (u64, u64)), FuseError> {
+    use std::os::unix::fs::MetadataExt;
     let bad = |why: String| FuseError::BadMountpoint {
         path: mountpoint.to_path_buf(),
         why,
@@ -162,7 +168,7 @@ pub fn check_mountpoint(mountpoint: &Path) -> Result<PathBuf, FuseError> {
             dir.display()
         )));
     }
-    Ok(dir)
+    Ok((dir, (md.dev(), md.ino())))
 }
 
 /// A mounted array, not yet serving: call [`Mounted::run`].
@@ -316,8 +322,8 @@ pub fn mount(
 ) -> Result<Mounted, FuseError> {
     check_file_name(&cfg.file_name)?;
     let read_only = cfg.read_only || !array.is_writable();
-    let canonical = check_mountpoint(mountpoint)?;
-    let pin = pin_mountpoint(&canonical)?.map(Arc::new);
+    let (canonical, checked) = checked_mountpoint(mountpoint)?;
+    let pin = pin_mountpoint(&canonical, checked)?.map(Arc::new);
     let target = match &pin {
         Some(fd) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
         None => canonical.clone(),
@@ -421,7 +427,8 @@ impl Drop for DetachOnDrop {
 /// it), which would otherwise make root mount over, or unmount, whatever the symlink
 /// names. Without root, `fusermount3` mounts and unmounts, with its own checks, so
 /// nothing is pinned (None); nor when /proc is not mounted.
-fn pin_mountpoint(canonical: &Path) -> Result<Option<OwnedFd>, FuseError> {
+fn pin_mountpoint(canonical: &Path, checked: (u64, u64)) -> Result<Option<OwnedFd>, FuseError> {
+    use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 || !Path::new("/proc/self/fd").is_dir() {
         return Ok(None);
@@ -434,6 +441,20 @@ fn pin_mountpoint(canonical: &Path) -> Result<Option<OwnedFd>, FuseError> {
             path: canonical.to_path_buf(),
             why: e.to_string(),
         })?;
+    // The directory pinned must be the one checked: the path is looked up again here,
+    // and a directory on it may have been swapped for a symlink meanwhile.
+    let pinned = dir.metadata().map_err(|e| FuseError::BadMountpoint {
+        path: canonical.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    if (pinned.dev(), pinned.ino()) != checked {
+        return Err(FuseError::BadMountpoint {
+            path: canonical.to_path_buf(),
+            why: "it changed while it was being checked (a directory on its path was \
+                  replaced); check who can write the directories above it, and try again"
+                .into(),
+        });
+    }
     Ok(Some(OwnedFd::from(dir)))
 }
 
@@ -590,7 +611,29 @@ fn session_outcome(result: std::io::Result<()>) -> std::io::Result<SessionEnd> {
 
 #[cfg(test)]
 mod tests {
-    use super::{session_outcome, SessionEnd};
+    use super::{pin_mountpoint, session_outcome, FuseError, SessionEnd};
+
+    /// As root, a mount point is pinned only if the directory opened is the one checked.
+    #[test]
+    fn the_pinned_directory_must_be_the_one_checked() {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let dir = std::env::temp_dir();
+        let md = std::fs::metadata(&dir).unwrap();
+        assert!(pin_mountpoint(&dir, (md.dev(), md.ino()))
+            .unwrap()
+            .is_some());
+        let other = (md.dev(), md.ino() + 1);
+        let e = pin_mountpoint(&dir, other).unwrap_err();
+        assert!(matches!(e, FuseError::BadMountpoint { .. }), "{e}");
+        assert!(
+            e.to_string().contains("changed while it was being checked"),
+            "{e}"
+        );
+    }
     use std::io::{Error, ErrorKind};
 
     #[test]
