@@ -198,7 +198,8 @@ pub fn run(
 /// Options of a pass beyond the mode.
 #[derive(Clone, Debug, Default)]
 pub struct SyncOptions {
-    /// Visit everything even if a bitmap says only some regions are dirty.
+    /// Visit every region, not only those a bitmap says are dirty. A resync owed still
+    /// resumes where a stopped one left off (everything below was made consistent then).
     pub full: bool,
     /// Only this window of the sync address space, in sectors `[start, end)` (a scrub
     /// can be split over several runs; `SyncReport::stopped_at` says where to resume).
